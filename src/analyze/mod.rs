@@ -1,0 +1,1 @@
+//! Loading flight-recorder dumps (collbench's, PyTorch's) and diagnosing hangs.

@@ -1,0 +1,1 @@
+//! Deterministic inputs, expected outputs, NaN/Inf scans and verdicts.

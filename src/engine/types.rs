@@ -1,0 +1,392 @@
+//! The vocabulary every room shares: collectives, algorithms, element types
+//! and reduction operators, with their names as the CLI and JSON spell them.
+
+use std::fmt;
+
+/// A collective operation, as nccl-tests names its binaries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Collective {
+    AllReduce,
+    AllGather,
+    ReduceScatter,
+    Broadcast,
+    Reduce,
+    AllToAll,
+    Gather,
+    Scatter,
+    SendRecv,
+}
+
+impl Collective {
+    /// Every collective, in the order `collbench all` runs them.
+    pub const ALL: [Collective; 9] = [
+        Collective::AllReduce,
+        Collective::AllGather,
+        Collective::ReduceScatter,
+        Collective::Broadcast,
+        Collective::Reduce,
+        Collective::AllToAll,
+        Collective::Gather,
+        Collective::Scatter,
+        Collective::SendRecv,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Collective::AllReduce => "all-reduce",
+            Collective::AllGather => "all-gather",
+            Collective::ReduceScatter => "reduce-scatter",
+            Collective::Broadcast => "broadcast",
+            Collective::Reduce => "reduce",
+            Collective::AllToAll => "all-to-all",
+            Collective::Gather => "gather",
+            Collective::Scatter => "scatter",
+            Collective::SendRecv => "send-recv",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Collective> {
+        let norm = s.trim().to_ascii_lowercase().replace('_', "-");
+        let alias = match norm.as_str() {
+            "allreduce" => "all-reduce",
+            "allgather" => "all-gather",
+            "reducescatter" => "reduce-scatter",
+            "alltoall" => "all-to-all",
+            "sendrecv" => "send-recv",
+            other => other,
+        };
+        Collective::ALL.into_iter().find(|c| c.name() == alias)
+    }
+
+    /// Whether the collective combines values with a reduction operator.
+    pub fn reduces(self) -> bool {
+        matches!(
+            self,
+            Collective::AllReduce | Collective::ReduceScatter | Collective::Reduce
+        )
+    }
+
+    /// Whether one rank is distinguished (the `root` column).
+    pub fn rooted(self) -> bool {
+        matches!(
+            self,
+            Collective::Broadcast | Collective::Reduce | Collective::Gather | Collective::Scatter
+        )
+    }
+
+    /// nccl-tests' bus-bandwidth factor for `n` ranks.
+    pub fn busbw_factor(self, n: usize) -> f64 {
+        let n = n.max(1) as f64;
+        match self {
+            Collective::AllReduce => 2.0 * (n - 1.0) / n,
+            Collective::AllGather
+            | Collective::ReduceScatter
+            | Collective::AllToAll
+            | Collective::Gather
+            | Collective::Scatter => (n - 1.0) / n,
+            Collective::Broadcast | Collective::Reduce | Collective::SendRecv => 1.0,
+        }
+    }
+
+    /// The algorithms that implement this collective.
+    pub fn algos(self) -> &'static [Algo] {
+        match self {
+            Collective::AllReduce | Collective::Broadcast | Collective::Reduce => {
+                &[Algo::Ring, Algo::Tree]
+            }
+            Collective::AllGather | Collective::ReduceScatter => &[Algo::Ring],
+            Collective::AllToAll
+            | Collective::Gather
+            | Collective::Scatter
+            | Collective::SendRecv => &[Algo::Direct],
+        }
+    }
+
+    /// Element counts of one case, following nccl-tests: `bytes` is the size
+    /// the sweep asked for; the counts are what each rank's buffers hold.
+    pub fn counts(self, bytes: u64, elem: usize, nranks: usize) -> Counts {
+        let total = bytes / elem as u64;
+        let n = nranks.max(1) as u64;
+        let (send, recv, block) = match self {
+            Collective::AllReduce
+            | Collective::Broadcast
+            | Collective::Reduce
+            | Collective::SendRecv => (total, total, total),
+            Collective::AllGather | Collective::Gather => {
+                let base = total / n;
+                (base, base * n, base)
+            }
+            Collective::ReduceScatter | Collective::Scatter => {
+                let base = total / n;
+                (base * n, base, base)
+            }
+            Collective::AllToAll => {
+                let base = total / n;
+                (base * n, base * n, base)
+            }
+        };
+        Counts {
+            send: send as usize,
+            recv: recv as usize,
+            block: block as usize,
+        }
+    }
+}
+
+impl fmt::Display for Collective {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Per-rank element counts of one case.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Counts {
+    /// Elements in each rank's send buffer (the root's, for scatter).
+    pub send: usize,
+    /// Elements in each rank's receive buffer (the root's, for gather).
+    pub recv: usize,
+    /// Elements one rank contributes or receives: the unit blocks are cut in.
+    pub block: usize,
+}
+
+impl Counts {
+    /// The size nccl-tests prints for this case, in bytes.
+    pub fn reported_bytes(&self, c: Collective, elem: usize) -> u64 {
+        let elems = match c {
+            Collective::AllGather | Collective::Gather => self.recv,
+            Collective::ReduceScatter | Collective::Scatter | Collective::AllToAll => self.send,
+            _ => self.send,
+        };
+        (elems * elem) as u64
+    }
+}
+
+/// How data moves between ranks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Algo {
+    Ring,
+    Tree,
+    Direct,
+}
+
+impl Algo {
+    pub const ALL: [Algo; 3] = [Algo::Ring, Algo::Tree, Algo::Direct];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Algo::Ring => "ring",
+            Algo::Tree => "tree",
+            Algo::Direct => "direct",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Algo> {
+        Algo::ALL
+            .into_iter()
+            .find(|a| a.name().eq_ignore_ascii_case(s.trim()))
+    }
+}
+
+impl fmt::Display for Algo {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Element types.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Dtype {
+    I8,
+    U8,
+    I32,
+    U32,
+    I64,
+    U64,
+    F16,
+    Bf16,
+    F32,
+    F64,
+    F8E4M3,
+    F8E5M2,
+}
+
+impl Dtype {
+    pub const ALL: [Dtype; 12] = [
+        Dtype::I8,
+        Dtype::U8,
+        Dtype::I32,
+        Dtype::U32,
+        Dtype::I64,
+        Dtype::U64,
+        Dtype::F16,
+        Dtype::Bf16,
+        Dtype::F32,
+        Dtype::F64,
+        Dtype::F8E4M3,
+        Dtype::F8E5M2,
+    ];
+
+    /// The short names nccl-tests prints in its `type` column.
+    pub fn name(self) -> &'static str {
+        match self {
+            Dtype::I8 => "int8",
+            Dtype::U8 => "uint8",
+            Dtype::I32 => "int32",
+            Dtype::U32 => "uint32",
+            Dtype::I64 => "int64",
+            Dtype::U64 => "uint64",
+            Dtype::F16 => "half",
+            Dtype::Bf16 => "bfloat16",
+            Dtype::F32 => "float",
+            Dtype::F64 => "double",
+            Dtype::F8E4M3 => "f8e4m3",
+            Dtype::F8E5M2 => "f8e5m2",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Dtype> {
+        let v = s.trim().to_ascii_lowercase();
+        let d = match v.as_str() {
+            "int8" | "i8" | "char" => Dtype::I8,
+            "uint8" | "u8" => Dtype::U8,
+            "int32" | "i32" | "int" => Dtype::I32,
+            "uint32" | "u32" => Dtype::U32,
+            "int64" | "i64" => Dtype::I64,
+            "uint64" | "u64" => Dtype::U64,
+            "half" | "f16" | "float16" | "fp16" => Dtype::F16,
+            "bfloat16" | "bf16" => Dtype::Bf16,
+            "float" | "f32" | "float32" | "fp32" => Dtype::F32,
+            "double" | "f64" | "float64" | "fp64" => Dtype::F64,
+            "f8e4m3" | "fp8_e4m3" | "fp8e4m3" | "e4m3" => Dtype::F8E4M3,
+            "f8e5m2" | "fp8_e5m2" | "fp8e5m2" | "e5m2" => Dtype::F8E5M2,
+            _ => return None,
+        };
+        Some(d)
+    }
+
+    pub fn size(self) -> usize {
+        match self {
+            Dtype::I8 | Dtype::U8 | Dtype::F8E4M3 | Dtype::F8E5M2 => 1,
+            Dtype::F16 | Dtype::Bf16 => 2,
+            Dtype::I32 | Dtype::U32 | Dtype::F32 => 4,
+            Dtype::I64 | Dtype::U64 | Dtype::F64 => 8,
+        }
+    }
+
+    pub fn is_float(self) -> bool {
+        matches!(
+            self,
+            Dtype::F16 | Dtype::Bf16 | Dtype::F32 | Dtype::F64 | Dtype::F8E4M3 | Dtype::F8E5M2
+        )
+    }
+}
+
+impl fmt::Display for Dtype {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Reduction operators.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ReduceOp {
+    Sum,
+    Prod,
+    Min,
+    Max,
+    Avg,
+}
+
+impl ReduceOp {
+    pub const ALL: [ReduceOp; 5] = [
+        ReduceOp::Sum,
+        ReduceOp::Prod,
+        ReduceOp::Min,
+        ReduceOp::Max,
+        ReduceOp::Avg,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ReduceOp::Sum => "sum",
+            ReduceOp::Prod => "prod",
+            ReduceOp::Min => "min",
+            ReduceOp::Max => "max",
+            ReduceOp::Avg => "avg",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<ReduceOp> {
+        ReduceOp::ALL
+            .into_iter()
+            .find(|o| o.name().eq_ignore_ascii_case(s.trim()))
+    }
+}
+
+impl fmt::Display for ReduceOp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Out-of-place (separate send and receive buffers) or in-place (the send
+/// buffer lies inside the receive buffer, where NCCL puts it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Placement {
+    OutOfPlace,
+    InPlace,
+}
+
+impl Placement {
+    pub fn name(self) -> &'static str {
+        match self {
+            Placement::OutOfPlace => "out",
+            Placement::InPlace => "in",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn busbw_factors_match_nccl_tests() {
+        assert_eq!(Collective::AllReduce.busbw_factor(8), 2.0 * 7.0 / 8.0);
+        assert_eq!(Collective::AllGather.busbw_factor(4), 0.75);
+        assert_eq!(Collective::ReduceScatter.busbw_factor(2), 0.5);
+        assert_eq!(Collective::AllToAll.busbw_factor(4), 0.75);
+        assert_eq!(Collective::Broadcast.busbw_factor(8), 1.0);
+        assert_eq!(Collective::Reduce.busbw_factor(8), 1.0);
+        assert_eq!(Collective::SendRecv.busbw_factor(8), 1.0);
+        assert_eq!(Collective::AllReduce.busbw_factor(1), 0.0);
+    }
+
+    #[test]
+    fn counts_follow_nccl_tests() {
+        let c = Collective::AllGather.counts(1024, 4, 4);
+        assert_eq!((c.send, c.recv), (64, 256));
+        assert_eq!(c.reported_bytes(Collective::AllGather, 4), 1024);
+        let c = Collective::ReduceScatter.counts(1000, 4, 3);
+        assert_eq!((c.send, c.recv), (249, 83));
+        assert_eq!(c.reported_bytes(Collective::ReduceScatter, 4), 996);
+        let c = Collective::AllReduce.counts(8, 4, 8);
+        assert_eq!((c.send, c.recv), (2, 2));
+    }
+
+    #[test]
+    fn names_round_trip() {
+        for c in Collective::ALL {
+            assert_eq!(Collective::parse(c.name()), Some(c));
+        }
+        assert_eq!(Collective::parse("allreduce"), Some(Collective::AllReduce));
+        for d in Dtype::ALL {
+            assert_eq!(Dtype::parse(d.name()), Some(d));
+        }
+        for o in ReduceOp::ALL {
+            assert_eq!(ReduceOp::parse(o.name()), Some(o));
+        }
+        assert_eq!(Collective::parse("all-everything"), None);
+    }
+}

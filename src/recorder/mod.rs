@@ -1,0 +1,3 @@
+//! Flight recorder: per-rank records of every operation, dumps.
+
+pub mod model;
