@@ -1,1 +1,19 @@
-fn main(){}
+//! Process entry: parse the command line, run, exit with the code.
+
+use clap::Parser;
+
+fn main() {
+    let cli = match collbench::cli::Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            // --help and --version print and exit 0; usage errors exit 2.
+            let _ = e.print();
+            std::process::exit(if e.use_stderr() {
+                collbench::run::USAGE
+            } else {
+                collbench::run::OK
+            });
+        }
+    };
+    std::process::exit(collbench::run::run(cli));
+}

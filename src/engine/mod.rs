@@ -3,3 +3,8 @@
 pub mod types;
 
 pub use types::{Algo, Collective, Counts, Dtype, Placement, ReduceOp};
+pub mod algo;
+pub mod elem;
+pub mod exec;
+pub mod probe;
+pub mod transport;

@@ -1,6 +1,42 @@
-//! Reports: pure renderings of results (table, CSV, JSON/JSONL) and the
-//! sink trait the harness feeds as rows finish.
+//! Reports: pure renderings of results (terminal table, CSV, JSON/JSONL),
+//! and the [`Sink`] the harness feeds rows to as they finish.
 
+pub mod csv;
+pub mod json;
 pub mod model;
+pub mod table;
 
 pub use model::{Meta, Results, Row, Stats};
+
+use std::io;
+
+/// Receives rows as they finish; hooks default to doing nothing.
+pub trait Sink {
+    fn start(&mut self, _meta: &Meta) -> io::Result<()> {
+        Ok(())
+    }
+    fn row(&mut self, row: &Row) -> io::Result<()>;
+    fn finish(&mut self, _results: &Results) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Several sinks fed in order.
+#[derive(Default)]
+pub struct Fanout {
+    pub sinks: Vec<Box<dyn Sink>>,
+    pub rows: Vec<Row>,
+}
+
+impl Sink for Fanout {
+    fn start(&mut self, meta: &Meta) -> io::Result<()> {
+        self.sinks.iter_mut().try_for_each(|s| s.start(meta))
+    }
+    fn row(&mut self, row: &Row) -> io::Result<()> {
+        self.rows.push(row.clone());
+        self.sinks.iter_mut().try_for_each(|s| s.row(row))
+    }
+    fn finish(&mut self, results: &Results) -> io::Result<()> {
+        self.sinks.iter_mut().try_for_each(|s| s.finish(results))
+    }
+}

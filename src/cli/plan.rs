@@ -1,0 +1,260 @@
+//! Arguments to a validated sweep: every error a user can make is found
+//! here and said in one line.
+
+use super::RunArgs;
+use crate::engine::exec::HostOptions;
+use crate::engine::types::{Algo, Collective, Dtype, Placement, ReduceOp};
+use crate::harness::{AlgoChoice, Plan, RootChoice};
+use crate::launch::max_thread_ranks;
+use crate::units::{parse_bytes, parse_duration, parse_sweep, sweep, Growth};
+use std::path::PathBuf;
+
+/// Where the user asked data to move.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DeviceChoice {
+    Auto,
+    Host,
+    Cuda,
+}
+
+/// A sweep request: the plan and how to present it.
+#[derive(Debug)]
+pub struct Sweep {
+    pub plan: Plan,
+    pub device: DeviceChoice,
+    pub engines: Vec<String>,
+    pub timing: Option<String>,
+    pub graph: bool,
+    pub json: Option<PathBuf>,
+    pub csv: Option<PathBuf>,
+    pub quiet: bool,
+    pub verbose: u8,
+}
+
+fn num<T: std::str::FromStr>(flag: &str, v: &str) -> Result<T, String> {
+    v.trim()
+        .parse()
+        .map_err(|_| format!("{flag} '{v}' is not a non-negative whole number"))
+}
+
+/// Splits a comma list, or expands `all`.
+fn list<T: Copy>(
+    flag: &str,
+    v: &str,
+    all: &[T],
+    parse: impl Fn(&str) -> Option<T>,
+    names: &str,
+) -> Result<Vec<T>, String> {
+    if v.trim().eq_ignore_ascii_case("all") {
+        return Ok(all.to_vec());
+    }
+    let mut out = Vec::new();
+    for item in v.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        out.push(parse(item).ok_or_else(|| format!("unknown {flag} '{item}' (known: {names})"))?);
+    }
+    if out.is_empty() {
+        return Err(format!("{flag} is empty"));
+    }
+    Ok(out)
+}
+
+fn sizes(a: &RunArgs) -> Result<Vec<u64>, String> {
+    if let Some(s) = &a.sizes {
+        return parse_sweep(s).map_err(|e| format!("--sizes: {e}"));
+    }
+    let min = a
+        .minbytes
+        .as_deref()
+        .map(parse_bytes)
+        .transpose()
+        .map_err(|e| format!("-b: {e}"))?;
+    let max = a
+        .maxbytes
+        .as_deref()
+        .map(parse_bytes)
+        .transpose()
+        .map_err(|e| format!("-e: {e}"))?;
+    let (min, max) = match (min, max) {
+        (None, None) => (8, 64 << 20),
+        (Some(m), None) => (m, m.max(64 << 20)),
+        (None, Some(m)) => (8.min(m), m),
+        (Some(a), Some(b)) => (a, b),
+    };
+    let growth = match (&a.stepfactor, &a.stepbytes) {
+        (Some(f), _) => Growth::Factor(
+            f.trim()
+                .parse()
+                .map_err(|_| format!("-f '{f}' is not a number"))?,
+        ),
+        (None, Some(s)) => Growth::Step(parse_bytes(s).map_err(|e| format!("-i: {e}"))?),
+        (None, None) => Growth::Factor(2.0),
+    };
+    sweep(min, max, growth).map_err(|e| e.to_string())
+}
+
+fn names<T>(all: &[T], name: impl Fn(&T) -> &'static str) -> String {
+    all.iter().map(name).collect::<Vec<_>>().join(", ")
+}
+
+fn algos(a: &RunArgs, colls: &[Collective]) -> Result<AlgoChoice, String> {
+    let v = a.algo.trim().to_ascii_lowercase();
+    if v == "auto" {
+        return Ok(AlgoChoice::Auto);
+    }
+    let chosen = list(
+        "--algo",
+        &v,
+        &Algo::ALL,
+        Algo::parse,
+        "ring, tree, direct, auto, all",
+    )?;
+    if let [c] = colls {
+        if !chosen.iter().any(|x| c.algos().contains(x)) {
+            return Err(format!(
+                "--algo {}: not an algorithm for {c} (it has: {})",
+                a.algo,
+                names(c.algos(), |x| x.name())
+            ));
+        }
+    } else if !colls
+        .iter()
+        .any(|c| chosen.iter().any(|x| c.algos().contains(x)))
+    {
+        return Err(format!("--algo {}: no selected collective has it", a.algo));
+    }
+    Ok(AlgoChoice::List(chosen))
+}
+
+/// Validates `a` for `coll` (None: every collective).
+pub fn build(coll: Option<Collective>, a: &RunArgs) -> Result<Sweep, String> {
+    let collectives = coll.map_or(Collective::ALL.to_vec(), |c| vec![c]);
+    let ranks: usize = match &a.ranks {
+        Some(r) => num("--ranks", r)?,
+        None => 2,
+    };
+    let max = max_thread_ranks();
+    if ranks == 0 {
+        return Err("--ranks must be at least 1".into());
+    }
+    if ranks > max {
+        return Err(format!("--ranks {ranks}: this host runs at most {max} thread ranks (32 per core); use more nodes with MPI"));
+    }
+    let roots = match a.root.trim() {
+        r if r.eq_ignore_ascii_case("all") => RootChoice::All,
+        r => {
+            let root: usize = num("--root", r)?;
+            if root >= ranks {
+                return Err(format!(
+                    "--root {root} is outside the {ranks} ranks (0..={})",
+                    ranks - 1
+                ));
+            }
+            RootChoice::One(root)
+        }
+    };
+    let device = match a.device.trim().to_ascii_lowercase().as_str() {
+        "auto" => DeviceChoice::Auto,
+        "host" | "cpu" => DeviceChoice::Host,
+        "cuda" | "gpu" => DeviceChoice::Cuda,
+        other => {
+            return Err(format!(
+                "unknown --device '{other}' (known: auto, host, cuda)"
+            ))
+        }
+    };
+    let engines = list(
+        "--engine",
+        &a.engine,
+        &["builtin", "nccl", "mpi"],
+        |s| {
+            ["builtin", "nccl", "mpi"]
+                .into_iter()
+                .find(|e| e.eq_ignore_ascii_case(s))
+        },
+        "builtin, nccl, mpi",
+    )?;
+    let placements = match a.placement.trim().to_ascii_lowercase().as_str() {
+        "both" => vec![Placement::OutOfPlace, Placement::InPlace],
+        "out" | "out-of-place" => vec![Placement::OutOfPlace],
+        "in" | "in-place" => vec![Placement::InPlace],
+        other => {
+            return Err(format!(
+                "unknown --placement '{other}' (known: both, in, out)"
+            ))
+        }
+    };
+    let iters: usize = num("--iters", &a.iters)?;
+    if iters == 0 {
+        return Err("--iters must be at least 1".into());
+    }
+    let check_iters = match (&a.check_iters, a.no_check) {
+        (_, true) => 0,
+        (Some(c), false) => num("--check-iters", c)?,
+        (None, false) => 1,
+    };
+    let channels: usize = num("--channels", &a.channels)?;
+    if !(1..=16).contains(&channels) {
+        return Err(format!("--channels {channels}: must be 1 to 16"));
+    }
+    let slot_bytes = parse_bytes(&a.slot_size).map_err(|e| format!("--slot-size: {e}"))?;
+    if !(64..=64 << 20).contains(&slot_bytes) {
+        return Err("--slot-size must be 64B to 64MiB".into());
+    }
+    let timing = a.timing.as_ref().map(|t| t.trim().to_ascii_lowercase());
+    if let Some(t) = timing
+        .as_deref()
+        .filter(|t| !["events", "wall"].contains(t))
+    {
+        return Err(format!("unknown --timing '{t}' (known: events, wall)"));
+    }
+    if a.format.trim() != "table" {
+        return Err(format!(
+            "unknown --format '{}' (this build has: table)",
+            a.format
+        ));
+    }
+    let plan = Plan {
+        sizes: sizes(a)?,
+        ranks,
+        algos: algos(a, &collectives)?,
+        dtypes: list(
+            "--dtype",
+            &a.dtype,
+            &Dtype::ALL,
+            Dtype::parse,
+            &names(&Dtype::ALL, |d| d.name()),
+        )?,
+        ops: list(
+            "--op",
+            &a.op,
+            &ReduceOp::ALL,
+            ReduceOp::parse,
+            &names(&ReduceOp::ALL, |o| o.name()),
+        )?,
+        roots,
+        placements,
+        iters,
+        warmup: num("--warmup", &a.warmup)?,
+        check_iters,
+        channels,
+        seed: num("--seed", &a.seed)?,
+        host: HostOptions {
+            slot_bytes: slot_bytes as usize,
+            timeout: parse_duration(&a.timeout).map_err(|e| format!("--timeout: {e}"))?,
+            ..HostOptions::default()
+        },
+        jsonl: None,
+        collectives,
+    };
+    Ok(Sweep {
+        plan,
+        device,
+        engines: engines.into_iter().map(String::from).collect(),
+        timing,
+        graph: a.graph,
+        json: a.json.clone(),
+        csv: a.csv.clone(),
+        quiet: a.quiet,
+        verbose: a.verbose,
+    })
+}

@@ -1,0 +1,128 @@
+//! Direct generators: every transfer goes straight from its source rank to
+//! its destination. All-to-all is a pairwise exchange (at step k rank r sends
+//! to r+k and receives from r-k); gather and scatter talk to the root;
+//! send-recv moves each rank's buffer to the next rank.
+
+use super::program::{ChannelProgram, Peers, Slice, Step};
+use super::{chunks, partition, push, wrap, Spec};
+use crate::engine::types::Placement;
+
+/// Runs `body(chan, x, l)` for every chunk of each channel's part of a block.
+fn per_chunk(
+    spec: &Spec,
+    len: usize,
+    mut body: impl FnMut(usize, &mut Vec<Step>, usize, usize),
+) -> Vec<ChannelProgram> {
+    (0..spec.channels)
+        .map(|c| {
+            let (start, part) = partition(len, spec.channels, c);
+            let mut steps = Vec::new();
+            for (o, l) in chunks(part, spec.chunk) {
+                body(c, &mut steps, start + o, l);
+            }
+            ChannelProgram { steps }
+        })
+        .collect()
+}
+
+pub fn all_to_all(spec: &Spec) -> Vec<ChannelProgram> {
+    let (n, r, b) = (spec.nranks, spec.rank, spec.counts.block);
+    let in_place = spec.placement == Placement::InPlace;
+    let mut programs = per_chunk(spec, b, |c, steps, x, l| {
+        if !in_place {
+            push(
+                steps,
+                Step::copy(Slice::send(r * b + x), Slice::recv(r * b + x), l),
+            );
+        }
+        for k in 1..n as isize {
+            let to = wrap(r as isize + k, n);
+            let from = wrap(r as isize - k, n);
+            push(
+                steps,
+                Step::send(Slice::send(to * b + x), l, Peers::one(to, c)),
+            );
+            let dst = if in_place {
+                Slice::scratch(from * b + x)
+            } else {
+                Slice::recv(from * b + x)
+            };
+            push(steps, Step::recv(Peers::one(from, c), dst, l));
+        }
+    });
+    if in_place {
+        // Received blocks land in scratch until every block has been sent.
+        let tails = per_chunk(spec, b, |_, steps, x, l| {
+            for q in (0..n).filter(|&q| q != r) {
+                push(
+                    steps,
+                    Step::copy(Slice::scratch(q * b + x), Slice::recv(q * b + x), l),
+                );
+            }
+        });
+        for (p, t) in programs.iter_mut().zip(tails) {
+            p.steps.extend(t.steps);
+        }
+    }
+    programs
+}
+
+pub fn gather(spec: &Spec) -> Vec<ChannelProgram> {
+    let (n, r, b, root) = (spec.nranks, spec.rank, spec.counts.block, spec.root);
+    per_chunk(spec, b, |c, steps, x, l| {
+        if r != root {
+            push(steps, Step::send(Slice::send(x), l, Peers::one(root, c)));
+            return;
+        }
+        if spec.placement == Placement::OutOfPlace {
+            push(steps, Step::copy(Slice::send(x), Slice::recv(r * b + x), l));
+        }
+        for k in 1..n {
+            let q = (root + k) % n;
+            push(
+                steps,
+                Step::recv(Peers::one(q, c), Slice::recv(q * b + x), l),
+            );
+        }
+    })
+}
+
+pub fn scatter(spec: &Spec) -> Vec<ChannelProgram> {
+    let (n, r, b, root) = (spec.nranks, spec.rank, spec.counts.block, spec.root);
+    per_chunk(spec, b, |c, steps, x, l| {
+        if r != root {
+            push(steps, Step::recv(Peers::one(root, c), Slice::recv(x), l));
+            return;
+        }
+        for k in 1..n {
+            let q = (root + k) % n;
+            push(
+                steps,
+                Step::send(Slice::send(q * b + x), l, Peers::one(q, c)),
+            );
+        }
+        if spec.placement == Placement::OutOfPlace {
+            push(steps, Step::copy(Slice::send(r * b + x), Slice::recv(x), l));
+        }
+    })
+}
+
+pub fn send_recv(spec: &Spec) -> Vec<ChannelProgram> {
+    let (n, r) = (spec.nranks, spec.rank as isize);
+    per_chunk(spec, spec.counts.send, |c, steps, x, l| {
+        if n == 1 {
+            if spec.placement == Placement::OutOfPlace {
+                push(steps, Step::copy(Slice::send(x), Slice::recv(x), l));
+            }
+            return;
+        }
+        push(
+            steps,
+            Step::send(Slice::send(x), l, Peers::one(wrap(r + 1, n), c)),
+        );
+        push(
+            steps,
+            Step::recv(Peers::one(wrap(r - 1, n), c), Slice::recv(x), l),
+        );
+    })
+}

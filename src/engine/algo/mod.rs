@@ -1,0 +1,190 @@
+//! Algorithms as data: generators turn (collective, algorithm, ranks, rank,
+//! root) into a [`Program`], and a symbolic executor proves them.
+
+pub mod direct;
+pub mod program;
+pub mod ring;
+pub mod symbolic;
+pub mod tree;
+
+pub use program::{
+    Buf, ChannelProgram, Layout, Peer, Peers, Prim, Program, Slice, Step, MAX_PEERS,
+};
+pub use symbolic::MIN_SLOTS;
+
+use crate::engine::types::{Algo, Collective, Counts, Placement};
+
+/// Everything a generator needs to know about one rank's part of a case.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Spec {
+    pub coll: Collective,
+    pub algo: Algo,
+    pub nranks: usize,
+    pub rank: usize,
+    pub root: usize,
+    pub counts: Counts,
+    pub placement: Placement,
+    /// Data partitions run side by side (each its own channel, or channels).
+    pub channels: usize,
+    /// Largest number of elements one step moves (a FIFO slot's capacity).
+    pub chunk: usize,
+}
+
+/// Why no program exists for a request.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum AlgoError {
+    #[error("{algo} is not an algorithm for {coll} (it has: {have})")]
+    Unsupported {
+        coll: Collective,
+        algo: Algo,
+        have: String,
+    },
+    #[error("root {root} is outside the {nranks} ranks")]
+    BadRoot { root: usize, nranks: usize },
+    #[error("invalid generator input: {0}")]
+    Invalid(String),
+}
+
+/// The program rank `spec.rank` runs.
+pub fn generate(spec: &Spec) -> Result<Program, AlgoError> {
+    validate(spec)?;
+    let channels = match (spec.coll, spec.algo) {
+        (Collective::AllReduce, Algo::Ring) => ring::all_reduce(spec),
+        (Collective::AllGather, Algo::Ring) => ring::all_gather(spec),
+        (Collective::ReduceScatter, Algo::Ring) => ring::reduce_scatter(spec),
+        (Collective::Broadcast, Algo::Ring) => ring::broadcast(spec),
+        (Collective::Reduce, Algo::Ring) => ring::reduce(spec),
+        (Collective::AllReduce, Algo::Tree) => tree::all_reduce(spec),
+        (Collective::Broadcast, Algo::Tree) => tree::broadcast(spec),
+        (Collective::Reduce, Algo::Tree) => tree::reduce(spec),
+        (Collective::AllToAll, Algo::Direct) => direct::all_to_all(spec),
+        (Collective::Gather, Algo::Direct) => direct::gather(spec),
+        (Collective::Scatter, Algo::Direct) => direct::scatter(spec),
+        (Collective::SendRecv, Algo::Direct) => direct::send_recv(spec),
+        (coll, algo) => {
+            return Err(AlgoError::Unsupported {
+                coll,
+                algo,
+                have: coll
+                    .algos()
+                    .iter()
+                    .map(|a| a.name())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            })
+        }
+    };
+    let scratch = match (spec.coll, spec.placement) {
+        (Collective::AllToAll, Placement::InPlace) => spec.counts.recv,
+        _ => 0,
+    };
+    Ok(Program {
+        rank: spec.rank,
+        nranks: spec.nranks,
+        channels,
+        scratch,
+    })
+}
+
+fn validate(spec: &Spec) -> Result<(), AlgoError> {
+    if spec.nranks == 0 || spec.rank >= spec.nranks {
+        return Err(AlgoError::Invalid(format!(
+            "rank {} of {} ranks",
+            spec.rank, spec.nranks
+        )));
+    }
+    if spec.root >= spec.nranks {
+        return Err(AlgoError::BadRoot {
+            root: spec.root,
+            nranks: spec.nranks,
+        });
+    }
+    if spec.chunk == 0 || spec.channels == 0 {
+        return Err(AlgoError::Invalid("chunk and channels must be >= 1".into()));
+    }
+    Ok(())
+}
+
+/// Channel `c`'s part `(start, len)` of `len` elements split `parts` ways.
+pub(crate) fn partition(len: usize, parts: usize, c: usize) -> (usize, usize) {
+    let base = len / parts;
+    let extra = len % parts;
+    let start = c * base + c.min(extra);
+    (start, base + usize::from(c < extra))
+}
+
+/// `(offset, len)` chunks of at most `chunk` elements covering `len`.
+pub(crate) fn chunks(len: usize, chunk: usize) -> impl Iterator<Item = (usize, usize)> {
+    (0..len.div_ceil(chunk)).map(move |i| {
+        let off = i * chunk;
+        (off, chunk.min(len - off))
+    })
+}
+
+/// Pushes `step` unless it moves nothing.
+pub(crate) fn push(steps: &mut Vec<Step>, step: Step) {
+    if step.len > 0 {
+        steps.push(step);
+    }
+}
+
+/// `(a + b) mod n` on ranks.
+pub(crate) fn wrap(a: isize, n: usize) -> usize {
+    a.rem_euclid(n as isize) as usize
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn partition_covers_everything_once() {
+        for len in 0..40 {
+            for parts in 1..6 {
+                let mut next = 0;
+                for c in 0..parts {
+                    let (s, l) = partition(len, parts, c);
+                    assert_eq!(s, next);
+                    next += l;
+                }
+                assert_eq!(next, len);
+            }
+        }
+    }
+
+    #[test]
+    fn chunks_cover_everything_once() {
+        let v: Vec<_> = chunks(10, 4).collect();
+        assert_eq!(v, vec![(0, 4), (4, 4), (8, 2)]);
+        assert_eq!(chunks(0, 4).count(), 0);
+    }
+
+    #[test]
+    fn unsupported_pairs_are_errors() {
+        let spec = Spec {
+            coll: Collective::AllGather,
+            algo: Algo::Tree,
+            nranks: 2,
+            rank: 0,
+            root: 0,
+            counts: Collective::AllGather.counts(64, 4, 2),
+            placement: Placement::OutOfPlace,
+            channels: 1,
+            chunk: 4,
+        };
+        assert!(matches!(
+            generate(&spec),
+            Err(AlgoError::Unsupported { .. })
+        ));
+        let bad_root = Spec {
+            coll: Collective::Broadcast,
+            algo: Algo::Ring,
+            root: 2,
+            ..spec
+        };
+        assert_eq!(
+            generate(&bad_root),
+            Err(AlgoError::BadRoot { root: 2, nranks: 2 })
+        );
+    }
+}

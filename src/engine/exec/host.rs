@@ -1,0 +1,602 @@
+//! The host executor: each rank is a thread that walks its channels'
+//! programs, running a step as soon as its inputs have arrived and its
+//! outputs have room, so one thread serves all its channels and no rank
+//! ever blocks inside a step. Waits spin briefly, then yield, so many ranks
+//! share few cores; every wait honours the timeout and the world's abort.
+
+use super::mem::HostBuf;
+use crate::engine::algo::{Buf, Layout, Prim, Program, Slice, Step, MAX_PEERS};
+use crate::engine::elem;
+use crate::engine::transport::inproc::Fifo;
+use crate::engine::types::{Dtype, ReduceOp};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Tunables of the host engine.
+#[derive(Clone, Debug)]
+pub struct HostOptions {
+    /// FIFO depth (at least `algo::symbolic::MIN_SLOTS`).
+    pub slots: usize,
+    /// Bytes per FIFO slot: the largest step.
+    pub slot_bytes: usize,
+    /// Messages at least this large are read from the sender's memory when
+    /// it stays unchanged until consumed.
+    pub direct_min_bytes: usize,
+    /// How long any wait may last.
+    pub timeout: Duration,
+}
+
+impl Default for HostOptions {
+    fn default() -> Self {
+        HostOptions {
+            slots: 4,
+            slot_bytes: 256 << 10,
+            direct_min_bytes: 4096,
+            timeout: Duration::from_secs(300),
+        }
+    }
+}
+
+/// Why an operation did not complete.
+#[derive(Debug, Clone, thiserror::Error, PartialEq)]
+pub enum ExecError {
+    #[error("rank {rank} waited {waited:?} (timeout) on channel {channel} step {step} ({prim}) to {what} peer {peer}")]
+    Timeout {
+        rank: usize,
+        channel: usize,
+        step: usize,
+        prim: &'static str,
+        what: &'static str,
+        peer: usize,
+        waited: Duration,
+    },
+    #[error("rank {rank} waited {waited:?} (timeout) at a barrier where {arrived} of {nranks} ranks arrived")]
+    BarrierTimeout {
+        rank: usize,
+        arrived: usize,
+        nranks: usize,
+        waited: Duration,
+    },
+    #[error("stopped because another rank failed")]
+    Aborted,
+    #[error("{0}")]
+    Setup(String),
+}
+
+/// The connections of one world of thread ranks, made on first use.
+pub struct HostWorld {
+    nranks: usize,
+    opts: HostOptions,
+    fifos: Mutex<HashMap<(usize, usize, u32), Arc<Fifo>>>,
+    abort: AtomicBool,
+    arrived: AtomicUsize,
+    generation: AtomicUsize,
+}
+
+impl HostWorld {
+    pub fn new(nranks: usize, opts: HostOptions) -> Arc<HostWorld> {
+        Arc::new(HostWorld {
+            nranks,
+            opts,
+            fifos: Mutex::new(HashMap::new()),
+            abort: AtomicBool::new(false),
+            arrived: AtomicUsize::new(0),
+            generation: AtomicUsize::new(0),
+        })
+    }
+
+    /// Waits until every rank has arrived; honours the timeout and abort.
+    pub fn barrier(&self, rank: usize) -> Result<(), ExecError> {
+        let generation = self.generation.load(Ordering::Acquire);
+        if self.arrived.fetch_add(1, Ordering::AcqRel) + 1 == self.nranks {
+            self.arrived.store(0, Ordering::Relaxed);
+            self.generation.store(generation + 1, Ordering::Release);
+            return Ok(());
+        }
+        let mut wait = Wait::new(spin_limit(self.nranks));
+        while self.generation.load(Ordering::Acquire) == generation {
+            if !wait.snooze() {
+                continue;
+            }
+            if self.aborted() {
+                return Err(ExecError::Aborted);
+            }
+            if wait.elapsed() >= self.opts.timeout {
+                return Err(ExecError::BarrierTimeout {
+                    rank,
+                    arrived: self.arrived.load(Ordering::Relaxed),
+                    nranks: self.nranks,
+                    waited: wait.elapsed(),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    pub fn nranks(&self) -> usize {
+        self.nranks
+    }
+
+    pub fn options(&self) -> &HostOptions {
+        &self.opts
+    }
+
+    /// Stops every rank's waits (a rank failed).
+    pub fn abort(&self) {
+        self.abort.store(true, Ordering::Release);
+    }
+
+    pub fn aborted(&self) -> bool {
+        self.abort.load(Ordering::Acquire)
+    }
+
+    fn fifo(&self, from: usize, to: usize, chan: u32) -> Result<Arc<Fifo>, ExecError> {
+        let mut map = self
+            .fifos
+            .lock()
+            .map_err(|_| ExecError::Setup("connection table poisoned".into()))?;
+        if let Some(f) = map.get(&(from, to, chan)) {
+            return Ok(Arc::clone(f));
+        }
+        let fifo = Fifo::new(self.opts.slots, self.opts.slot_bytes)
+            .map_err(|e| ExecError::Setup(format!("FIFO allocation: {e}")))?;
+        let fifo = Arc::new(fifo);
+        map.insert((from, to, chan), Arc::clone(&fifo));
+        Ok(fifo)
+    }
+
+    /// Elements per step for `dtype`: what one slot holds.
+    pub fn chunk_elems(&self, dtype: Dtype) -> usize {
+        (self.opts.slot_bytes / dtype.size()).max(1)
+    }
+}
+
+/// A step with its connections resolved.
+#[derive(Clone, Copy, Debug)]
+struct XStep {
+    step: Step,
+    recv: [u16; MAX_PEERS],
+    send: [u16; MAX_PEERS],
+    /// Post a pointer to the step's value (dst, or src of a plain send).
+    direct: bool,
+}
+
+/// One rank's program, ready to run on its buffers.
+pub struct Compiled {
+    dtype: Dtype,
+    op: ReduceOp,
+    nranks: usize,
+    layout: Layout,
+    channels: Vec<Vec<XStep>>,
+    ins: Vec<Arc<Fifo>>,
+    outs: Vec<Arc<Fifo>>,
+    any_direct: bool,
+}
+
+impl Compiled {
+    /// Resolves `program`'s connections in `world` for `rank`.
+    pub fn new(
+        world: &HostWorld,
+        program: &Program,
+        layout: Layout,
+        dtype: Dtype,
+        op: ReduceOp,
+    ) -> Result<Compiled, ExecError> {
+        let rank = program.rank;
+        let mut index: HashMap<(bool, usize, u32), u16> = HashMap::new();
+        let (mut ins, mut outs) = (Vec::new(), Vec::new());
+        let stable = Stability::new(program, &layout);
+        let mut channels = Vec::with_capacity(program.channels.len());
+        let mut any_direct = false;
+        for (c, ch) in program.channels.iter().enumerate() {
+            let mut xs = Vec::with_capacity(ch.steps.len());
+            for (i, step) in ch.steps.iter().enumerate() {
+                let bytes = step.len * dtype.size();
+                if bytes > world.opts.slot_bytes {
+                    return Err(ExecError::Setup(format!(
+                        "step of {bytes} bytes exceeds the {}-byte FIFO slot",
+                        world.opts.slot_bytes
+                    )));
+                }
+                let mut x = XStep {
+                    step: *step,
+                    recv: [0; MAX_PEERS],
+                    send: [0; MAX_PEERS],
+                    direct: false,
+                };
+                for (k, p) in step.recv.iter().enumerate() {
+                    let key = (false, p.rank as usize, p.chan);
+                    x.recv[k] = lookup(&mut index, &mut ins, key, || {
+                        world.fifo(p.rank as usize, rank, p.chan)
+                    })?;
+                }
+                for (k, p) in step.send.iter().enumerate() {
+                    let key = (true, p.rank as usize, p.chan);
+                    x.send[k] = lookup(&mut index, &mut outs, key, || {
+                        world.fifo(rank, p.rank as usize, p.chan)
+                    })?;
+                }
+                x.direct = !step.send.is_empty()
+                    && bytes >= world.opts.direct_min_bytes
+                    && stable.holds(c, i, step);
+                any_direct |= x.direct;
+                xs.push(x);
+            }
+            channels.push(xs);
+        }
+        Ok(Compiled {
+            dtype,
+            op,
+            nranks: program.nranks,
+            layout,
+            channels,
+            ins,
+            outs,
+            any_direct,
+        })
+    }
+
+    pub fn channels(&self) -> usize {
+        self.channels.len()
+    }
+}
+
+fn lookup(
+    index: &mut HashMap<(bool, usize, u32), u16>,
+    list: &mut Vec<Arc<Fifo>>,
+    key: (bool, usize, u32),
+    make: impl FnOnce() -> Result<Arc<Fifo>, ExecError>,
+) -> Result<u16, ExecError> {
+    if let Some(&i) = index.get(&key) {
+        return Ok(i);
+    }
+    list.push(make()?);
+    let i = (list.len() - 1) as u16;
+    index.insert(key, i);
+    Ok(i)
+}
+
+/// Which sent values stay unchanged until the receiver reads them: no step
+/// of another channel, and no later step of the same channel, writes them.
+struct Stability {
+    /// (physical buffer, start, end, channel, step), sorted.
+    writes: Vec<(usize, usize, usize, usize, usize)>,
+    longest: usize,
+    layout: Layout,
+}
+
+impl Stability {
+    fn new(program: &Program, layout: &Layout) -> Stability {
+        let mut writes = Vec::new();
+        let mut longest = 0;
+        for (c, ch) in program.channels.iter().enumerate() {
+            for (i, s) in ch.steps.iter().enumerate() {
+                if let Some(d) = s.dst {
+                    let (b, o) = layout.resolve(d);
+                    writes.push((b, o, o + s.len, c, i));
+                    longest = longest.max(s.len);
+                }
+            }
+        }
+        writes.sort_unstable();
+        Stability {
+            writes,
+            longest,
+            layout: *layout,
+        }
+    }
+
+    fn holds(&self, chan: usize, idx: usize, step: &Step) -> bool {
+        let region: Slice = match (step.dst, step.prim) {
+            (Some(d), _) => d,
+            (None, Prim::Send) => match step.src {
+                Some(s) => s,
+                None => return false,
+            },
+            _ => return false,
+        };
+        let (b, start) = self.layout.resolve(region);
+        let end = start + step.len;
+        let from = self
+            .writes
+            .partition_point(|w| (w.0, w.1) < (b, start.saturating_sub(self.longest)));
+        self.writes[from..]
+            .iter()
+            .take_while(|w| w.0 == b && w.1 < end)
+            .filter(|w| w.2 > start)
+            .all(|w| w.3 == chan && w.4 <= idx)
+    }
+}
+
+/// What a rank is doing, readable from other threads (the recorder).
+#[derive(Default)]
+pub struct Progress {
+    /// Operations started.
+    pub ops: AtomicU64,
+    /// Per channel: index of the last completed step (-1 none).
+    pub last_done: Vec<AtomicI64>,
+    /// Per channel: peer waited on (-1 none), and 1 = recv, 2 = send.
+    pub waiting: Vec<(AtomicI64, AtomicI64)>,
+}
+
+impl Progress {
+    pub fn with_channels(n: usize) -> Progress {
+        Progress {
+            ops: AtomicU64::new(0),
+            last_done: (0..n).map(|_| AtomicI64::new(-1)).collect(),
+            waiting: (0..n)
+                .map(|_| (AtomicI64::new(-1), AtomicI64::new(0)))
+                .collect(),
+        }
+    }
+}
+
+/// Physical buffers of one rank: [send or only buffer, recv, scratch].
+pub struct RankBufs<'a> {
+    pub bufs: [&'a HostBuf; 3],
+}
+
+/// One rank's executor.
+pub struct RankExec {
+    world: Arc<HostWorld>,
+    rank: usize,
+    pub progress: Arc<Progress>,
+    spin_limit: u32,
+}
+
+impl RankExec {
+    pub fn new(world: Arc<HostWorld>, rank: usize, progress: Arc<Progress>) -> RankExec {
+        let spin_limit = spin_limit(world.nranks);
+        RankExec {
+            world,
+            rank,
+            progress,
+            spin_limit,
+        }
+    }
+
+    pub fn rank(&self) -> usize {
+        self.rank
+    }
+
+    /// Runs one operation to completion.
+    pub fn run(&self, c: &Compiled, bufs: &RankBufs<'_>) -> Result<(), ExecError> {
+        self.progress.ops.fetch_add(1, Ordering::Relaxed);
+        let bases = bufs.bufs.map(|b| b.as_ptr());
+        let mut pcs = [0usize; 64];
+        let nch = c.channels.len().min(64);
+        for p in self.progress.last_done.iter() {
+            p.store(-1, Ordering::Relaxed);
+        }
+        let mut wait = Wait::new(self.spin_limit);
+        loop {
+            let mut moved = false;
+            let mut done = true;
+            for ch in 0..nch {
+                let steps = &c.channels[ch];
+                while let Some(x) = steps.get(pcs[ch]) {
+                    if !ready(c, x) {
+                        done = false;
+                        break;
+                    }
+                    // SAFETY: the program's slices are inside the buffers the
+                    // layout was made for, and `ready` checked the FIFOs.
+                    unsafe { exec(c, x, &bases) };
+                    if let Some(p) = self.progress.last_done.get(ch) {
+                        p.store(pcs[ch] as i64, Ordering::Relaxed);
+                    }
+                    pcs[ch] += 1;
+                    moved = true;
+                }
+            }
+            if done {
+                break;
+            }
+            if moved {
+                wait.reset();
+            } else {
+                self.snooze(&mut wait, c, &pcs)?;
+            }
+        }
+        if c.any_direct {
+            // Peers may still be reading our buffers.
+            while !c.outs.iter().all(|f| f.drained()) {
+                self.snooze(&mut wait, c, &pcs)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn snooze(&self, wait: &mut Wait, c: &Compiled, pcs: &[usize]) -> Result<(), ExecError> {
+        if !wait.snooze() {
+            return Ok(());
+        }
+        if self.world.aborted() {
+            return Err(ExecError::Aborted);
+        }
+        let waited = wait.elapsed();
+        if waited >= self.world.opts.timeout {
+            return Err(self.blocked(c, pcs, waited));
+        }
+        Ok(())
+    }
+
+    /// Describes the first blocked step.
+    fn blocked(&self, c: &Compiled, pcs: &[usize], waited: Duration) -> ExecError {
+        for (ch, steps) in c.channels.iter().enumerate() {
+            let Some(x) = steps.get(pcs[ch]) else {
+                continue;
+            };
+            let recv = x
+                .step
+                .recv
+                .iter()
+                .zip(x.recv)
+                .find(|(_, i)| c.ins[*i as usize].peek().is_none());
+            let send = x
+                .step
+                .send
+                .iter()
+                .zip(x.send)
+                .find(|(_, i)| !c.outs[*i as usize].can_send());
+            let (what, peer) = match (recv, send) {
+                (Some((p, _)), _) => ("receive from", p.rank as usize),
+                (None, Some((p, _))) => ("send to", p.rank as usize),
+                (None, None) => continue,
+            };
+            if let Some((p, w)) = self.progress.waiting.get(ch) {
+                p.store(peer as i64, Ordering::Relaxed);
+                w.store(if what == "send to" { 2 } else { 1 }, Ordering::Relaxed);
+            }
+            return ExecError::Timeout {
+                rank: self.rank,
+                channel: ch,
+                step: pcs[ch],
+                prim: x.step.prim.name(),
+                what,
+                peer,
+                waited,
+            };
+        }
+        ExecError::Timeout {
+            rank: self.rank,
+            channel: 0,
+            step: 0,
+            prim: "drain",
+            what: "be read by",
+            peer: self.rank,
+            waited,
+        }
+    }
+}
+
+/// Spins before yielding: long when every rank has a core, short when
+/// ranks outnumber cores (a spinning rank would starve the one it waits on).
+fn spin_limit(nranks: usize) -> u32 {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if nranks > cores {
+        32
+    } else {
+        4000
+    }
+}
+
+/// Spin, then yield; says when it is time to look at the clock.
+struct Wait {
+    spins: u32,
+    limit: u32,
+    started: Option<Instant>,
+}
+
+impl Wait {
+    fn new(limit: u32) -> Wait {
+        Wait {
+            spins: 0,
+            limit,
+            started: None,
+        }
+    }
+
+    fn reset(&mut self) {
+        self.spins = 0;
+    }
+
+    /// Returns true every so often, when checks are due.
+    fn snooze(&mut self) -> bool {
+        self.spins += 1;
+        if self.spins < self.limit {
+            std::hint::spin_loop();
+            return false;
+        }
+        std::thread::yield_now();
+        if self.spins % 64 != 0 {
+            return false;
+        }
+        if self.spins > self.limit + 100_000 {
+            std::thread::sleep(Duration::from_micros(50));
+        }
+        self.started.get_or_insert_with(Instant::now);
+        true
+    }
+
+    fn elapsed(&self) -> Duration {
+        self.started.map_or(Duration::ZERO, |t| t.elapsed())
+    }
+}
+
+fn ready(c: &Compiled, x: &XStep) -> bool {
+    let nr = x.step.recv.len();
+    let ns = x.step.send.len();
+    x.recv[..nr]
+        .iter()
+        .all(|&i| c.ins[i as usize].peek().is_some())
+        && x.send[..ns].iter().all(|&i| c.outs[i as usize].can_send())
+}
+
+/// Address of a slice.
+fn at(c: &Compiled, bases: &[*mut u8; 3], s: Slice) -> *mut u8 {
+    let (b, off) = c.layout.resolve(s);
+    let b = match s.buf {
+        Buf::Scratch => 2,
+        _ => b,
+    };
+    bases[b].wrapping_add(off * c.dtype.size())
+}
+
+/// Runs one ready step.
+///
+/// # Safety
+/// `ready(c, x)` holds, and the slices lie inside the buffers at `bases`.
+unsafe fn exec(c: &Compiled, x: &XStep, bases: &[*mut u8; 3]) {
+    let s = &x.step;
+    let bytes = s.len * c.dtype.size();
+    let mut inputs = [std::ptr::null::<u8>(); MAX_PEERS + 2];
+    let mut k = 0;
+    if let Some(src) = s.src {
+        inputs[k] = at(c, bases, src);
+        k += 1;
+    }
+    if s.prim == Prim::LocalReduce {
+        if let Some(d) = s.dst {
+            inputs[k] = at(c, bases, d);
+            k += 1;
+        }
+    }
+    for &i in &x.recv[..s.recv.len()] {
+        if let Some(m) = c.ins[i as usize].peek() {
+            inputs[k] = m.ptr;
+            k += 1;
+        }
+    }
+    let outs = &x.send[..s.send.len()];
+    let plain_send = s.prim == Prim::Send && x.direct;
+    let target = match s.dst {
+        Some(d) => at(c, bases, d),
+        None if plain_send => inputs[0] as *mut u8,
+        None => c.outs[outs[0] as usize].send_buffer(bytes),
+    };
+    if !plain_send {
+        if !(k == 1 && inputs[0] == target as *const u8) {
+            elem::reduce(c.dtype, c.op, target, &inputs[..k], s.len);
+        }
+        if s.finish {
+            elem::finish(c.dtype, c.op, c.nranks, target, s.len);
+        }
+    }
+    for (j, &o) in outs.iter().enumerate() {
+        let fifo = &c.outs[o as usize];
+        if x.direct {
+            fifo.post(bytes, Some(target));
+        } else if j == 0 && s.dst.is_none() {
+            fifo.post(bytes, None);
+        } else {
+            std::ptr::copy_nonoverlapping(target, fifo.send_buffer(bytes), bytes);
+            fifo.post(bytes, None);
+        }
+    }
+    for &i in &x.recv[..s.recv.len()] {
+        c.ins[i as usize].release();
+    }
+}

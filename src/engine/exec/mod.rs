@@ -1,0 +1,7 @@
+//! Running programs: `host` on CPU threads.
+
+pub mod host;
+pub mod mem;
+
+pub use host::{Compiled, ExecError, HostOptions, HostWorld, Progress, RankExec};
+pub use mem::HostBuf;

@@ -1,0 +1,61 @@
+//! Which GPU and communication libraries this machine has, found without
+//! loading any of their symbols (a missing library is a fact, not a panic).
+
+use std::ffi::CString;
+
+/// A library family and the first of its names that loads, if any.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Library {
+    pub name: &'static str,
+    pub found: Option<String>,
+}
+
+/// Sonames tried, newest first: CUDA 12 and 13 installs both work.
+pub const CANDIDATES: [(&str, &[&str]); 3] = [
+    ("cuda driver", &["libcuda.so.1", "libcuda.so"]),
+    (
+        "nvrtc",
+        &["libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"],
+    ),
+    ("nccl", &["libnccl.so.2", "libnccl.so"]),
+];
+
+/// Whether `soname` can be loaded by the dynamic linker.
+pub fn loadable(soname: &str) -> bool {
+    let Ok(c) = CString::new(soname) else {
+        return false;
+    };
+    // SAFETY: dlopen with a valid C string; the handle is closed at once.
+    unsafe {
+        let h = libc::dlopen(c.as_ptr(), libc::RTLD_LAZY | libc::RTLD_LOCAL);
+        if h.is_null() {
+            return false;
+        }
+        libc::dlclose(h);
+    }
+    true
+}
+
+/// Every library family with what was found.
+pub fn libraries() -> Vec<Library> {
+    CANDIDATES
+        .iter()
+        .map(|(name, sonames)| Library {
+            name,
+            found: sonames.iter().find(|s| loadable(s)).map(|s| s.to_string()),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn libc_is_loadable_and_nonsense_is_not() {
+        assert!(loadable("libc.so.6"));
+        assert!(!loadable("libdefinitely-not-here.so.9"));
+        assert!(!loadable("bad\0name"));
+        assert_eq!(libraries().len(), 3);
+    }
+}

@@ -1,0 +1,4 @@
+//! Moving bytes between peers. `inproc`: ranks that are threads of one
+//! process share FIFOs of a few slots with head/tail flags.
+
+pub mod inproc;

@@ -1,0 +1,246 @@
+//! The sweep: cases in nccl-tests' order, run by every rank, timed and
+//! checked, turned into rows as they finish and handed to the report sink.
+
+pub mod plan;
+pub mod rank;
+pub mod stats;
+
+pub use plan::{AlgoChoice, Case, Plan, RootChoice};
+
+use crate::engine::exec::{mem, ExecError, HostWorld, Progress, RankExec};
+use crate::report::{Row, Sink};
+use crate::units::Bytes;
+use rank::{RankJob, Report};
+use std::collections::HashMap;
+use std::sync::{mpsc, Arc};
+
+/// Why a sweep stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum HarnessError {
+    #[error("not enough memory: the sweep needs {need} ({ranks} ranks x {per_rank} of buffers, plus FIFOs) but {free} is available; lower --sizes' maximum or --ranks")]
+    Memory {
+        need: Bytes,
+        per_rank: Bytes,
+        ranks: usize,
+        free: Bytes,
+    },
+    #[error("nothing to run: {0}")]
+    Empty(String),
+    #[error(transparent)]
+    Exec(#[from] ExecError),
+    #[error("writing results: {0}")]
+    Sink(#[from] std::io::Error),
+}
+
+impl HarnessError {
+    /// A hang or timeout (exit code 3) rather than a usage or runtime error.
+    pub fn is_hang(&self) -> bool {
+        matches!(
+            self,
+            HarnessError::Exec(ExecError::Timeout { .. } | ExecError::BarrierTimeout { .. })
+        )
+    }
+}
+
+/// What a finished sweep says beyond its rows.
+#[derive(Debug, Default)]
+pub struct Outcome {
+    pub rows: usize,
+    /// Rows with wrong or NaN/Inf elements.
+    pub bad_rows: usize,
+    pub notes: Vec<String>,
+}
+
+/// Checks that the sweep's buffers fit in memory before anything is allocated.
+pub fn check_memory(plan: &Plan, cases: &[Case]) -> Result<(), HarnessError> {
+    let per_rank: usize = rank::buffer_bytes(plan, cases).iter().sum();
+    let fifo = 16 * plan.host.slots * plan.host.slot_bytes * plan.channels.max(1);
+    let need = (per_rank as u64 + fifo as u64) * plan.ranks as u64;
+    if let Some(free) = mem::available_bytes() {
+        if need > free / 10 * 9 {
+            return Err(HarnessError::Memory {
+                need: Bytes(need),
+                per_rank: Bytes(per_rank as u64),
+                ranks: plan.ranks,
+                free: Bytes(free),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Runs the sweep; rows go to `sink` as they finish.
+pub fn run(plan: &Plan, sink: &mut dyn Sink) -> Result<Outcome, HarnessError> {
+    let (cases, skipped) = plan::cases(plan);
+    if cases.is_empty() {
+        return Err(HarnessError::Empty(
+            "every size is smaller than one element per rank; raise --sizes".into(),
+        ));
+    }
+    check_memory(plan, &cases)?;
+    let world = HostWorld::new(plan.ranks, plan.host.clone());
+    let (tx, rx) = mpsc::channel::<Report>();
+    let mut outcome = Outcome::default();
+    if skipped > 0 {
+        outcome.notes.push(format!(
+            "{skipped} size(s) skipped: fewer than one element per rank, or the same case as the size before"
+        ));
+    }
+    let results = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..plan.ranks)
+            .map(|r| {
+                let job = RankJob {
+                    plan,
+                    cases: &cases,
+                    world: Arc::clone(&world),
+                    exec: RankExec::new(
+                        Arc::clone(&world),
+                        r,
+                        Arc::new(Progress::with_channels(64)),
+                    ),
+                    tx: tx.clone(),
+                };
+                let w = Arc::clone(&world);
+                std::thread::Builder::new()
+                    .name(format!("rank{r}"))
+                    .spawn_scoped(s, move || {
+                        let res = job.run();
+                        if res.is_err() {
+                            w.abort();
+                        }
+                        res
+                    })
+            })
+            .collect();
+        drop(tx);
+        let collected = collect(plan, &cases, &rx, sink, &mut outcome);
+        if collected.is_err() {
+            world.abort();
+        }
+        let mut first: Option<ExecError> = None;
+        for h in handles {
+            let res = match h {
+                Ok(h) => h
+                    .join()
+                    .unwrap_or_else(|_| Err(ExecError::Setup("a rank thread panicked".into()))),
+                Err(e) => Err(ExecError::Setup(format!("cannot start a rank thread: {e}"))),
+            };
+            if let Err(e) = res {
+                if first.is_none() || matches!(first, Some(ExecError::Aborted)) {
+                    first = Some(e);
+                }
+            }
+        }
+        collected?;
+        match first {
+            Some(e) => Err(HarnessError::Exec(e)),
+            None => Ok(()),
+        }
+    });
+    results.map(|_| outcome)
+}
+
+/// Gathers rank reports into rows, in order, as each case completes.
+fn collect(
+    plan: &Plan,
+    cases: &[Case],
+    rx: &mpsc::Receiver<Report>,
+    sink: &mut dyn Sink,
+    outcome: &mut Outcome,
+) -> Result<(), HarnessError> {
+    let mut pending: HashMap<(usize, crate::engine::types::Placement), Vec<Report>> =
+        HashMap::new();
+    for report in rx.iter() {
+        let key = (report.case, report.placement);
+        let entry = pending.entry(key).or_default();
+        entry.push(report);
+        if entry.len() < plan.ranks {
+            continue;
+        }
+        let Some(mut reports) = pending.remove(&key) else {
+            continue;
+        };
+        reports.sort_by_key(|r| r.rank);
+        let row = make_row(plan, &cases[key.0], key.1, &reports);
+        outcome.rows += 1;
+        outcome.bad_rows += usize::from(row.is_bad());
+        sink.row(&row)?;
+    }
+    Ok(())
+}
+
+/// Time = max over ranks of the mean iteration; stats over the per-iteration
+/// max across ranks.
+fn make_row(
+    plan: &Plan,
+    case: &Case,
+    placement: crate::engine::types::Placement,
+    reports: &[Report],
+) -> Row {
+    let iters = plan.iters.max(1) as f64;
+    let per_rank_us: Vec<f64> = reports
+        .iter()
+        .map(|r| r.total_ns as f64 / iters / 1e3)
+        .collect();
+    let time_us = per_rank_us.iter().copied().fold(0.0, f64::max);
+    let samples: Vec<f64> = (0..plan.iters)
+        .map(|i| {
+            reports
+                .iter()
+                .filter_map(|r| r.iter_ns.get(i))
+                .copied()
+                .max()
+                .unwrap_or(0) as f64
+                / 1e3
+        })
+        .collect();
+    let algbw = if time_us > 0.0 {
+        case.bytes as f64 / (time_us * 1e-6) / 1e9
+    } else {
+        0.0
+    };
+    let checked = reports.iter().all(|r| r.verdict.is_some());
+    let sum = |f: fn(&crate::check::Verdict) -> u64| -> i64 {
+        if !checked {
+            return -1;
+        }
+        reports
+            .iter()
+            .filter_map(|r| r.verdict.as_ref())
+            .map(f)
+            .sum::<u64>() as i64
+    };
+    let first_error = reports
+        .iter()
+        .filter_map(|r| r.verdict.as_ref()?.first.as_ref())
+        .next()
+        .map(|b| {
+            format!(
+                "rank {} element {}: expected {}, got {}",
+                b.rank, b.index, b.expected, b.got
+            )
+        });
+    Row {
+        collective: case.coll.name().into(),
+        engine: "builtin".into(),
+        algo: case.algo.name().into(),
+        dtype: case.dtype.name().into(),
+        op: if case.coll.reduces() {
+            case.op.name().into()
+        } else {
+            "none".into()
+        },
+        root: case.root.map_or(-1, |r| r as i64),
+        bytes: case.bytes,
+        count: case.bytes / case.dtype.size() as u64,
+        placement: placement.name().into(),
+        time_us,
+        algbw_gbps: algbw,
+        busbw_gbps: algbw * case.coll.busbw_factor(plan.ranks),
+        wrong: sum(|v| v.wrong),
+        nan: sum(|v| v.nan),
+        stats: stats::summarize(&samples),
+        per_rank_us,
+        first_error,
+    }
+}

@@ -1,0 +1,135 @@
+//! What a sweep runs: the validated plan (built by `cli`) and its cases in
+//! nccl-tests' order.
+
+use crate::engine::exec::HostOptions;
+use crate::engine::types::{Algo, Collective, Counts, Dtype, Placement, ReduceOp};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Which algorithms run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AlgoChoice {
+    /// One per case, chosen by size.
+    Auto,
+    /// These, where the collective has them.
+    List(Vec<Algo>),
+}
+
+/// Which roots run (rooted collectives only).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RootChoice {
+    One(usize),
+    All,
+}
+
+/// A validated sweep.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    pub collectives: Vec<Collective>,
+    pub sizes: Vec<u64>,
+    pub ranks: usize,
+    pub algos: AlgoChoice,
+    pub dtypes: Vec<Dtype>,
+    pub ops: Vec<ReduceOp>,
+    pub roots: RootChoice,
+    pub placements: Vec<Placement>,
+    pub iters: usize,
+    pub warmup: usize,
+    /// Checked iterations per case (0: no check).
+    pub check_iters: usize,
+    pub channels: usize,
+    pub seed: u64,
+    pub host: HostOptions,
+    /// Where the JSONL rows go as they finish, if anywhere.
+    pub jsonl: Option<PathBuf>,
+}
+
+impl Plan {
+    pub fn timeout(&self) -> Duration {
+        self.host.timeout
+    }
+}
+
+/// One measured configuration (both placements share it).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Case {
+    pub coll: Collective,
+    pub algo: Algo,
+    pub dtype: Dtype,
+    pub op: ReduceOp,
+    /// The root, where the collective has one.
+    pub root: Option<usize>,
+    pub counts: Counts,
+    /// Bytes nccl-tests would print for this case.
+    pub bytes: u64,
+}
+
+/// The algorithm `auto` picks: latency-bound sizes go over trees (log n
+/// hops), bandwidth-bound ones over rings.
+pub fn auto_algo(coll: Collective, bytes: u64, nranks: usize) -> Algo {
+    let algos = coll.algos();
+    let small = bytes <= 64 << 10 && nranks > 2;
+    if small && algos.contains(&Algo::Tree) {
+        Algo::Tree
+    } else {
+        algos[0]
+    }
+}
+
+/// Cases in sweep order: collective, algorithm, dtype, op, root, size.
+/// Sizes too small to give every rank an element are skipped, and so are
+/// sizes that round to the same case as the previous one; the count of the
+/// skipped ones is returned.
+pub fn cases(plan: &Plan) -> (Vec<Case>, usize) {
+    let mut out = Vec::new();
+    let mut skipped = 0;
+    for &coll in &plan.collectives {
+        let algos: Vec<Option<Algo>> = match &plan.algos {
+            AlgoChoice::Auto => vec![None],
+            AlgoChoice::List(l) => l
+                .iter()
+                .filter(|a| coll.algos().contains(a))
+                .map(|&a| Some(a))
+                .collect(),
+        };
+        let ops: Vec<ReduceOp> = if coll.reduces() {
+            plan.ops.clone()
+        } else {
+            vec![ReduceOp::Sum]
+        };
+        let roots: Vec<Option<usize>> = match (coll.rooted(), plan.roots) {
+            (false, _) => vec![None],
+            (true, RootChoice::One(r)) => vec![Some(r)],
+            (true, RootChoice::All) => (0..plan.ranks).map(Some).collect(),
+        };
+        for algo in &algos {
+            for &dtype in &plan.dtypes {
+                for &op in &ops {
+                    for &root in &roots {
+                        let mut last = None;
+                        for &size in &plan.sizes {
+                            let counts = coll.counts(size, dtype.size(), plan.ranks);
+                            let bytes = counts.reported_bytes(coll, dtype.size());
+                            if counts.block == 0 || last == Some(bytes) {
+                                skipped += 1;
+                                continue;
+                            }
+                            last = Some(bytes);
+                            let algo = algo.unwrap_or_else(|| auto_algo(coll, bytes, plan.ranks));
+                            out.push(Case {
+                                coll,
+                                algo,
+                                dtype,
+                                op,
+                                root,
+                                counts,
+                                bytes,
+                            });
+                        }
+                    }
+                }
+            }
+        }
+    }
+    (out, skipped)
+}

@@ -1,0 +1,260 @@
+//! Commands, end to end: a parsed command line in, an exit code out. This
+//! is the only place that decides what goes to stdout and stderr.
+
+use crate::cli::plan::{self, DeviceChoice, Sweep};
+use crate::cli::{Cli, Command, InfoArgs, RunArgs};
+use crate::engine::probe;
+use crate::engine::types::Collective;
+use crate::harness;
+use crate::report::{csv::CsvSink, json::JsonSink, table::TableSink, Fanout, Meta, Results, Sink};
+use std::io::Write;
+
+/// Exit codes (documented in README and `--help`).
+pub const OK: i32 = 0;
+pub const CHECK_FAILED: i32 = 1;
+pub const USAGE: i32 = 2;
+pub const HANG: i32 = 3;
+
+/// Runs a command; returns the process exit code.
+pub fn run(cli: Cli) -> i32 {
+    let (coll, args) = match cli.command {
+        Command::Info(a) => return info(&a),
+        Command::All(a) => (None, a),
+        Command::AllReduce(a) => (Some(Collective::AllReduce), a),
+        Command::AllGather(a) => (Some(Collective::AllGather), a),
+        Command::ReduceScatter(a) => (Some(Collective::ReduceScatter), a),
+        Command::Broadcast(a) => (Some(Collective::Broadcast), a),
+        Command::Reduce(a) => (Some(Collective::Reduce), a),
+        Command::AllToAll(a) => (Some(Collective::AllToAll), a),
+        Command::Gather(a) => (Some(Collective::Gather), a),
+        Command::Scatter(a) => (Some(Collective::Scatter), a),
+        Command::SendRecv(a) => (Some(Collective::SendRecv), a),
+    };
+    sweep(coll, &args)
+}
+
+fn fail(msg: impl std::fmt::Display) -> i32 {
+    eprintln!("collbench: error: {msg}");
+    USAGE
+}
+
+/// Picks the engine's device; says which on stderr.
+fn choose_device(s: &Sweep) -> Result<String, String> {
+    let driver = probe::libraries()
+        .into_iter()
+        .find(|l| l.name == "cuda driver")
+        .and_then(|l| l.found);
+    match s.device {
+        DeviceChoice::Cuda => {
+            return Err("--device cuda: this build has no CUDA engine yet; use --device host or auto".into())
+        }
+        DeviceChoice::Host => {}
+        DeviceChoice::Auto => match driver {
+            Some(lib) => eprintln!("collbench: {lib} found, but this build has no CUDA engine yet: running on the host engine"),
+            None => eprintln!("collbench: no GPU driver found: running on the host engine ({} thread ranks)", s.plan.ranks),
+        },
+    }
+    if let Some(e) = s.engines.iter().find(|e| *e != "builtin") {
+        return Err(format!(
+            "--engine {e}: not available in this build (it has: builtin)"
+        ));
+    }
+    if s.timing.as_deref() == Some("events") {
+        return Err(
+            "--timing events needs the CUDA engine; the host engine times with the wall clock"
+                .into(),
+        );
+    }
+    if s.graph {
+        return Err("--graph needs the CUDA engine".into());
+    }
+    Ok("host".into())
+}
+
+fn sweep(coll: Option<Collective>, args: &RunArgs) -> i32 {
+    let s = match plan::build(coll, args) {
+        Ok(s) => s,
+        Err(e) => return fail(e),
+    };
+    let device = match choose_device(&s) {
+        Ok(d) => d,
+        Err(e) => return fail(e),
+    };
+    let meta = meta(&s, &device);
+    let mut sink = match sinks(&s) {
+        Ok(f) => f,
+        Err(e) => return fail(e),
+    };
+    if let Err(e) = sink.start(&meta) {
+        return fail(format!("writing results: {e}"));
+    }
+    let result = harness::run(&s.plan, &mut sink);
+    let mut meta = meta;
+    if let Ok(o) = &result {
+        meta.notes.extend(o.notes.iter().cloned());
+    }
+    let results = Results::new(meta, std::mem::take(&mut sink.rows));
+    if let Err(e) = sink.finish(&results) {
+        return fail(format!("writing results: {e}"));
+    }
+    match result {
+        Ok(o) => {
+            for n in &o.notes {
+                eprintln!("collbench: note: {n}");
+            }
+            if o.bad_rows > 0 {
+                eprintln!(
+                    "collbench: {} row(s) had wrong or NaN/Inf values",
+                    o.bad_rows
+                );
+                CHECK_FAILED
+            } else {
+                OK
+            }
+        }
+        Err(e) if e.is_hang() => {
+            eprintln!("collbench: hang detected: {e}");
+            HANG
+        }
+        Err(e) => fail(e),
+    }
+}
+
+fn sinks(s: &Sweep) -> Result<Fanout, String> {
+    let mut f = Fanout::default();
+    if !s.quiet {
+        let out = Box::new(|line: &str| {
+            let mut o = std::io::stdout().lock();
+            // A closed stdout (a pipe into `head`) is not an error worth dying for.
+            let _ = writeln!(o, "{line}");
+        });
+        let names = s
+            .plan
+            .placements
+            .iter()
+            .map(|p| p.name().to_string())
+            .collect();
+        f.sinks
+            .push(Box::new(TableSink::new(out, names, s.verbose > 0)));
+    }
+    if let Some(p) = &s.csv {
+        let file = std::fs::File::create(p).map_err(|e| format!("--csv {}: {e}", p.display()))?;
+        f.sinks.push(Box::new(
+            CsvSink::new(file).map_err(|e| format!("--csv {}: {e}", p.display()))?,
+        ));
+    }
+    if let Some(p) = &s.json {
+        f.sinks.push(Box::new(
+            JsonSink::create(p).map_err(|e| format!("--json {}: {e}", p.display()))?,
+        ));
+    }
+    Ok(f)
+}
+
+fn meta(s: &Sweep, device: &str) -> Meta {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    Meta {
+        version: env!("CARGO_PKG_VERSION").into(),
+        command: std::env::args().collect::<Vec<_>>().join(" "),
+        host: hostname(),
+        started_at: rfc3339_now(),
+        world_size: s.plan.ranks,
+        device: device.into(),
+        devices: vec![format!("{} ({cores} cores)", cpu_model())],
+        iters: s.plan.iters,
+        warmup: s.plan.warmup,
+        seed: s.plan.seed,
+        timing: "wall".into(),
+        notes: Vec::new(),
+    }
+}
+
+pub fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "unknown".into())
+}
+
+pub fn cpu_model() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split(':').nth(1))
+                .map(|s| s.trim().to_string())
+        })
+        .unwrap_or_else(|| std::env::consts::ARCH.to_string())
+}
+
+/// Now, as `YYYY-MM-DDTHH:MM:SSZ`.
+pub fn rfc3339_now() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs()) as i64;
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+fn info(a: &InfoArgs) -> i32 {
+    let libs = probe::libraries();
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mem = crate::engine::exec::mem::available_bytes();
+    let v = serde_json::json!({
+        "version": env!("CARGO_PKG_VERSION"),
+        "build": {
+            "engines": ["builtin"],
+            "executors": ["host"],
+            "features": {"mpi": false, "cuda": false},
+        },
+        "machine": {
+            "host": hostname(),
+            "cpu": cpu_model(),
+            "cores": cores,
+            "mem_available_bytes": mem,
+            "max_thread_ranks": crate::launch::max_thread_ranks(),
+        },
+        "libraries": libs,
+        "devices": [],
+    });
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+        return OK;
+    }
+    println!("collbench {}", env!("CARGO_PKG_VERSION"));
+    println!("build:    engines builtin; executors host; features: mpi no, cuda no");
+    println!(
+        "machine:  {} ({} cores, {} available memory)",
+        cpu_model(),
+        cores,
+        mem.map_or("unknown".into(), |m| crate::units::Bytes(m).to_string())
+    );
+    println!(
+        "ranks:    up to {} thread ranks on this host",
+        crate::launch::max_thread_ranks()
+    );
+    for l in libs {
+        println!(
+            "{:<9} {}",
+            format!("{}:", l.name),
+            l.found.unwrap_or_else(|| "not found".into())
+        );
+    }
+    println!("devices:  none usable by this build (host engine)");
+    OK
+}

@@ -1,0 +1,262 @@
+//! Units as types: byte sizes (parsed and formatted in one place), the
+//! sweep grammar `MIN:MAX[:xF|:+STEP]`, and durations.
+
+use std::fmt;
+use std::time::Duration;
+
+/// A number of bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Bytes(pub u64);
+
+impl fmt::Display for Bytes {
+    /// Binary units, as cluster people read buffer sizes: 8B, 64KiB, 1GiB.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+        let mut v = self.0 as f64;
+        let mut u = 0;
+        while v >= 1024.0 && u < UNITS.len() - 1 {
+            v /= 1024.0;
+            u += 1;
+        }
+        if v.fract() == 0.0 {
+            write!(f, "{}{}", v as u64, UNITS[u])
+        } else {
+            write!(f, "{:.2}{}", v, UNITS[u])
+        }
+    }
+}
+
+/// Why a size, sweep or duration did not parse.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct UnitError(pub String);
+
+fn err<T>(msg: String) -> Result<T, UnitError> {
+    Err(UnitError(msg))
+}
+
+/// Parses `64M`, `8B`, `1GiB`, `500KB`, `4096`. K/M/G and KiB/MiB/GiB are
+/// powers of 1024; KB/MB/GB powers of 1000 (case-insensitive).
+pub fn parse_bytes(s: &str) -> Result<u64, UnitError> {
+    let t = s.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    if num.is_empty() {
+        return err(format!(
+            "'{s}' is not a size (expected a number with an optional unit, like 64M)"
+        ));
+    }
+    let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kib" => 1 << 10,
+        "m" | "mib" => 1 << 20,
+        "g" | "gib" => 1 << 30,
+        "t" | "tib" => 1 << 40,
+        "kb" => 1_000,
+        "mb" => 1_000_000,
+        "gb" => 1_000_000_000,
+        "tb" => 1_000_000_000_000,
+        other => {
+            return err(format!(
+                "unknown unit '{other}' in '{s}' (use B, K/KiB, M/MiB, G/GiB for powers of 1024, KB/MB/GB for powers of 1000)"
+            ))
+        }
+    };
+    let v: f64 = num
+        .parse()
+        .map_err(|_| UnitError(format!("'{num}' in '{s}' is not a number")))?;
+    let bytes = v * mult as f64;
+    if !bytes.is_finite() || bytes > u64::MAX as f64 / 2.0 {
+        return err(format!("size '{s}' is too large"));
+    }
+    if bytes.fract() != 0.0 {
+        return err(format!("size '{s}' is not a whole number of bytes"));
+    }
+    Ok(bytes as u64)
+}
+
+/// How a sweep grows.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Growth {
+    Factor(f64),
+    Step(u64),
+}
+
+/// Most sizes one sweep may hold.
+pub const MAX_SIZES: usize = 10_000;
+
+/// The sizes of `MIN:MAX[:xF|:+STEP]` (a single size is `MIN`).
+pub fn parse_sweep(s: &str) -> Result<Vec<u64>, UnitError> {
+    let parts: Vec<&str> = s.split(':').collect();
+    let (min, max, growth) = match parts.as_slice() {
+        [one] => {
+            let v = parse_bytes(one)?;
+            (v, v, Growth::Factor(2.0))
+        }
+        [a, b] => (parse_bytes(a)?, parse_bytes(b)?, Growth::Factor(2.0)),
+        [a, b, g] => (parse_bytes(a)?, parse_bytes(b)?, parse_growth(g)?),
+        _ => {
+            return err(format!(
+                "'{s}' is not a sweep (expected MIN:MAX[:xF|:+STEP], like 8B:64M)"
+            ))
+        }
+    };
+    sweep(min, max, growth)
+}
+
+fn parse_growth(g: &str) -> Result<Growth, UnitError> {
+    let g = g.trim();
+    if let Some(f) = g.strip_prefix('x').or_else(|| g.strip_prefix('*')) {
+        let f: f64 = f
+            .parse()
+            .map_err(|_| UnitError(format!("'{g}' is not a factor (expected like x2)")))?;
+        return Ok(Growth::Factor(f));
+    }
+    if let Some(step) = g.strip_prefix('+') {
+        return Ok(Growth::Step(parse_bytes(step)?));
+    }
+    err(format!(
+        "'{g}' is not a growth (expected xF for a factor or +STEP for a step, like x4 or +1M)"
+    ))
+}
+
+/// The sizes from `min` to `max` inclusive.
+pub fn sweep(min: u64, max: u64, growth: Growth) -> Result<Vec<u64>, UnitError> {
+    if min == 0 {
+        return err("the smallest size must be at least 1 byte".into());
+    }
+    if min > max {
+        return err(format!(
+            "sweep goes from {} down to {}: the minimum must not exceed the maximum",
+            Bytes(min),
+            Bytes(max)
+        ));
+    }
+    match growth {
+        Growth::Factor(f) if !(f > 1.0 && f.is_finite()) => {
+            return err(format!("factor {f} must be greater than 1"))
+        }
+        Growth::Step(0) => return err("step must be at least 1 byte".into()),
+        _ => {}
+    }
+    let mut out = Vec::new();
+    let mut s = min;
+    while s <= max {
+        if out.len() == MAX_SIZES {
+            return err(format!(
+                "sweep has more than {MAX_SIZES} sizes; use a larger factor or step"
+            ));
+        }
+        out.push(s);
+        let next = match growth {
+            Growth::Factor(f) => ((s as f64) * f).floor() as u64,
+            Growth::Step(step) => s.saturating_add(step),
+        };
+        if next <= s {
+            break;
+        }
+        s = next;
+    }
+    Ok(out)
+}
+
+/// Parses `300`, `3s`, `500ms`, `5m`, `1h`, `2.5s`.
+pub fn parse_duration(s: &str) -> Result<Duration, UnitError> {
+    let t = s.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let v: f64 = num.parse().map_err(|_| {
+        UnitError(format!(
+            "'{s}' is not a duration (expected like 30s, 500ms, 5m)"
+        ))
+    })?;
+    let secs = match unit.trim() {
+        "" | "s" => v,
+        "ms" => v / 1e3,
+        "us" => v / 1e6,
+        "m" | "min" => v * 60.0,
+        "h" => v * 3600.0,
+        other => {
+            return err(format!(
+                "unknown time unit '{other}' in '{s}' (use ms, s, m or h)"
+            ))
+        }
+    };
+    if !secs.is_finite() || secs <= 0.0 || secs > 1e9 {
+        return err(format!("duration '{s}' must be positive"));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn units_are_binary_or_decimal_as_documented() {
+        assert_eq!(parse_bytes("8B"), Ok(8));
+        assert_eq!(parse_bytes("8"), Ok(8));
+        assert_eq!(parse_bytes("64K"), Ok(64 << 10));
+        assert_eq!(parse_bytes("64KiB"), Ok(64 << 10));
+        assert_eq!(parse_bytes("64KB"), Ok(64_000));
+        assert_eq!(parse_bytes("1M"), Ok(1 << 20));
+        assert_eq!(parse_bytes("1mb"), Ok(1_000_000));
+        assert_eq!(parse_bytes("8G"), Ok(8 << 30));
+        assert_eq!(parse_bytes("2GB"), Ok(2_000_000_000));
+        assert_eq!(parse_bytes("1.5K"), Ok(1536));
+        assert!(parse_bytes("1.3B").is_err());
+        assert!(parse_bytes("12Q").unwrap_err().0.contains("unknown unit"));
+        assert!(parse_bytes("M").is_err());
+        assert!(parse_bytes("").is_err());
+    }
+
+    #[test]
+    fn sweeps_grow_by_factor_or_step() {
+        assert_eq!(parse_sweep("8B:64B").unwrap(), vec![8, 16, 32, 64]);
+        assert_eq!(parse_sweep("8B:256K:x4").unwrap().len(), 8);
+        assert_eq!(
+            parse_sweep("1K:4K:+1K").unwrap(),
+            vec![1024, 2048, 3072, 4096]
+        );
+        assert_eq!(parse_sweep("1M").unwrap(), vec![1 << 20]);
+        assert_eq!(parse_sweep("8B:8G").unwrap().len(), 31);
+        assert_eq!(parse_sweep("8:100").unwrap(), vec![8, 16, 32, 64]);
+    }
+
+    #[test]
+    fn bad_sweeps_say_why() {
+        assert!(parse_sweep("64M:8B")
+            .unwrap_err()
+            .0
+            .contains("must not exceed"));
+        assert!(parse_sweep("0:8").is_err());
+        assert!(parse_sweep("8:16:x1").is_err());
+        assert!(parse_sweep("8:16:+0").is_err());
+        assert!(parse_sweep("8:16:y2").is_err());
+        assert!(parse_sweep("1:2:3:4").is_err());
+        assert!(parse_sweep("1:1G:+1").unwrap_err().0.contains("more than"));
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("3s"), Ok(Duration::from_secs(3)));
+        assert_eq!(parse_duration("300"), Ok(Duration::from_secs(300)));
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("5m"), Ok(Duration::from_secs(300)));
+        assert!(parse_duration("soon").is_err());
+        assert!(parse_duration("-1s").is_err());
+        assert!(parse_duration("0s").is_err());
+        assert!(parse_duration("3 parsecs").is_err());
+    }
+
+    #[test]
+    fn bytes_format_in_binary_units() {
+        assert_eq!(Bytes(8).to_string(), "8B");
+        assert_eq!(Bytes(64 << 20).to_string(), "64MiB");
+        assert_eq!(Bytes(1536).to_string(), "1.50KiB");
+    }
+}
