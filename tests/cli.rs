@@ -13,12 +13,21 @@ fn run_json(args: &[&str]) -> (i32, Value, String) {
     let json = dir.path().join("r.json");
     let out = collbench()
         .args(args)
-        .args(["--json", json.to_str().unwrap(), "-q", "--iters", "2", "--warmup", "1"])
+        .args([
+            "--json",
+            json.to_str().unwrap(),
+            "-q",
+            "--iters",
+            "2",
+            "--warmup",
+            "1",
+        ])
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr).to_string();
     let code = out.status.code().unwrap_or(-1);
-    let v: Value = serde_json::from_slice(&std::fs::read(&json).unwrap_or_default()).unwrap_or(Value::Null);
+    let v: Value =
+        serde_json::from_slice(&std::fs::read(&json).unwrap_or_default()).unwrap_or(Value::Null);
     (code, v, stderr)
 }
 
@@ -28,27 +37,65 @@ fn rows(v: &Value) -> &Vec<Value> {
 
 #[test]
 fn all_collectives_and_algorithms_are_correct_on_5_ranks() {
-    let (code, v, err) = run_json(&["all", "--device", "host", "--ranks", "5", "--algo", "all", "--sizes", "8B:64K:x8"]);
+    let (code, v, err) = run_json(&[
+        "all",
+        "--device",
+        "host",
+        "--ranks",
+        "5",
+        "--algo",
+        "all",
+        "--sizes",
+        "8B:64K:x8",
+    ]);
     assert_eq!(code, 0, "{err}");
     assert_eq!(v["schema"], "collbench.results/1");
     assert_eq!(v["meta"]["world_size"], 5);
     assert_eq!(v["meta"]["device"], "host");
     let pairs: BTreeSet<(String, String)> = rows(&v)
         .iter()
-        .map(|r| (r["collective"].as_str().unwrap().to_string(), r["algo"].as_str().unwrap().to_string()))
+        .map(|r| {
+            (
+                r["collective"].as_str().unwrap().to_string(),
+                r["algo"].as_str().unwrap().to_string(),
+            )
+        })
         .collect();
     let want = [
-        ("all-reduce", "ring"), ("all-reduce", "tree"), ("broadcast", "ring"), ("broadcast", "tree"),
-        ("reduce", "ring"), ("reduce", "tree"), ("all-gather", "ring"), ("reduce-scatter", "ring"),
-        ("all-to-all", "direct"), ("gather", "direct"), ("scatter", "direct"), ("send-recv", "direct"),
+        ("all-reduce", "ring"),
+        ("all-reduce", "tree"),
+        ("broadcast", "ring"),
+        ("broadcast", "tree"),
+        ("reduce", "ring"),
+        ("reduce", "tree"),
+        ("all-gather", "ring"),
+        ("reduce-scatter", "ring"),
+        ("all-to-all", "direct"),
+        ("gather", "direct"),
+        ("scatter", "direct"),
+        ("send-recv", "direct"),
     ];
     for (c, a) in want {
-        assert!(pairs.contains(&(c.to_string(), a.to_string())), "missing {c}/{a}");
+        assert!(
+            pairs.contains(&(c.to_string(), a.to_string())),
+            "missing {c}/{a}"
+        );
     }
     for r in rows(&v) {
         assert_eq!(r["wrong"], 0, "{r}");
         assert_eq!(r["nan"], 0, "{r}");
-        for key in ["bytes", "count", "time_us", "algbw_gbps", "busbw_gbps", "placement", "dtype", "op", "root", "engine"] {
+        for key in [
+            "bytes",
+            "count",
+            "time_us",
+            "algbw_gbps",
+            "busbw_gbps",
+            "placement",
+            "dtype",
+            "op",
+            "root",
+            "engine",
+        ] {
             assert!(!r[key].is_null(), "row lacks {key}: {r}");
         }
         for key in ["p50_us", "p99_us", "min_us", "max_us"] {
@@ -67,21 +114,44 @@ fn busbw_uses_nccl_tests_factors() {
             "all-gather" | "reduce-scatter" | "all-to-all" | "gather" | "scatter" => 3.0 / 4.0,
             _ => 1.0,
         };
-        let (alg, bus) = (r["algbw_gbps"].as_f64().unwrap(), r["busbw_gbps"].as_f64().unwrap());
+        let (alg, bus) = (
+            r["algbw_gbps"].as_f64().unwrap(),
+            r["busbw_gbps"].as_f64().unwrap(),
+        );
         assert!((bus - alg * factor).abs() <= 1e-9 * alg.max(1.0), "{r}");
         let bytes = r["bytes"].as_f64().unwrap();
         let t = r["time_us"].as_f64().unwrap();
-        assert!((alg - bytes / t / 1e3).abs() <= 1e-6 * alg.max(1e-3), "algbw = bytes/time: {r}");
+        assert!(
+            (alg - bytes / t / 1e3).abs() <= 1e-6 * alg.max(1e-3),
+            "algbw = bytes/time: {r}"
+        );
     }
 }
 
 #[test]
 fn every_dtype_and_op_is_correct_on_3_ranks() {
-    let (code, v, err) = run_json(&["all-reduce", "--device", "host", "--ranks", "3", "--dtype", "all", "--op", "all", "--sizes", "8B:4K:x8"]);
+    let (code, v, err) = run_json(&[
+        "all-reduce",
+        "--device",
+        "host",
+        "--ranks",
+        "3",
+        "--dtype",
+        "all",
+        "--op",
+        "all",
+        "--sizes",
+        "8B:4K:x8",
+    ]);
     assert_eq!(code, 0, "{err}");
     let combos: BTreeSet<(String, String)> = rows(&v)
         .iter()
-        .map(|r| (r["dtype"].as_str().unwrap().to_string(), r["op"].as_str().unwrap().to_string()))
+        .map(|r| {
+            (
+                r["dtype"].as_str().unwrap().to_string(),
+                r["op"].as_str().unwrap().to_string(),
+            )
+        })
         .collect();
     assert_eq!(combos.len(), 12 * 5, "every dtype x op: {combos:?}");
     assert!(rows(&v).iter().all(|r| r["wrong"] == 0 && r["nan"] == 0));
@@ -89,9 +159,22 @@ fn every_dtype_and_op_is_correct_on_3_ranks() {
 
 #[test]
 fn root_all_covers_every_root() {
-    let (code, v, err) = run_json(&["broadcast", "--device", "host", "--ranks", "4", "--root", "all", "--sizes", "1K"]);
+    let (code, v, err) = run_json(&[
+        "broadcast",
+        "--device",
+        "host",
+        "--ranks",
+        "4",
+        "--root",
+        "all",
+        "--sizes",
+        "1K",
+    ]);
     assert_eq!(code, 0, "{err}");
-    let roots: BTreeSet<i64> = rows(&v).iter().map(|r| r["root"].as_i64().unwrap()).collect();
+    let roots: BTreeSet<i64> = rows(&v)
+        .iter()
+        .map(|r| r["root"].as_i64().unwrap())
+        .collect();
     assert_eq!(roots, (0..4).collect());
 }
 
@@ -100,18 +183,49 @@ fn table_csv_and_jsonl_are_written() {
     let dir = tempfile::tempdir().unwrap();
     let (json, csv) = (dir.path().join("a.json"), dir.path().join("a.csv"));
     let out = collbench()
-        .args(["all-reduce", "--device", "host", "--ranks", "2", "--sizes", "8B:1K:x4", "--iters", "2"])
-        .args(["--json", json.to_str().unwrap(), "--csv", csv.to_str().unwrap()])
+        .args([
+            "all-reduce",
+            "--device",
+            "host",
+            "--ranks",
+            "2",
+            "--sizes",
+            "8B:1K:x4",
+            "--iters",
+            "2",
+        ])
+        .args([
+            "--json",
+            json.to_str().unwrap(),
+            "--csv",
+            csv.to_str().unwrap(),
+        ])
         .output()
         .unwrap();
     assert!(out.status.success());
     let table = String::from_utf8_lossy(&out.stdout);
-    for col in ["size", "count", "type", "redop", "root", "algo", "time", "algbw", "busbw", "#wrong", "out-of-place", "in-place"] {
+    for col in [
+        "size",
+        "count",
+        "type",
+        "redop",
+        "root",
+        "algo",
+        "time",
+        "algbw",
+        "busbw",
+        "#wrong",
+        "out-of-place",
+        "in-place",
+    ] {
         assert!(table.contains(col), "table lacks {col}:\n{table}");
     }
     let text = std::fs::read_to_string(&csv).unwrap();
     let mut lines = text.lines();
-    assert!(lines.next().unwrap().starts_with("collective,engine,algo,dtype,op,root,bytes,count,placement,time_us"));
+    assert!(lines
+        .next()
+        .unwrap()
+        .starts_with("collective,engine,algo,dtype,op,root,bytes,count,placement,time_us"));
     assert_eq!(lines.count(), 2 * 4, "4 sizes x 2 placements");
     let jsonl = std::fs::read_to_string(dir.path().join("a.jsonl")).unwrap();
     let first: Value = serde_json::from_str(jsonl.lines().next().unwrap()).unwrap();
@@ -131,12 +245,21 @@ fn bad_input_exits_2_with_a_reason_and_no_panic() {
         (&["all-reduce", "--op", "xor"], "unknown --op"),
         (&["all-everything"], "unrecognized subcommand"),
         (&["all-reduce", "--device", "tpu"], "unknown --device"),
-        (&["broadcast", "--ranks", "4", "--root", "4"], "outside the 4 ranks"),
+        (
+            &["broadcast", "--ranks", "4", "--root", "4"],
+            "outside the 4 ranks",
+        ),
         (&["all-reduce", "--iters", "-3"], ""),
         (&["all-reduce", "--warmup", "x"], "not a non-negative"),
         (&["all-reduce", "--timeout", "soon"], "not a duration"),
-        (&["all-gather", "--algo", "tree"], "not an algorithm for all-gather"),
-        (&["all-reduce", "--ranks", "8", "--sizes", "1000G"], "not enough memory"),
+        (
+            &["all-gather", "--algo", "tree"],
+            "not an algorithm for all-gather",
+        ),
+        (
+            &["all-reduce", "--ranks", "8", "--sizes", "1000G"],
+            "not enough memory",
+        ),
     ];
     for (args, why) in cases {
         let out = collbench().args(*args).output().unwrap();
@@ -149,7 +272,10 @@ fn bad_input_exits_2_with_a_reason_and_no_panic() {
 
 #[test]
 fn no_gpu_means_host_engine_said_plainly() {
-    let out = collbench().args(["all-reduce", "--sizes", "1K", "--iters", "1", "-q"]).output().unwrap();
+    let out = collbench()
+        .args(["all-reduce", "--sizes", "1K", "--iters", "1", "-q"])
+        .output()
+        .unwrap();
     assert!(out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("host engine"), "{err}");
@@ -166,7 +292,17 @@ fn info_json_lists_build_and_machine() {
 
 #[test]
 fn eight_ranks_on_few_cores_finish() {
-    let (code, v, err) = run_json(&["all-reduce", "--device", "host", "--ranks", "8", "--algo", "all", "--sizes", "8B:1M:x16"]);
+    let (code, v, err) = run_json(&[
+        "all-reduce",
+        "--device",
+        "host",
+        "--ranks",
+        "8",
+        "--algo",
+        "all",
+        "--sizes",
+        "8B:1M:x16",
+    ]);
     assert_eq!(code, 0, "{err}");
     assert!(rows(&v).iter().all(|r| r["wrong"] == 0));
 }

@@ -367,7 +367,7 @@ impl RankExec {
         let bases = bufs.bufs.map(|b| b.as_ptr());
         let mut pcs = [0usize; 64];
         let nch = c.channels.len().min(64);
-        for p in self.progress.last_done.iter() {
+        for p in self.progress.last_done.iter().take(nch) {
             p.store(-1, Ordering::Relaxed);
         }
         let mut wait = Wait::new(self.spin_limit);

@@ -1,8 +1,10 @@
 //! Commands, end to end: a parsed command line in, an exit code out. This
 //! is the only place that decides what goes to stdout and stderr.
 
+mod info;
+
 use crate::cli::plan::{self, DeviceChoice, Sweep};
-use crate::cli::{Cli, Command, InfoArgs, RunArgs};
+use crate::cli::{Cli, Command, RunArgs};
 use crate::engine::probe;
 use crate::engine::types::Collective;
 use crate::harness;
@@ -18,7 +20,7 @@ pub const HANG: i32 = 3;
 /// Runs a command; returns the process exit code.
 pub fn run(cli: Cli) -> i32 {
     let (coll, args) = match cli.command {
-        Command::Info(a) => return info(&a),
+        Command::Info(a) => return info::info(&a),
         Command::All(a) => (None, a),
         Command::AllReduce(a) => (Some(Collective::AllReduce), a),
         Command::AllGather(a) => (Some(Collective::AllGather), a),
@@ -209,52 +211,4 @@ pub fn rfc3339_now() -> String {
         rem % 3600 / 60,
         rem % 60
     )
-}
-
-fn info(a: &InfoArgs) -> i32 {
-    let libs = probe::libraries();
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let mem = crate::engine::exec::mem::available_bytes();
-    let v = serde_json::json!({
-        "version": env!("CARGO_PKG_VERSION"),
-        "build": {
-            "engines": ["builtin"],
-            "executors": ["host"],
-            "features": {"mpi": false, "cuda": false},
-        },
-        "machine": {
-            "host": hostname(),
-            "cpu": cpu_model(),
-            "cores": cores,
-            "mem_available_bytes": mem,
-            "max_thread_ranks": crate::launch::max_thread_ranks(),
-        },
-        "libraries": libs,
-        "devices": [],
-    });
-    if a.json {
-        println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
-        return OK;
-    }
-    println!("collbench {}", env!("CARGO_PKG_VERSION"));
-    println!("build:    engines builtin; executors host; features: mpi no, cuda no");
-    println!(
-        "machine:  {} ({} cores, {} available memory)",
-        cpu_model(),
-        cores,
-        mem.map_or("unknown".into(), |m| crate::units::Bytes(m).to_string())
-    );
-    println!(
-        "ranks:    up to {} thread ranks on this host",
-        crate::launch::max_thread_ranks()
-    );
-    for l in libs {
-        println!(
-            "{:<9} {}",
-            format!("{}:", l.name),
-            l.found.unwrap_or_else(|| "not found".into())
-        );
-    }
-    println!("devices:  none usable by this build (host engine)");
-    OK
 }
