@@ -8,3 +8,4 @@ pub mod elem;
 pub mod exec;
 pub mod probe;
 pub mod transport;
+pub mod observe;

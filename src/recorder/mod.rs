@@ -1,3 +1,285 @@
-//! Flight recorder: per-rank records of every operation, dumps.
+//! The flight recorder: every rank keeps a ring buffer of its operations
+//! (sequence number, collective, sizes, state and timestamps) and, for the
+//! operation in flight, each channel's last completed step and the peer it
+//! waits on (fed by the executor through [`Observer`]). Dumps are written by
+//! [`dump`]; the [`watchdog`] notices operations that take too long.
 
+pub mod dump;
 pub mod model;
+pub mod watchdog;
+
+use crate::engine::observe::{Observer, WaitKind};
+use model::{ChannelProgress, Entry, IterKind, State, Wait};
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicI64, AtomicU64, AtomicU8, Ordering};
+use std::sync::{Mutex, MutexGuard};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// Default ring-buffer capacity (`--fr-entries`).
+pub const DEFAULT_ENTRIES: usize = 2000;
+const MAX_CHANNELS: usize = 64;
+
+/// The world's collectives are group "0", as in PyTorch.
+pub const WORLD_GROUP: &str = "0";
+
+/// Nanoseconds since the Unix epoch.
+pub fn wall_ns() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
+}
+
+/// Nanoseconds of CLOCK_MONOTONIC.
+pub fn mono_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes the timespec we pass.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// What an operation is, as recorded.
+#[derive(Clone, Debug, Default)]
+pub struct OpInfo {
+    pub group: &'static str,
+    pub collective: String,
+    pub algo: String,
+    pub dtype: String,
+    pub count: u64,
+    pub bytes: u64,
+    pub root: Option<i64>,
+}
+
+struct Ring {
+    entries: VecDeque<Entry>,
+    /// Next sequence number per group.
+    next: Vec<(&'static str, u64)>,
+}
+
+#[derive(Default)]
+struct Chan {
+    steps: AtomicU64,
+    last_done: AtomicI64,
+    peer: AtomicI64,
+    kind: AtomicU8,
+}
+
+/// One rank's recorder.
+pub struct RankRecorder {
+    pub rank: usize,
+    capacity: usize,
+    ring: Mutex<Ring>,
+    chans: Vec<Chan>,
+    used_chans: AtomicU64,
+    /// CLOCK_MONOTONIC ns when the operation in flight started (0: none).
+    inflight_since: AtomicU64,
+    inflight_seq: AtomicU64,
+}
+
+impl RankRecorder {
+    pub fn new(rank: usize, capacity: usize) -> RankRecorder {
+        RankRecorder {
+            rank,
+            capacity: capacity.max(1),
+            ring: Mutex::new(Ring { entries: VecDeque::new(), next: Vec::new() }),
+            chans: (0..MAX_CHANNELS).map(|_| Chan::default()).collect(),
+            used_chans: AtomicU64::new(0),
+            inflight_since: AtomicU64::new(0),
+            inflight_seq: AtomicU64::new(0),
+        }
+    }
+
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Ring> {
+        // A poisoned ring still holds valid records: keep using it.
+        self.ring.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The sequence number the next operation of `group` will get.
+    pub fn next_seq(&self, group: &str) -> u64 {
+        let ring = self.lock();
+        ring.next.iter().find(|(g, _)| *g == group).map_or(1, |(_, n)| *n)
+    }
+
+    /// Records a scheduled operation; returns its sequence number.
+    pub fn schedule(&self, op: &OpInfo, iteration: IterKind) -> u64 {
+        let mut ring = self.lock();
+        let seq = match ring.next.iter_mut().find(|(g, _)| *g == op.group) {
+            Some((_, n)) => {
+                *n += 1;
+                *n - 1
+            }
+            None => {
+                ring.next.push((op.group, 2));
+                1
+            }
+        };
+        if ring.entries.len() == self.capacity {
+            ring.entries.pop_front();
+        }
+        ring.entries.push_back(Entry {
+            pg: op.group.to_string(),
+            seq,
+            collective: op.collective.clone(),
+            algo: op.algo.clone(),
+            dtype: op.dtype.clone(),
+            count: op.count,
+            bytes: op.bytes,
+            root: op.root,
+            state: State::Scheduled,
+            iteration,
+            t_scheduled_ns: wall_ns(),
+            t_started_ns: None,
+            t_completed_ns: None,
+            channels: Vec::new(),
+        });
+        seq
+    }
+
+    fn update(&self, seq: u64, f: impl FnOnce(&mut Entry)) {
+        let mut ring = self.lock();
+        if let Some(e) = ring.entries.iter_mut().rev().find(|e| e.seq == seq) {
+            f(e);
+        }
+    }
+
+    /// The operation `seq` has started.
+    pub fn start(&self, seq: u64) {
+        self.update(seq, |e| {
+            e.state = State::Started;
+            e.t_started_ns = Some(wall_ns());
+        });
+        self.inflight_seq.store(seq, Ordering::Relaxed);
+        self.inflight_since.store(mono_ns(), Ordering::Release);
+    }
+
+    /// The operation `seq` has completed.
+    pub fn complete(&self, seq: u64) {
+        self.inflight_since.store(0, Ordering::Release);
+        self.update(seq, |e| {
+            e.state = State::Completed;
+            e.t_completed_ns = Some(wall_ns());
+        });
+    }
+
+    /// How long the operation in flight has run, with its sequence number.
+    pub fn in_flight(&self, now_mono: u64) -> Option<(u64, u64)> {
+        let since = self.inflight_since.load(Ordering::Acquire);
+        (since != 0).then(|| (self.inflight_seq.load(Ordering::Relaxed), now_mono.saturating_sub(since)))
+    }
+
+    /// The ring's entries, oldest first, with channel progress on every
+    /// started but not completed one.
+    pub fn snapshot(&self) -> Vec<Entry> {
+        let progress = self.channel_progress();
+        let ring = self.lock();
+        ring.entries
+            .iter()
+            .map(|e| {
+                let mut e = e.clone();
+                if e.state == State::Started {
+                    e.channels = progress.clone();
+                }
+                e
+            })
+            .collect()
+    }
+
+    fn channel_progress(&self) -> Vec<ChannelProgress> {
+        let used = self.used_chans.load(Ordering::Acquire) as usize;
+        self.chans[..used.min(MAX_CHANNELS)]
+            .iter()
+            .enumerate()
+            .map(|(c, ch)| {
+                let peer = ch.peer.load(Ordering::Relaxed);
+                let kind = ch.kind.load(Ordering::Relaxed);
+                ChannelProgress {
+                    channel: c as u32,
+                    steps_total: ch.steps.load(Ordering::Relaxed),
+                    last_step_done: ch.last_done.load(Ordering::Relaxed),
+                    waiting_on: (peer >= 0).then(|| Wait {
+                        peer,
+                        what: ["recv", "send", "drain"].get(kind as usize).unwrap_or(&"recv").to_string(),
+                    }),
+                }
+            })
+            .collect()
+    }
+}
+
+impl Observer for RankRecorder {
+    fn begin(&self, steps: &[usize]) {
+        let n = steps.len().min(MAX_CHANNELS);
+        for (ch, &s) in self.chans.iter().zip(steps) {
+            ch.steps.store(s as u64, Ordering::Relaxed);
+            ch.last_done.store(-1, Ordering::Relaxed);
+            ch.peer.store(-1, Ordering::Relaxed);
+        }
+        self.used_chans.store(n as u64, Ordering::Release);
+    }
+
+    fn step_done(&self, channel: usize, step: usize) {
+        if let Some(ch) = self.chans.get(channel) {
+            ch.last_done.store(step as i64, Ordering::Relaxed);
+            if ch.peer.load(Ordering::Relaxed) >= 0 {
+                ch.peer.store(-1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    fn waiting(&self, channel: usize, peer: usize, kind: WaitKind) {
+        if let Some(ch) = self.chans.get(channel) {
+            let k = match kind {
+                WaitKind::Recv => 0,
+                WaitKind::Send => 1,
+                WaitKind::Drain => 2,
+            };
+            ch.kind.store(k, Ordering::Relaxed);
+            ch.peer.store(peer as i64, Ordering::Relaxed);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn op() -> OpInfo {
+        OpInfo { group: WORLD_GROUP, collective: "all-reduce".into(), ..OpInfo::default() }
+    }
+
+    #[test]
+    fn ring_keeps_the_newest_entries_with_sequence_numbers() {
+        let r = RankRecorder::new(0, 3);
+        for _ in 0..5 {
+            let s = r.schedule(&op(), IterKind::Timed);
+            r.start(s);
+            r.complete(s);
+        }
+        let e = r.snapshot();
+        assert_eq!(e.iter().map(|e| e.seq).collect::<Vec<_>>(), vec![3, 4, 5]);
+        assert!(e.iter().all(|e| e.state == State::Completed && e.t_completed_ns.is_some()));
+        assert_eq!(r.next_seq(WORLD_GROUP), 6);
+        assert_eq!(r.next_seq("barrier"), 1);
+    }
+
+    #[test]
+    fn in_flight_entries_carry_channel_progress() {
+        let r = RankRecorder::new(1, 10);
+        let s = r.schedule(&op(), IterKind::Check);
+        r.start(s);
+        r.begin(&[4, 2]);
+        r.step_done(0, 0);
+        r.step_done(0, 1);
+        r.waiting(0, 3, WaitKind::Recv);
+        let e = r.snapshot();
+        assert_eq!(e[0].state, State::Started);
+        assert_eq!(e[0].channels.len(), 2);
+        assert_eq!(e[0].channels[0].last_step_done, 1);
+        assert_eq!(e[0].channels[0].waiting_on, Some(Wait { peer: 3, what: "recv".into() }));
+        assert_eq!(e[0].channels[1].waiting_on, None);
+        assert!(r.in_flight(mono_ns()).is_some());
+        r.complete(s);
+        assert!(r.in_flight(mono_ns()).is_none());
+    }
+}

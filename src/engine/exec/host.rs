@@ -7,12 +7,16 @@
 use super::mem::HostBuf;
 use crate::engine::algo::{Buf, Layout, Prim, Program, Slice, Step, MAX_PEERS};
 use crate::engine::elem;
+use crate::engine::observe::{Observer, WaitKind};
 use crate::engine::transport::inproc::Fifo;
 use crate::engine::types::{Dtype, ReduceOp};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+/// The most channels one program may have.
+pub const MAX_CHANNELS: usize = 64;
 
 /// Tunables of the host engine.
 #[derive(Clone, Debug)]
@@ -172,6 +176,9 @@ pub struct Compiled {
     channels: Vec<Vec<XStep>>,
     ins: Vec<Arc<Fifo>>,
     outs: Vec<Arc<Fifo>>,
+    /// The peer rank of each of `outs`.
+    out_peers: Vec<usize>,
+    step_counts: Vec<usize>,
     any_direct: bool,
 }
 
@@ -226,14 +233,25 @@ impl Compiled {
             }
             channels.push(xs);
         }
+        if channels.len() > MAX_CHANNELS {
+            return Err(ExecError::Setup(format!("{} channels; at most {MAX_CHANNELS}", channels.len())));
+        }
+        let mut out_peers = vec![0; outs.len()];
+        for (&(is_out, peer, _), &i) in &index {
+            if is_out {
+                out_peers[i as usize] = peer;
+            }
+        }
         Ok(Compiled {
             dtype,
             op,
             nranks: program.nranks,
             layout,
+            step_counts: channels.iter().map(Vec::len).collect(),
             channels,
             ins,
             outs,
+            out_peers,
             any_direct,
         })
     }
@@ -310,29 +328,6 @@ impl Stability {
     }
 }
 
-/// What a rank is doing, readable from other threads (the recorder).
-#[derive(Default)]
-pub struct Progress {
-    /// Operations started.
-    pub ops: AtomicU64,
-    /// Per channel: index of the last completed step (-1 none).
-    pub last_done: Vec<AtomicI64>,
-    /// Per channel: peer waited on (-1 none), and 1 = recv, 2 = send.
-    pub waiting: Vec<(AtomicI64, AtomicI64)>,
-}
-
-impl Progress {
-    pub fn with_channels(n: usize) -> Progress {
-        Progress {
-            ops: AtomicU64::new(0),
-            last_done: (0..n).map(|_| AtomicI64::new(-1)).collect(),
-            waiting: (0..n)
-                .map(|_| (AtomicI64::new(-1), AtomicI64::new(0)))
-                .collect(),
-        }
-    }
-}
-
 /// Physical buffers of one rank: [send or only buffer, recv, scratch].
 pub struct RankBufs<'a> {
     pub bufs: [&'a HostBuf; 3],
@@ -342,17 +337,17 @@ pub struct RankBufs<'a> {
 pub struct RankExec {
     world: Arc<HostWorld>,
     rank: usize,
-    pub progress: Arc<Progress>,
+    observer: Arc<dyn Observer>,
     spin_limit: u32,
 }
 
 impl RankExec {
-    pub fn new(world: Arc<HostWorld>, rank: usize, progress: Arc<Progress>) -> RankExec {
+    pub fn new(world: Arc<HostWorld>, rank: usize, observer: Arc<dyn Observer>) -> RankExec {
         let spin_limit = spin_limit(world.nranks);
         RankExec {
             world,
             rank,
-            progress,
+            observer,
             spin_limit,
         }
     }
@@ -363,13 +358,10 @@ impl RankExec {
 
     /// Runs one operation to completion.
     pub fn run(&self, c: &Compiled, bufs: &RankBufs<'_>) -> Result<(), ExecError> {
-        self.progress.ops.fetch_add(1, Ordering::Relaxed);
+        self.observer.begin(&c.step_counts);
         let bases = bufs.bufs.map(|b| b.as_ptr());
-        let mut pcs = [0usize; 64];
-        let nch = c.channels.len().min(64);
-        for p in self.progress.last_done.iter().take(nch) {
-            p.store(-1, Ordering::Relaxed);
-        }
+        let mut pcs = [0usize; MAX_CHANNELS];
+        let nch = c.channels.len().min(MAX_CHANNELS);
         let mut wait = Wait::new(self.spin_limit);
         loop {
             let mut moved = false;
@@ -384,9 +376,7 @@ impl RankExec {
                     // SAFETY: the program's slices are inside the buffers the
                     // layout was made for, and `ready` checked the FIFOs.
                     unsafe { exec(c, x, &bases) };
-                    if let Some(p) = self.progress.last_done.get(ch) {
-                        p.store(pcs[ch] as i64, Ordering::Relaxed);
-                    }
+                    self.observer.step_done(ch, pcs[ch]);
                     pcs[ch] += 1;
                     moved = true;
                 }
@@ -410,6 +400,12 @@ impl RankExec {
     }
 
     fn snooze(&self, wait: &mut Wait, c: &Compiled, pcs: &[usize]) -> Result<(), ExecError> {
+        if wait.spins == wait.limit {
+            // Now blocked for longer than a spin: say on what, once.
+            if let Some((ch, peer, kind)) = blocked_on(c, pcs) {
+                self.observer.waiting(ch, peer, kind);
+            }
+        }
         if !wait.snooze() {
             return Ok(());
         }
@@ -425,51 +421,39 @@ impl RankExec {
 
     /// Describes the first blocked step.
     fn blocked(&self, c: &Compiled, pcs: &[usize], waited: Duration) -> ExecError {
-        for (ch, steps) in c.channels.iter().enumerate() {
-            let Some(x) = steps.get(pcs[ch]) else {
-                continue;
-            };
-            let recv = x
-                .step
-                .recv
-                .iter()
-                .zip(x.recv)
-                .find(|(_, i)| c.ins[*i as usize].peek().is_none());
-            let send = x
-                .step
-                .send
-                .iter()
-                .zip(x.send)
-                .find(|(_, i)| !c.outs[*i as usize].can_send());
-            let (what, peer) = match (recv, send) {
-                (Some((p, _)), _) => ("receive from", p.rank as usize),
-                (None, Some((p, _))) => ("send to", p.rank as usize),
-                (None, None) => continue,
-            };
-            if let Some((p, w)) = self.progress.waiting.get(ch) {
-                p.store(peer as i64, Ordering::Relaxed);
-                w.store(if what == "send to" { 2 } else { 1 }, Ordering::Relaxed);
-            }
-            return ExecError::Timeout {
-                rank: self.rank,
-                channel: ch,
-                step: pcs[ch],
-                prim: x.step.prim.name(),
-                what,
-                peer,
-                waited,
-            };
-        }
+        let (channel, peer, kind) = blocked_on(c, pcs).unwrap_or((0, self.rank, WaitKind::Drain));
+        let step = pcs.get(channel).copied().unwrap_or(0);
+        let prim = c.channels.get(channel).and_then(|s| s.get(step)).map_or("drain", |x| x.step.prim.name());
         ExecError::Timeout {
             rank: self.rank,
-            channel: 0,
-            step: 0,
-            prim: "drain",
-            what: "be read by",
-            peer: self.rank,
+            channel,
+            step,
+            prim,
+            what: match kind {
+                WaitKind::Recv => "receive from",
+                WaitKind::Send => "send to",
+                WaitKind::Drain => "be read by",
+            },
+            peer,
             waited,
         }
     }
+}
+
+/// The first blocked step: (channel, peer, what it waits for).
+fn blocked_on(c: &Compiled, pcs: &[usize]) -> Option<(usize, usize, WaitKind)> {
+    for (ch, steps) in c.channels.iter().enumerate() {
+        let Some(x) = steps.get(pcs[ch]) else { continue };
+        let recv = x.step.recv.iter().zip(x.recv).find(|(_, i)| c.ins[*i as usize].peek().is_none());
+        if let Some((p, _)) = recv {
+            return Some((ch, p.rank as usize, WaitKind::Recv));
+        }
+        let send = x.step.send.iter().zip(x.send).find(|(_, i)| !c.outs[*i as usize].can_send());
+        if let Some((p, _)) = send {
+            return Some((ch, p.rank as usize, WaitKind::Send));
+        }
+    }
+    c.outs.iter().position(|f| !f.drained()).map(|i| (0, c.out_peers[i], WaitKind::Drain))
 }
 
 /// Spins before yielding: long when every rank has a core, short when
