@@ -1,0 +1,355 @@
+//! Cross-rank diagnosis: every process group is checked (consistency,
+//! progress, timing), missing dumps are accounted for, and the findings are
+//! ordered so the first is the root cause the evidence points to most
+//! directly:
+//!
+//! 1. `op-mismatch`, `size-mismatch`, `dtype-mismatch` (ranks disagree on
+//!    what they run: everything after follows from it);
+//! 2. `not-joined` (ranks wait in a collective others never entered);
+//! 3. `missing-dump` of a rank that ranks with dumps are blocked on;
+//! 4. `stuck` where the channel waits or completions name a culprit;
+//! 5. `late`;
+//! 6. `stuck` with no culprit in sight;
+//! 7. `missing-dump` of a rank nothing is seen waiting for.
+//!
+//! The top-level culprits are the ranks the first finding blames.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::diagnosis::{
+    Diagnosis, Finding, FindingKind, GroupProgress, RankSummary, Verdict, Waiting, DIAGNOSIS_SCHEMA,
+};
+use super::group::{ranks_text, GroupView};
+use super::load::Loaded;
+use super::model::{RankDump, State};
+use super::{consistency, progress};
+
+/// Finding order: lower comes first.
+pub mod priority {
+    pub const OP_MISMATCH: u8 = 0;
+    pub const SIZE_MISMATCH: u8 = 1;
+    pub const DTYPE_MISMATCH: u8 = 2;
+    pub const NOT_JOINED: u8 = 10;
+    pub const MISSING_WAITED: u8 = 20;
+    pub const STUCK_BLAMED: u8 = 30;
+    pub const LATE: u8 = 35;
+    pub const STUCK_UNBLAMED: u8 = 40;
+    pub const MISSING: u8 = 50;
+}
+
+/// A finding and where it ranks among the others.
+pub struct Candidate {
+    pub priority: u8,
+    pub finding: Finding,
+}
+
+/// Diagnoses what was loaded.
+pub fn diagnose(loaded: &Loaded) -> Diagnosis {
+    let dumps: BTreeMap<usize, &RankDump> = loaded.dumps.iter().map(|d| (d.rank, d)).collect();
+    let world_size = dumps.values().filter_map(|d| d.world_size).max();
+    let groups = memberships(&dumps, world_size);
+    let mut world: BTreeSet<usize> = (0..world_size.unwrap_or(0)).collect();
+    world.extend(groups.values().flatten());
+    world.extend(dumps.keys());
+    let missing: BTreeSet<usize> = world
+        .iter()
+        .copied()
+        .filter(|r| !dumps.contains_key(r))
+        .collect();
+
+    let views: Vec<GroupView> = groups
+        .iter()
+        .map(|(name, members)| GroupView::new(name, members.clone(), &dumps))
+        .collect();
+    let mut candidates = Vec::new();
+    for view in &views {
+        candidates.extend(consistency::mismatches(view));
+        candidates.extend(progress::not_joined(view));
+        candidates.extend(progress::stuck(view, &missing));
+        candidates.extend(progress::late(view));
+    }
+    candidates.extend(missing_dumps(&missing, &views, &dumps, world.len()));
+    candidates.sort_by(|a, b| {
+        (a.priority, &a.finding.pg, a.finding.seq).cmp(&(b.priority, &b.finding.pg, b.finding.seq))
+    });
+    let findings: Vec<Finding> = candidates.into_iter().map(|c| c.finding).collect();
+    Diagnosis {
+        schema: DIAGNOSIS_SCHEMA.to_owned(),
+        verdict: if findings.is_empty() {
+            Verdict::Healthy
+        } else {
+            Verdict::Problem
+        },
+        ranks_found: dumps.keys().copied().collect(),
+        ranks_missing: missing.into_iter().collect(),
+        culprits: findings
+            .first()
+            .map(|f| f.ranks.clone())
+            .unwrap_or_default(),
+        findings,
+        world_size,
+        per_rank: dumps.values().map(|d| summarize(d, &groups)).collect(),
+        unreadable: loaded.unreadable.clone(),
+        ignored: loaded.ignored.clone(),
+    }
+}
+
+/// Every group and its members: what the dumps say, merged; a group no dump
+/// describes is the world if it is the default group "0", else the ranks
+/// that have records in it.
+fn memberships(
+    dumps: &BTreeMap<usize, &RankDump>,
+    world_size: Option<usize>,
+) -> BTreeMap<String, Vec<usize>> {
+    let mut groups: BTreeMap<String, BTreeSet<usize>> = BTreeMap::new();
+    for dump in dumps.values() {
+        for (name, ranks) in &dump.groups {
+            groups.entry(name.clone()).or_default().extend(ranks);
+        }
+    }
+    let mut described: BTreeSet<String> = groups.keys().cloned().collect();
+    for dump in dumps.values() {
+        for record in &dump.records {
+            if described.contains(&record.pg) {
+                continue;
+            }
+            let members = groups.entry(record.pg.clone()).or_default();
+            match world_size {
+                Some(n) if record.pg == "0" => {
+                    members.extend(0..n);
+                    described.insert(record.pg.clone());
+                }
+                _ => {
+                    members.insert(dump.rank);
+                }
+            }
+        }
+    }
+    groups
+        .into_iter()
+        .map(|(name, ranks)| (name, ranks.into_iter().collect()))
+        .collect()
+}
+
+/// Where ranks with a dump are seen blocked on a missing rank.
+struct Blocked {
+    pg: String,
+    seq: u64,
+    op: String,
+    /// The ranks blocked there.
+    waiting: BTreeSet<usize>,
+    /// True when a channel waits on the missing rank itself; false when the
+    /// group it belongs to has a collective not completed.
+    direct: bool,
+}
+
+impl Blocked {
+    /// What the finding says about the `missing` ranks blocked here.
+    fn detail(&self, missing: &[usize]) -> String {
+        let waiting: Vec<usize> = self.waiting.iter().copied().collect();
+        let (missing, waiting) = (ranks_text(missing), ranks_text(&waiting));
+        let (pg, seq, op) = (&self.pg, self.seq, &self.op);
+        if self.direct {
+            let verb = if self.waiting.len() == 1 {
+                "waits"
+            } else {
+                "wait"
+            };
+            format!("no readable dump of {missing}, while {waiting} {verb} on it in seq {seq} ({op}) of group {pg}")
+        } else {
+            let verb = if self.waiting.len() == 1 {
+                "has"
+            } else {
+                "have"
+            };
+            format!(
+                "no readable dump of {missing}, a member of group {pg}, where {waiting} {verb} not completed seq {seq} ({op})"
+            )
+        }
+    }
+}
+
+/// A finding for the missing ranks others are seen blocked on, one per
+/// place, and one for the rest.
+fn missing_dumps(
+    missing: &BTreeSet<usize>,
+    views: &[GroupView],
+    dumps: &BTreeMap<usize, &RankDump>,
+    world: usize,
+) -> Vec<Candidate> {
+    let blocked = blocked_on(missing, views, dumps);
+    let mut by_place: BTreeMap<(String, u64), Vec<usize>> = BTreeMap::new();
+    for (rank, b) in &blocked {
+        by_place
+            .entry((b.pg.clone(), b.seq))
+            .or_default()
+            .push(*rank);
+    }
+    let mut out = Vec::new();
+    for ((pg, seq), ranks) in by_place {
+        let Some(b) = ranks.first().and_then(|r| blocked.get(r)) else {
+            continue;
+        };
+        let detail = b.detail(&ranks);
+        out.push(missing_candidate(
+            priority::MISSING_WAITED,
+            Some(pg),
+            Some(seq),
+            ranks,
+            detail,
+        ));
+    }
+    let rest: Vec<usize> = missing
+        .iter()
+        .copied()
+        .filter(|m| !blocked.contains_key(m))
+        .collect();
+    if !rest.is_empty() {
+        let detail = format!(
+            "no readable dump of {} (world of {world}); no rank with a dump is seen waiting for it",
+            ranks_text(&rest)
+        );
+        out.push(missing_candidate(
+            priority::MISSING,
+            None,
+            None,
+            rest,
+            detail,
+        ));
+    }
+    out
+}
+
+/// Missing ranks some channel waits on, then missing members of groups whose
+/// newest collective is not completed on the ranks that have dumps.
+fn blocked_on(
+    missing: &BTreeSet<usize>,
+    views: &[GroupView],
+    dumps: &BTreeMap<usize, &RankDump>,
+) -> BTreeMap<usize, Blocked> {
+    let mut blocked: BTreeMap<usize, Blocked> = BTreeMap::new();
+    for dump in dumps.values() {
+        for record in dump.records.iter().filter(|r| r.state != State::Completed) {
+            for (_, wait) in record.waits() {
+                let Some(peer) = usize::try_from(wait.peer)
+                    .ok()
+                    .filter(|p| missing.contains(p))
+                else {
+                    continue;
+                };
+                let place = blocked.entry(peer).or_insert_with(|| Blocked {
+                    pg: record.pg.clone(),
+                    seq: record.seq,
+                    op: record.op.clone(),
+                    waiting: BTreeSet::new(),
+                    direct: true,
+                });
+                place.waiting.insert(dump.rank);
+            }
+        }
+    }
+    for view in views {
+        let at = view.at(view.high);
+        let waiting: BTreeSet<usize> = at
+            .iter()
+            .filter(|(_, r)| r.state != State::Completed)
+            .map(|(rank, _)| *rank)
+            .collect();
+        if waiting.is_empty() {
+            continue;
+        }
+        for m in view.members.iter().filter(|m| missing.contains(m)) {
+            blocked.entry(*m).or_insert_with(|| Blocked {
+                pg: view.name.clone(),
+                seq: view.high,
+                op: at.values().next().map(|r| r.op.clone()).unwrap_or_default(),
+                waiting: waiting.clone(),
+                direct: false,
+            });
+        }
+    }
+    blocked
+}
+
+fn missing_candidate(
+    priority: u8,
+    pg: Option<String>,
+    seq: Option<u64>,
+    ranks: Vec<usize>,
+    detail: String,
+) -> Candidate {
+    Candidate {
+        priority,
+        finding: Finding {
+            kind: FindingKind::MissingDump,
+            pg,
+            seq,
+            ranks,
+            detail,
+        },
+    }
+}
+
+/// One rank's standing in each of its groups, and its blocked channels.
+fn summarize(dump: &RankDump, groups: &BTreeMap<String, Vec<usize>>) -> RankSummary {
+    let mut names: BTreeSet<&str> = dump.records.iter().map(|r| r.pg.as_str()).collect();
+    names.extend(
+        groups
+            .iter()
+            .filter(|(_, members)| members.contains(&dump.rank))
+            .map(|(name, _)| name.as_str()),
+    );
+    let progress = names
+        .into_iter()
+        .map(|pg| {
+            let records: Vec<_> = dump
+                .records
+                .iter()
+                .filter(|r| r.pg == pg && !r.is_p2p())
+                .collect();
+            let last = records.iter().max_by_key(|r| r.seq);
+            let max_seq = |keep: &dyn Fn(State) -> bool| {
+                records
+                    .iter()
+                    .filter(|r| keep(r.state))
+                    .map(|r| r.seq)
+                    .max()
+            };
+            GroupProgress {
+                pg: pg.to_owned(),
+                last_entered: last.map(|r| r.seq),
+                last_started: max_seq(&|s| s != State::Scheduled),
+                last_completed: max_seq(&|s| s == State::Completed),
+                op: last.map(|r| r.op.clone()),
+                state: last.map(|r| r.state),
+            }
+        })
+        .collect();
+    RankSummary {
+        rank: dump.rank,
+        path: dump.path.display().to_string(),
+        format: dump.format,
+        groups: progress,
+        waits: waits_of(dump),
+    }
+}
+
+/// The channels of `dump`'s operations not completed that wait on a peer.
+fn waits_of(dump: &RankDump) -> Vec<Waiting> {
+    dump.records
+        .iter()
+        .filter(|r| r.state != State::Completed)
+        .flat_map(|r| {
+            r.waits().map(move |(ch, w)| Waiting {
+                pg: r.pg.clone(),
+                seq: r.seq,
+                op: r.op.clone(),
+                channel: ch.channel,
+                step: ch.last_step_done.saturating_add(1),
+                steps_total: ch.steps_total,
+                peer: w.peer,
+                what: w.what.clone(),
+            })
+        })
+        .collect()
+}

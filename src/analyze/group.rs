@@ -1,0 +1,101 @@
+//! One process group seen across ranks: for each member that has a dump, its
+//! collectives by sequence number, and the window of sequence numbers every
+//! member's ring buffer can still hold (older ones may have been overwritten
+//! on some ranks and not others, so they are not compared).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::ops::Bound;
+
+use super::model::{RankDump, Record, State};
+
+/// One member's collectives in the group.
+pub struct Track<'a> {
+    pub dump: &'a RankDump,
+    /// Collectives only (point-to-point records are not matched by seq).
+    pub by_seq: BTreeMap<u64, &'a Record>,
+    /// Highest seq entered, 0 when none.
+    pub last: u64,
+}
+
+impl Track<'_> {
+    pub fn rank(&self) -> usize {
+        self.dump.rank
+    }
+
+    /// True when the rank completed a collective after `seq`: its record of
+    /// `seq` may just not have been updated yet, so it is not stuck there.
+    pub fn moved_past(&self, seq: u64) -> bool {
+        self.by_seq
+            .range((Bound::Excluded(seq), Bound::Unbounded))
+            .any(|(_, r)| r.state == State::Completed)
+    }
+}
+
+pub struct GroupView<'a> {
+    pub name: String,
+    /// Every known member, dumped or not.
+    pub members: Vec<usize>,
+    /// Members with a dump whose history in this group is known, by rank.
+    pub tracks: BTreeMap<usize, Track<'a>>,
+    /// First seq every track can still hold.
+    pub low: u64,
+    /// Highest seq any member entered.
+    pub high: u64,
+}
+
+impl<'a> GroupView<'a> {
+    /// `members` are global ranks; `dumps` are all dumps, by rank.
+    pub fn new(name: &str, members: Vec<usize>, dumps: &BTreeMap<usize, &'a RankDump>) -> Self {
+        let mut tracks = BTreeMap::new();
+        for rank in &members {
+            let Some(dump) = dumps.get(rank) else {
+                continue;
+            };
+            let mut by_seq = BTreeMap::new();
+            for record in dump.records.iter().filter(|r| r.pg == name && !r.is_p2p()) {
+                by_seq.insert(record.seq, record);
+            }
+            if by_seq.is_empty() && dump.wrapped {
+                continue; // its buffer may have dropped all of them: unknown
+            }
+            let last = by_seq.keys().next_back().copied().unwrap_or(0);
+            tracks.insert(*rank, Track { dump, by_seq, last });
+        }
+        let low = tracks
+            .values()
+            .filter_map(|t| t.by_seq.keys().next().copied())
+            .max()
+            .unwrap_or(1);
+        let high = tracks.values().map(|t| t.last).max().unwrap_or(0);
+        GroupView {
+            name: name.to_owned(),
+            members,
+            tracks,
+            low,
+            high,
+        }
+    }
+
+    /// Seqs in the comparable window that at least one member entered, ascending.
+    pub fn seqs(&self) -> BTreeSet<u64> {
+        self.tracks
+            .values()
+            .flat_map(|t| t.by_seq.range(self.low..).map(|(s, _)| *s))
+            .collect()
+    }
+
+    /// The records of `seq`, by rank, of the members that entered it.
+    pub fn at(&self, seq: u64) -> BTreeMap<usize, &'a Record> {
+        self.tracks
+            .iter()
+            .filter_map(|(rank, t)| t.by_seq.get(&seq).map(|r| (*rank, *r)))
+            .collect()
+    }
+}
+
+/// `[0, 1, 3]` as `ranks 0, 1, 3` (or `rank 2`).
+pub fn ranks_text(ranks: &[usize]) -> String {
+    let list: Vec<String> = ranks.iter().map(usize::to_string).collect();
+    let noun = if ranks.len() == 1 { "rank" } else { "ranks" };
+    format!("{noun} {}", list.join(", "))
+}

@@ -1,0 +1,330 @@
+//! Finding dump files and reading each into the [`RankDump`] model, whatever
+//! its format. The format comes from the content, never the file name:
+//! `{...}` with `"schema": "collbench.fr/1"` is collbench's own dump, other
+//! JSON with the PyTorch keys is PyTorch's JSON dump, and a leading `0x80`
+//! (pickle protocol 2+) is PyTorch's pickle dump.
+//!
+//! A file that cannot be read (empty, truncated, too large, some other kind
+//! of file) is listed with the reason, and loading goes on with the rest.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::model::{Format, RankDump, Record, MAX_RANKS};
+use super::pickle::{self, Limits, PickleError};
+use super::pytorch;
+use super::value::Value;
+use crate::recorder::model::{Dump, DUMP_SCHEMA};
+
+/// A file left out of the analysis, and why.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Unreadable {
+    pub path: String,
+    pub reason: String,
+}
+
+/// What loading found.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Loaded {
+    /// One per rank, by rank.
+    pub dumps: Vec<RankDump>,
+    /// Files that could not be read as a dump.
+    pub unreadable: Vec<Unreadable>,
+    /// Readable dumps left out because another file of the same rank came first.
+    pub ignored: Vec<Unreadable>,
+}
+
+/// Why one file is not a readable dump.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error("cannot read it: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("empty file")]
+    Empty,
+    #[error("{size} bytes, over the limit of {cap} bytes")]
+    TooLarge { size: u64, cap: u64 },
+    #[error("invalid or truncated JSON: {0}")]
+    Json(#[from] serde_json::Error),
+    #[error("invalid or truncated pickle: {0}")]
+    Pickle(#[from] PickleError),
+    #[error("not a flight-recorder dump: {0}")]
+    Foreign(String),
+    #[error("a {} dump, but {what}", format.name())]
+    Invalid { format: Format, what: String },
+}
+
+/// Reads every file named by `paths`: a file, or a directory whose files
+/// and whose subdirectories' files (one level down) are all read.
+pub fn load_paths(paths: &[PathBuf], limits: &Limits) -> Loaded {
+    let mut loaded = Loaded::default();
+    let mut by_rank: BTreeMap<usize, RankDump> = BTreeMap::new();
+    for file in expand(paths, &mut loaded.unreadable) {
+        match load_file(&file, limits) {
+            Ok(dump) => match by_rank.get(&dump.rank) {
+                Some(first) => loaded.ignored.push(Unreadable {
+                    path: file.display().to_string(),
+                    reason: format!(
+                        "another dump of rank {} was read first, from {}",
+                        dump.rank,
+                        first.path.display()
+                    ),
+                }),
+                None => {
+                    by_rank.insert(dump.rank, dump);
+                }
+            },
+            Err(e) => loaded.unreadable.push(Unreadable {
+                path: file.display().to_string(),
+                reason: e.to_string(),
+            }),
+        }
+    }
+    loaded.dumps = by_rank.into_values().collect();
+    loaded
+}
+
+/// The files to read, in a stable order; paths that cannot be listed go to `bad`.
+fn expand(paths: &[PathBuf], bad: &mut Vec<Unreadable>) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    for path in paths {
+        match fs::metadata(path) {
+            Ok(meta) if meta.is_dir() => {
+                for entry in list_dir(path, bad) {
+                    match fs::metadata(&entry) {
+                        Ok(meta) if meta.is_dir() => {
+                            files.extend(list_dir(&entry, bad).into_iter().filter(|p| p.is_file()))
+                        }
+                        Ok(meta) if meta.is_file() => files.push(entry),
+                        _ => {}
+                    }
+                }
+            }
+            Ok(_) => files.push(path.clone()),
+            Err(e) => bad.push(Unreadable {
+                path: path.display().to_string(),
+                reason: format!("cannot read it: {e}"),
+            }),
+        }
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    files.retain(|f| seen.insert(f.clone()));
+    files
+}
+
+fn list_dir(dir: &Path, bad: &mut Vec<Unreadable>) -> Vec<PathBuf> {
+    match fs::read_dir(dir) {
+        Ok(entries) => {
+            let mut out: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
+            out.sort();
+            out
+        }
+        Err(e) => {
+            bad.push(Unreadable {
+                path: dir.display().to_string(),
+                reason: format!("cannot list it: {e}"),
+            });
+            Vec::new()
+        }
+    }
+}
+
+/// Reads one dump file.
+pub fn load_file(path: &Path, limits: &Limits) -> Result<RankDump, LoadError> {
+    let cap = limits.max_file_bytes;
+    let file = fs::File::open(path)?;
+    let size = file.metadata()?.len();
+    if size > cap {
+        return Err(LoadError::TooLarge { size, cap });
+    }
+    let mut bytes = Vec::new();
+    file.take(cap.saturating_add(1)).read_to_end(&mut bytes)?;
+    let read = u64::try_from(bytes.len()).unwrap_or(u64::MAX);
+    if read > cap {
+        return Err(LoadError::TooLarge { size: read, cap });
+    }
+    load_bytes(&bytes, path, limits)
+}
+
+/// Reads one dump from its bytes; `path` names it (PyTorch dumps take their
+/// rank from the file name).
+pub fn load_bytes(bytes: &[u8], path: &Path, limits: &Limits) -> Result<RankDump, LoadError> {
+    let first = bytes.iter().find(|b| !b.is_ascii_whitespace());
+    match (bytes.first(), first) {
+        (None, _) => Err(LoadError::Empty),
+        (Some(0x80), _) => {
+            let root = pickle::parse(bytes, limits)?;
+            if !pytorch::looks_like_dump(&root) {
+                return Err(LoadError::Foreign(format!(
+                    "a Python pickle of a {}, without the keys of a PyTorch flight-recorder dump",
+                    root.kind()
+                )));
+            }
+            pytorch::read_dump(&root, path, Format::PytorchPickle).map_err(|what| {
+                LoadError::Invalid {
+                    format: Format::PytorchPickle,
+                    what,
+                }
+            })
+        }
+        (_, Some(b'{')) => load_json(bytes, path),
+        _ => Err(LoadError::Foreign(describe(bytes))),
+    }
+}
+
+fn load_json(bytes: &[u8], path: &Path) -> Result<RankDump, LoadError> {
+    let json: serde_json::Value = serde_json::from_slice(bytes)?;
+    match json.get("schema") {
+        Some(serde_json::Value::String(s)) if s == DUMP_SCHEMA => {
+            let dump: Dump = serde_json::from_value(json).map_err(|e| LoadError::Invalid {
+                format: Format::Collbench,
+                what: e.to_string(),
+            })?;
+            from_collbench(dump, path)
+        }
+        Some(other) => Err(LoadError::Foreign(format!("JSON with schema {other}"))),
+        None => {
+            let root = Value::from(&json);
+            if !pytorch::looks_like_dump(&root) {
+                return Err(LoadError::Foreign(
+                    "JSON without a collbench schema or the keys of a PyTorch flight-recorder dump"
+                        .into(),
+                ));
+            }
+            pytorch::read_dump(&root, path, Format::PytorchJson).map_err(|what| {
+                LoadError::Invalid {
+                    format: Format::PytorchJson,
+                    what,
+                }
+            })
+        }
+    }
+}
+
+/// Says what a file that is neither JSON nor a pickle looks like.
+fn describe(bytes: &[u8]) -> String {
+    const MAGICS: [(&[u8], &str); 4] = [
+        (b"\x89PNG", "a PNG image"),
+        (b"\x1f\x8b", "gzip-compressed data (decompress it first)"),
+        (b"PK\x03\x04", "a zip archive"),
+        (b"\x7fELF", "an executable"),
+    ];
+    if let Some((_, what)) = MAGICS.iter().find(|(magic, _)| bytes.starts_with(magic)) {
+        return (*what).to_owned();
+    }
+    let head = &bytes[..bytes.len().min(16)];
+    match std::str::from_utf8(head) {
+        Ok(text) if text.trim().is_empty() => "only blank space".into(),
+        Ok(text) => format!("text starting {:?}, neither JSON nor a pickle", text),
+        Err(_) => {
+            let hex: Vec<String> = head.iter().take(8).map(|b| format!("{b:02x}")).collect();
+            format!(
+                "binary data starting {}, neither JSON nor a pickle",
+                hex.join(" ")
+            )
+        }
+    }
+}
+
+/// collbench's own dump into the model.
+fn from_collbench(dump: Dump, path: &Path) -> Result<RankDump, LoadError> {
+    let too_many = |r: &usize| *r > MAX_RANKS;
+    if too_many(&dump.world_size) || dump.groups.iter().flat_map(|g| &g.ranks).any(too_many) {
+        return Err(LoadError::Invalid {
+            format: Format::Collbench,
+            what: format!("it names ranks beyond the limit of {MAX_RANKS}"),
+        });
+    }
+    if dump.rank >= dump.world_size {
+        return Err(LoadError::Invalid {
+            format: Format::Collbench,
+            what: format!(
+                "rank {} is outside its world of {}",
+                dump.rank, dump.world_size
+            ),
+        });
+    }
+    let mut groups: BTreeMap<String, Vec<usize>> = dump
+        .groups
+        .iter()
+        .map(|g| (g.name.clone(), g.ranks.clone()))
+        .collect();
+    if groups.is_empty() {
+        groups.insert("0".into(), (0..dump.world_size).collect());
+    }
+    let wrapped = dump.capacity > 0 && dump.entries.len() >= dump.capacity;
+    let records = dump
+        .entries
+        .into_iter()
+        .map(|e| {
+            let mut r = Record::new(&e.pg, e.seq, &e.collective, e.state);
+            r.root = e.root.filter(|_| is_rooted(&e.collective));
+            r.algo = e.algo;
+            r.input_sizes = vec![vec![i64::try_from(e.count).unwrap_or(i64::MAX)]];
+            if !e.dtype.is_empty() {
+                r.input_dtypes = vec![e.dtype];
+            }
+            r.t_scheduled_ns = Some(e.t_scheduled_ns);
+            r.t_started_ns = e.t_started_ns;
+            r.t_completed_ns = e.t_completed_ns;
+            r.channels = e.channels;
+            r
+        })
+        .collect();
+    Ok(RankDump {
+        path: path.to_path_buf(),
+        format: Format::Collbench,
+        rank: dump.rank,
+        world_size: Some(dump.world_size),
+        groups,
+        records,
+        wrapped,
+        reason: Some(dump.reason),
+    })
+}
+
+/// Collectives whose root every rank must agree on (for the others, collbench's
+/// `root` is the point-to-point peer, which differs by rank).
+fn is_rooted(collective: &str) -> bool {
+    matches!(collective, "broadcast" | "reduce" | "gather" | "scatter")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load(bytes: &[u8]) -> Result<RankDump, LoadError> {
+        load_bytes(bytes, Path::new("rank0"), &Limits::default())
+    }
+
+    #[test]
+    fn foreign_files_say_what_they_are() {
+        let png = load(b"\x89PNG\r\n\x1a\n....").unwrap_err().to_string();
+        assert!(png.contains("PNG"), "{png}");
+        let text = load(b"hello world").unwrap_err().to_string();
+        assert!(text.contains("neither JSON nor a pickle"), "{text}");
+        let other = load(br#"{"schema": "collbench.results/1"}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(other.contains("collbench.results/1"), "{other}");
+        assert!(matches!(load(b""), Err(LoadError::Empty)));
+        assert!(matches!(
+            load(b"{\"entries\": [").unwrap_err(),
+            LoadError::Json(_)
+        ));
+    }
+
+    #[test]
+    fn collbench_rank_outside_world_is_invalid() {
+        let json = serde_json::json!({
+            "schema": DUMP_SCHEMA, "host": "h", "pid": 1, "rank": 4, "world_size": 4,
+            "device": "host", "command": "c", "version": "v", "reason": "timeout",
+            "clocks": {"wall_ns": 0, "mono_ns": 0}, "capacity": 8, "groups": [], "entries": []
+        });
+        let err = load(json.to_string().as_bytes()).unwrap_err().to_string();
+        assert!(err.contains("outside its world"), "{err}");
+    }
+}

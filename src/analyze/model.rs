@@ -1,0 +1,146 @@
+//! The one shape every supported dump format is read into: per rank, its
+//! process groups and its records (one per operation the flight recorder
+//! kept). Diagnosis only ever sees this model.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+pub use crate::recorder::model::{ChannelProgress, State, Wait};
+
+/// The most ranks a dump may name: a world or group larger than this (or a
+/// rank beyond it) makes the dump invalid rather than the analysis huge.
+pub const MAX_RANKS: usize = 1 << 22;
+
+/// Which kind of file a dump was read from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Format {
+    /// collbench's own `collbench.fr/1` JSON.
+    Collbench,
+    /// PyTorch's flight recorder, JSON form (`_dump_fr_trace_json`).
+    PytorchJson,
+    /// PyTorch's flight recorder, pickle form (`_dump_fr_trace`).
+    PytorchPickle,
+}
+
+impl Format {
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::Collbench => "collbench",
+            Format::PytorchJson => "pytorch-json",
+            Format::PytorchPickle => "pytorch-pickle",
+        }
+    }
+}
+
+/// One rank's dump, normalised.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RankDump {
+    pub path: PathBuf,
+    pub format: Format,
+    pub rank: usize,
+    /// Size of the world, where the dump says it.
+    pub world_size: Option<usize>,
+    /// Process groups this dump knows the members of: name -> global ranks.
+    pub groups: BTreeMap<String, Vec<usize>>,
+    /// Oldest first.
+    pub records: Vec<Record>,
+    /// True when the ring buffer may have dropped older records.
+    pub wrapped: bool,
+    /// Why the dump was written (collbench: `timeout`, `signal`, `request`, `exit`).
+    pub reason: Option<String>,
+}
+
+/// One operation on one rank.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Record {
+    /// Process group name.
+    pub pg: String,
+    /// The group's collective sequence number (PyTorch `collective_seq_id`).
+    pub seq: u64,
+    /// Point-to-point sequence number; `Some` marks a point-to-point operation,
+    /// which is not matched by `seq` across ranks.
+    pub p2p_seq: Option<u64>,
+    /// Operation name without backend prefix (`all_reduce`, `all-gather`).
+    pub op: String,
+    /// Root of a rooted collective, where known.
+    pub root: Option<i64>,
+    /// Algorithm (collbench), empty where unknown.
+    pub algo: String,
+    pub input_sizes: Vec<Vec<i64>>,
+    pub output_sizes: Vec<Vec<i64>>,
+    pub input_dtypes: Vec<String>,
+    pub output_dtypes: Vec<String>,
+    pub state: State,
+    /// When the rank called it (PyTorch `time_created_ns`), Unix epoch ns.
+    pub t_scheduled_ns: Option<u64>,
+    pub t_started_ns: Option<u64>,
+    pub t_completed_ns: Option<u64>,
+    /// Per-channel progress (collbench).
+    pub channels: Vec<ChannelProgress>,
+}
+
+impl Record {
+    /// A record with only the identifying fields set.
+    pub fn new(pg: &str, seq: u64, op: &str, state: State) -> Self {
+        Record {
+            pg: pg.to_owned(),
+            seq,
+            p2p_seq: None,
+            op: op.to_owned(),
+            root: None,
+            algo: String::new(),
+            input_sizes: Vec::new(),
+            output_sizes: Vec::new(),
+            input_dtypes: Vec::new(),
+            output_dtypes: Vec::new(),
+            state,
+            t_scheduled_ns: None,
+            t_started_ns: None,
+            t_completed_ns: None,
+            channels: Vec::new(),
+        }
+    }
+
+    pub fn is_p2p(&self) -> bool {
+        self.p2p_seq.is_some()
+    }
+
+    /// What every rank must agree on to run this collective together: the
+    /// operation, its root and its algorithm where those are known.
+    pub fn signature(&self) -> String {
+        let mut sig = self.op.clone();
+        if let Some(root) = self.root {
+            sig.push_str(&format!(" root={root}"));
+        }
+        if !self.algo.is_empty() {
+            sig.push_str(&format!(" algo={}", self.algo));
+        }
+        sig
+    }
+
+    /// Channels blocked on a peer when the dump was taken.
+    pub fn waits(&self) -> impl Iterator<Item = (&ChannelProgress, &Wait)> {
+        self.channels
+            .iter()
+            .filter_map(|c| c.waiting_on.as_ref().map(|w| (c, w)))
+    }
+
+    /// Steps done over all channels: how far the rank got in this operation.
+    pub fn progress(&self) -> i64 {
+        self.channels.iter().fold(0i64, |sum, c| {
+            sum.saturating_add(c.last_step_done.saturating_add(1))
+        })
+    }
+}
+
+/// `scheduled`, `started`, `completed`.
+pub fn state_name(state: State) -> &'static str {
+    match state {
+        State::Scheduled => "scheduled",
+        State::Started => "started",
+        State::Completed => "completed",
+    }
+}

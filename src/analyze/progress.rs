@@ -1,0 +1,336 @@
+//! Where the ranks of a group got to, and who holds the others up:
+//!
+//! - `not-joined`: some members entered the group's newest collective S and
+//!   have not completed it, while others never entered it (their newest is
+//!   older). Those others are the culprits.
+//! - `stuck`: every member entered S, some did not complete it, and the dumps
+//!   show it is a hang, not a snapshot of work in flight: another member
+//!   completed S, or a channel is blocked on a peer, or a member's dump was
+//!   written because the recorder's watchdog timed out. With channel progress the culprits are the ranks
+//!   waited on that wait on no one (or, when the waits form a cycle, the
+//!   ranks that got least far); without it, the ranks that did not complete
+//!   S while others did.
+//! - `late`: a member entered S far later than its peers. Entry time is the
+//!   start time in collbench dumps and the enqueue time (`time_created_ns`)
+//!   in PyTorch's. A rank is late when it entered more than
+//!   max(1 s, 10 × the group's median entry spread) after the median of the
+//!   ranks at S: the spread of a healthy job is its noise, and ten times the
+//!   noise (but never under a second) is not noise.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::diagnose::{priority, Candidate};
+use super::diagnosis::{Finding, FindingKind};
+use super::group::{ranks_text, GroupView};
+use super::model::{state_name, Format, Record, State};
+
+/// Late means later than this, at least.
+const LATE_FLOOR_NS: u64 = 1_000_000_000;
+/// ... and more than this many times the usual spread.
+const LATE_FACTOR: u64 = 10;
+/// Fewer comparable seqs than this: no usual spread to speak of.
+const MIN_SAMPLES: usize = 3;
+
+pub fn not_joined(view: &GroupView) -> Option<Candidate> {
+    let seq = view.high;
+    let at = view.at(seq);
+    let waiting: Vec<usize> = at
+        .iter()
+        .filter(|(_, r)| r.state != State::Completed)
+        .map(|(rank, _)| *rank)
+        .collect();
+    let behind: Vec<usize> = view
+        .tracks
+        .values()
+        .filter(|t| t.last < seq)
+        .map(|t| t.rank())
+        .collect();
+    if seq == 0 || waiting.is_empty() || behind.is_empty() {
+        return None;
+    }
+    let newest: Vec<String> = behind
+        .iter()
+        .map(|rank| match view.tracks[rank].by_seq.values().next_back() {
+            Some(r) => format!(
+                "rank {rank} at seq {}, {}, {}",
+                r.seq,
+                r.op,
+                state_name(r.state)
+            ),
+            None => format!("rank {rank} entered nothing in this group"),
+        })
+        .collect();
+    let detail = format!(
+        "{} entered seq {seq} ({}) and {} not completed it; {} never entered it (newest: {})",
+        ranks_text(&waiting),
+        op_of(&at),
+        if waiting.len() == 1 { "has" } else { "have" },
+        ranks_text(&behind),
+        newest.join("; ")
+    );
+    Some(candidate(
+        priority::NOT_JOINED,
+        FindingKind::NotJoined,
+        view,
+        seq,
+        behind,
+        detail,
+    ))
+}
+
+/// The first collective every member entered and some are hung in.
+pub fn stuck(view: &GroupView, missing: &BTreeSet<usize>) -> Option<Candidate> {
+    for seq in view.seqs() {
+        let at = view.at(seq);
+        if at.len() < view.tracks.len() {
+            continue; // not everyone entered it: that is not-joined's case
+        }
+        let not_done: Vec<usize> = at
+            .iter()
+            .filter(|(rank, r)| r.state != State::Completed && !view.tracks[*rank].moved_past(seq))
+            .map(|(rank, _)| *rank)
+            .collect();
+        let some_done = at.values().any(|r| r.state == State::Completed);
+        let waits = not_done.iter().any(|r| at[r].waits().next().is_some());
+        let timed_out = view
+            .tracks
+            .values()
+            .any(|t| t.dump.reason.as_deref() == Some("timeout"));
+        if not_done.is_empty() || !(some_done || waits || timed_out) {
+            continue;
+        }
+        let (blamed, why) = blame_stuck(&at, &not_done, some_done, missing);
+        let detail = format!(
+            "all {} ranks with a dump entered seq {seq} ({}); {} did not complete it{}. {why}",
+            at.len(),
+            op_of(&at),
+            ranks_text(&not_done),
+            wait_list(&at, &not_done)
+        );
+        let prio = if blamed.is_empty() {
+            priority::STUCK_UNBLAMED
+        } else {
+            priority::STUCK_BLAMED
+        };
+        return Some(candidate(
+            prio,
+            FindingKind::Stuck,
+            view,
+            seq,
+            blamed,
+            detail,
+        ));
+    }
+    None
+}
+
+/// Who the hang at one seq points to, and why, in words.
+fn blame_stuck(
+    at: &BTreeMap<usize, &Record>,
+    not_done: &[usize],
+    some_done: bool,
+    missing: &BTreeSet<usize>,
+) -> (Vec<usize>, String) {
+    let waiters: BTreeSet<usize> = not_done
+        .iter()
+        .copied()
+        .filter(|r| at[r].waits().next().is_some())
+        .collect();
+    if waiters.is_empty() {
+        if some_done {
+            let why = "Others completed it, so these ranks are where it hangs.";
+            return (not_done.to_vec(), why.into());
+        }
+        return (
+            Vec::new(),
+            "The dumps do not show which rank holds the others up.".into(),
+        );
+    }
+    let waited: BTreeSet<usize> = waiters
+        .iter()
+        .flat_map(|r| {
+            at[r]
+                .waits()
+                .filter_map(|(_, w)| usize::try_from(w.peer).ok())
+        })
+        .collect();
+    let sinks: Vec<usize> = waited
+        .iter()
+        .copied()
+        .filter(|p| !waiters.contains(p))
+        .filter(|p| missing.contains(p) || at.get(p).is_some_and(|r| r.state != State::Completed))
+        .collect();
+    if !sinks.is_empty() {
+        let why = format!("Waited on, and waiting on no one: {}.", ranks_text(&sinks));
+        return (sinks, why);
+    }
+    let least = waiters.iter().map(|r| at[r].progress()).min().unwrap_or(0);
+    let slowest: Vec<usize> = waiters
+        .iter()
+        .copied()
+        .filter(|r| at[r].progress() == least)
+        .collect();
+    if slowest.len() == waiters.len() {
+        let why = "The waits form a cycle and every rank got equally far.";
+        return (Vec::new(), why.into());
+    }
+    let why = format!(
+        "The waits form a cycle; {} got least far ({least} step(s) done).",
+        ranks_text(&slowest)
+    );
+    (slowest, why)
+}
+
+/// `: rank 0 waits to recv from rank 1 (channel 0, step 3 of 8), ...`
+fn wait_list(at: &BTreeMap<usize, &Record>, ranks: &[usize]) -> String {
+    let parts: Vec<String> = ranks
+        .iter()
+        .filter_map(|rank| {
+            let (ch, w) = at[rank].waits().next()?;
+            Some(format!(
+                "rank {rank} waits to {} {} rank {} (channel {}, step {} of {})",
+                w.what,
+                if w.what == "send" { "to" } else { "from" },
+                w.peer,
+                ch.channel,
+                ch.last_step_done.saturating_add(1),
+                ch.steps_total
+            ))
+        })
+        .collect();
+    if parts.is_empty() {
+        String::new()
+    } else {
+        format!(": {}", parts.join(", "))
+    }
+}
+
+/// The last seq at which some member entered far later than the others.
+pub fn late(view: &GroupView) -> Option<Candidate> {
+    let samples: Vec<(u64, BTreeMap<usize, u64>)> = view
+        .seqs()
+        .into_iter()
+        .filter_map(|seq| entry_times(view, &view.at(seq)).map(|t| (seq, t)))
+        .collect();
+    let mut spreads: Vec<u64> = samples.iter().map(|(_, t)| spread(t)).collect();
+    spreads.sort_unstable();
+    let usual = if spreads.len() >= MIN_SAMPLES {
+        spreads[(spreads.len() - 1) / 2]
+    } else {
+        0
+    };
+    let threshold = LATE_FLOOR_NS.max(usual.saturating_mul(LATE_FACTOR));
+    let late: Vec<(u64, Vec<(usize, u64)>)> = samples
+        .iter()
+        .map(|(seq, times)| (*seq, late_ranks(times, threshold)))
+        .filter(|(_, late)| !late.is_empty())
+        .collect();
+    let first = late.first()?.0;
+    let (seq, ranks) = late.last()?;
+    let parts: Vec<String> = ranks
+        .iter()
+        .map(|(r, by)| format!("rank {r} entered {} after the median rank", duration(*by)))
+        .collect();
+    let detail = format!(
+        "at seq {seq} ({}): {}; late means over {} (max of 1 s and 10 x the usual spread of {}); \
+         {} of {} seqs compared had a late rank, the first at seq {first}",
+        op_of(&view.at(*seq)),
+        parts.join(", "),
+        duration(threshold),
+        duration(usual),
+        late.len(),
+        samples.len()
+    );
+    let blamed = ranks.iter().map(|(r, _)| *r).collect();
+    Some(candidate(
+        priority::LATE,
+        FindingKind::Late,
+        view,
+        *seq,
+        blamed,
+        detail,
+    ))
+}
+
+/// The ranks that entered more than `threshold` after the (lower) median
+/// rank, and by how much.
+fn late_ranks(times: &BTreeMap<usize, u64>, threshold: u64) -> Vec<(usize, u64)> {
+    let mut sorted: Vec<u64> = times.values().copied().collect();
+    sorted.sort_unstable();
+    let Some(&median) = sorted.get(sorted.len().saturating_sub(1) / 2) else {
+        return Vec::new();
+    };
+    times
+        .iter()
+        .map(|(r, t)| (*r, t.saturating_sub(median)))
+        .filter(|(_, by)| *by > threshold)
+        .collect()
+}
+
+/// When each rank entered: in collbench dumps the start times where every
+/// rank at this seq has one, else (and in PyTorch's) the times they called it.
+fn entry_times(view: &GroupView, at: &BTreeMap<usize, &Record>) -> Option<BTreeMap<usize, u64>> {
+    if at.len() < 2 {
+        return None;
+    }
+    let collbench = at
+        .keys()
+        .all(|rank| view.tracks[rank].dump.format == Format::Collbench);
+    let started: Option<BTreeMap<usize, u64>> = at
+        .iter()
+        .map(|(rank, r)| r.t_started_ns.map(|t| (*rank, t)))
+        .collect();
+    match started {
+        Some(times) if collbench => Some(times),
+        _ => at
+            .iter()
+            .map(|(rank, r)| r.t_scheduled_ns.map(|t| (*rank, t)))
+            .collect(),
+    }
+}
+
+fn spread(times: &BTreeMap<usize, u64>) -> u64 {
+    let max = times.values().max().copied().unwrap_or(0);
+    let min = times.values().min().copied().unwrap_or(0);
+    max - min
+}
+
+/// Nanoseconds in the unit that reads best.
+pub fn duration(ns: u64) -> String {
+    let ns_f = ns as f64;
+    if ns >= 1_000_000_000 {
+        format!("{:.2} s", ns_f / 1e9)
+    } else if ns >= 1_000_000 {
+        format!("{:.1} ms", ns_f / 1e6)
+    } else if ns >= 1_000 {
+        format!("{:.1} us", ns_f / 1e3)
+    } else {
+        format!("{ns} ns")
+    }
+}
+
+fn op_of(at: &BTreeMap<usize, &Record>) -> String {
+    at.values()
+        .next()
+        .map_or_else(|| "?".into(), |r| r.op.clone())
+}
+
+fn candidate(
+    priority: u8,
+    kind: FindingKind,
+    view: &GroupView,
+    seq: u64,
+    ranks: Vec<usize>,
+    detail: String,
+) -> Candidate {
+    Candidate {
+        priority,
+        finding: Finding {
+            kind,
+            pg: Some(view.name.clone()),
+            seq: Some(seq),
+            ranks,
+            detail,
+        },
+    }
+}

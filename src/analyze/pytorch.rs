@@ -1,0 +1,343 @@
+//! PyTorch flight-recorder dumps (c10d, dump versions 2.x), pickle or JSON,
+//! both already read into a [`Value`] tree, into the [`RankDump`] model.
+//!
+//! What the files hold (as written by PyTorch 2.x): `version`, `pg_config`
+//! (group name -> `{name, desc, ranks}` with `ranks` a string like
+//! `"[0, 1, 2, 3]"`), `pg_status`, and `entries`, each with `record_id`,
+//! `process_group` (`[name, desc]`), `collective_seq_id`, `p2p_seq_id`,
+//! `is_p2p`, `profiling_name` (`"nccl:all_reduce"`), `input_sizes`,
+//! `input_dtypes`, `output_sizes`, `output_dtypes`, `state`,
+//! `time_created_ns`, `time_discovered_started_ns`,
+//! `time_discovered_completed_ns` (None in the pickle, 0 in JSON when
+//! unknown) and `frames`. The dump does not say which rank wrote it: that is
+//! the number the file name ends with, as in PyTorch's default
+//! `nccl_trace_rank_<N>`.
+//!
+//! Quirk handled: gloo keys `pg_config` by an empty name while the entries
+//! name the group `"0"`; a lone unmatched `pg_config` entry is taken to
+//! describe the lone unmatched group name of the entries.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+use super::model::{Format, RankDump, Record, State, MAX_RANKS};
+use super::value::Value;
+
+/// True when the tree has the keys of a PyTorch flight-recorder dump.
+pub fn looks_like_dump(root: &Value) -> bool {
+    root.get("entries").is_some()
+        || (root.get("version").is_some() && root.get("pg_config").is_some())
+}
+
+/// Reads one dump; the error says what is wrong with it.
+pub fn read_dump(root: &Value, path: &Path, format: Format) -> Result<RankDump, String> {
+    let rank = match root.get("rank").and_then(Value::as_int) {
+        Some(r) => usize::try_from(r).map_err(|_| format!("bad rank {r}"))?,
+        None => rank_from_file_name(path).ok_or(
+            "the dump does not say its rank and the file name does not end with one \
+             (PyTorch names them like nccl_trace_rank_3)",
+        )?,
+    };
+    let entries: &[Value] = match root.get("entries") {
+        None | Some(Value::None) => &[],
+        Some(v) => v.as_seq().ok_or("`entries` is not a list")?,
+    };
+    let mut records = Vec::with_capacity(entries.len());
+    let mut first_record_id = None;
+    for (i, entry) in entries.iter().enumerate() {
+        records.push(read_entry(entry).map_err(|e| format!("entry {i}: {e}"))?);
+        if first_record_id.is_none() {
+            first_record_id = entry.get("record_id").and_then(Value::as_int);
+        }
+    }
+    let groups = read_groups(root, &records);
+    if rank >= MAX_RANKS || groups.values().flatten().any(|&r| r >= MAX_RANKS) {
+        return Err(format!("it names ranks beyond the limit of {MAX_RANKS}"));
+    }
+    let world_size = world_size(&groups);
+    Ok(RankDump {
+        path: path.to_path_buf(),
+        format,
+        rank,
+        world_size,
+        groups,
+        records,
+        wrapped: first_record_id.is_some_and(|id| id > 0),
+        reason: None,
+    })
+}
+
+/// The number a file name ends with, ignoring an extension: `rank3.json` -> 3.
+pub fn rank_from_file_name(path: &Path) -> Option<usize> {
+    let name = path.file_name()?.to_str()?;
+    let stem = name
+        .strip_suffix(".json")
+        .or_else(|| name.strip_suffix(".pkl"))
+        .or_else(|| name.strip_suffix(".pickle"))
+        .unwrap_or(name);
+    let digits = stem.len() - stem.trim_end_matches(|c: char| c.is_ascii_digit()).len();
+    if digits == 0 {
+        return None;
+    }
+    stem[stem.len() - digits..].parse().ok()
+}
+
+fn read_entry(entry: &Value) -> Result<Record, String> {
+    if entry.as_dict().is_none() {
+        return Err(format!("a {} where a dict was expected", entry.kind()));
+    }
+    let seq = entry
+        .get("collective_seq_id")
+        .or_else(|| entry.get("seq_id"))
+        .and_then(Value::as_int)
+        .ok_or("no collective_seq_id")?;
+    let seq = u64::try_from(seq).map_err(|_| format!("bad collective_seq_id {seq}"))?;
+    let state = match entry.get("state").and_then(Value::as_str) {
+        Some("scheduled") => State::Scheduled,
+        Some("started") => State::Started,
+        Some("completed") => State::Completed,
+        Some(other) => return Err(format!("unknown state {other:?}")),
+        None => return Err("no state".into()),
+    };
+    let name = entry
+        .get("profiling_name")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    // "nccl:all_reduce" -> "all_reduce"; "nccl:send 0->1" -> "send 0->1".
+    let op = name.split_once(':').map_or(name, |(_, op)| op).to_owned();
+    let mut record = Record::new(&group_name(entry), seq, &op, state);
+    let p2p = match entry.get("is_p2p") {
+        Some(Value::Bool(b)) => *b,
+        _ => op.starts_with("send") || op.starts_with("recv"),
+    };
+    if p2p {
+        let p2p_seq = entry.get("p2p_seq_id").and_then(Value::as_int).unwrap_or(0);
+        record.p2p_seq = Some(u64::try_from(p2p_seq).unwrap_or(0));
+    }
+    record.input_sizes = sizes(entry.get("input_sizes"));
+    record.output_sizes = sizes(entry.get("output_sizes"));
+    record.input_dtypes = strings(entry.get("input_dtypes"));
+    record.output_dtypes = strings(entry.get("output_dtypes"));
+    record.t_scheduled_ns = time_ns(entry.get("time_created_ns"));
+    record.t_started_ns = time_ns(entry.get("time_discovered_started_ns"));
+    record.t_completed_ns = time_ns(entry.get("time_discovered_completed_ns"));
+    Ok(record)
+}
+
+/// `process_group[0]`, else `pg_id`.
+fn group_name(entry: &Value) -> String {
+    let named = entry
+        .get("process_group")
+        .and_then(Value::as_seq)
+        .and_then(|pg| pg.first())
+        .and_then(Value::as_str);
+    match named {
+        Some(name) => name.to_owned(),
+        None => match entry.get("pg_id").and_then(Value::as_int) {
+            Some(id) => id.to_string(),
+            None => "0".to_owned(),
+        },
+    }
+}
+
+/// A nanosecond time; None, 0 and negatives mean "not recorded".
+fn time_ns(v: Option<&Value>) -> Option<u64> {
+    v.and_then(Value::as_int)
+        .and_then(|t| u64::try_from(t).ok())
+        .filter(|&t| t > 0)
+}
+
+/// A list of shapes; anything that is not an integer reads as -1.
+fn sizes(v: Option<&Value>) -> Vec<Vec<i64>> {
+    let Some(shapes) = v.and_then(Value::as_seq) else {
+        return Vec::new();
+    };
+    shapes
+        .iter()
+        .map(|shape| {
+            shape
+                .as_seq()
+                .unwrap_or(&[])
+                .iter()
+                .map(|d| d.as_int().and_then(|d| i64::try_from(d).ok()).unwrap_or(-1))
+                .collect()
+        })
+        .collect()
+}
+
+fn strings(v: Option<&Value>) -> Vec<String> {
+    v.and_then(Value::as_seq)
+        .unwrap_or(&[])
+        .iter()
+        .map(|s| s.as_str().unwrap_or("?").to_owned())
+        .collect()
+}
+
+/// Group memberships from `pg_config`, renamed to the names the entries use.
+fn read_groups(root: &Value, records: &[Record]) -> BTreeMap<String, Vec<usize>> {
+    let mut config: BTreeMap<String, Option<Vec<usize>>> = BTreeMap::new();
+    for (key, value) in root
+        .get("pg_config")
+        .and_then(Value::as_dict)
+        .unwrap_or(&[])
+    {
+        let Some(name) = key.as_str() else { continue };
+        config.insert(name.to_owned(), value.get("ranks").and_then(parse_ranks));
+    }
+    let mut used: BTreeSet<String> = records.iter().map(|r| r.pg.clone()).collect();
+    if let Some(status) = root.get("pg_status").and_then(Value::as_dict) {
+        used.extend(
+            status
+                .iter()
+                .filter_map(|(k, _)| k.as_str().map(str::to_owned)),
+        );
+    }
+    let unmatched_config: Vec<&String> = config.keys().filter(|k| !used.contains(*k)).collect();
+    let unmatched_used: Vec<&String> = used.iter().filter(|u| !config.contains_key(*u)).collect();
+    let alias = match (unmatched_config.as_slice(), unmatched_used.as_slice()) {
+        ([from], [to]) => Some(((*from).clone(), (*to).clone())),
+        _ => None,
+    };
+    let mut groups = BTreeMap::new();
+    for (name, ranks) in config {
+        let Some(ranks) = ranks else { continue };
+        let name = match &alias {
+            Some((from, to)) if *from == name => to.clone(),
+            _ => name,
+        };
+        groups.insert(name, ranks);
+    }
+    groups
+}
+
+/// `"[0, 1, 2, 3]"` (how PyTorch writes them) or a list of integers.
+fn parse_ranks(v: &Value) -> Option<Vec<usize>> {
+    let mut ranks: Vec<usize> = match v {
+        Value::Str(text) => {
+            let inner = text.trim().strip_prefix('[')?.strip_suffix(']')?;
+            if inner.trim().is_empty() {
+                return None;
+            }
+            inner
+                .split(',')
+                .map(|r| r.trim().parse().ok())
+                .collect::<Option<_>>()?
+        }
+        _ => v
+            .as_seq()?
+            .iter()
+            .map(|r| r.as_int().and_then(|r| usize::try_from(r).ok()))
+            .collect::<Option<_>>()?,
+    };
+    ranks.sort_unstable();
+    ranks.dedup();
+    Some(ranks)
+}
+
+/// The default group's size where it is known, else one more than the
+/// highest rank any group names.
+fn world_size(groups: &BTreeMap<String, Vec<usize>>) -> Option<usize> {
+    if let Some(world) = groups.get("0") {
+        if world.iter().copied().eq(0..world.len()) {
+            return Some(world.len());
+        }
+    }
+    groups.values().flatten().max().map(|&r| r + 1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(text: &str) -> Value {
+        Value::Str(text.into())
+    }
+
+    fn dict(pairs: Vec<(&str, Value)>) -> Value {
+        Value::Dict(pairs.into_iter().map(|(k, v)| (s(k), v)).collect())
+    }
+
+    fn entry(pg: &str, seq: i64, name: &str) -> Value {
+        dict(vec![
+            ("record_id", Value::Int(seq - 1)),
+            ("process_group", Value::Tuple(vec![s(pg), s("default_pg")])),
+            ("collective_seq_id", Value::Int(seq)),
+            ("profiling_name", s(name)),
+            ("state", s("scheduled")),
+            (
+                "input_sizes",
+                Value::List(vec![Value::List(vec![Value::Int(1024)])]),
+            ),
+            ("input_dtypes", Value::List(vec![s("Float")])),
+            ("time_created_ns", Value::Int(5)),
+            ("time_discovered_started_ns", Value::None),
+            ("time_discovered_completed_ns", Value::Int(0)),
+        ])
+    }
+
+    #[test]
+    fn gloo_empty_pg_config_name_maps_to_the_entries_group() {
+        let config = dict(vec![("", dict(vec![("ranks", s("[0, 1, 2, 3]"))]))]);
+        let root = dict(vec![
+            ("version", s("2.10")),
+            ("pg_config", config),
+            (
+                "entries",
+                Value::List(vec![entry("0", 1, "gloo:all_reduce")]),
+            ),
+        ]);
+        let dump = read_dump(&root, Path::new("dir/rank2"), Format::PytorchPickle).unwrap();
+        assert_eq!(dump.rank, 2);
+        assert_eq!(dump.world_size, Some(4));
+        assert_eq!(dump.groups.get("0"), Some(&vec![0, 1, 2, 3]));
+        let r = &dump.records[0];
+        assert_eq!(
+            (r.op.as_str(), r.seq, r.state),
+            ("all_reduce", 1, State::Scheduled)
+        );
+        assert_eq!(r.input_sizes, vec![vec![1024]]);
+        assert_eq!(
+            (r.t_scheduled_ns, r.t_started_ns, r.t_completed_ns),
+            (Some(5), None, None)
+        );
+        assert!(!dump.wrapped);
+    }
+
+    #[test]
+    fn p2p_entries_and_wrapped_buffers() {
+        let mut send = entry("0", 3, "nccl:send 0->1");
+        if let Value::Dict(pairs) = &mut send {
+            pairs.push((s("record_id"), Value::Int(40)));
+            pairs.push((s("p2p_seq_id"), Value::Int(7)));
+        }
+        let root = dict(vec![("entries", Value::List(vec![send]))]);
+        let dump = read_dump(&root, Path::new("nccl_trace_rank_12"), Format::PytorchJson).unwrap();
+        assert_eq!(dump.rank, 12);
+        assert_eq!(dump.records[0].p2p_seq, Some(7));
+        assert!(dump.wrapped);
+        assert_eq!(dump.world_size, None);
+    }
+
+    #[test]
+    fn rank_comes_from_the_file_name() {
+        assert_eq!(rank_from_file_name(Path::new("a/rank3.json")), Some(3));
+        assert_eq!(
+            rank_from_file_name(Path::new("nccl_trace_rank_10")),
+            Some(10)
+        );
+        assert_eq!(rank_from_file_name(Path::new("dump.pkl")), None);
+        let root = dict(vec![("entries", Value::List(vec![]))]);
+        assert!(read_dump(&root, Path::new("trace"), Format::PytorchJson).is_err());
+    }
+
+    #[test]
+    fn bad_entries_are_errors() {
+        let mut bad = entry("0", 1, "nccl:all_reduce");
+        if let Value::Dict(pairs) = &mut bad {
+            pairs.push((s("state"), s("exploded")));
+        }
+        let root = dict(vec![("entries", Value::List(vec![bad]))]);
+        let err = read_dump(&root, Path::new("rank0"), Format::PytorchJson).unwrap_err();
+        assert!(err.contains("entry 0") && err.contains("exploded"), "{err}");
+    }
+}

@@ -1,0 +1,178 @@
+//! The diagnosis for people: a verdict line, the findings (root cause first),
+//! a per-rank table of where each rank got to, what each blocked channel
+//! waits on (collbench dumps), and the files that could not be used.
+
+use std::fmt::Write;
+
+use super::diagnosis::{Diagnosis, Verdict};
+use super::group::ranks_text;
+use super::model::state_name;
+
+/// Renders the diagnosis as plain text, ending with a newline.
+pub fn render_text(d: &Diagnosis) -> String {
+    let mut out = String::new();
+    verdict(&mut out, d);
+    findings(&mut out, d);
+    table(&mut out, d);
+    waits(&mut out, d);
+    files(&mut out, "unreadable files (left out)", &d.unreadable);
+    files(
+        &mut out,
+        "ignored files (same rank read from another file)",
+        &d.ignored,
+    );
+    out
+}
+
+fn verdict(out: &mut String, d: &Diagnosis) {
+    let world = match d.world_size {
+        Some(n) => format!(" of a world of {n}"),
+        None => String::new(),
+    };
+    match (d.verdict, d.findings.first()) {
+        (Verdict::Problem, Some(f)) => {
+            let place = place(f.pg.as_deref(), f.seq);
+            let culprits = if d.culprits.is_empty() {
+                "no culprit identified".to_owned()
+            } else {
+                format!("culprit: {}", ranks_text(&d.culprits))
+            };
+            let _ = writeln!(out, "PROBLEM: {}{place}; {culprits}", f.kind.name());
+        }
+        _ => {
+            let _ = writeln!(out, "HEALTHY: nothing pending or inconsistent");
+        }
+    }
+    let missing = if d.ranks_missing.is_empty() {
+        String::new()
+    } else {
+        format!("; no dump of {}", ranks_text(&d.ranks_missing))
+    };
+    let _ = writeln!(
+        out,
+        "dumps of {} ranks{world}{missing}",
+        d.ranks_found.len()
+    );
+}
+
+fn place(pg: Option<&str>, seq: Option<u64>) -> String {
+    match (pg, seq) {
+        (Some(pg), Some(seq)) => format!(" in group {pg} at seq {seq}"),
+        (Some(pg), None) => format!(" in group {pg}"),
+        (None, Some(seq)) => format!(" at seq {seq}"),
+        (None, None) => String::new(),
+    }
+}
+
+fn findings(out: &mut String, d: &Diagnosis) {
+    if d.findings.is_empty() {
+        return;
+    }
+    let _ = writeln!(out, "\nfindings (most likely root cause first):");
+    for (i, f) in d.findings.iter().enumerate() {
+        let blames = if f.ranks.is_empty() {
+            String::new()
+        } else {
+            format!(": {}", ranks_text(&f.ranks))
+        };
+        let _ = writeln!(
+            out,
+            "  {}. {}{}{blames}",
+            i + 1,
+            f.kind.name(),
+            place(f.pg.as_deref(), f.seq)
+        );
+        let _ = writeln!(out, "     {}", f.detail);
+    }
+}
+
+fn table(out: &mut String, d: &Diagnosis) {
+    let mut rows = vec![[
+        "rank".to_owned(),
+        "group".into(),
+        "entered".into(),
+        "started".into(),
+        "completed".into(),
+        "state".into(),
+        "last op".into(),
+    ]];
+    let opt = |v: Option<u64>| v.map_or_else(|| "-".to_owned(), |v| v.to_string());
+    for r in &d.per_rank {
+        for g in &r.groups {
+            rows.push([
+                r.rank.to_string(),
+                g.pg.clone(),
+                opt(g.last_entered),
+                opt(g.last_started),
+                opt(g.last_completed),
+                g.state.map_or("-", state_name).to_owned(),
+                g.op.clone().unwrap_or_else(|| "-".into()),
+            ]);
+        }
+    }
+    for rank in &d.ranks_missing {
+        let mut row: [String; 7] = Default::default();
+        row[0] = rank.to_string();
+        row[1] = "(no dump)".into();
+        rows.push(row);
+    }
+    let mut widths = [0usize; 7];
+    for row in &rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let _ = writeln!(out);
+    for row in &rows {
+        let cells: Vec<String> = row
+            .iter()
+            .zip(widths)
+            .enumerate()
+            .map(|(i, (cell, w))| match i {
+                1 | 5 | 6 => format!("{cell:<w$}"),
+                _ => format!("{cell:>w$}"),
+            })
+            .collect();
+        let _ = writeln!(out, "{}", cells.join("  ").trim_end());
+    }
+}
+
+fn waits(out: &mut String, d: &Diagnosis) {
+    let lines: Vec<String> = d
+        .per_rank
+        .iter()
+        .flat_map(|r| {
+            r.waits.iter().map(move |w| {
+                format!(
+                    "  rank {} (group {}, seq {}, {}): channel {} step {} of {} waits to {} {} rank {}",
+                    r.rank,
+                    w.pg,
+                    w.seq,
+                    w.op,
+                    w.channel,
+                    w.step,
+                    w.steps_total,
+                    w.what,
+                    if w.what == "send" { "to" } else { "from" },
+                    w.peer
+                )
+            })
+        })
+        .collect();
+    if !lines.is_empty() {
+        let _ = writeln!(out, "\nblocked channels:");
+        for line in lines {
+            let _ = writeln!(out, "{line}");
+        }
+    }
+}
+
+fn files(out: &mut String, title: &str, list: &[super::load::Unreadable]) {
+    if list.is_empty() {
+        return;
+    }
+    let _ = writeln!(out, "\n{title}:");
+    for u in list {
+        let _ = writeln!(out, "  {}: {}", u.path, u.reason);
+    }
+}

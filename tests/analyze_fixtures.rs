@@ -1,0 +1,152 @@
+//! The analyzer on real PyTorch flight-recorder dumps (gloo, 4 ranks), in both
+//! the pickle and the JSON form: each must reach the diagnosis in the case's
+//! `expected.json`.
+//!
+//! The fixtures live in `../shared/fixtures/pytorch-fr` beside the repository.
+//! Without them these tests say so and pass, unless
+//! `COLLBENCH_REQUIRE_FIXTURES=1`, which makes their absence a failure.
+
+use std::path::{Path, PathBuf};
+
+use collbench::analyze::{analyze_paths, load_bytes, load_paths, Format, Limits, Verdict};
+
+fn fixtures() -> Option<PathBuf> {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/pytorch-fr");
+    if dir.is_dir() {
+        return Some(dir);
+    }
+    let required = std::env::var("COLLBENCH_REQUIRE_FIXTURES").is_ok_and(|v| v == "1");
+    assert!(
+        !required,
+        "fixtures missing at {} (COLLBENCH_REQUIRE_FIXTURES=1)",
+        dir.display()
+    );
+    eprintln!("SKIPPED: fixtures not found at {}", dir.display());
+    None
+}
+
+/// The first finding's kind ("healthy" when none), the culprits and the seq.
+fn outcome(dir: &Path) -> serde_json::Value {
+    let d = analyze_paths(&[dir.to_path_buf()]).unwrap();
+    let first = d.findings.first();
+    serde_json::json!({
+        "kind": first.map_or("healthy", |f| f.kind.name()),
+        "culprits": d.culprits,
+        "seq": first.and_then(|f| f.seq),
+    })
+}
+
+fn check_case(case: &str) {
+    let Some(root) = fixtures() else { return };
+    let expected: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(root.join(case).join("expected.json")).unwrap())
+            .unwrap();
+    for form in ["json", "pickle"] {
+        let got = outcome(&root.join(case).join(form));
+        assert_eq!(got, expected, "{case}/{form}");
+    }
+}
+
+#[test]
+fn ok_4_is_healthy() {
+    check_case("ok-4");
+}
+
+#[test]
+fn skip_4_blames_rank_2_for_not_joining_seq_11() {
+    check_case("skip-4");
+}
+
+#[test]
+fn skip_4_details() {
+    let Some(root) = fixtures() else { return };
+    for form in ["json", "pickle"] {
+        let d = analyze_paths(&[root.join("skip-4").join(form)]).unwrap();
+        assert_eq!(d.verdict, Verdict::Problem);
+        assert_eq!(d.exit_code(), 1);
+        assert_eq!(d.ranks_found, vec![0, 1, 2, 3]);
+        assert!(d.ranks_missing.is_empty());
+        assert_eq!(d.world_size, Some(4));
+        assert_eq!(d.findings.len(), 1, "{:#?}", d.findings);
+        assert_eq!(d.findings[0].pg.as_deref(), Some("0"));
+        let text = collbench::analyze::render_text(&d);
+        assert!(
+            text.starts_with("PROBLEM: not-joined in group 0 at seq 11; culprit: rank 2"),
+            "{text}"
+        );
+    }
+}
+
+#[test]
+fn pickle_and_json_forms_hold_the_same_operations() {
+    let Some(root) = fixtures() else { return };
+    for case in ["ok-4", "skip-4"] {
+        let json = load_paths(&[root.join(case).join("json")], &Limits::default());
+        let pickle = load_paths(&[root.join(case).join("pickle")], &Limits::default());
+        assert!(json.unreadable.is_empty() && pickle.unreadable.is_empty());
+        assert_eq!(json.dumps.len(), 4);
+        for (j, p) in json.dumps.iter().zip(&pickle.dumps) {
+            assert_eq!(
+                (j.format, p.format),
+                (Format::PytorchJson, Format::PytorchPickle)
+            );
+            assert_eq!((j.rank, &j.groups), (p.rank, &p.groups));
+            let ops = |d: &collbench::analyze::RankDump| {
+                d.records
+                    .iter()
+                    .map(|r| {
+                        (
+                            r.pg.clone(),
+                            r.seq,
+                            r.op.clone(),
+                            r.input_sizes.clone(),
+                            r.output_dtypes.clone(),
+                        )
+                    })
+                    .collect::<Vec<_>>()
+            };
+            // The pickle of skip-4 was written while the last collective was in
+            // flight, the JSON a moment later: compare the common prefix.
+            let (oj, op) = (ops(j), ops(p));
+            let n = oj.len().min(op.len());
+            assert!(n >= 10);
+            assert_eq!(oj[..n], op[..n], "{case} rank {}", j.rank);
+        }
+    }
+}
+
+#[test]
+fn a_case_directory_reads_both_forms_once_each_rank() {
+    let Some(root) = fixtures() else { return };
+    let d = analyze_paths(&[root.join("skip-4")]).unwrap();
+    assert_eq!(d.culprits, vec![2]);
+    // expected.json is JSON but not a dump; the second form of each rank is ignored.
+    assert_eq!(d.unreadable.len(), 1, "{:#?}", d.unreadable);
+    assert!(d.unreadable[0].path.ends_with("expected.json"));
+    assert_eq!(d.ignored.len(), 4);
+}
+
+#[test]
+fn damaged_fixture_pickles_are_errors_never_panics() {
+    let Some(root) = fixtures() else { return };
+    let path = root.join("skip-4/pickle/rank2");
+    let bytes = std::fs::read(&path).unwrap();
+    let limits = Limits::default();
+    assert!(load_bytes(&bytes, &path, &limits).is_ok());
+    for len in 0..bytes.len() {
+        let err = load_bytes(&bytes[..len], &path, &limits);
+        assert!(err.is_err(), "a prefix of {len} bytes was accepted");
+    }
+    let mut state: u64 = 0x2545_f491_4f6c_dd1d;
+    for _ in 0..3000 {
+        let mut damaged = bytes.clone();
+        for _ in 0..4 {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            let at = usize::try_from(state % damaged.len() as u64).unwrap();
+            damaged[at] = (state >> 32) as u8;
+        }
+        let _ = load_bytes(&damaged, &path, &limits);
+    }
+}

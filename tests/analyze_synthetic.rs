@@ -1,0 +1,391 @@
+//! The analyzer on synthetic collbench dumps (written with the recorder's own
+//! types into temporary directories), one scenario per finding kind, plus
+//! ring buffers that wrapped, several groups and PyTorch point-to-point records.
+
+use std::path::Path;
+
+use collbench::analyze::{analyze_paths, render_text, Diagnosis, FindingKind, Verdict};
+use collbench::recorder::model::{
+    ChannelProgress, Clocks, Dump, Entry, Group, IterKind, State, Wait, DUMP_SCHEMA,
+};
+use tempfile::TempDir;
+
+const BASE_NS: u64 = 1_700_000_000_000_000_000;
+const MS: u64 = 1_000_000;
+
+/// A collective on `rank`, entered at seq × 10 ms plus a little per-rank jitter.
+fn entry(rank: usize, seq: u64, state: State) -> Entry {
+    let t = BASE_NS + seq * 10 * MS + (rank as u64) * 37_000 + (seq % 3) * 11_000;
+    Entry {
+        pg: "0".into(),
+        seq,
+        collective: "all-reduce".into(),
+        algo: "ring".into(),
+        dtype: "f32".into(),
+        count: 1024,
+        bytes: 4096,
+        root: None,
+        state,
+        iteration: IterKind::Timed,
+        t_scheduled_ns: t,
+        t_started_ns: (state != State::Scheduled).then_some(t + 5_000),
+        t_completed_ns: (state == State::Completed).then_some(t + MS),
+        channels: Vec::new(),
+    }
+}
+
+/// Seqs `1..=done` completed, then the given in-flight entries.
+fn history(rank: usize, done: u64) -> Vec<Entry> {
+    (1..=done)
+        .map(|s| entry(rank, s, State::Completed))
+        .collect()
+}
+
+fn dump(rank: usize, world: usize, entries: Vec<Entry>, reason: &str) -> Dump {
+    Dump {
+        schema: DUMP_SCHEMA.into(),
+        host: "node0".into(),
+        pid: 1000 + rank as u32,
+        rank,
+        world_size: world,
+        device: "host".into(),
+        command: "collbench all-reduce".into(),
+        version: "0.1.0".into(),
+        reason: reason.into(),
+        clocks: Clocks::default(),
+        capacity: 64,
+        groups: vec![Group {
+            name: "0".into(),
+            ranks: (0..world).collect(),
+        }],
+        entries,
+    }
+}
+
+/// An in-flight (started) entry whose channel 0 did `done` of 6 steps and
+/// waits on `peer`, or on no one.
+fn blocked(rank: usize, seq: u64, done: i64, peer: Option<i64>) -> Entry {
+    let mut e = entry(rank, seq, State::Started);
+    e.channels = vec![ChannelProgress {
+        channel: 0,
+        steps_total: 6,
+        last_step_done: done,
+        waiting_on: peer.map(|peer| Wait {
+            peer,
+            what: "recv".into(),
+        }),
+    }];
+    e
+}
+
+fn write(dir: &Path, dumps: &[Dump]) {
+    for d in dumps {
+        let path = dir.join(format!("collbench-fr-rank{}.json", d.rank));
+        std::fs::write(path, serde_json::to_vec_pretty(d).unwrap()).unwrap();
+    }
+}
+
+fn run(dumps: &[Dump]) -> Diagnosis {
+    let dir = TempDir::new().unwrap();
+    write(dir.path(), dumps);
+    analyze_paths(&[dir.path().to_path_buf()]).unwrap()
+}
+
+fn assert_root(d: &Diagnosis, kind: FindingKind, seq: Option<u64>, culprits: &[usize]) {
+    let text = render_text(d);
+    let first = d
+        .findings
+        .first()
+        .unwrap_or_else(|| panic!("no findings:\n{text}"));
+    assert_eq!((first.kind, first.seq), (kind, seq), "{text}");
+    assert_eq!(d.culprits, culprits, "{text}");
+    assert_eq!((d.verdict, d.exit_code()), (Verdict::Problem, 1));
+    // The JSON contract round-trips.
+    let json = serde_json::to_value(d).unwrap();
+    assert_eq!(json["schema"], "collbench.diagnosis/1");
+    assert_eq!(json["findings"][0]["kind"], kind.name());
+    let back: Diagnosis = serde_json::from_value(json).unwrap();
+    assert_eq!(&back, d);
+}
+
+#[test]
+fn completed_everywhere_is_healthy() {
+    let d = run(&(0..4)
+        .map(|r| dump(r, 4, history(r, 12), "exit"))
+        .collect::<Vec<_>>());
+    assert_eq!(
+        (d.verdict, d.exit_code()),
+        (Verdict::Healthy, 0),
+        "{}",
+        render_text(&d)
+    );
+    assert!(d.findings.is_empty() && d.culprits.is_empty());
+    assert!(render_text(&d).starts_with("HEALTHY"));
+}
+
+#[test]
+fn not_joined_blames_the_rank_that_never_entered() {
+    let dumps: Vec<Dump> = (0..4)
+        .map(|r| {
+            let mut e = history(r, 5);
+            if r != 2 {
+                e.push(blocked(r, 6, 1, Some(((r + 3) % 4) as i64)));
+            }
+            dump(r, 4, e, "timeout")
+        })
+        .collect();
+    let d = run(&dumps);
+    assert_root(&d, FindingKind::NotJoined, Some(6), &[2]);
+    assert!(
+        d.findings[0].detail.contains("rank 2 at seq 5"),
+        "{}",
+        d.findings[0].detail
+    );
+}
+
+#[test]
+fn missing_dump_waited_on_is_the_culprit() {
+    // Ring: rank r receives from r-1. Rank 3 wrote no dump; rank 0 waits on it.
+    let dumps: Vec<Dump> = (0..3)
+        .map(|r| {
+            let mut e = history(r, 5);
+            e.push(blocked(r, 6, 2, Some(((r + 3) % 4) as i64)));
+            dump(r, 4, e, "timeout")
+        })
+        .collect();
+    let d = run(&dumps);
+    assert_root(&d, FindingKind::MissingDump, Some(6), &[3]);
+    assert_eq!(d.ranks_missing, vec![3]);
+    assert!(render_text(&d).contains("(no dump)"));
+}
+
+#[test]
+fn missing_dump_nobody_waits_for_is_still_a_problem() {
+    let dumps: Vec<Dump> = (0..3).map(|r| dump(r, 4, history(r, 8), "exit")).collect();
+    let d = run(&dumps);
+    assert_root(&d, FindingKind::MissingDump, None, &[3]);
+    assert_eq!(d.findings.len(), 1);
+}
+
+/// Four ranks that all completed 1..=5, with `change` applied to `rank`'s seq 4.
+fn with_change(rank: usize, change: impl Fn(&mut Entry)) -> Diagnosis {
+    let dumps: Vec<Dump> = (0..4)
+        .map(|r| {
+            let mut e = history(r, 5);
+            if r == rank {
+                change(&mut e[3]);
+            }
+            dump(r, 4, e, "request")
+        })
+        .collect();
+    run(&dumps)
+}
+
+#[test]
+fn op_mismatch_blames_the_odd_rank_out() {
+    let d = with_change(1, |e| e.collective = "all-gather".into());
+    assert_root(&d, FindingKind::OpMismatch, Some(4), &[1]);
+    let d = with_change(3, |e| e.algo = "tree".into());
+    assert_root(&d, FindingKind::OpMismatch, Some(4), &[3]);
+}
+
+#[test]
+fn size_mismatch_blames_the_odd_rank_out() {
+    let d = with_change(2, |e| e.count = 512);
+    assert_root(&d, FindingKind::SizeMismatch, Some(4), &[2]);
+}
+
+#[test]
+fn dtype_mismatch_blames_the_odd_rank_out() {
+    let d = with_change(0, |e| e.dtype = "f16".into());
+    assert_root(&d, FindingKind::DtypeMismatch, Some(4), &[0]);
+}
+
+#[test]
+fn stuck_names_the_rank_waited_on_that_waits_on_no_one() {
+    // Rank 1 stalled at step 1; 2 waits on 1, 3 on 2, 0 on 3.
+    let dumps: Vec<Dump> = (0..4)
+        .map(|r| {
+            let mut e = history(r, 6);
+            let waits = (r != 1).then_some(((r + 3) % 4) as i64);
+            e.push(blocked(r, 7, if r == 1 { 0 } else { 2 }, waits));
+            dump(r, 4, e, "timeout")
+        })
+        .collect();
+    let d = run(&dumps);
+    assert_root(&d, FindingKind::Stuck, Some(7), &[1]);
+    let text = render_text(&d);
+    assert!(
+        text.contains(
+            "rank 2 (group 0, seq 7, all-reduce): channel 0 step 3 of 6 waits to recv from rank 1"
+        ),
+        "{text}"
+    );
+}
+
+#[test]
+fn stuck_in_a_cycle_names_the_rank_that_got_least_far() {
+    let dumps: Vec<Dump> = (0..4)
+        .map(|r| {
+            let mut e = history(r, 6);
+            e.push(blocked(
+                r,
+                7,
+                if r == 2 { 0 } else { 3 },
+                Some(((r + 3) % 4) as i64),
+            ));
+            dump(r, 4, e, "timeout")
+        })
+        .collect();
+    assert_root(&run(&dumps), FindingKind::Stuck, Some(7), &[2]);
+}
+
+#[test]
+fn stuck_where_others_completed_names_those_that_did_not() {
+    let dumps: Vec<Dump> = (0..4)
+        .map(|r| {
+            let mut e = history(r, 6);
+            let state = if r < 2 {
+                State::Completed
+            } else {
+                State::Started
+            };
+            e.push(entry(r, 7, state));
+            dump(r, 4, e, "timeout")
+        })
+        .collect();
+    assert_root(&run(&dumps), FindingKind::Stuck, Some(7), &[2, 3]);
+}
+
+#[test]
+fn in_flight_everywhere_without_a_timeout_is_healthy() {
+    let dumps: Vec<Dump> = (0..4)
+        .map(|r| {
+            let mut e = history(r, 6);
+            e.push(entry(r, 7, State::Started));
+            dump(r, 4, e, "request")
+        })
+        .collect();
+    assert_eq!(run(&dumps).verdict, Verdict::Healthy);
+}
+
+#[test]
+fn late_blames_the_rank_that_started_seconds_after_the_others() {
+    let dumps: Vec<Dump> = (0..4)
+        .map(|r| {
+            let mut e = history(r, 10);
+            if r == 3 {
+                for entry in &mut e[6..] {
+                    entry.t_started_ns = entry.t_started_ns.map(|t| t + 3_000 * MS);
+                }
+            }
+            dump(r, 4, e, "exit")
+        })
+        .collect();
+    let d = run(&dumps);
+    assert_root(&d, FindingKind::Late, Some(10), &[3]);
+    assert!(
+        d.findings[0]
+            .detail
+            .contains("4 of 10 seqs compared had a late rank, the first at seq 7"),
+        "{}",
+        d.findings[0].detail
+    );
+}
+
+#[test]
+fn wrapped_buffers_compare_only_what_every_rank_still_holds() {
+    // Rank 0's buffer of 8 is full of group "1" records and seqs 6..=10 of
+    // group "0"; ranks 1 and 2 still hold seqs 3..=10, where seq 3 disagrees
+    // between them (f16 vs f32) but cannot be compared with rank 0's.
+    let mut dumps: Vec<Dump> = (0..3)
+        .map(|r| {
+            let mut e: Vec<Entry> = (3..=10).map(|s| entry(r, s, State::Completed)).collect();
+            if r == 2 {
+                e[0].dtype = "f16".into();
+            }
+            let mut d = dump(r, 3, e, "exit");
+            d.capacity = 8;
+            d
+        })
+        .collect();
+    let mut group1: Vec<Entry> = (1..=3).map(|s| entry(0, s, State::Completed)).collect();
+    group1.iter_mut().for_each(|e| e.pg = "1".into());
+    dumps[0].entries.drain(..3);
+    dumps[0].entries.splice(0..0, group1);
+    dumps[0].groups.push(Group {
+        name: "1".into(),
+        ranks: vec![0],
+    });
+    let d = run(&dumps);
+    assert_eq!(d.verdict, Verdict::Healthy, "{}", render_text(&d));
+}
+
+#[test]
+fn a_hang_in_a_subgroup_is_placed_in_that_group() {
+    let dumps: Vec<Dump> = (0..4)
+        .map(|r| {
+            let mut d = dump(r, 4, history(r, 4), "timeout");
+            d.groups.push(Group {
+                name: "1".into(),
+                ranks: vec![2, 3],
+            });
+            if r >= 2 {
+                let mut sub: Vec<Entry> = (1..=3).map(|s| entry(r, s, State::Completed)).collect();
+                if r == 2 {
+                    sub.push(blocked(r, 4, 0, Some(3)));
+                }
+                sub.iter_mut().for_each(|e| e.pg = "1".into());
+                d.entries.extend(sub);
+            }
+            d
+        })
+        .collect();
+    let d = run(&dumps);
+    assert_root(&d, FindingKind::NotJoined, Some(4), &[3]);
+    assert_eq!(d.findings[0].pg.as_deref(), Some("1"));
+}
+
+#[test]
+fn pytorch_p2p_records_do_not_disturb_collective_matching() {
+    // p2p records carry the collective seq of the collective before them.
+    let dir = TempDir::new().unwrap();
+    for rank in 0..2 {
+        let mut entries = Vec::new();
+        for seq in 1..=3 {
+            entries.push(pt_entry(seq, None, "nccl:all_reduce", "completed"));
+            let p2p = if rank == 0 {
+                "nccl:send 0->1"
+            } else {
+                "nccl:recv 1<-0"
+            };
+            entries.push(pt_entry(seq, Some(seq), p2p, "completed"));
+        }
+        let root = serde_json::json!({
+            "version": "2.10",
+            "pg_config": {"0": {"name": "0", "desc": "default_pg", "ranks": "[0, 1]"}},
+            "pg_status": {},
+            "entries": entries,
+        });
+        std::fs::write(
+            dir.path().join(format!("nccl_trace_rank_{rank}")),
+            root.to_string(),
+        )
+        .unwrap();
+    }
+    let d = analyze_paths(&[dir.path().to_path_buf()]).unwrap();
+    assert_eq!(d.verdict, Verdict::Healthy, "{}", render_text(&d));
+    assert_eq!(d.world_size, Some(2));
+}
+
+fn pt_entry(seq: u64, p2p: Option<u64>, name: &str, state: &str) -> serde_json::Value {
+    serde_json::json!({
+        "record_id": seq * 2 - u64::from(p2p.is_none()) - 1,
+        "pg_id": 0, "process_group": ["0", "default_pg"],
+        "collective_seq_id": seq, "p2p_seq_id": p2p.unwrap_or(0), "is_p2p": p2p.is_some(),
+        "profiling_name": name, "time_created_ns": BASE_NS + seq * 10 * MS,
+        "input_sizes": [[8]], "input_dtypes": ["Float"], "output_sizes": [[8]], "output_dtypes": ["Float"],
+        "state": state, "time_discovered_started_ns": 0, "time_discovered_completed_ns": 0,
+        "timeout_ms": 600000, "frames": [],
+    })
+}

@@ -1,0 +1,197 @@
+//! Files the analyzer cannot use (truncated, empty, oversized, foreign) are
+//! listed with the reason while the others are analysed; pickles that would
+//! run code are read as inert data.
+
+use std::path::{Path, PathBuf};
+
+use collbench::analyze::{
+    analyze_paths, analyze_paths_with, render_text, AnalyzeError, Limits, Verdict,
+};
+use serde_json::json;
+use tempfile::TempDir;
+
+/// A healthy collbench dump of `rank` in a world of 2.
+fn collbench_dump(rank: usize) -> Vec<u8> {
+    let entries: Vec<serde_json::Value> = (1..=3u64)
+        .map(|seq| {
+            json!({"pg": "0", "seq": seq, "collective": "all-reduce", "dtype": "f32", "count": 8,
+                   "state": "completed", "iteration": "timed", "t_scheduled_ns": 1000 * seq,
+                   "t_started_ns": 1000 * seq + 1, "t_completed_ns": 1000 * seq + 2})
+        })
+        .collect();
+    let dump = json!({
+        "schema": "collbench.fr/1", "host": "h", "pid": 1, "rank": rank, "world_size": 2,
+        "device": "host", "command": "collbench all-reduce", "version": "0.1.0", "reason": "exit",
+        "clocks": {"wall_ns": 0, "mono_ns": 0}, "capacity": 16,
+        "groups": [{"name": "0", "ranks": [0, 1]}], "entries": entries,
+    });
+    serde_json::to_vec_pretty(&dump).unwrap()
+}
+
+/// A PyTorch-shaped dump of `rank` in a world of 2, as a JSON tree; string
+/// values starting `!reduce:` become a pickled call of `posix.system`.
+fn pytorch_dump(frames: serde_json::Value) -> serde_json::Value {
+    let entry = |seq: u64| {
+        json!({"record_id": seq - 1, "pg_id": 0, "process_group": ["0", "default_pg"],
+               "collective_seq_id": seq, "p2p_seq_id": 0, "op_id": seq, "is_p2p": false,
+               "profiling_name": "nccl:all_reduce", "time_created_ns": 1_795_290_437_666_131_445u64 + seq,
+               "input_sizes": [[1024]], "input_dtypes": ["Float"],
+               "output_sizes": [[1024]], "output_dtypes": ["Float"], "state": "completed",
+               "time_discovered_started_ns": null, "time_discovered_completed_ns": null,
+               "retired": true, "timeout_ms": 600_000, "frames": frames})
+    };
+    json!({"version": "2.10", "pg_config": {"0": {"name": "0", "desc": "default_pg", "ranks": "[0, 1]"}},
+           "pg_status": {}, "entries": [entry(1), entry(2)]})
+}
+
+/// A protocol-2 pickle of a JSON tree (the opcodes PyTorch's dumps use).
+fn pickle(v: &serde_json::Value) -> Vec<u8> {
+    let mut out = vec![0x80, 2];
+    encode(v, &mut out);
+    out.push(b'.');
+    out
+}
+
+fn encode(v: &serde_json::Value, out: &mut Vec<u8>) {
+    match v {
+        serde_json::Value::Null => out.push(b'N'),
+        serde_json::Value::Bool(b) => out.push(if *b { 0x88 } else { 0x89 }),
+        serde_json::Value::Number(n) => match n.as_i64() {
+            Some(i @ 0..=255) => out.extend([b'K', u8::try_from(i).unwrap()]),
+            Some(i) => {
+                out.extend([0x8a, 8]);
+                out.extend(i.to_le_bytes());
+            }
+            None => panic!("unsupported number {n}"),
+        },
+        serde_json::Value::String(s) => {
+            if let Some(cmd) = s.strip_prefix("!reduce:") {
+                out.extend(b"cposix\nsystem\n");
+                encode(&json!(cmd), out);
+                out.extend([0x85, b'R']); // TUPLE1, REDUCE
+                return;
+            }
+            out.push(b'X');
+            out.extend(u32::try_from(s.len()).unwrap().to_le_bytes());
+            out.extend(s.as_bytes());
+        }
+        serde_json::Value::Array(items) => {
+            out.extend([b']', b'(']);
+            items.iter().for_each(|i| encode(i, out));
+            out.push(b'e');
+        }
+        serde_json::Value::Object(map) => {
+            out.extend([b'}', b'(']);
+            for (k, v) in map {
+                encode(&json!(k), out);
+                encode(v, out);
+            }
+            out.push(b'u');
+        }
+    }
+}
+
+fn reason_of<'a>(d: &'a collbench::analyze::Diagnosis, name: &str) -> &'a str {
+    let u = d
+        .unreadable
+        .iter()
+        .find(|u| Path::new(&u.path).ends_with(name));
+    &u.unwrap_or_else(|| panic!("{name} not listed: {:#?}", d.unreadable))
+        .reason
+}
+
+#[test]
+fn bad_files_are_listed_and_the_rest_analysed() {
+    let dir = TempDir::new().unwrap();
+    let p = |name: &str| dir.path().join(name);
+    std::fs::write(p("rank0.json"), collbench_dump(0)).unwrap();
+    std::fs::write(p("rank1.json"), collbench_dump(1)).unwrap();
+    let full = collbench_dump(1);
+    std::fs::write(p("truncated.json"), &full[..full.len() / 2]).unwrap();
+    let pk = pickle(&pytorch_dump(json!([])));
+    std::fs::write(p("nccl_trace_rank_1"), &pk[..pk.len() * 2 / 3]).unwrap();
+    std::fs::write(p("empty"), b"").unwrap();
+    std::fs::write(p("plot.png"), b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR").unwrap();
+    std::fs::write(p("notes.txt"), b"rank 2 looked slow yesterday").unwrap();
+    std::fs::write(p("huge.json"), vec![b' '; 70_000]).unwrap();
+    let limits = Limits {
+        max_file_bytes: 64 * 1024,
+        ..Limits::default()
+    };
+    let d = analyze_paths_with(&[dir.path().to_path_buf()], &limits).unwrap();
+    assert_eq!(d.verdict, Verdict::Healthy, "{}", render_text(&d));
+    assert_eq!(d.ranks_found, vec![0, 1]);
+    assert_eq!(d.unreadable.len(), 6, "{:#?}", d.unreadable);
+    assert!(reason_of(&d, "truncated.json").contains("truncated JSON"));
+    assert!(reason_of(&d, "nccl_trace_rank_1").contains("truncated"));
+    assert_eq!(reason_of(&d, "empty"), "empty file");
+    assert!(reason_of(&d, "plot.png").contains("PNG"));
+    assert!(reason_of(&d, "notes.txt").contains("neither JSON nor a pickle"));
+    assert!(reason_of(&d, "huge.json").contains("over the limit of 65536 bytes"));
+    assert!(render_text(&d).contains("unreadable files"));
+}
+
+#[test]
+fn nothing_readable_is_an_error_with_every_reason() {
+    let dir = TempDir::new().unwrap();
+    std::fs::write(dir.path().join("empty"), b"").unwrap();
+    std::fs::write(dir.path().join("junk"), [0x13, 0x37, 0xff, 0x00]).unwrap();
+    let missing = dir.path().join("no-such-file");
+    let err = analyze_paths(&[dir.path().to_path_buf(), missing]).unwrap_err();
+    assert_eq!(err.exit_code(), 2);
+    let AnalyzeError::NothingReadable(list) = &err else {
+        panic!("{err}")
+    };
+    assert_eq!(list.len(), 3, "{list:#?}");
+    let text = err.to_string();
+    assert!(
+        text.contains("empty file") && text.contains("binary data starting 13 37 ff 00"),
+        "{text}"
+    );
+    assert!(text.contains("no-such-file"), "{text}");
+
+    let empty = TempDir::new().unwrap();
+    let err = analyze_paths(&[empty.path().to_path_buf()]).unwrap_err();
+    assert!(matches!(err, AnalyzeError::NoFiles(_)), "{err}");
+    assert!(matches!(analyze_paths(&[]), Err(AnalyzeError::NoPaths)));
+}
+
+#[test]
+fn pytorch_pickles_with_code_in_them_are_read_as_data() {
+    let dir = TempDir::new().unwrap();
+    let canary: PathBuf = dir.path().join("pwned");
+    let cmd = format!("!reduce:touch {}", canary.display());
+    let tree = pytorch_dump(json!([{"name": cmd.clone(), "line": 1}]));
+    for rank in 0..2 {
+        std::fs::write(
+            dir.path().join(format!("nccl_trace_rank_{rank}")),
+            pickle(&tree),
+        )
+        .unwrap();
+    }
+    // A pickle that is nothing but the call.
+    std::fs::write(dir.path().join("exploit.pkl"), pickle(&json!(cmd))).unwrap();
+    let d = analyze_paths(&[dir.path().to_path_buf()]).unwrap();
+    assert!(!canary.exists());
+    assert_eq!(d.verdict, Verdict::Healthy, "{}", render_text(&d));
+    assert_eq!(d.ranks_found, vec![0, 1]);
+    let reason = reason_of(&d, "exploit.pkl");
+    assert!(reason.contains("not a flight-recorder dump"), "{reason}");
+}
+
+#[test]
+fn pickle_bombs_are_refused() {
+    let dir = TempDir::new().unwrap();
+    // 100 000 nested lists: ] ] ] ... a a a .
+    let mut deep = vec![0x80, 2];
+    deep.extend(vec![b']'; 100_000]);
+    deep.extend(vec![b'a'; 99_999]);
+    deep.push(b'.');
+    std::fs::write(dir.path().join("deep_rank0"), deep).unwrap();
+    std::fs::write(dir.path().join("rank1.json"), collbench_dump(1)).unwrap();
+    let d = analyze_paths(&[dir.path().to_path_buf()]).unwrap();
+    assert!(reason_of(&d, "deep_rank0").contains("nests deeper than"));
+    // Rank 0 of the world of 2 has no readable dump.
+    assert_eq!(d.ranks_missing, vec![0]);
+    assert_eq!(d.findings[0].kind.name(), "missing-dump");
+}
