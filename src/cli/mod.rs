@@ -53,8 +53,20 @@ pub enum Command {
     SendRecv(RunArgs),
     /// Sweep every collective.
     All(RunArgs),
+    /// Diagnose a hang from flight-recorder dumps (collbench's, or PyTorch's pickle/JSON).
+    Analyze(AnalyzeArgs),
     /// What this build has and what this machine has.
     Info(InfoArgs),
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct AnalyzeArgs {
+    /// Dump files, or folders of them (one per rank).
+    #[arg(required = true, value_name = "DIR|FILE")]
+    pub paths: Vec<PathBuf>,
+    /// Print the diagnosis as JSON (schema collbench.diagnosis/1).
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Options of a sweep. Sizes: `--sizes MIN:MAX[:xF|:+STEP]` (B, K/KiB, M/MiB,
@@ -139,6 +151,16 @@ pub struct RunArgs {
     /// Longest any wait may last before it counts as a hang (exit 3).
     #[arg(long, default_value = "5m", value_name = "DUR")]
     pub timeout: String,
+    /// Where flight-recorder dumps go on a hang, a signal or SIGUSR1
+    /// (default: a new folder under ./collbench-dumps).
+    #[arg(long, value_name = "DIR")]
+    pub dump_dir: Option<PathBuf>,
+    /// Inject a fault: hang:rank=R,seq=S | delay:rank=R,seq=S,ms=M | nan:rank=R[,seq=S] | corrupt:rank=R[,seq=S] (repeatable).
+    #[arg(long, value_name = "SPEC")]
+    pub inject: Vec<String>,
+    /// Flight-recorder ring-buffer entries per rank.
+    #[arg(long, default_value_t = crate::recorder::DEFAULT_ENTRIES, value_name = "N")]
+    pub fr_entries: usize,
     /// Channels (data partitions run side by side).
     #[arg(long, default_value = "1", value_name = "N")]
     pub channels: String,

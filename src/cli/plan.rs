@@ -4,8 +4,10 @@
 use super::RunArgs;
 use crate::engine::exec::HostOptions;
 use crate::engine::types::{Algo, Collective, Dtype, Placement, ReduceOp};
+use crate::harness::inject::Inject;
 use crate::harness::{AlgoChoice, Plan, RootChoice};
 use crate::launch::max_thread_ranks;
+use crate::recorder::dump::RunInfo;
 use crate::units::{parse_bytes, parse_duration, parse_sweep, sweep, Growth};
 use std::path::PathBuf;
 
@@ -192,6 +194,9 @@ pub fn build(coll: Option<Collective>, a: &RunArgs) -> Result<Sweep, String> {
         (Some(c), false) => num("--check-iters", c)?,
         (None, false) => 1,
     };
+    if a.fr_entries == 0 {
+        return Err("--fr-entries must be at least 1".into());
+    }
     let channels: usize = num("--channels", &a.channels)?;
     if !(1..=16).contains(&channels) {
         return Err(format!("--channels {channels}: must be 1 to 16"));
@@ -243,7 +248,14 @@ pub fn build(coll: Option<Collective>, a: &RunArgs) -> Result<Sweep, String> {
             timeout: parse_duration(&a.timeout).map_err(|e| format!("--timeout: {e}"))?,
             ..HostOptions::default()
         },
-        jsonl: None,
+        fr_entries: a.fr_entries,
+        dump_dir: a.dump_dir.clone(),
+        injects: a
+            .inject
+            .iter()
+            .map(|i| Inject::parse(i, ranks))
+            .collect::<Result<_, _>>()?,
+        run_info: RunInfo::default(),
         collectives,
     };
     Ok(Sweep {

@@ -6,6 +6,6 @@ pub use types::{Algo, Collective, Counts, Dtype, Placement, ReduceOp};
 pub mod algo;
 pub mod elem;
 pub mod exec;
+pub mod observe;
 pub mod probe;
 pub mod transport;
-pub mod observe;

@@ -1,17 +1,21 @@
 //! The sweep: cases in nccl-tests' order, run by every rank, timed and
 //! checked, turned into rows as they finish and handed to the report sink.
 
+pub mod inject;
 pub mod plan;
 pub mod rank;
 pub mod stats;
 
 pub use plan::{AlgoChoice, Case, Plan, RootChoice};
 
-use crate::engine::exec::{mem, ExecError, HostWorld, Progress, RankExec};
+use crate::engine::exec::{mem, ExecError, HostWorld, RankExec};
+use crate::recorder::watchdog::{self, Fired, Watchdog};
+use crate::recorder::{dump, RankRecorder};
 use crate::report::{Row, Sink};
 use crate::units::Bytes;
 use rank::{RankJob, Report};
 use std::collections::HashMap;
+use std::path::PathBuf;
 use std::sync::{mpsc, Arc};
 
 /// Why a sweep stopped.
@@ -26,20 +30,45 @@ pub enum HarnessError {
     },
     #[error("nothing to run: {0}")]
     Empty(String),
+    #[error("{detail}{}", dumps_note(.dumps))]
+    Hang { detail: String, dumps: Vec<PathBuf> },
+    #[error("interrupted by a signal; finished rows are kept{}", dumps_note(.dumps))]
+    Interrupted { dumps: Vec<PathBuf> },
     #[error(transparent)]
     Exec(#[from] ExecError),
     #[error("writing results: {0}")]
     Sink(#[from] std::io::Error),
 }
 
+fn dumps_note(dumps: &[PathBuf]) -> String {
+    match dumps.first().and_then(|p| p.parent()) {
+        Some(dir) => format!(
+            "; {} flight-recorder dump(s) in {} (see: collbench analyze {})",
+            dumps.len(),
+            dir.display(),
+            dir.display()
+        ),
+        None => String::new(),
+    }
+}
+
 impl HarnessError {
     /// A hang or timeout (exit code 3) rather than a usage or runtime error.
     pub fn is_hang(&self) -> bool {
-        matches!(
-            self,
-            HarnessError::Exec(ExecError::Timeout { .. } | ExecError::BarrierTimeout { .. })
-        )
+        matches!(self, HarnessError::Hang { .. })
     }
+
+    pub fn is_interrupt(&self) -> bool {
+        matches!(self, HarnessError::Interrupted { .. })
+    }
+}
+
+/// Where dumps go when the user named no folder.
+fn dump_dir(plan: &Plan) -> PathBuf {
+    plan.dump_dir.clone().unwrap_or_else(|| {
+        let stamp = crate::recorder::wall_ns() / 1_000_000_000;
+        PathBuf::from("collbench-dumps").join(format!("{stamp}-{}", std::process::id()))
+    })
 }
 
 /// What a finished sweep says beyond its rows.
@@ -79,28 +108,99 @@ pub fn run(plan: &Plan, sink: &mut dyn Sink) -> Result<Outcome, HarnessError> {
     }
     check_memory(plan, &cases)?;
     let world = HostWorld::new(plan.ranks, plan.host.clone());
-    let (tx, rx) = mpsc::channel::<Report>();
+    let recs: Vec<Arc<RankRecorder>> = (0..plan.ranks)
+        .map(|r| Arc::new(RankRecorder::new(r, plan.fr_entries)))
+        .collect();
+    let dir = dump_dir(plan);
+    watchdog::install_signal_handlers();
+    let dog = spawn_watchdog(plan, &world, &recs, &dir)?;
     let mut outcome = Outcome::default();
     if skipped > 0 {
-        outcome.notes.push(format!(
-            "{skipped} size(s) skipped: fewer than one element per rank, or the same case as the size before"
-        ));
+        outcome.notes.push(format!("{skipped} size(s) skipped: fewer than one element per rank, or the same case as the size before"));
     }
-    let results = std::thread::scope(|s| {
+    let result = run_ranks(plan, &cases, &world, &recs, sink, &mut outcome);
+    let fired = dog.stop();
+    let dump =
+        |reason: &str| dump::write_all(&dir, &recs, &plan.run_info, reason).unwrap_or_default();
+    match (result, fired) {
+        (_, Some(Fired::Stop)) => Err(HarnessError::Interrupted {
+            dumps: dump("signal"),
+        }),
+        (
+            Err(HarnessError::Exec(
+                e @ (ExecError::Timeout { .. } | ExecError::BarrierTimeout { .. }),
+            )),
+            _,
+        ) => Err(HarnessError::Hang {
+            detail: format!("hang detected: {e}"),
+            dumps: dump("timeout"),
+        }),
+        (_, Some(Fired::Timeout { rank, seq, waited })) => Err(HarnessError::Hang {
+            detail: format!(
+                "hang detected: rank {rank}'s collective {seq} ran {waited:?}, past the timeout"
+            ),
+            dumps: dump("timeout"),
+        }),
+        (Ok(()), _) => Ok(outcome),
+        (Err(e), _) => Err(e),
+    }
+}
+
+fn spawn_watchdog(
+    plan: &Plan,
+    world: &Arc<HostWorld>,
+    recs: &[Arc<RankRecorder>],
+    dir: &std::path::Path,
+) -> Result<Watchdog, HarnessError> {
+    let (w, r, d, info) = (
+        Arc::clone(world),
+        recs.to_vec(),
+        dir.to_path_buf(),
+        plan.run_info.clone(),
+    );
+    let act = move |f: &Fired| match f {
+        Fired::Timeout { .. } | Fired::Stop => w.abort(),
+        Fired::Request => {
+            let _ = dump::write_all(&d, &r, &info, "request");
+        }
+        Fired::Stuck => {
+            // The ranks did not stop after the timeout: dump and leave.
+            let _ = dump::write_all(&d, &r, &info, "timeout");
+            eprintln!(
+                "collbench: hang detected and the run did not stop; dumps in {}",
+                d.display()
+            );
+            std::process::exit(3);
+        }
+    };
+    Ok(Watchdog::spawn(
+        recs.to_vec(),
+        plan.timeout(),
+        Box::new(act),
+    )?)
+}
+
+fn run_ranks(
+    plan: &Plan,
+    cases: &[Case],
+    world: &Arc<HostWorld>,
+    recs: &[Arc<RankRecorder>],
+    sink: &mut dyn Sink,
+    outcome: &mut Outcome,
+) -> Result<(), HarnessError> {
+    let (tx, rx) = mpsc::channel::<Report>();
+    std::thread::scope(|s| {
         let handles: Vec<_> = (0..plan.ranks)
             .map(|r| {
                 let job = RankJob {
                     plan,
-                    cases: &cases,
-                    world: Arc::clone(&world),
-                    exec: RankExec::new(
-                        Arc::clone(&world),
-                        r,
-                        Arc::new(Progress::with_channels(64)),
-                    ),
+                    cases,
+                    world: Arc::clone(world),
+                    exec: RankExec::new(Arc::clone(world), r, Arc::clone(&recs[r]) as _),
+                    rec: Arc::clone(&recs[r]),
                     tx: tx.clone(),
                 };
-                let w = Arc::clone(&world);
+                let w = Arc::clone(world);
                 std::thread::Builder::new()
                     .name(format!("rank{r}"))
                     .spawn_scoped(s, move || {
@@ -113,7 +213,7 @@ pub fn run(plan: &Plan, sink: &mut dyn Sink) -> Result<Outcome, HarnessError> {
             })
             .collect();
         drop(tx);
-        let collected = collect(plan, &cases, &rx, sink, &mut outcome);
+        let collected = collect(plan, cases, &rx, sink, outcome);
         if collected.is_err() {
             world.abort();
         }
@@ -132,12 +232,8 @@ pub fn run(plan: &Plan, sink: &mut dyn Sink) -> Result<Outcome, HarnessError> {
             }
         }
         collected?;
-        match first {
-            Some(e) => Err(HarnessError::Exec(e)),
-            None => Ok(()),
-        }
-    });
-    results.map(|_| outcome)
+        first.map_or(Ok(()), |e| Err(HarnessError::Exec(e)))
+    })
 }
 
 /// Gathers rank reports into rows, in order, as each case completes.

@@ -40,8 +40,13 @@ pub struct Plan {
     pub channels: usize,
     pub seed: u64,
     pub host: HostOptions,
-    /// Where the JSONL rows go as they finish, if anywhere.
-    pub jsonl: Option<PathBuf>,
+    /// Flight-recorder entries per rank.
+    pub fr_entries: usize,
+    /// Where dumps go (None: a new folder under ./collbench-dumps when needed).
+    pub dump_dir: Option<PathBuf>,
+    pub injects: Vec<super::inject::Inject>,
+    /// What dumps say about the run.
+    pub run_info: crate::recorder::dump::RunInfo,
 }
 
 impl Plan {

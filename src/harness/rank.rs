@@ -1,15 +1,18 @@
 //! What every rank thread does for each case: set up buffers, warm up,
 //! time iterations, check, and report its numbers.
 
+use super::inject::{self, Fault};
 use super::plan::{Case, Plan};
 use crate::check::{self, Rule, Verdict};
 use crate::engine::algo::{generate, Layout, Slice, Spec};
 use crate::engine::exec::host::RankBufs;
 use crate::engine::exec::{Compiled, ExecError, HostBuf, HostWorld, RankExec};
 use crate::engine::types::Placement;
+use crate::recorder::model::IterKind;
+use crate::recorder::{OpInfo, RankRecorder, WORLD_GROUP};
 use std::sync::mpsc::Sender;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// One rank's numbers for one case and placement.
 pub struct Report {
@@ -46,7 +49,16 @@ pub struct RankJob<'a> {
     pub cases: &'a [Case],
     pub world: Arc<HostWorld>,
     pub exec: RankExec,
+    pub rec: Arc<RankRecorder>,
     pub tx: Sender<Report>,
+}
+
+/// One case's program and buffers, ready to run operations.
+struct Ready<'b> {
+    case: &'b Case,
+    compiled: Compiled,
+    layout: Layout,
+    info: OpInfo,
 }
 
 impl RankJob<'_> {
@@ -54,6 +66,14 @@ impl RankJob<'_> {
         let sizes = buffer_bytes(self.plan, self.cases);
         let alloc = |n| HostBuf::new(n).map_err(ExecError::Setup);
         let mut bufs = [alloc(sizes[0])?, alloc(sizes[1])?, alloc(sizes[2])?];
+        let boot = OpInfo {
+            group: "bootstrap",
+            collective: "bootstrap",
+            ..OpInfo::default()
+        };
+        let seq = self.rec.begin(&boot, IterKind::Bootstrap);
+        self.world.barrier(self.exec.rank())?;
+        self.rec.complete("bootstrap", seq);
         for (i, case) in self.cases.iter().enumerate() {
             for &pl in &self.plan.placements {
                 let report = self.run_case(i, case, pl, &mut bufs)?;
@@ -75,54 +95,35 @@ impl RankJob<'_> {
     ) -> Result<Report, ExecError> {
         let plan = self.plan;
         let rank = self.exec.rank();
-        let spec = Spec {
-            coll: case.coll,
-            algo: case.algo,
-            nranks: plan.ranks,
-            rank,
-            root: case.root.unwrap_or(0),
-            counts: case.counts,
-            placement: pl,
-            channels: plan.channels,
-            chunk: self.world.chunk_elems(case.dtype),
-        };
-        let program = generate(&spec).map_err(|e| ExecError::Setup(e.to_string()))?;
-        let layout = Layout::new(case.coll, case.counts, pl, rank);
-        let compiled = Compiled::new(&self.world, &program, layout, case.dtype, case.op)?;
+        let ready = self.compile(case, pl)?;
         let rule = Rule {
             seed: plan.seed,
             dtype: case.dtype,
             op: case.op,
             nranks: plan.ranks,
         };
-        prepare(&rule, case, &layout, rank, bufs);
-        let run = |bufs: &[HostBuf; 3]| {
-            let rb = RankBufs {
-                bufs: [&bufs[0], &bufs[1], &bufs[2]],
-            };
-            self.exec.run(&compiled, &rb)
-        };
-        self.world.barrier(rank)?;
+        prepare(&rule, case, &ready.layout, rank, bufs);
+        self.barrier()?;
         for _ in 0..plan.warmup {
-            run(bufs)?;
+            self.op(&ready, IterKind::Warmup, bufs)?;
         }
-        self.world.barrier(rank)?;
+        self.barrier()?;
         let mut iter_ns = Vec::with_capacity(plan.iters);
         let start = Instant::now();
         for _ in 0..plan.iters {
             let t = Instant::now();
-            run(bufs)?;
+            self.op(&ready, IterKind::Timed, bufs)?;
             iter_ns.push(t.elapsed().as_nanos() as u64);
         }
         let total_ns = start.elapsed().as_nanos() as u64;
         let mut verdict: Option<Verdict> = None;
         for _ in 0..plan.check_iters {
-            prepare(&rule, case, &layout, rank, bufs);
-            self.world.barrier(rank)?;
-            run(bufs)?;
+            prepare(&rule, case, &ready.layout, rank, bufs);
+            self.barrier()?;
+            self.op(&ready, IterKind::Check, bufs)?;
             let recv = view(
                 bufs,
-                &layout,
+                &ready.layout,
                 Slice::recv(0),
                 case.dtype.size(),
                 case.counts.recv,
@@ -145,6 +146,133 @@ impl RankJob<'_> {
             total_ns,
             verdict,
         })
+    }
+
+    fn compile<'b>(&self, case: &'b Case, pl: Placement) -> Result<Ready<'b>, ExecError> {
+        let rank = self.exec.rank();
+        let spec = Spec {
+            coll: case.coll,
+            algo: case.algo,
+            nranks: self.plan.ranks,
+            rank,
+            root: case.root.unwrap_or(0),
+            counts: case.counts,
+            placement: pl,
+            channels: self.plan.channels,
+            chunk: self.world.chunk_elems(case.dtype),
+        };
+        let program = generate(&spec).map_err(|e| ExecError::Setup(e.to_string()))?;
+        let layout = Layout::new(case.coll, case.counts, pl, rank);
+        let compiled = Compiled::new(&self.world, &program, layout, case.dtype, case.op)?;
+        let info = OpInfo {
+            group: WORLD_GROUP,
+            collective: case.coll.name(),
+            algo: case.algo.name(),
+            dtype: case.dtype.name(),
+            count: case.bytes / case.dtype.size() as u64,
+            bytes: case.bytes,
+            root: case.root.map(|r| r as i64),
+        };
+        Ok(Ready {
+            case,
+            compiled,
+            layout,
+            info,
+        })
+    }
+
+    fn barrier(&self) -> Result<(), ExecError> {
+        let info = OpInfo {
+            group: "barrier",
+            collective: "barrier",
+            ..OpInfo::default()
+        };
+        let seq = self.rec.begin(&info, IterKind::Barrier);
+        self.world.barrier(self.exec.rank())?;
+        self.rec.complete("barrier", seq);
+        Ok(())
+    }
+
+    /// One recorded collective, with any injected fault.
+    fn op(&self, r: &Ready<'_>, kind: IterKind, bufs: &mut [HostBuf; 3]) -> Result<(), ExecError> {
+        let rank = self.exec.rank();
+        let seq = if self.plan.injects.is_empty() {
+            self.rec.begin(&r.info, kind)
+        } else {
+            self.faulty_begin(r, kind, bufs)?
+        };
+        let rb = RankBufs {
+            bufs: [&bufs[0], &bufs[1], &bufs[2]],
+        };
+        self.exec.run(&r.compiled, &rb)?;
+        if self
+            .plan
+            .injects
+            .iter()
+            .any(|f| f.fault == Fault::Corrupt && f.hits(rank, seq))
+        {
+            let (b, o) = r.layout.resolve(Slice::recv(0));
+            let es = r.case.dtype.size();
+            inject::flip_bit(
+                r.case.dtype,
+                &mut bufs[b].as_mut_slice()[o * es..],
+                r.case.counts.recv / 2,
+            );
+        }
+        self.rec.complete(WORLD_GROUP, seq);
+        Ok(())
+    }
+
+    /// Begins a collective the injected faults may hang, delay or poison.
+    fn faulty_begin(
+        &self,
+        r: &Ready<'_>,
+        kind: IterKind,
+        bufs: &mut [HostBuf; 3],
+    ) -> Result<u64, ExecError> {
+        let rank = self.exec.rank();
+        let next = self.rec.next_seq(WORLD_GROUP);
+        let hit = |want: fn(&Fault) -> bool| {
+            self.plan
+                .injects
+                .iter()
+                .find(|f| want(&f.fault) && f.hits(rank, next))
+        };
+        if hit(|f| *f == Fault::Hang).is_some() {
+            // Never enter: wait, as a hung process would, until the run stops.
+            self.sleep_until(None)?;
+        }
+        let seq = match hit(|f| matches!(f, Fault::Delay { .. })).map(|f| f.fault) {
+            Some(Fault::Delay { ms }) => {
+                let seq = self.rec.schedule(&r.info, kind);
+                self.sleep_until(Some(Duration::from_millis(ms)))?;
+                self.rec.start(WORLD_GROUP, seq);
+                seq
+            }
+            _ => self.rec.begin(&r.info, kind),
+        };
+        if hit(|f| *f == Fault::Nan).is_some() {
+            let (b, o) = r.layout.resolve(Slice::send(0));
+            let es = r.case.dtype.size();
+            inject::poke_nan(
+                r.case.dtype,
+                &mut bufs[b].as_mut_slice()[o * es..],
+                r.case.counts.send / 2,
+            );
+        }
+        Ok(seq)
+    }
+
+    /// Sleeps `d` (None: forever), ending early with `Aborted` if the run stops.
+    fn sleep_until(&self, d: Option<Duration>) -> Result<(), ExecError> {
+        let end = d.map(|d| Instant::now() + d);
+        while end.is_none_or(|e| Instant::now() < e) {
+            if self.world.aborted() {
+                return Err(ExecError::Aborted);
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        Ok(())
     }
 }
 

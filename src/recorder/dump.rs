@@ -29,15 +29,26 @@ pub fn snapshot(rec: &RankRecorder, info: &RunInfo, reason: &str) -> Dump {
         command: info.command.clone(),
         version: info.version.clone(),
         reason: reason.into(),
-        clocks: Clocks { wall_ns: wall_ns(), mono_ns: mono_ns() },
+        clocks: Clocks {
+            wall_ns: wall_ns(),
+            mono_ns: mono_ns(),
+        },
         capacity: rec.capacity(),
-        groups: vec![Group { name: super::WORLD_GROUP.into(), ranks: (0..info.world_size).collect() }],
+        groups: vec![Group {
+            name: super::WORLD_GROUP.into(),
+            ranks: (0..info.world_size).collect(),
+        }],
         entries: rec.snapshot(),
     }
 }
 
 /// Writes `rank<N>.json` for every recorder into `dir`; returns the paths.
-pub fn write_all(dir: &Path, recs: &[std::sync::Arc<RankRecorder>], info: &RunInfo, reason: &str) -> std::io::Result<Vec<PathBuf>> {
+pub fn write_all(
+    dir: &Path,
+    recs: &[std::sync::Arc<RankRecorder>],
+    info: &RunInfo,
+    reason: &str,
+) -> std::io::Result<Vec<PathBuf>> {
     std::fs::create_dir_all(dir)?;
     recs.iter()
         .map(|r| {
@@ -64,16 +75,27 @@ mod tests {
     fn dumps_are_complete_and_read_back() {
         let dir = tempfile::tempdir().unwrap();
         let recs: Vec<_> = (0..2).map(|r| Arc::new(RankRecorder::new(r, 8))).collect();
-        let op = OpInfo { group: "0", collective: "all-reduce".into(), bytes: 64, ..OpInfo::default() };
+        let op = OpInfo {
+            group: "0",
+            collective: "all-reduce",
+            bytes: 64,
+            ..OpInfo::default()
+        };
         for r in &recs {
-            let s = r.schedule(&op, IterKind::Warmup);
-            r.start(s);
+            r.begin(&op, IterKind::Warmup);
         }
-        let info = RunInfo { world_size: 2, host: "h".into(), ..RunInfo::default() };
+        let info = RunInfo {
+            world_size: 2,
+            host: "h".into(),
+            ..RunInfo::default()
+        };
         let paths = write_all(dir.path(), &recs, &info, "timeout").unwrap();
         assert_eq!(paths.len(), 2);
         let d: Dump = serde_json::from_slice(&std::fs::read(&paths[1]).unwrap()).unwrap();
-        assert_eq!((d.schema.as_str(), d.rank, d.world_size, d.reason.as_str()), (DUMP_SCHEMA, 1, 2, "timeout"));
+        assert_eq!(
+            (d.schema.as_str(), d.rank, d.world_size, d.reason.as_str()),
+            (DUMP_SCHEMA, 1, 2, "timeout")
+        );
         assert_eq!(d.entries[0].state, State::Started);
         assert_eq!(d.groups[0].ranks, vec![0, 1]);
         assert!(d.clocks.wall_ns > 0 && d.clocks.mono_ns > 0);

@@ -24,31 +24,71 @@ pub const WORLD_GROUP: &str = "0";
 
 /// Nanoseconds since the Unix epoch.
 pub fn wall_ns() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
 }
 
 /// Nanoseconds of CLOCK_MONOTONIC.
 pub fn mono_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: clock_gettime writes the timespec we pass.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
-/// What an operation is, as recorded.
-#[derive(Clone, Debug, Default)]
+/// What an operation is, as recorded (static names: recording allocates nothing).
+#[derive(Clone, Copy, Debug, Default)]
 pub struct OpInfo {
     pub group: &'static str,
-    pub collective: String,
-    pub algo: String,
-    pub dtype: String,
+    pub collective: &'static str,
+    pub algo: &'static str,
+    pub dtype: &'static str,
     pub count: u64,
     pub bytes: u64,
     pub root: Option<i64>,
 }
 
+/// A record as kept in the ring: monotonic timestamps, turned into wall
+/// clock when dumped.
+#[derive(Clone, Copy, Debug)]
+struct Rec {
+    op: OpInfo,
+    seq: u64,
+    state: State,
+    iteration: IterKind,
+    t_scheduled: u64,
+    t_started: u64,
+    t_completed: u64,
+}
+
+impl Rec {
+    fn entry(&self, wall_minus_mono: i128) -> Entry {
+        let wall = |t: u64| (t != 0).then(|| (t as i128 + wall_minus_mono).max(0) as u64);
+        Entry {
+            pg: self.op.group.to_string(),
+            seq: self.seq,
+            collective: self.op.collective.to_string(),
+            algo: self.op.algo.to_string(),
+            dtype: self.op.dtype.to_string(),
+            count: self.op.count,
+            bytes: self.op.bytes,
+            root: self.op.root,
+            state: self.state,
+            iteration: self.iteration,
+            t_scheduled_ns: wall(self.t_scheduled).unwrap_or(0),
+            t_started_ns: wall(self.t_started),
+            t_completed_ns: wall(self.t_completed),
+            channels: Vec::new(),
+        }
+    }
+}
+
 struct Ring {
-    entries: VecDeque<Entry>,
+    entries: VecDeque<Rec>,
     /// Next sequence number per group.
     next: Vec<(&'static str, u64)>,
 }
@@ -78,7 +118,10 @@ impl RankRecorder {
         RankRecorder {
             rank,
             capacity: capacity.max(1),
-            ring: Mutex::new(Ring { entries: VecDeque::new(), next: Vec::new() }),
+            ring: Mutex::new(Ring {
+                entries: VecDeque::new(),
+                next: Vec::new(),
+            }),
             chans: (0..MAX_CHANNELS).map(|_| Chan::default()).collect(),
             used_chans: AtomicU64::new(0),
             inflight_since: AtomicU64::new(0),
@@ -98,7 +141,10 @@ impl RankRecorder {
     /// The sequence number the next operation of `group` will get.
     pub fn next_seq(&self, group: &str) -> u64 {
         let ring = self.lock();
-        ring.next.iter().find(|(g, _)| *g == group).map_or(1, |(_, n)| *n)
+        ring.next
+            .iter()
+            .find(|(g, _)| *g == group)
+            .map_or(1, |(_, n)| *n)
     }
 
     /// Records a scheduled operation; returns its sequence number.
@@ -117,66 +163,79 @@ impl RankRecorder {
         if ring.entries.len() == self.capacity {
             ring.entries.pop_front();
         }
-        ring.entries.push_back(Entry {
-            pg: op.group.to_string(),
+        ring.entries.push_back(Rec {
+            op: *op,
             seq,
-            collective: op.collective.clone(),
-            algo: op.algo.clone(),
-            dtype: op.dtype.clone(),
-            count: op.count,
-            bytes: op.bytes,
-            root: op.root,
             state: State::Scheduled,
             iteration,
-            t_scheduled_ns: wall_ns(),
-            t_started_ns: None,
-            t_completed_ns: None,
-            channels: Vec::new(),
+            t_scheduled: mono_ns(),
+            t_started: 0,
+            t_completed: 0,
         });
         seq
     }
 
-    fn update(&self, seq: u64, f: impl FnOnce(&mut Entry)) {
+    fn update(&self, group: &str, seq: u64, f: impl FnOnce(&mut Rec)) {
         let mut ring = self.lock();
-        if let Some(e) = ring.entries.iter_mut().rev().find(|e| e.seq == seq) {
+        if let Some(e) = ring
+            .entries
+            .iter_mut()
+            .rev()
+            .find(|e| e.seq == seq && e.op.group == group)
+        {
             f(e);
         }
     }
 
-    /// The operation `seq` has started.
-    pub fn start(&self, seq: u64) {
-        self.update(seq, |e| {
+    /// The operation `seq` of `group` has started.
+    pub fn start(&self, group: &str, seq: u64) {
+        let now = mono_ns();
+        self.update(group, seq, |e| {
             e.state = State::Started;
-            e.t_started_ns = Some(wall_ns());
+            e.t_started = now;
         });
         self.inflight_seq.store(seq, Ordering::Relaxed);
-        self.inflight_since.store(mono_ns(), Ordering::Release);
+        self.inflight_since.store(now, Ordering::Release);
     }
 
-    /// The operation `seq` has completed.
-    pub fn complete(&self, seq: u64) {
+    /// Schedules and starts at once; returns the sequence number.
+    pub fn begin(&self, op: &OpInfo, iteration: IterKind) -> u64 {
+        let seq = self.schedule(op, iteration);
+        self.start(op.group, seq);
+        seq
+    }
+
+    /// The operation `seq` of `group` has completed.
+    pub fn complete(&self, group: &str, seq: u64) {
         self.inflight_since.store(0, Ordering::Release);
-        self.update(seq, |e| {
+        let now = mono_ns();
+        self.update(group, seq, |e| {
             e.state = State::Completed;
-            e.t_completed_ns = Some(wall_ns());
+            e.t_completed = now;
         });
     }
 
     /// How long the operation in flight has run, with its sequence number.
     pub fn in_flight(&self, now_mono: u64) -> Option<(u64, u64)> {
         let since = self.inflight_since.load(Ordering::Acquire);
-        (since != 0).then(|| (self.inflight_seq.load(Ordering::Relaxed), now_mono.saturating_sub(since)))
+        (since != 0).then(|| {
+            (
+                self.inflight_seq.load(Ordering::Relaxed),
+                now_mono.saturating_sub(since),
+            )
+        })
     }
 
     /// The ring's entries, oldest first, with channel progress on every
     /// started but not completed one.
     pub fn snapshot(&self) -> Vec<Entry> {
         let progress = self.channel_progress();
+        let offset = wall_ns() as i128 - mono_ns() as i128;
         let ring = self.lock();
         ring.entries
             .iter()
-            .map(|e| {
-                let mut e = e.clone();
+            .map(|r| {
+                let mut e = r.entry(offset);
                 if e.state == State::Started {
                     e.channels = progress.clone();
                 }
@@ -199,7 +258,10 @@ impl RankRecorder {
                     last_step_done: ch.last_done.load(Ordering::Relaxed),
                     waiting_on: (peer >= 0).then(|| Wait {
                         peer,
-                        what: ["recv", "send", "drain"].get(kind as usize).unwrap_or(&"recv").to_string(),
+                        what: ["recv", "send", "drain"]
+                            .get(kind as usize)
+                            .unwrap_or(&"recv")
+                            .to_string(),
                     }),
                 }
             })
@@ -245,20 +307,25 @@ mod tests {
     use super::*;
 
     fn op() -> OpInfo {
-        OpInfo { group: WORLD_GROUP, collective: "all-reduce".into(), ..OpInfo::default() }
+        OpInfo {
+            group: WORLD_GROUP,
+            collective: "all-reduce",
+            ..OpInfo::default()
+        }
     }
 
     #[test]
     fn ring_keeps_the_newest_entries_with_sequence_numbers() {
         let r = RankRecorder::new(0, 3);
         for _ in 0..5 {
-            let s = r.schedule(&op(), IterKind::Timed);
-            r.start(s);
-            r.complete(s);
+            let s = r.begin(&op(), IterKind::Timed);
+            r.complete(WORLD_GROUP, s);
         }
         let e = r.snapshot();
         assert_eq!(e.iter().map(|e| e.seq).collect::<Vec<_>>(), vec![3, 4, 5]);
-        assert!(e.iter().all(|e| e.state == State::Completed && e.t_completed_ns.is_some()));
+        assert!(e
+            .iter()
+            .all(|e| e.state == State::Completed && e.t_completed_ns.is_some()));
         assert_eq!(r.next_seq(WORLD_GROUP), 6);
         assert_eq!(r.next_seq("barrier"), 1);
     }
@@ -267,7 +334,7 @@ mod tests {
     fn in_flight_entries_carry_channel_progress() {
         let r = RankRecorder::new(1, 10);
         let s = r.schedule(&op(), IterKind::Check);
-        r.start(s);
+        r.start(WORLD_GROUP, s);
         r.begin(&[4, 2]);
         r.step_done(0, 0);
         r.step_done(0, 1);
@@ -276,10 +343,16 @@ mod tests {
         assert_eq!(e[0].state, State::Started);
         assert_eq!(e[0].channels.len(), 2);
         assert_eq!(e[0].channels[0].last_step_done, 1);
-        assert_eq!(e[0].channels[0].waiting_on, Some(Wait { peer: 3, what: "recv".into() }));
+        assert_eq!(
+            e[0].channels[0].waiting_on,
+            Some(Wait {
+                peer: 3,
+                what: "recv".into()
+            })
+        );
         assert_eq!(e[0].channels[1].waiting_on, None);
         assert!(r.in_flight(mono_ns()).is_some());
-        r.complete(s);
+        r.complete(WORLD_GROUP, s);
         assert!(r.in_flight(mono_ns()).is_none());
     }
 }

@@ -1,6 +1,7 @@
 //! Commands, end to end: a parsed command line in, an exit code out. This
 //! is the only place that decides what goes to stdout and stderr.
 
+mod analyze;
 mod info;
 
 use crate::cli::plan::{self, DeviceChoice, Sweep};
@@ -16,11 +17,14 @@ pub const OK: i32 = 0;
 pub const CHECK_FAILED: i32 = 1;
 pub const USAGE: i32 = 2;
 pub const HANG: i32 = 3;
+/// Stopped by SIGINT/SIGTERM (128 + SIGINT, as shells expect).
+pub const INTERRUPTED: i32 = 130;
 
 /// Runs a command; returns the process exit code.
 pub fn run(cli: Cli) -> i32 {
     let (coll, args) = match cli.command {
         Command::Info(a) => return info::info(&a),
+        Command::Analyze(a) => return analyze::analyze(&a),
         Command::All(a) => (None, a),
         Command::AllReduce(a) => (Some(Collective::AllReduce), a),
         Command::AllGather(a) => (Some(Collective::AllGather), a),
@@ -83,6 +87,14 @@ fn sweep(coll: Option<Collective>, args: &RunArgs) -> i32 {
         Err(e) => return fail(e),
     };
     let meta = meta(&s, &device);
+    let mut s = s;
+    s.plan.run_info = crate::recorder::dump::RunInfo {
+        host: meta.host.clone(),
+        world_size: meta.world_size,
+        device: meta.device.clone(),
+        command: meta.command.clone(),
+        version: meta.version.clone(),
+    };
     let mut sink = match sinks(&s) {
         Ok(f) => f,
         Err(e) => return fail(e),
@@ -115,8 +127,12 @@ fn sweep(coll: Option<Collective>, args: &RunArgs) -> i32 {
             }
         }
         Err(e) if e.is_hang() => {
-            eprintln!("collbench: hang detected: {e}");
+            eprintln!("collbench: {e}");
             HANG
+        }
+        Err(e) if e.is_interrupt() => {
+            eprintln!("collbench: {e}");
+            INTERRUPTED
         }
         Err(e) => fail(e),
     }

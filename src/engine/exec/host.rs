@@ -234,7 +234,10 @@ impl Compiled {
             channels.push(xs);
         }
         if channels.len() > MAX_CHANNELS {
-            return Err(ExecError::Setup(format!("{} channels; at most {MAX_CHANNELS}", channels.len())));
+            return Err(ExecError::Setup(format!(
+                "{} channels; at most {MAX_CHANNELS}",
+                channels.len()
+            )));
         }
         let mut out_peers = vec![0; outs.len()];
         for (&(is_out, peer, _), &i) in &index {
@@ -423,7 +426,11 @@ impl RankExec {
     fn blocked(&self, c: &Compiled, pcs: &[usize], waited: Duration) -> ExecError {
         let (channel, peer, kind) = blocked_on(c, pcs).unwrap_or((0, self.rank, WaitKind::Drain));
         let step = pcs.get(channel).copied().unwrap_or(0);
-        let prim = c.channels.get(channel).and_then(|s| s.get(step)).map_or("drain", |x| x.step.prim.name());
+        let prim = c
+            .channels
+            .get(channel)
+            .and_then(|s| s.get(step))
+            .map_or("drain", |x| x.step.prim.name());
         ExecError::Timeout {
             rank: self.rank,
             channel,
@@ -443,17 +450,32 @@ impl RankExec {
 /// The first blocked step: (channel, peer, what it waits for).
 fn blocked_on(c: &Compiled, pcs: &[usize]) -> Option<(usize, usize, WaitKind)> {
     for (ch, steps) in c.channels.iter().enumerate() {
-        let Some(x) = steps.get(pcs[ch]) else { continue };
-        let recv = x.step.recv.iter().zip(x.recv).find(|(_, i)| c.ins[*i as usize].peek().is_none());
+        let Some(x) = steps.get(pcs[ch]) else {
+            continue;
+        };
+        let recv = x
+            .step
+            .recv
+            .iter()
+            .zip(x.recv)
+            .find(|(_, i)| c.ins[*i as usize].peek().is_none());
         if let Some((p, _)) = recv {
             return Some((ch, p.rank as usize, WaitKind::Recv));
         }
-        let send = x.step.send.iter().zip(x.send).find(|(_, i)| !c.outs[*i as usize].can_send());
+        let send = x
+            .step
+            .send
+            .iter()
+            .zip(x.send)
+            .find(|(_, i)| !c.outs[*i as usize].can_send());
         if let Some((p, _)) = send {
             return Some((ch, p.rank as usize, WaitKind::Send));
         }
     }
-    c.outs.iter().position(|f| !f.drained()).map(|i| (0, c.out_peers[i], WaitKind::Drain))
+    c.outs
+        .iter()
+        .position(|f| !f.drained())
+        .map(|i| (0, c.out_peers[i], WaitKind::Drain))
 }
 
 /// Spins before yielding: long when every rank has a core, short when

@@ -1,0 +1,304 @@
+//! End to end: injected faults, the watchdog's dumps, and `collbench analyze`
+//! naming the culprit.
+
+use assert_cmd::Command;
+use serde_json::Value;
+use std::time::{Duration, Instant};
+
+fn collbench() -> Command {
+    Command::cargo_bin("collbench").expect("binary builds")
+}
+
+/// Runs a hanging sweep, checks exit 3 soon after the timeout and one dump
+/// per rank, and returns `analyze --json`'s diagnosis.
+fn hang_and_analyze(ranks: usize, inject: &str) -> Value {
+    let dir = tempfile::tempdir().unwrap();
+    let t = Instant::now();
+    let out = collbench()
+        .args([
+            "all-reduce",
+            "--device",
+            "host",
+            "--ranks",
+            &ranks.to_string(),
+            "--sizes",
+            "1K",
+        ])
+        .args([
+            "--inject",
+            inject,
+            "--timeout",
+            "3s",
+            "--dump-dir",
+            dir.path().to_str().unwrap(),
+            "-q",
+        ])
+        .timeout(Duration::from_secs(60))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(
+        t.elapsed() < Duration::from_secs(3 + 10),
+        "took {:?}",
+        t.elapsed()
+    );
+    assert!(err.contains("hang detected"), "{err}");
+    for r in 0..ranks {
+        let d: Value = serde_json::from_slice(
+            &std::fs::read(dir.path().join(format!("rank{r}.json"))).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(d["schema"], "collbench.fr/1");
+        assert_eq!(d["rank"], r);
+        assert_eq!(d["world_size"], ranks);
+        assert_eq!(d["reason"], "timeout");
+    }
+    let out = collbench()
+        .args(["analyze", dir.path().to_str().unwrap(), "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "a problem was found");
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn a_hung_rank_is_named_with_its_sequence_number() {
+    let d = hang_and_analyze(4, "hang:rank=2,seq=5");
+    assert_eq!(d["culprits"], serde_json::json!([2]));
+    assert_eq!(d["findings"][0]["seq"], 5);
+    assert_eq!(d["findings"][0]["kind"], "not-joined");
+}
+
+#[test]
+fn a_hung_rank_among_seven_is_named() {
+    let d = hang_and_analyze(7, "hang:rank=6,seq=9");
+    assert_eq!(d["culprits"], serde_json::json!([6]));
+    assert_eq!(d["findings"][0]["seq"], 9);
+}
+
+#[test]
+fn a_rank_delayed_past_the_timeout_is_the_culprit() {
+    let d = hang_and_analyze(4, "delay:rank=1,seq=3,ms=8000");
+    assert_eq!(d["culprits"], serde_json::json!([1]));
+    assert_eq!(d["findings"][0]["seq"], 3);
+}
+
+#[test]
+fn a_short_delay_is_not_a_hang() {
+    let out = collbench()
+        .args([
+            "all-reduce",
+            "--device",
+            "host",
+            "--ranks",
+            "2",
+            "--sizes",
+            "1K",
+            "--inject",
+            "delay:rank=1,seq=2,ms=300",
+            "--timeout",
+            "5s",
+            "-q",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn injected(fault: &str) -> (i32, Value, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let out = collbench()
+        .args([
+            "all-reduce",
+            "--device",
+            "host",
+            "--ranks",
+            "3",
+            "--sizes",
+            "1K:4K",
+            "--iters",
+            "2",
+            "--inject",
+            fault,
+        ])
+        .args(["--json", json.to_str().unwrap(), "-q"])
+        .output()
+        .unwrap();
+    let v = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        v,
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn injected_nan_is_caught_by_the_checks() {
+    let (code, v, err) = injected("nan:rank=1");
+    assert_eq!(code, 1, "{err}");
+    let rows = v["rows"].as_array().unwrap();
+    assert!(
+        rows.iter().all(|r| r["nan"].as_i64().unwrap() > 0),
+        "every row sees the NaN"
+    );
+    let first = rows[0]["first_error"].as_str().unwrap();
+    assert!(
+        first.contains("rank") && first.contains("element"),
+        "{first}"
+    );
+}
+
+#[test]
+fn injected_corruption_is_caught_with_rank_and_element() {
+    let (code, v, err) = injected("corrupt:rank=2");
+    assert_eq!(code, 1, "{err}");
+    let row = &v["rows"][0];
+    assert!(row["wrong"].as_i64().unwrap() >= 1);
+    let first = row["first_error"].as_str().unwrap();
+    assert!(first.starts_with("rank 2 element 128"), "{first}");
+}
+
+#[test]
+fn sigusr1_dumps_and_the_run_goes_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("collbench"))
+        .args([
+            "all-reduce",
+            "--device",
+            "host",
+            "--ranks",
+            "2",
+            "--sizes",
+            "1K",
+            "--iters",
+            "20000",
+            "-q",
+            "--no-check",
+        ])
+        .args(["--dump-dir", dir.path().to_str().unwrap()])
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(700));
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGUSR1) };
+    let status = child.wait().unwrap();
+    assert!(status.success());
+    let d: Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("rank1.json")).unwrap()).unwrap();
+    assert_eq!(d["reason"], "request");
+}
+
+#[test]
+fn sigint_keeps_finished_rows_and_dumps() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("collbench"))
+        .args([
+            "all-reduce",
+            "--device",
+            "host",
+            "--ranks",
+            "2",
+            "--sizes",
+            "8B:64K",
+            "--iters",
+            "20000",
+            "-q",
+            "--no-check",
+        ])
+        .args([
+            "--dump-dir",
+            dir.path().join("d").to_str().unwrap(),
+            "--json",
+            json.to_str().unwrap(),
+        ])
+        .spawn()
+        .unwrap();
+    // Wait for a finished row (JSONL is written as rows finish), then interrupt.
+    let jsonl = dir.path().join("r.jsonl");
+    let t = Instant::now();
+    while std::fs::read_to_string(&jsonl).map_or(0, |s| s.lines().count()) < 2 {
+        assert!(t.elapsed() < Duration::from_secs(60), "no row finished");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130));
+    let v: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert!(
+        !v["rows"].as_array().unwrap().is_empty(),
+        "finished rows are kept"
+    );
+    let d: Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("d/rank0.json")).unwrap()).unwrap();
+    assert_eq!(d["reason"], "signal");
+}
+
+#[test]
+fn bad_inject_specs_exit_2() {
+    for spec in ["hang:rank=9,seq=1", "explode:rank=0", "hang:rank=0"] {
+        let out = collbench()
+            .args(["all-reduce", "--ranks", "2", "--inject", spec])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{spec}");
+        assert!(String::from_utf8_lossy(&out.stderr).contains("--inject"));
+    }
+}
+
+#[test]
+fn analyze_reads_the_pytorch_fixtures() {
+    let root =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/pytorch-fr");
+    if !root.exists() {
+        assert!(
+            std::env::var("COLLBENCH_REQUIRE_FIXTURES").is_err(),
+            "fixtures missing at {}",
+            root.display()
+        );
+        eprintln!("SKIPPED: fixtures not found at {}", root.display());
+        return;
+    }
+    for (case, code, culprits) in [
+        ("ok-4", 0, serde_json::json!([])),
+        ("skip-4", 1, serde_json::json!([2])),
+    ] {
+        for form in ["json", "pickle"] {
+            let out = collbench()
+                .args([
+                    "analyze",
+                    root.join(case).join(form).to_str().unwrap(),
+                    "--json",
+                ])
+                .output()
+                .unwrap();
+            assert_eq!(out.status.code(), Some(code), "{case}/{form}");
+            let d: Value = serde_json::from_slice(&out.stdout).unwrap();
+            assert_eq!(d["culprits"], culprits, "{case}/{form}");
+        }
+    }
+}
+
+#[test]
+fn analyze_of_nothing_readable_exits_2() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("junk"), b"not a dump").unwrap();
+    let out = collbench()
+        .args(["analyze", dir.path().to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let out = collbench()
+        .args(["analyze", "/definitely/not/here"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
