@@ -306,3 +306,14 @@ fn eight_ranks_on_few_cores_finish() {
     assert_eq!(code, 0, "{err}");
     assert!(rows(&v).iter().all(|r| r["wrong"] == 0));
 }
+
+#[test]
+fn a_build_without_mpi_refuses_to_run_under_a_launcher() {
+    let out = collbench()
+        .args(["all-reduce", "--sizes", "1K"])
+        .env("OMPI_COMM_WORLD_SIZE", "2")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("independent world"));
+}

@@ -78,6 +78,12 @@ fn choose_device(s: &Sweep) -> Result<String, String> {
 }
 
 fn sweep(coll: Option<Collective>, args: &RunArgs) -> i32 {
+    if let Some((launcher, n)) = crate::launch::foreign_launcher() {
+        return fail(format!(
+            "started by {launcher} as one of {n} tasks, but this build has no MPI support: each task would run \
+             its own independent world and print a misleading table. Run one task with --ranks N instead"
+        ));
+    }
     let s = match plan::build(coll, args) {
         Ok(s) => s,
         Err(e) => return fail(e),
