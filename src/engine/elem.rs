@@ -8,7 +8,7 @@ pub unsafe fn reduce(dtype: Dtype, op: ReduceOp, dst: *mut u8, inputs: &[*const 
     let d = dst as *mut f32;
     let a = inputs[0] as *const f32;
     if inputs.len() == 1 {
-        if a as usize != d as usize {
+        if !std::ptr::eq(a, d) {
             std::ptr::copy_nonoverlapping(a, d, len);
         }
         return;

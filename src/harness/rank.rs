@@ -71,7 +71,7 @@ impl RankJob<'_> {
             collective: "bootstrap",
             ..OpInfo::default()
         };
-        let seq = self.rec.begin(&boot, IterKind::Bootstrap);
+        let seq = self.rec.enter(&boot, IterKind::Bootstrap);
         self.world.barrier(self.exec.rank())?;
         self.rec.complete("bootstrap", seq);
         for (i, case) in self.cases.iter().enumerate() {
@@ -187,7 +187,7 @@ impl RankJob<'_> {
             collective: "barrier",
             ..OpInfo::default()
         };
-        let seq = self.rec.begin(&info, IterKind::Barrier);
+        let seq = self.rec.enter(&info, IterKind::Barrier);
         self.world.barrier(self.exec.rank())?;
         self.rec.complete("barrier", seq);
         Ok(())
@@ -197,7 +197,7 @@ impl RankJob<'_> {
     fn op(&self, r: &Ready<'_>, kind: IterKind, bufs: &mut [HostBuf; 3]) -> Result<(), ExecError> {
         let rank = self.exec.rank();
         let seq = if self.plan.injects.is_empty() {
-            self.rec.begin(&r.info, kind)
+            self.rec.enter(&r.info, kind)
         } else {
             self.faulty_begin(r, kind, bufs)?
         };
@@ -249,7 +249,7 @@ impl RankJob<'_> {
                 self.rec.start(WORLD_GROUP, seq);
                 seq
             }
-            _ => self.rec.begin(&r.info, kind),
+            _ => self.rec.enter(&r.info, kind),
         };
         if hit(|f| *f == Fault::Nan).is_some() {
             let (b, o) = r.layout.resolve(Slice::send(0));

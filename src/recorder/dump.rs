@@ -82,7 +82,7 @@ mod tests {
             ..OpInfo::default()
         };
         for r in &recs {
-            r.begin(&op, IterKind::Warmup);
+            r.enter(&op, IterKind::Warmup);
         }
         let info = RunInfo {
             world_size: 2,

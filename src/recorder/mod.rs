@@ -199,7 +199,7 @@ impl RankRecorder {
     }
 
     /// Schedules and starts at once; returns the sequence number.
-    pub fn begin(&self, op: &OpInfo, iteration: IterKind) -> u64 {
+    pub fn enter(&self, op: &OpInfo, iteration: IterKind) -> u64 {
         let seq = self.schedule(op, iteration);
         self.start(op.group, seq);
         seq
@@ -318,7 +318,7 @@ mod tests {
     fn ring_keeps_the_newest_entries_with_sequence_numbers() {
         let r = RankRecorder::new(0, 3);
         for _ in 0..5 {
-            let s = r.begin(&op(), IterKind::Timed);
+            let s = r.enter(&op(), IterKind::Timed);
             r.complete(WORLD_GROUP, s);
         }
         let e = r.snapshot();
@@ -335,7 +335,7 @@ mod tests {
         let r = RankRecorder::new(1, 10);
         let s = r.schedule(&op(), IterKind::Check);
         r.start(WORLD_GROUP, s);
-        r.begin(&[4, 2]);
+        Observer::begin(&r, &[4, 2]);
         r.step_done(0, 0);
         r.step_done(0, 1);
         r.waiting(0, 3, WaitKind::Recv);

@@ -164,7 +164,7 @@ mod tests {
             collective: "all-reduce",
             ..OpInfo::default()
         };
-        rec.begin(&op, IterKind::Timed);
+        rec.enter(&op, IterKind::Timed);
         let seen = Arc::new(Mutex::new(Vec::new()));
         let s2 = Arc::clone(&seen);
         let dog = Watchdog::spawn(
@@ -203,7 +203,7 @@ mod tests {
             ..OpInfo::default()
         };
         for _ in 0..20 {
-            let s = rec.begin(&op, IterKind::Timed);
+            let s = rec.enter(&op, IterKind::Timed);
             std::thread::sleep(Duration::from_millis(5));
             rec.complete("0", s);
         }

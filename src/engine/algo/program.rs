@@ -105,10 +105,10 @@ impl Peers {
     }
 
     pub fn one(rank: usize, chan: usize) -> Peers {
-        Peers::from_iter([(rank, chan)])
+        Peers::of([(rank, chan)])
     }
 
-    pub fn from_iter(it: impl IntoIterator<Item = (usize, usize)>) -> Peers {
+    pub fn of(it: impl IntoIterator<Item = (usize, usize)>) -> Peers {
         let mut p = Peers::default();
         for (rank, chan) in it {
             let i = p.len as usize;

@@ -67,11 +67,11 @@ fn node(shape: Shape, rank: usize, n: usize) -> Node {
 }
 
 fn kids(node: &Node, chan: usize) -> Peers {
-    Peers::from_iter(node.children.iter().flatten().map(|&k| (k, chan)))
+    Peers::of(node.children.iter().flatten().map(|&k| (k, chan)))
 }
 
 fn up(node: &Node, chan: usize) -> Peers {
-    Peers::from_iter(node.parent.map(|p| (p, chan)))
+    Peers::of(node.parent.map(|p| (p, chan)))
 }
 
 pub fn all_reduce(spec: &Spec) -> Vec<ChannelProgram> {

@@ -369,9 +369,8 @@ impl RankExec {
         loop {
             let mut moved = false;
             let mut done = true;
-            for ch in 0..nch {
-                let steps = &c.channels[ch];
-                while let Some(x) = steps.get(pcs[ch]) {
+            for (ch, (steps, pc)) in c.channels.iter().zip(pcs.iter_mut()).enumerate().take(nch) {
+                while let Some(x) = steps.get(*pc) {
                     if !ready(c, x) {
                         done = false;
                         break;
@@ -379,8 +378,8 @@ impl RankExec {
                     // SAFETY: the program's slices are inside the buffers the
                     // layout was made for, and `ready` checked the FIFOs.
                     unsafe { exec(c, x, &bases) };
-                    self.observer.step_done(ch, pcs[ch]);
-                    pcs[ch] += 1;
+                    self.observer.step_done(ch, *pc);
+                    *pc += 1;
                     moved = true;
                 }
             }
@@ -584,7 +583,7 @@ unsafe fn exec(c: &Compiled, x: &XStep, bases: &[*mut u8; 3]) {
         None => c.outs[outs[0] as usize].send_buffer(bytes),
     };
     if !plain_send {
-        if !(k == 1 && inputs[0] == target as *const u8) {
+        if !(k == 1 && std::ptr::eq(inputs[0], target)) {
             elem::reduce(c.dtype, c.op, target, &inputs[..k], s.len);
         }
         if s.finish {
