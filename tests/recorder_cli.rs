@@ -165,80 +165,45 @@ fn injected_corruption_is_caught_with_rank_and_element() {
     assert!(first.starts_with("rank 2 element 128"), "{first}");
 }
 
+/// Starts a long sweep, waits for its first finished row, sends `sig`.
+fn signal_mid_run(sig: i32, dir: &std::path::Path) -> std::process::ExitStatus {
+    let json = dir.join("r.json");
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("collbench"))
+        .args(["all-reduce", "--device", "host", "--ranks", "2", "--sizes", "8B:64B", "--iters", "300000", "-q", "--no-check"])
+        .args(["--dump-dir", dir.join("d").to_str().unwrap(), "--json", json.to_str().unwrap()])
+        .spawn()
+        .unwrap();
+    let jsonl = dir.join("r.jsonl");
+    let t = Instant::now();
+    while std::fs::read_to_string(&jsonl).map_or(0, |s| s.lines().count()) < 2 {
+        assert!(t.elapsed() < Duration::from_secs(120), "no row finished");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, sig) };
+    child.wait().unwrap()
+}
+
 #[test]
 fn sigusr1_dumps_and_the_run_goes_on() {
     let dir = tempfile::tempdir().unwrap();
-    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("collbench"))
-        .args([
-            "all-reduce",
-            "--device",
-            "host",
-            "--ranks",
-            "2",
-            "--sizes",
-            "1K",
-            "--iters",
-            "20000",
-            "-q",
-            "--no-check",
-        ])
-        .args(["--dump-dir", dir.path().to_str().unwrap()])
-        .spawn()
-        .unwrap();
-    std::thread::sleep(Duration::from_millis(700));
-    // SAFETY: signalling our own child.
-    unsafe { libc::kill(child.id() as i32, libc::SIGUSR1) };
-    let status = child.wait().unwrap();
+    let status = signal_mid_run(libc::SIGUSR1, dir.path());
     assert!(status.success());
-    let d: Value =
-        serde_json::from_slice(&std::fs::read(dir.path().join("rank1.json")).unwrap()).unwrap();
+    let d: Value = serde_json::from_slice(&std::fs::read(dir.path().join("d/rank1.json")).unwrap()).unwrap();
     assert_eq!(d["reason"], "request");
+    let v: Value = serde_json::from_slice(&std::fs::read(dir.path().join("r.json")).unwrap()).unwrap();
+    assert_eq!(v["rows"].as_array().unwrap().len(), 8, "the run went on to the end");
 }
 
 #[test]
 fn sigint_keeps_finished_rows_and_dumps() {
     let dir = tempfile::tempdir().unwrap();
-    let json = dir.path().join("r.json");
-    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("collbench"))
-        .args([
-            "all-reduce",
-            "--device",
-            "host",
-            "--ranks",
-            "2",
-            "--sizes",
-            "8B:64K",
-            "--iters",
-            "20000",
-            "-q",
-            "--no-check",
-        ])
-        .args([
-            "--dump-dir",
-            dir.path().join("d").to_str().unwrap(),
-            "--json",
-            json.to_str().unwrap(),
-        ])
-        .spawn()
-        .unwrap();
-    // Wait for a finished row (JSONL is written as rows finish), then interrupt.
-    let jsonl = dir.path().join("r.jsonl");
-    let t = Instant::now();
-    while std::fs::read_to_string(&jsonl).map_or(0, |s| s.lines().count()) < 2 {
-        assert!(t.elapsed() < Duration::from_secs(60), "no row finished");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    // SAFETY: signalling our own child.
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
-    let status = child.wait().unwrap();
+    let status = signal_mid_run(libc::SIGINT, dir.path());
     assert_eq!(status.code(), Some(130));
-    let v: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
-    assert!(
-        !v["rows"].as_array().unwrap().is_empty(),
-        "finished rows are kept"
-    );
-    let d: Value =
-        serde_json::from_slice(&std::fs::read(dir.path().join("d/rank0.json")).unwrap()).unwrap();
+    let v: Value = serde_json::from_slice(&std::fs::read(dir.path().join("r.json")).unwrap()).unwrap();
+    let rows = v["rows"].as_array().unwrap().len();
+    assert!((1..8).contains(&rows), "finished rows are kept: {rows}");
+    let d: Value = serde_json::from_slice(&std::fs::read(dir.path().join("d/rank0.json")).unwrap()).unwrap();
     assert_eq!(d["reason"], "signal");
 }
 
