@@ -169,8 +169,25 @@ fn injected_corruption_is_caught_with_rank_and_element() {
 fn signal_mid_run(sig: i32, dir: &std::path::Path) -> std::process::ExitStatus {
     let json = dir.join("r.json");
     let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("collbench"))
-        .args(["all-reduce", "--device", "host", "--ranks", "2", "--sizes", "8B:64B", "--iters", "300000", "-q", "--no-check"])
-        .args(["--dump-dir", dir.join("d").to_str().unwrap(), "--json", json.to_str().unwrap()])
+        .args([
+            "all-reduce",
+            "--device",
+            "host",
+            "--ranks",
+            "2",
+            "--sizes",
+            "8B:64B",
+            "--iters",
+            "300000",
+            "-q",
+            "--no-check",
+        ])
+        .args([
+            "--dump-dir",
+            dir.join("d").to_str().unwrap(),
+            "--json",
+            json.to_str().unwrap(),
+        ])
         .spawn()
         .unwrap();
     let jsonl = dir.join("r.jsonl");
@@ -189,10 +206,16 @@ fn sigusr1_dumps_and_the_run_goes_on() {
     let dir = tempfile::tempdir().unwrap();
     let status = signal_mid_run(libc::SIGUSR1, dir.path());
     assert!(status.success());
-    let d: Value = serde_json::from_slice(&std::fs::read(dir.path().join("d/rank1.json")).unwrap()).unwrap();
+    let d: Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("d/rank1.json")).unwrap()).unwrap();
     assert_eq!(d["reason"], "request");
-    let v: Value = serde_json::from_slice(&std::fs::read(dir.path().join("r.json")).unwrap()).unwrap();
-    assert_eq!(v["rows"].as_array().unwrap().len(), 8, "the run went on to the end");
+    let v: Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("r.json")).unwrap()).unwrap();
+    assert_eq!(
+        v["rows"].as_array().unwrap().len(),
+        8,
+        "the run went on to the end"
+    );
 }
 
 #[test]
@@ -200,10 +223,12 @@ fn sigint_keeps_finished_rows_and_dumps() {
     let dir = tempfile::tempdir().unwrap();
     let status = signal_mid_run(libc::SIGINT, dir.path());
     assert_eq!(status.code(), Some(130));
-    let v: Value = serde_json::from_slice(&std::fs::read(dir.path().join("r.json")).unwrap()).unwrap();
+    let v: Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("r.json")).unwrap()).unwrap();
     let rows = v["rows"].as_array().unwrap().len();
     assert!((1..8).contains(&rows), "finished rows are kept: {rows}");
-    let d: Value = serde_json::from_slice(&std::fs::read(dir.path().join("d/rank0.json")).unwrap()).unwrap();
+    let d: Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("d/rank0.json")).unwrap()).unwrap();
     assert_eq!(d["reason"], "signal");
 }
 

@@ -21,7 +21,8 @@ struct Header {
     ready: AtomicU64,
     /// Payload bytes.
     len: AtomicUsize,
-    /// Address of the payload in the sender's memory, or 0: in the slot.
+    /// Where the payload is in the sender's memory (offset from the sender's
+    /// direct base, plus 1), or 0: in the slot.
     ptr: AtomicUsize,
     inline: UnsafeCell<[u8; INLINE]>,
 }
@@ -29,14 +30,26 @@ struct Header {
 #[repr(C, align(64))]
 struct Padded<T>(T);
 
-/// One direction of one connection.
+/// How addresses of direct payloads translate between the two ends: the
+/// sender posts `address - send_base`, the receiver reads at
+/// `recv_base + offset`. Within one process both bases are 0.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DirectMap {
+    pub send_base: usize,
+    pub recv_base: usize,
+}
+
+/// One direction of one connection. Its shared state is one region (head,
+/// slot headers, slot data) that may live in this process's heap or in a
+/// mapping shared with another process; the counters each side keeps for
+/// itself stay in this struct.
 pub struct Fifo {
-    headers: Box<[Header]>,
-    data: NonNull<u8>,
-    layout: Layout,
+    region: NonNull<u8>,
+    /// The allocation when this FIFO owns its region.
+    owned: Option<Layout>,
+    slots: usize,
     slot_bytes: usize,
-    /// Messages consumed (receiver writes).
-    head: Padded<AtomicU64>,
+    direct: DirectMap,
     /// Sender-private: messages posted, and the last head it saw.
     sent: Padded<(AtomicU64, AtomicU64)>,
     /// Receiver-private: messages consumed so far.
@@ -56,52 +69,100 @@ pub struct Incoming {
     pub len: usize,
 }
 
+const HEAD: usize = 64;
+
 impl Fifo {
-    /// A FIFO of `slots` slots of `slot_bytes` each.
+    /// Bytes of the shared region of a FIFO of this shape.
+    pub fn region_bytes(slots: usize, slot_bytes: usize) -> usize {
+        HEAD + slots * std::mem::size_of::<Header>() + slots * slot_bytes.next_multiple_of(64)
+    }
+
+    /// A FIFO of `slots` slots of `slot_bytes` each, in this process's heap.
     pub fn new(slots: usize, slot_bytes: usize) -> Result<Fifo, std::alloc::LayoutError> {
-        let headers = (0..slots)
-            .map(|_| Header {
-                ready: AtomicU64::new(0),
-                len: AtomicUsize::new(0),
-                ptr: AtomicUsize::new(0),
-                inline: UnsafeCell::new([0; INLINE]),
-            })
-            .collect();
-        let layout = Layout::from_size_align((slots * slot_bytes).max(64), 64)?;
+        let layout = Layout::from_size_align(Fifo::region_bytes(slots, slot_bytes), 64)?;
         // SAFETY: layout has non-zero size.
         let raw = unsafe { alloc_zeroed(layout) };
-        let data = NonNull::new(raw).unwrap_or_else(|| std::alloc::handle_alloc_error(layout));
-        Ok(Fifo {
-            headers,
-            data,
-            layout,
+        let region = NonNull::new(raw).unwrap_or_else(|| std::alloc::handle_alloc_error(layout));
+        Ok(Fifo::with_region(
+            region,
+            Some(layout),
+            slots,
             slot_bytes,
-            head: Padded(AtomicU64::new(0)),
+            DirectMap::default(),
+        ))
+    }
+
+    /// A FIFO over a zero-initialised region of [`Fifo::region_bytes`] bytes
+    /// shared with the other end (a mapping both processes see).
+    ///
+    /// # Safety
+    /// `region` is 64-byte aligned, valid for the FIFO's whole life, and
+    /// used by exactly one sender and one receiver of this shape.
+    pub unsafe fn in_region(
+        region: NonNull<u8>,
+        slots: usize,
+        slot_bytes: usize,
+        direct: DirectMap,
+    ) -> Fifo {
+        Fifo::with_region(region, None, slots, slot_bytes, direct)
+    }
+
+    fn with_region(
+        region: NonNull<u8>,
+        owned: Option<Layout>,
+        slots: usize,
+        slot_bytes: usize,
+        direct: DirectMap,
+    ) -> Fifo {
+        Fifo {
+            region,
+            owned,
+            slots,
+            slot_bytes: slot_bytes.next_multiple_of(64),
+            direct,
             sent: Padded((AtomicU64::new(0), AtomicU64::new(0))),
             taken: Padded(AtomicU64::new(0)),
-        })
+        }
     }
 
     pub fn slots(&self) -> usize {
-        self.headers.len()
+        self.slots
     }
 
     pub fn slot_bytes(&self) -> usize {
         self.slot_bytes
     }
 
+    fn head(&self) -> &AtomicU64 {
+        // SAFETY: the region starts with the head counter (zeroed = 0).
+        unsafe { &*(self.region.as_ptr() as *const AtomicU64) }
+    }
+
+    fn slot(&self, seq: u64) -> usize {
+        (seq % self.slots as u64) as usize
+    }
+
     fn header(&self, seq: u64) -> &Header {
-        &self.headers[(seq % self.headers.len() as u64) as usize]
+        let at = HEAD + self.slot(seq) * std::mem::size_of::<Header>();
+        // SAFETY: inside the region; a zeroed Header is valid.
+        unsafe { &*(self.region.as_ptr().add(at) as *const Header) }
+    }
+
+    fn data(&self, seq: u64) -> *mut u8 {
+        let at =
+            HEAD + self.slots * std::mem::size_of::<Header>() + self.slot(seq) * self.slot_bytes;
+        // SAFETY: inside the region.
+        unsafe { self.region.as_ptr().add(at) }
     }
 
     /// Sender: whether a slot is free (never blocks).
     pub fn can_send(&self) -> bool {
         let sent = self.sent.0 .0.load(Ordering::Relaxed);
-        let slots = self.headers.len() as u64;
+        let slots = self.slots as u64;
         if sent - self.sent.0 .1.load(Ordering::Relaxed) < slots {
             return true;
         }
-        let head = self.head.0.load(Ordering::Acquire);
+        let head = self.head().load(Ordering::Acquire);
         self.sent.0 .1.store(head, Ordering::Relaxed);
         sent - head < slots
     }
@@ -113,9 +174,7 @@ impl Fifo {
         if len <= INLINE {
             self.header(seq).inline.get() as *mut u8
         } else {
-            let slot = (seq % self.headers.len() as u64) as usize;
-            // SAFETY: slot < slots, so the offset is inside the allocation.
-            unsafe { self.data.as_ptr().add(slot * self.slot_bytes) }
+            self.data(seq)
         }
     }
 
@@ -125,8 +184,12 @@ impl Fifo {
         let seq = self.sent.0 .0.load(Ordering::Relaxed);
         let h = self.header(seq);
         h.len.store(len, Ordering::Relaxed);
-        h.ptr
-            .store(direct.map_or(0, |p| p as usize), Ordering::Relaxed);
+        let off = direct.map_or(0, |p| {
+            (p as usize)
+                .wrapping_sub(self.direct.send_base)
+                .wrapping_add(1)
+        });
+        h.ptr.store(off, Ordering::Relaxed);
         h.ready.store(seq + 1, Ordering::Release);
         self.sent.0 .0.store(seq + 1, Ordering::Relaxed);
     }
@@ -139,15 +202,13 @@ impl Fifo {
             return None;
         }
         let len = h.len.load(Ordering::Relaxed);
-        let direct = h.ptr.load(Ordering::Relaxed);
-        let ptr = if direct != 0 {
-            direct as *const u8
+        let off = h.ptr.load(Ordering::Relaxed);
+        let ptr = if off != 0 {
+            self.direct.recv_base.wrapping_add(off - 1) as *const u8
         } else if len <= INLINE {
             h.inline.get() as *const u8
         } else {
-            let slot = (seq % self.headers.len() as u64) as usize;
-            // SAFETY: slot < slots, inside the allocation.
-            unsafe { self.data.as_ptr().add(slot * self.slot_bytes) }
+            self.data(seq)
         };
         Some(Incoming { ptr, len })
     }
@@ -156,24 +217,26 @@ impl Fifo {
     pub fn release(&self) {
         let seq = self.taken.0.load(Ordering::Relaxed) + 1;
         self.taken.0.store(seq, Ordering::Relaxed);
-        self.head.0.store(seq, Ordering::Release);
+        self.head().store(seq, Ordering::Release);
     }
 
     /// Sender: whether every posted message has been consumed.
     pub fn drained(&self) -> bool {
-        self.head.0.load(Ordering::Acquire) == self.sent.0 .0.load(Ordering::Relaxed)
+        self.head().load(Ordering::Acquire) == self.sent.0 .0.load(Ordering::Relaxed)
     }
 
     /// Messages posted but not yet consumed (for diagnostics).
     pub fn in_flight(&self) -> u64 {
-        self.sent.0 .0.load(Ordering::Relaxed) - self.head.0.load(Ordering::Acquire)
+        self.sent.0 .0.load(Ordering::Relaxed) - self.head().load(Ordering::Acquire)
     }
 }
 
 impl Drop for Fifo {
     fn drop(&mut self) {
-        // SAFETY: allocated in `new` with this layout.
-        unsafe { dealloc(self.data.as_ptr(), self.layout) }
+        if let Some(layout) = self.owned {
+            // SAFETY: allocated in `new` with this layout.
+            unsafe { dealloc(self.region.as_ptr(), layout) }
+        }
     }
 }
 
@@ -214,6 +277,39 @@ mod tests {
         }
         sender.join().unwrap();
         assert!(fifo.drained());
+    }
+
+    #[test]
+    fn direct_payloads_translate_between_address_spaces() {
+        let region = Fifo::new(2, 64).unwrap();
+        // The same region seen by a sender whose buffers start at 0x1000 and
+        // a receiver that maps them at 0x9000.
+        let send = unsafe {
+            Fifo::in_region(
+                region.region,
+                2,
+                64,
+                DirectMap {
+                    send_base: 0x1000,
+                    recv_base: 0,
+                },
+            )
+        };
+        let recv = unsafe {
+            Fifo::in_region(
+                region.region,
+                2,
+                64,
+                DirectMap {
+                    send_base: 0,
+                    recv_base: 0x9000,
+                },
+            )
+        };
+        send.post(4096, Some(0x1010 as *const u8));
+        assert_eq!(recv.peek().unwrap().ptr as usize, 0x9010);
+        recv.release();
+        assert!(send.drained());
     }
 
     #[test]
