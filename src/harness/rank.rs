@@ -64,8 +64,7 @@ struct Ready<'b> {
 impl RankJob<'_> {
     pub fn run(self) -> Result<(), ExecError> {
         let sizes = buffer_bytes(self.plan, self.cases);
-        let alloc = |n| HostBuf::new(n).map_err(ExecError::Setup);
-        let mut bufs = [alloc(sizes[0])?, alloc(sizes[1])?, alloc(sizes[2])?];
+        let mut bufs = self.world.buffers(self.exec.rank(), sizes)?;
         let boot = OpInfo {
             group: "bootstrap",
             collective: "bootstrap",

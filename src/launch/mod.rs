@@ -4,6 +4,21 @@
 //! independent worlds and print N misleading tables: [`foreign_launcher`]
 //! notices that first.
 
+#[cfg(feature = "mpi")]
+mod mpi;
+#[cfg(not(feature = "mpi"))]
+#[path = "mpi_disabled.rs"]
+mod mpi;
+
+pub use self::mpi::{init as init_mpi, Mpi};
+
+/// This machine's host name.
+pub fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "unknown".into())
+}
+
 /// The most thread ranks this machine runs: oversubscribing cores works
 /// (waits yield), but beyond 32 ranks per core each rank gets too little
 /// time to finish a sweep in reasonable time.

@@ -193,11 +193,7 @@ fn meta(s: &Sweep, device: &str) -> Meta {
     }
 }
 
-pub fn hostname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|s| s.trim().to_string())
-        .unwrap_or_else(|_| "unknown".into())
-}
+pub use crate::launch::hostname;
 
 pub fn cpu_model() -> String {
     std::fs::read_to_string("/proc/cpuinfo")

@@ -8,6 +8,7 @@ use super::mem::HostBuf;
 use crate::engine::algo::{Buf, Layout, Prim, Program, Slice, Step, MAX_PEERS};
 use crate::engine::elem;
 use crate::engine::observe::{Observer, WaitKind};
+pub use crate::engine::transport::inproc::DirectMap;
 use crate::engine::transport::inproc::Fifo;
 use crate::engine::types::{Dtype, ReduceOp};
 use std::collections::HashMap;
@@ -69,54 +70,117 @@ pub enum ExecError {
     Setup(String),
 }
 
-/// The connections of one world of thread ranks, made on first use.
-pub struct HostWorld {
-    nranks: usize,
-    opts: HostOptions,
+/// How a world's ranks reach each other: the FIFOs between them, their
+/// barrier, and where rank buffers live (so peers can read them directly).
+pub trait Links: Send + Sync {
+    /// The FIFO from `from` to `to` on channel `chan`: the same one every call.
+    fn fifo(
+        &self,
+        from: usize,
+        to: usize,
+        chan: u32,
+        opts: &HostOptions,
+    ) -> Result<Arc<Fifo>, ExecError>;
+    /// Waits until every rank of the world has arrived.
+    fn barrier(&self, world: &HostWorld, rank: usize) -> Result<(), ExecError>;
+    /// Rank `rank`'s physical buffers of `bytes` each.
+    fn buffers(&self, rank: usize, bytes: [usize; 3]) -> Result<[HostBuf; 3], ExecError> {
+        let _ = rank;
+        let alloc = |n| HostBuf::new(n).map_err(ExecError::Setup);
+        Ok([alloc(bytes[0])?, alloc(bytes[1])?, alloc(bytes[2])?])
+    }
+}
+
+/// Ranks that are threads of this process: FIFOs made on first use.
+#[derive(Default)]
+pub struct InProcess {
     fifos: Mutex<HashMap<(usize, usize, u32), Arc<Fifo>>>,
-    abort: AtomicBool,
     arrived: AtomicUsize,
     generation: AtomicUsize,
 }
 
-impl HostWorld {
-    pub fn new(nranks: usize, opts: HostOptions) -> Arc<HostWorld> {
-        Arc::new(HostWorld {
-            nranks,
-            opts,
-            fifos: Mutex::new(HashMap::new()),
-            abort: AtomicBool::new(false),
-            arrived: AtomicUsize::new(0),
-            generation: AtomicUsize::new(0),
-        })
+impl Links for InProcess {
+    fn fifo(
+        &self,
+        from: usize,
+        to: usize,
+        chan: u32,
+        opts: &HostOptions,
+    ) -> Result<Arc<Fifo>, ExecError> {
+        let mut map = self
+            .fifos
+            .lock()
+            .map_err(|_| ExecError::Setup("connection table poisoned".into()))?;
+        if let Some(f) = map.get(&(from, to, chan)) {
+            return Ok(Arc::clone(f));
+        }
+        let fifo = Fifo::new(opts.slots, opts.slot_bytes)
+            .map_err(|e| ExecError::Setup(format!("FIFO allocation: {e}")))?;
+        let fifo = Arc::new(fifo);
+        map.insert((from, to, chan), Arc::clone(&fifo));
+        Ok(fifo)
     }
 
-    /// Waits until every rank has arrived; honours the timeout and abort.
-    pub fn barrier(&self, rank: usize) -> Result<(), ExecError> {
+    fn barrier(&self, world: &HostWorld, rank: usize) -> Result<(), ExecError> {
         let generation = self.generation.load(Ordering::Acquire);
-        if self.arrived.fetch_add(1, Ordering::AcqRel) + 1 == self.nranks {
+        if self.arrived.fetch_add(1, Ordering::AcqRel) + 1 == world.nranks {
             self.arrived.store(0, Ordering::Relaxed);
             self.generation.store(generation + 1, Ordering::Release);
             return Ok(());
         }
-        let mut wait = Wait::new(spin_limit(self.nranks));
+        let mut wait = Wait::new(spin_limit(world.nranks));
         while self.generation.load(Ordering::Acquire) == generation {
             if !wait.snooze() {
                 continue;
             }
-            if self.aborted() {
+            if world.aborted() {
                 return Err(ExecError::Aborted);
             }
-            if wait.elapsed() >= self.opts.timeout {
+            if wait.elapsed() >= world.opts.timeout {
                 return Err(ExecError::BarrierTimeout {
                     rank,
                     arrived: self.arrived.load(Ordering::Relaxed),
-                    nranks: self.nranks,
+                    nranks: world.nranks,
                     waited: wait.elapsed(),
                 });
             }
         }
         Ok(())
+    }
+}
+
+/// The ranks of one run and how they reach each other.
+pub struct HostWorld {
+    nranks: usize,
+    opts: HostOptions,
+    links: Box<dyn Links>,
+    abort: AtomicBool,
+}
+
+impl HostWorld {
+    /// A world of `nranks` thread ranks in this process.
+    pub fn new(nranks: usize, opts: HostOptions) -> Arc<HostWorld> {
+        HostWorld::with_links(nranks, opts, Box::new(InProcess::default()))
+    }
+
+    /// A world whose ranks are reached through `links`.
+    pub fn with_links(nranks: usize, opts: HostOptions, links: Box<dyn Links>) -> Arc<HostWorld> {
+        Arc::new(HostWorld {
+            nranks,
+            opts,
+            links,
+            abort: AtomicBool::new(false),
+        })
+    }
+
+    /// Waits until every rank has arrived; honours the timeout and abort.
+    pub fn barrier(&self, rank: usize) -> Result<(), ExecError> {
+        self.links.barrier(self, rank)
+    }
+
+    /// Rank `rank`'s physical buffers.
+    pub fn buffers(&self, rank: usize, bytes: [usize; 3]) -> Result<[HostBuf; 3], ExecError> {
+        self.links.buffers(rank, bytes)
     }
 
     pub fn nranks(&self) -> usize {
@@ -137,18 +201,7 @@ impl HostWorld {
     }
 
     fn fifo(&self, from: usize, to: usize, chan: u32) -> Result<Arc<Fifo>, ExecError> {
-        let mut map = self
-            .fifos
-            .lock()
-            .map_err(|_| ExecError::Setup("connection table poisoned".into()))?;
-        if let Some(f) = map.get(&(from, to, chan)) {
-            return Ok(Arc::clone(f));
-        }
-        let fifo = Fifo::new(self.opts.slots, self.opts.slot_bytes)
-            .map_err(|e| ExecError::Setup(format!("FIFO allocation: {e}")))?;
-        let fifo = Arc::new(fifo);
-        map.insert((from, to, chan), Arc::clone(&fifo));
-        Ok(fifo)
+        self.links.fifo(from, to, chan, &self.opts)
     }
 
     /// Elements per step for `dtype`: what one slot holds.

@@ -8,7 +8,8 @@ use std::ptr::NonNull;
 pub struct HostBuf {
     ptr: NonNull<u8>,
     len: usize,
-    layout: Layout,
+    /// The allocation, when this buffer owns its memory (not a view).
+    layout: Option<Layout>,
 }
 
 // SAFETY: HostBuf owns its allocation; sharing happens through raw pointers
@@ -25,7 +26,23 @@ impl HostBuf {
         let raw = unsafe { alloc_zeroed(layout) };
         let ptr =
             NonNull::new(raw).ok_or_else(|| format!("out of memory allocating {len} bytes"))?;
-        Ok(HostBuf { ptr, len, layout })
+        Ok(HostBuf {
+            ptr,
+            len,
+            layout: Some(layout),
+        })
+    }
+
+    /// A buffer over `len` bytes of memory owned elsewhere (a shared segment).
+    ///
+    /// # Safety
+    /// The memory is valid, zero-initialised or written, and outlives the buffer.
+    pub unsafe fn view(ptr: NonNull<u8>, len: usize) -> HostBuf {
+        HostBuf {
+            ptr,
+            len,
+            layout: None,
+        }
     }
 
     pub fn len(&self) -> usize {
@@ -53,8 +70,10 @@ impl HostBuf {
 
 impl Drop for HostBuf {
     fn drop(&mut self) {
-        // SAFETY: allocated in `new` with this layout.
-        unsafe { dealloc(self.ptr.as_ptr(), self.layout) }
+        if let Some(layout) = self.layout {
+            // SAFETY: allocated in `new` with this layout.
+            unsafe { dealloc(self.ptr.as_ptr(), layout) }
+        }
     }
 }
 

@@ -3,5 +3,5 @@
 pub mod host;
 pub mod mem;
 
-pub use host::{Compiled, ExecError, HostOptions, HostWorld, RankExec};
+pub use host::{Compiled, ExecError, HostOptions, HostWorld, InProcess, Links, RankExec};
 pub use mem::HostBuf;

@@ -2,3 +2,4 @@
 //! process share FIFOs of a few slots with head/tail flags.
 
 pub mod inproc;
+pub mod shm;

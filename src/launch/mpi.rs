@@ -1,0 +1,125 @@
+//! The MPI world (feature `mpi`): one rank per process under mpirun/srun.
+//! Bootstrap data (pids, shared-memory handles, host names) moves through
+//! MPI; every wait here polls, so it honours the timeout and the abort flag.
+
+use mpi::collective::CommunicatorCollectives;
+use mpi::point_to_point::{Destination, MatchedReceiveVec, Source};
+use mpi::topology::{Communicator, SimpleCommunicator};
+use mpi::Threading;
+use std::time::{Duration, Instant};
+
+/// This process's place in the MPI world.
+pub struct Mpi {
+    _universe: mpi::environment::Universe,
+    world: SimpleCommunicator,
+    pub rank: usize,
+    pub size: usize,
+    /// The host each rank runs on, by rank.
+    pub hosts: Vec<String>,
+}
+
+/// Fixed size of one rank's bootstrap record.
+pub const RECORD: usize = 256;
+
+/// Joins the MPI world when a launcher started this process; `None` otherwise.
+pub fn init() -> Result<Option<Mpi>, String> {
+    if super::foreign_launcher().is_none() && std::env::var("OMPI_COMM_WORLD_SIZE").is_err() {
+        return Ok(None);
+    }
+    let (universe, threading) =
+        mpi::initialize_with_threading(Threading::Multiple).ok_or("MPI was already initialised")?;
+    if threading != Threading::Multiple {
+        return Err(format!(
+            "this MPI gives thread support {threading:?}; collbench needs MPI_THREAD_MULTIPLE"
+        ));
+    }
+    let world = universe.world();
+    let (rank, size) = (world.rank() as usize, world.size() as usize);
+    let me = super::hostname();
+    let mut m = Mpi {
+        _universe: universe,
+        world,
+        rank,
+        size,
+        hosts: Vec::new(),
+    };
+    m.hosts = m
+        .all_gather(me.as_bytes())?
+        .into_iter()
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .collect();
+    Ok(Some(m))
+}
+
+impl Mpi {
+    pub fn world(&self) -> &SimpleCommunicator {
+        &self.world
+    }
+
+    /// Every rank's `mine` (at most [`RECORD`] bytes), by rank.
+    pub fn all_gather(&self, mine: &[u8]) -> Result<Vec<Vec<u8>>, String> {
+        if mine.len() > RECORD - 2 {
+            return Err(format!(
+                "bootstrap record of {} bytes is too long",
+                mine.len()
+            ));
+        }
+        let mut send = [0u8; RECORD];
+        send[..2].copy_from_slice(&(mine.len() as u16).to_le_bytes());
+        send[2..2 + mine.len()].copy_from_slice(mine);
+        let mut all = vec![0u8; RECORD * self.size];
+        self.world.all_gather_into(&send[..], &mut all[..]);
+        Ok(all
+            .chunks(RECORD)
+            .map(|c| {
+                let n = u16::from_le_bytes([c[0], c[1]]) as usize;
+                c[2..2 + n.min(RECORD - 2)].to_vec()
+            })
+            .collect())
+    }
+
+    /// A barrier that gives up after `timeout` or when `abort()` says so.
+    pub fn barrier(&self, timeout: Duration, abort: &dyn Fn() -> bool) -> Result<(), String> {
+        let mut req = self.world.immediate_barrier();
+        let start = Instant::now();
+        loop {
+            match req.test() {
+                Ok(_) => return Ok(()),
+                Err(r) => req = r,
+            }
+            if abort() {
+                // The request cannot be cancelled; the process is ending.
+                std::mem::forget(req);
+                return Err("aborted".into());
+            }
+            if start.elapsed() > timeout {
+                std::mem::forget(req);
+                return Err(format!("MPI barrier waited {:?}", start.elapsed()));
+            }
+            std::thread::yield_now();
+        }
+    }
+
+    /// Sends `bytes` to rank `to` with `tag`.
+    pub fn send(&self, to: usize, tag: i32, bytes: &[u8]) {
+        self.world
+            .process_at_rank(to as i32)
+            .send_with_tag(bytes, tag);
+    }
+
+    /// The next message with `tag` from any rank, if one has arrived.
+    pub fn try_receive(&self, tag: i32) -> Option<(usize, Vec<u8>)> {
+        let probed = self
+            .world
+            .any_process()
+            .immediate_matched_probe_with_tag(tag)?;
+        let (bytes, status) = probed.matched_receive_vec::<u8>();
+        Some((status.source_rank() as usize, bytes))
+    }
+
+    /// Rank 0's `bytes` on every rank (at most [`RECORD`] - 2 bytes).
+    pub fn broadcast(&self, bytes: &[u8]) -> Result<Vec<u8>, String> {
+        let all = self.all_gather(if self.rank == 0 { bytes } else { &[] })?;
+        Ok(all.into_iter().next().unwrap_or_default())
+    }
+}
