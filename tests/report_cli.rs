@@ -504,3 +504,20 @@ fn example_spec_in_scripts_parses() {
     let o = run(&["qualify", s(&tiny)]);
     assert_ne!(o.code, 2, "the example must be a valid spec: {}", o.stderr);
 }
+
+#[test]
+fn readme_spec_example_is_valid() {
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+    let start = readme
+        .find("```toml\n")
+        .expect("a toml block in the README")
+        + 8;
+    let len = readme[start..].find("```").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let spec = dir.path().join("readme.toml");
+    std::fs::write(&spec, &readme[start..start + len]).unwrap();
+    let o = run(&["qualify", s(&spec)]);
+    assert_ne!(o.code, 2, "{}", o.stderr);
+    assert!(o.stdout.contains("2 check(s)"), "{}", o.stdout);
+}

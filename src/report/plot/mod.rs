@@ -37,8 +37,10 @@ impl Style {
     const CAPTION_PT: u32 = 22;
     const AXIS_PT: u32 = 18;
     const LABEL_PT: u32 = 15;
-    /// Tableau's ten colours: distinct, and readable on white.
-    const COLORS: [RGBColor; 10] = [
+    /// Tableau's ten colours and six darker ones: distinct, and readable on
+    /// white, so that every collective and algorithm of `all --algo all`
+    /// (twelve cases) has its own.
+    const COLORS: [RGBColor; 16] = [
         RGBColor(31, 119, 180),
         RGBColor(255, 127, 14),
         RGBColor(44, 160, 44),
@@ -49,10 +51,21 @@ impl Style {
         RGBColor(127, 127, 127),
         RGBColor(188, 189, 34),
         RGBColor(23, 190, 207),
+        RGBColor(0, 0, 0),
+        RGBColor(57, 59, 121),
+        RGBColor(99, 121, 57),
+        RGBColor(132, 60, 57),
+        RGBColor(0, 128, 128),
+        RGBColor(189, 158, 57),
     ];
 
-    fn color(i: usize) -> RGBColor {
-        Style::COLORS[i % Style::COLORS.len()]
+    fn color(s: &Series) -> RGBColor {
+        Style::COLORS[s.case % Style::COLORS.len()]
+    }
+
+    /// 0: disc, 1: triangle, 2: cross; by file, then past the tenth colour.
+    fn shape(s: &Series) -> usize {
+        (s.source + s.case / Style::COLORS.len()) % 3
     }
 }
 
@@ -135,8 +148,8 @@ where
     DB: DrawingBackend,
     Y: Ranged<ValueType = f64>,
 {
-    for (i, s) in series.iter().enumerate() {
-        let color = Style::color(i);
+    for s in series {
+        let color = Style::color(s);
         let pts: Vec<(f64, f64)> = s
             .points
             .iter()
@@ -145,7 +158,7 @@ where
         chart
             .draw_series(LineSeries::new(pts.clone(), color.stroke_width(2)))
             .map_err(err)?;
-        match i / Style::COLORS.len() % 3 {
+        match Style::shape(s) {
             0 => chart.draw_series(pts.iter().map(|&p| Circle::new(p, 4, color.filled()))),
             1 => chart.draw_series(
                 pts.iter()
@@ -271,7 +284,7 @@ fn legend<DB: DrawingBackend>(
     ))
     .map_err(err)?;
     for (i, s) in series.iter().enumerate() {
-        let color = Style::color(i);
+        let color = Style::color(s);
         let x = 12 + (i / per_col) as i32 * col_w;
         let y = 52 + (i % per_col) as i32 * Style::LEGEND_ROW_H as i32;
         area.draw(&PathElement::new(
@@ -280,7 +293,7 @@ fn legend<DB: DrawingBackend>(
         ))
         .map_err(err)?;
         let c = (x + 17, y);
-        match i / Style::COLORS.len() % 3 {
+        match Style::shape(s) {
             0 => area.draw(&Circle::new(c, 4, color.filled())),
             1 => area.draw(&TriangleMarker::new(c, 6, color.filled())),
             _ => area.draw(&Cross::new(c, 5, color.stroke_width(2))),

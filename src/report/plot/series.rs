@@ -17,12 +17,21 @@ pub struct Source<'a> {
 pub struct Series {
     pub label: String,
     pub points: Vec<(u64, f64, f64)>,
+    /// Which case this is (the label without its file): the same case has
+    /// the same colour in every overlaid file.
+    pub case: usize,
+    /// Which results file it comes from: overlaid files differ in marker.
+    pub source: usize,
 }
 
-/// Values that vary among `rows`, so series must be told apart by them.
-fn varies(rows: &[&Row], f: impl Fn(&Row) -> String) -> bool {
-    rows.first()
-        .is_some_and(|a| rows.iter().any(|r| f(r) != f(a)))
+/// Whether a value varies among the rows that have one (`f` gives `None`
+/// where a row has none, such as the op of a broadcast), so that series must
+/// be told apart by it.
+fn varies<T: PartialEq>(rows: &[&Row], f: impl Fn(&Row) -> Option<T>) -> bool {
+    let mut values = rows.iter().filter_map(|r| f(r));
+    values
+        .next()
+        .is_some_and(|first| values.any(|v| v != first))
 }
 
 /// The series of `sources`: one per collective x algorithm x engine (plus
@@ -30,13 +39,12 @@ fn varies(rows: &[&Row], f: impl Fn(&Row) -> String) -> bool {
 /// any, in-place otherwise.
 pub fn series(sources: &[Source<'_>]) -> Vec<Series> {
     let all: Vec<&Row> = sources.iter().flat_map(|s| &s.results.rows).collect();
-    let (by_dtype, by_op) = (
-        varies(&all, |r| r.dtype.clone()),
-        varies(&all, |r| r.op.clone()),
-    );
-    let by_root = varies(&all, |r| r.root.to_string());
+    let by_dtype = varies(&all, |r| Some(r.dtype.clone()));
+    let by_op = varies(&all, |r| (r.op != "none").then(|| r.op.clone()));
+    let by_root = varies(&all, |r| (r.root >= 0).then_some(r.root));
     let mut out: Vec<Series> = Vec::new();
-    for s in sources {
+    let mut cases: Vec<String> = Vec::new();
+    for (source, s) in sources.iter().enumerate() {
         let rows = &s.results.rows;
         let place = if rows.iter().any(|r| r.placement == "out") {
             "out"
@@ -54,6 +62,13 @@ pub fn series(sources: &[Source<'_>]) -> Vec<Series> {
             if by_root && r.root >= 0 {
                 label.push_str(&format!(" root {}", r.root));
             }
+            let case = match cases.iter().position(|c| *c == label) {
+                Some(i) => i,
+                None => {
+                    cases.push(label.clone());
+                    cases.len() - 1
+                }
+            };
             if let Some(l) = &s.label {
                 label = format!("{l}: {label}");
             }
@@ -64,6 +79,8 @@ pub fn series(sources: &[Source<'_>]) -> Vec<Series> {
                 None => out.push(Series {
                     label,
                     points: vec![point],
+                    case,
+                    source,
                 }),
             }
         }
@@ -225,6 +242,47 @@ pub mod tests {
         ]);
         assert_eq!(two.len(), 4);
         assert_eq!(two[3].label, "b: all-reduce tree builtin");
+        assert_eq!(
+            (two[3].case, two[3].source),
+            (1, 1),
+            "colour of the case, marker of the file"
+        );
+    }
+
+    #[test]
+    fn only_what_varies_among_rows_that_have_it_names_a_series() {
+        let mut bcast = row(8, "out");
+        (bcast.collective, bcast.op, bcast.root) = ("broadcast".into(), "none".into(), 0);
+        let mut prod = row(8, "out");
+        prod.op = "prod".into();
+        let r = results(vec![row(8, "out"), bcast.clone()]);
+        let labels: Vec<String> = series(&[Source {
+            label: None,
+            results: &r,
+        }])
+        .into_iter()
+        .map(|s| s.label)
+        .collect();
+        assert_eq!(
+            labels,
+            ["all-reduce ring builtin", "broadcast ring builtin"]
+        );
+        let r = results(vec![row(8, "out"), prod, bcast]);
+        let labels: Vec<String> = series(&[Source {
+            label: None,
+            results: &r,
+        }])
+        .into_iter()
+        .map(|s| s.label)
+        .collect();
+        assert_eq!(
+            labels,
+            [
+                "all-reduce ring builtin sum",
+                "all-reduce ring builtin prod",
+                "broadcast ring builtin"
+            ]
+        );
     }
 
     #[test]
