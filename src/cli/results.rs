@@ -9,7 +9,8 @@ use std::path::PathBuf;
 /// `collbench report RESULTS.json... [--plot F] [--csv F] [--format ...]`.
 #[derive(Args, Debug, Clone)]
 pub struct ReportArgs {
-    /// Results files (collbench.results/1) to render; several are overlaid.
+    /// Results files (collbench.results/1: the JSON, or the JSONL of an
+    /// interrupted sweep) to render; several are overlaid.
     #[arg(required = true, value_name = "RESULTS.json")]
     pub files: Vec<PathBuf>,
     /// Draw busbw and time against size into FILE.png or FILE.svg.
