@@ -35,4 +35,11 @@ for n in 2 3 5 8; do
 done
 ./target/release/collbench all-reduce --device host --ranks 3 --dtype all --op all --sizes 8B:64K:x8 -q
 ./target/release/collbench broadcast --device host --ranks 4 --root all --sizes 8B:64K:x8 -q
+
+echo "== end-to-end: plots, nccl-tests text, report, compare"
+./target/release/collbench all --device host --ranks 3 --algo all --sizes 8B:1M:x8 --iters 2 \
+  --json "$out/r.json" --plot "$out/r.png" --format nccl-tests > "$out/r.txt"
+grep -q '^# Out of bounds values : 0 OK' "$out/r.txt"
+./target/release/collbench report "$out/r.json" "$out/all3.json" --plot "$out/r.svg" -q
+./target/release/collbench compare "$out/all3.json" "$out/all3.json" > /dev/null
 echo "ci: all passed"

@@ -3,6 +3,9 @@
 //! [`crate::harness::Plan`].
 
 pub mod plan;
+pub mod results;
+
+pub use results::{CompareArgs, QualifyArgs, ReportArgs};
 
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
@@ -57,6 +60,12 @@ pub enum Command {
     Analyze(AnalyzeArgs),
     /// What this build has and what this machine has.
     Info(InfoArgs),
+    /// Re-render saved results (table, nccl-tests text, Markdown, CSV, plots); several overlay.
+    Report(ReportArgs),
+    /// Compare a candidate's results with a baseline's; exit 1 on a regression.
+    Compare(CompareArgs),
+    /// Run the checks of a spec against thresholds; JUnit XML for CI.
+    Qualify(QualifyArgs),
 }
 
 #[derive(Args, Debug, Clone)]
@@ -176,8 +185,15 @@ pub struct RunArgs {
     /// Write results as CSV.
     #[arg(long, value_name = "FILE")]
     pub csv: Option<PathBuf>,
-    /// Terminal output format.
-    #[arg(long, default_value = "table", value_name = "table")]
+    /// Draw busbw and time against size into FILE.png or FILE.svg.
+    #[arg(long, value_name = "FILE")]
+    pub plot: Option<PathBuf>,
+    /// Terminal output format: collbench's table, nccl-tests' text, or Markdown.
+    #[arg(
+        long,
+        default_value = "table",
+        value_name = "table|nccl-tests|markdown"
+    )]
     pub format: String,
     /// No table on stdout.
     #[arg(long, short = 'q', conflicts_with = "verbose")]

@@ -8,6 +8,7 @@ use crate::harness::inject::Inject;
 use crate::harness::{AlgoChoice, Plan, RootChoice};
 use crate::launch::max_thread_ranks;
 use crate::recorder::dump::RunInfo;
+use crate::report::{layout::Format, plot::PlotKind};
 use crate::units::{parse_bytes, parse_duration, parse_sweep, sweep, Growth};
 use std::path::PathBuf;
 
@@ -29,6 +30,8 @@ pub struct Sweep {
     pub graph: bool,
     pub json: Option<PathBuf>,
     pub csv: Option<PathBuf>,
+    pub plot: Option<PathBuf>,
+    pub format: Format,
     pub quiet: bool,
     pub verbose: u8,
 }
@@ -212,11 +215,9 @@ pub fn build(coll: Option<Collective>, a: &RunArgs) -> Result<Sweep, String> {
     {
         return Err(format!("unknown --timing '{t}' (known: events, wall)"));
     }
-    if a.format.trim() != "table" {
-        return Err(format!(
-            "unknown --format '{}' (this build has: table)",
-            a.format
-        ));
+    let format = Format::parse(&a.format)?;
+    if let Some(p) = &a.plot {
+        PlotKind::of(p)?;
     }
     let plan = Plan {
         sizes: sizes(a)?,
@@ -266,6 +267,8 @@ pub fn build(coll: Option<Collective>, a: &RunArgs) -> Result<Sweep, String> {
         graph: a.graph,
         json: a.json.clone(),
         csv: a.csv.clone(),
+        plot: a.plot.clone(),
+        format,
         quiet: a.quiet,
         verbose: a.verbose,
     })

@@ -98,6 +98,43 @@ pub fn check_memory(plan: &Plan, cases: &[Case]) -> Result<(), HarnessError> {
     Ok(())
 }
 
+/// The largest sizes a sweep dropped so that its buffers fit in memory.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SizeCap {
+    /// The largest size kept.
+    pub kept_max: u64,
+    /// The sizes dropped, smallest first.
+    pub dropped: Vec<u64>,
+    /// Memory available when the sweep was planned.
+    pub available: u64,
+}
+
+/// Drops the largest sizes of `plan` until its buffers fit in memory.
+/// Returns what was dropped; `None` when everything fits, or when not even
+/// the smallest size fits (then [`run`] refuses with the reason).
+pub fn cap_sizes_to_memory(plan: &mut Plan) -> Option<SizeCap> {
+    let fits = |p: &Plan| check_memory(p, &plan::cases(p).0).is_ok();
+    if fits(plan) {
+        return None;
+    }
+    let mut trial = plan.clone();
+    let mut dropped = Vec::new();
+    while trial.sizes.len() > 1 {
+        dropped.extend(trial.sizes.pop());
+        if fits(&trial) {
+            dropped.reverse();
+            let cap = SizeCap {
+                kept_max: trial.sizes.iter().copied().max().unwrap_or(0),
+                dropped,
+                available: mem::available_bytes().unwrap_or(0),
+            };
+            plan.sizes = trial.sizes;
+            return Some(cap);
+        }
+    }
+    None
+}
+
 /// Runs the sweep; rows go to `sink` as they finish.
 pub fn run(plan: &Plan, sink: &mut dyn Sink) -> Result<Outcome, HarnessError> {
     let (cases, skipped) = plan::cases(plan);

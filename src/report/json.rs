@@ -33,11 +33,17 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
     std::fs::rename(&tmp, path)
 }
 
-/// Reads a results file, checking its schema.
+/// Reads a results file, checking its schema: the JSON, or the JSONL beside
+/// it (what an interrupted sweep leaves: schema and meta on the first line,
+/// one row per further line).
 pub fn read_results(path: &Path) -> Result<Results, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let r: Results = serde_json::from_str(&text)
-        .map_err(|e| format!("{}: not a collbench results file: {e}", path.display()))?;
+    let parsed = if path.extension().is_some_and(|e| e == "jsonl") {
+        parse_jsonl(&text)
+    } else {
+        serde_json::from_str::<Results>(&text).map_err(|e| e.to_string())
+    };
+    let r = parsed.map_err(|e| format!("{}: not a collbench results file: {e}", path.display()))?;
     if r.schema != RESULTS_SCHEMA {
         return Err(format!(
             "{}: schema '{}' is not {RESULTS_SCHEMA}",
@@ -46,6 +52,34 @@ pub fn read_results(path: &Path) -> Result<Results, String> {
         ));
     }
     Ok(r)
+}
+
+#[derive(serde::Deserialize)]
+struct Head {
+    schema: String,
+    meta: Meta,
+}
+
+/// Results from JSONL text; a torn last line (the sweep was killed while
+/// writing it) is left out.
+fn parse_jsonl(text: &str) -> Result<Results, String> {
+    let mut lines = text.lines().filter(|l| !l.trim().is_empty());
+    let head: Head = serde_json::from_str(lines.next().ok_or("empty file")?)
+        .map_err(|e| format!("line 1: {e}"))?;
+    let lines: Vec<&str> = lines.collect();
+    let mut rows = Vec::new();
+    for (i, l) in lines.iter().enumerate() {
+        match serde_json::from_str::<Row>(l) {
+            Ok(r) => rows.push(r),
+            Err(_) if i + 1 == lines.len() => {}
+            Err(e) => return Err(format!("line {}: {e}", i + 2)),
+        }
+    }
+    Ok(Results {
+        schema: head.schema,
+        meta: head.meta,
+        rows,
+    })
 }
 
 /// The JSON file at the end, JSONL as rows finish.
@@ -80,5 +114,29 @@ impl Sink for JsonSink {
     fn finish(&mut self, results: &Results) -> io::Result<()> {
         let text = serde_json::to_vec_pretty(results)?;
         write_atomic(&self.path, &text)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::layout::tests::{results, row};
+
+    #[test]
+    fn jsonl_of_an_interrupted_sweep_reads_back() {
+        let r = results(vec![row(8, "out"), row(8, "in")]);
+        let head = serde_json::json!({"schema": RESULTS_SCHEMA, "meta": r.meta});
+        let rows: Vec<String> = r
+            .rows
+            .iter()
+            .map(|x| serde_json::to_string(x).unwrap())
+            .collect();
+        let text = format!("{head}\n{}\n{}\n{{\"collect", rows[0], rows[1]);
+        let back = parse_jsonl(&text).unwrap();
+        assert_eq!((back.meta, back.rows.len()), (r.meta, 2));
+        assert_eq!(back.rows[1].placement, "in");
+        let bad = format!("{head}\n{{}}\n{}\n", rows[0]);
+        assert!(parse_jsonl(&bad).unwrap_err().starts_with("line 2:"));
+        assert!(parse_jsonl("").is_err());
     }
 }

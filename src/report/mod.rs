@@ -1,10 +1,20 @@
-//! Reports: pure renderings of results (terminal table, CSV, JSON/JSONL),
-//! and the [`Sink`] the harness feeds rows to as they finish.
+//! Reports: pure renderings of results (terminal table, nccl-tests text,
+//! Markdown, CSV, JSON/JSONL, plots), comparisons of two results files,
+//! qualification verdicts with JUnit XML, warnings with hints, and the
+//! [`Sink`] the harness feeds rows to as they finish.
 
+pub mod compare;
 pub mod csv;
 pub mod json;
+pub mod junit;
+pub mod layout;
+pub mod markdown;
 pub mod model;
+pub mod nccl;
+pub mod plot;
+pub mod qualify;
 pub mod table;
+pub mod warn;
 
 pub use model::{Meta, Results, Row, Stats};
 

@@ -12,6 +12,10 @@ pub struct Stats {
     pub p99_us: f64,
     pub min_us: f64,
     pub max_us: f64,
+    /// Iterations whose time is an outlier by the modified z-score on the
+    /// median absolute deviation (|M| > 3.5; 0 in files written before it).
+    #[serde(default)]
+    pub outliers: u64,
 }
 
 /// One measured case: a collective at one size, dtype, op, root, algorithm,

@@ -2,14 +2,18 @@
 //! is the only place that decides what goes to stdout and stderr.
 
 mod analyze;
+mod compare;
 mod info;
+mod qualify;
+mod report;
 
 use crate::cli::plan::{self, DeviceChoice, Sweep};
 use crate::cli::{Cli, Command, RunArgs};
 use crate::engine::probe;
 use crate::engine::types::Collective;
 use crate::harness;
-use crate::report::{csv::CsvSink, json::JsonSink, table::TableSink, Fanout, Meta, Results, Sink};
+use crate::report::{csv::CsvSink, json::JsonSink, layout::LayoutSink, plot::PlotSink, warn};
+use crate::report::{Fanout, Meta, Results, Sink};
 use std::io::Write;
 
 /// Exit codes (documented in README and `--help`).
@@ -25,6 +29,9 @@ pub fn run(cli: Cli) -> i32 {
     let (coll, args) = match cli.command {
         Command::Info(a) => return info::info(&a),
         Command::Analyze(a) => return analyze::analyze(&a),
+        Command::Report(a) => return report::report(&a),
+        Command::Compare(a) => return compare::compare(&a),
+        Command::Qualify(a) => return qualify::qualify(&a),
         Command::All(a) => (None, a),
         Command::AllReduce(a) => (Some(Collective::AllReduce), a),
         Command::AllGather(a) => (Some(Collective::AllGather), a),
@@ -45,7 +52,7 @@ fn fail(msg: impl std::fmt::Display) -> i32 {
 }
 
 /// Picks the engine's device; says which on stderr.
-fn choose_device(s: &Sweep) -> Result<String, String> {
+pub(crate) fn choose_device(s: &Sweep) -> Result<String, String> {
     let driver = probe::libraries()
         .into_iter()
         .find(|l| l.name == "cuda driver")
@@ -84,7 +91,7 @@ fn sweep(coll: Option<Collective>, args: &RunArgs) -> i32 {
              its own independent world and print a misleading table. Run one task with --ranks N instead"
         ));
     }
-    let s = match plan::build(coll, args) {
+    let mut s = match plan::build(coll, args) {
         Ok(s) => s,
         Err(e) => return fail(e),
     };
@@ -92,8 +99,13 @@ fn sweep(coll: Option<Collective>, args: &RunArgs) -> i32 {
         Ok(d) => d,
         Err(e) => return fail(e),
     };
+    let capped = harness::cap_sizes_to_memory(&mut s.plan).map(|c| warn::Warning::SizesCapped {
+        kept_max: c.kept_max,
+        dropped: c.dropped,
+        available: c.available,
+        ranks: s.plan.ranks,
+    });
     let meta = meta(&s, &device);
-    let mut s = s;
     s.plan.run_info = crate::recorder::dump::RunInfo {
         host: meta.host.clone(),
         world_size: meta.world_size,
@@ -110,12 +122,16 @@ fn sweep(coll: Option<Collective>, args: &RunArgs) -> i32 {
     }
     let result = harness::run(&s.plan, &mut sink);
     let mut meta = meta;
+    meta.notes.extend(capped.iter().map(|w| w.to_string()));
     if let Ok(o) = &result {
         meta.notes.extend(o.notes.iter().cloned());
     }
     let results = Results::new(meta, std::mem::take(&mut sink.rows));
     if let Err(e) = sink.finish(&results) {
         return fail(format!("writing results: {e}"));
+    }
+    for w in capped.iter().chain(&warn::scan(&results.rows)) {
+        eprintln!("collbench: warning: {w}");
     }
     match result {
         Ok(o) => {
@@ -158,8 +174,8 @@ fn sinks(s: &Sweep) -> Result<Fanout, String> {
             .iter()
             .map(|p| p.name().to_string())
             .collect();
-        f.sinks
-            .push(Box::new(TableSink::new(out, names, s.verbose > 0)));
+        let layout = s.format.layout(names, s.verbose > 0, s.plan.sizes.clone());
+        f.sinks.push(Box::new(LayoutSink::new(layout, out)));
     }
     if let Some(p) = &s.csv {
         let file = std::fs::File::create(p).map_err(|e| format!("--csv {}: {e}", p.display()))?;
@@ -171,6 +187,9 @@ fn sinks(s: &Sweep) -> Result<Fanout, String> {
         f.sinks.push(Box::new(
             JsonSink::create(p).map_err(|e| format!("--json {}: {e}", p.display()))?,
         ));
+    }
+    if let Some(p) = &s.plot {
+        f.sinks.push(Box::new(PlotSink { path: p.clone() }));
     }
     Ok(f)
 }

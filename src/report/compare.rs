@@ -1,0 +1,298 @@
+//! Comparing a candidate results file against a baseline: rows are matched
+//! on (collective, engine, algo, dtype, op, root, bytes, placement); each
+//! pair is judged on the number that matters at its size. Sizes of
+//! [`LARGE_BYTES`] and up are bandwidth-bound, so their bus bandwidth is
+//! compared; smaller sizes are latency-bound (their busbw is tiny and noisy),
+//! so their time is compared. A pair regressed when that number got worse by
+//! more than the allowed percentage, or when the candidate has wrong values.
+
+use super::layout::align_columns;
+use super::warn::describe;
+use super::{Results, Row};
+use std::collections::HashMap;
+
+/// The smallest size compared by bus bandwidth (1 MiB); smaller ones by time.
+pub const LARGE_BYTES: u64 = 1 << 20;
+
+/// The default `--max-regression`, in percent.
+pub const DEFAULT_MAX_REGRESSION_PCT: f64 = 5.0;
+
+/// The number a pair is judged on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Metric {
+    /// Bus bandwidth, GB/s: higher is better.
+    Busbw,
+    /// Time per iteration, us: lower is better.
+    Time,
+}
+
+impl Metric {
+    /// The metric for rows of `bytes`.
+    pub fn for_size(bytes: u64) -> Metric {
+        if bytes >= LARGE_BYTES {
+            Metric::Busbw
+        } else {
+            Metric::Time
+        }
+    }
+
+    fn value(self, r: &Row) -> f64 {
+        match self {
+            Metric::Busbw => r.busbw_gbps,
+            Metric::Time => r.time_us,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Metric::Busbw => "busbw GB/s",
+            Metric::Time => "time us",
+        }
+    }
+}
+
+/// A baseline row and the candidate row that matches it.
+#[derive(Clone, Debug)]
+pub struct Pair {
+    pub base: Row,
+    pub cand: Row,
+    pub metric: Metric,
+    /// Candidate over baseline, of the metric.
+    pub ratio: f64,
+    /// How much worse the candidate is, in percent (negative: better).
+    pub worse_pct: f64,
+    pub regressed: bool,
+}
+
+impl Pair {
+    fn new(base: &Row, cand: &Row, max_regression_pct: f64) -> Pair {
+        let metric = Metric::for_size(base.bytes);
+        let (b, c) = (metric.value(base), metric.value(cand));
+        let ratio = if b > 0.0 { c / b } else { f64::NAN };
+        let worse_pct = match metric {
+            Metric::Busbw => (1.0 - ratio) * 100.0,
+            Metric::Time => (ratio - 1.0) * 100.0,
+        };
+        // A NaN ratio (a zero baseline) cannot be judged: only wrong values count.
+        let regressed = worse_pct > max_regression_pct || cand.is_bad();
+        Pair {
+            base: base.clone(),
+            cand: cand.clone(),
+            metric,
+            ratio,
+            worse_pct,
+            regressed,
+        }
+    }
+
+    fn verdict(&self, max_regression_pct: f64) -> &'static str {
+        if self.cand.is_bad() {
+            "WRONG VALUES"
+        } else if self.regressed {
+            "REGRESSED"
+        } else if -self.worse_pct > max_regression_pct {
+            "better"
+        } else {
+            "ok"
+        }
+    }
+}
+
+/// The outcome of comparing two results files.
+#[derive(Clone, Debug)]
+pub struct Comparison {
+    pub pairs: Vec<Pair>,
+    /// Baseline rows no candidate row matched.
+    pub only_base: usize,
+    /// Candidate rows no baseline row matched.
+    pub only_cand: usize,
+    pub max_regression_pct: f64,
+}
+
+type Key<'a> = (
+    &'a str,
+    &'a str,
+    &'a str,
+    &'a str,
+    &'a str,
+    i64,
+    u64,
+    &'a str,
+);
+
+fn key(r: &Row) -> Key<'_> {
+    (
+        &r.collective,
+        &r.engine,
+        &r.algo,
+        &r.dtype,
+        &r.op,
+        r.root,
+        r.bytes,
+        &r.placement,
+    )
+}
+
+/// Matches `cand`'s rows to `base`'s and judges each pair.
+pub fn compare(base: &Results, cand: &Results, max_regression_pct: f64) -> Comparison {
+    let mut by_key: HashMap<Key<'_>, &Row> = HashMap::new();
+    for r in &cand.rows {
+        by_key.entry(key(r)).or_insert(r);
+    }
+    let mut pairs = Vec::new();
+    let mut only_base = 0;
+    for b in &base.rows {
+        match by_key.remove(&key(b)) {
+            Some(c) => pairs.push(Pair::new(b, c, max_regression_pct)),
+            None => only_base += 1,
+        }
+    }
+    let only_cand = cand.rows.len() - pairs.len();
+    Comparison {
+        pairs,
+        only_base,
+        only_cand,
+        max_regression_pct,
+    }
+}
+
+impl Comparison {
+    pub fn regressions(&self) -> usize {
+        self.pairs.iter().filter(|p| p.regressed).count()
+    }
+
+    /// The comparison as a text table with a summary line at the end.
+    pub fn render(&self) -> String {
+        let head = [
+            "case",
+            "metric",
+            "baseline",
+            "candidate",
+            "ratio",
+            "change",
+            "verdict",
+        ];
+        let mut rows = vec![head.map(String::from).to_vec()];
+        for p in &self.pairs {
+            let (b, c) = (p.metric.value(&p.base), p.metric.value(&p.cand));
+            let change = match p.metric {
+                Metric::Busbw => (p.ratio - 1.0) * 100.0,
+                Metric::Time => p.worse_pct,
+            };
+            rows.push(vec![
+                describe(&p.base),
+                p.metric.name().to_string(),
+                format!("{b:.2}"),
+                format!("{c:.2}"),
+                format!("{:.3}", p.ratio),
+                format!("{change:+.1}%"),
+                p.verdict(self.max_regression_pct).to_string(),
+            ]);
+        }
+        let mut out = align_columns(&rows, &[false, false, true, true, true, true]);
+        out.push_str(&self.summary());
+        out.push('\n');
+        out
+    }
+
+    /// One line: what was compared and what regressed.
+    pub fn summary(&self) -> String {
+        let by_bw = self
+            .pairs
+            .iter()
+            .filter(|p| p.metric == Metric::Busbw)
+            .count();
+        let mut s = format!(
+            "{} row(s) compared ({by_bw} by busbw at 1MiB and up, {} by time below); {} regressed by more than {}%",
+            self.pairs.len(),
+            self.pairs.len() - by_bw,
+            self.regressions(),
+            self.max_regression_pct
+        );
+        if self.only_base + self.only_cand > 0 {
+            s.push_str(&format!(
+                "; unmatched: {} only in the baseline, {} only in the candidate",
+                self.only_base, self.only_cand
+            ));
+        }
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::layout::tests::{results, row};
+
+    fn scaled(rows: &[Row], time: f64) -> Vec<Row> {
+        rows.iter()
+            .map(|r| {
+                let mut r = r.clone();
+                r.time_us *= time;
+                r.algbw_gbps /= time;
+                r.busbw_gbps /= time;
+                r
+            })
+            .collect()
+    }
+
+    #[test]
+    fn identical_results_do_not_regress() {
+        let rows = vec![row(8, "out"), row(8, "in"), row(4 << 20, "out")];
+        let c = compare(&results(rows.clone()), &results(rows), 5.0);
+        assert_eq!(
+            (c.pairs.len(), c.regressions(), c.only_base, c.only_cand),
+            (3, 0, 0, 0)
+        );
+        assert!(
+            c.render().contains("3 row(s) compared (1 by busbw"),
+            "{}",
+            c.render()
+        );
+    }
+
+    #[test]
+    fn small_sizes_are_judged_on_time_and_large_on_busbw() {
+        let base = vec![row(8, "out"), row(1 << 20, "out")];
+        let c = compare(&results(base.clone()), &results(scaled(&base, 2.0)), 10.0);
+        assert_eq!(c.regressions(), 2);
+        assert_eq!(c.pairs[0].metric, Metric::Time);
+        assert!((c.pairs[0].worse_pct - 100.0).abs() < 1e-9);
+        assert_eq!(c.pairs[1].metric, Metric::Busbw);
+        assert!((c.pairs[1].worse_pct - 50.0).abs() < 1e-9);
+        let text = c.render();
+        assert!(
+            text.contains("+100.0%") && text.contains("-50.0%"),
+            "{text}"
+        );
+        assert!(text.contains("REGRESSED"), "{text}");
+    }
+
+    #[test]
+    fn within_the_threshold_is_fine_and_faster_is_better() {
+        let base = vec![row(8, "out")];
+        let c = compare(&results(base.clone()), &results(scaled(&base, 1.04)), 5.0);
+        assert_eq!(c.regressions(), 0);
+        let c = compare(&results(base.clone()), &results(scaled(&base, 0.5)), 5.0);
+        assert_eq!(c.pairs[0].verdict(5.0), "better");
+    }
+
+    #[test]
+    fn unmatched_rows_are_counted_and_wrong_values_regress() {
+        let mut other_dtype = row(8, "out");
+        other_dtype.dtype = "half".into();
+        let mut wrong = row(16, "out");
+        wrong.wrong = 2;
+        let c = compare(
+            &results(vec![row(8, "out"), row(16, "out")]),
+            &results(vec![other_dtype, wrong]),
+            5.0,
+        );
+        assert_eq!((c.pairs.len(), c.only_base, c.only_cand), (1, 1, 1));
+        assert_eq!(c.regressions(), 1);
+        assert!(c.render().contains("WRONG VALUES"));
+        assert!(c
+            .summary()
+            .contains("1 only in the baseline, 1 only in the candidate"));
+    }
+}

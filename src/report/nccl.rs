@@ -1,0 +1,318 @@
+//! nccl-tests' text layout, so that log parsers written for nccl-tests read
+//! collbench's output: per collective (and engine and algorithm) a block
+//! with the `# nThread ... nGpus ...` header, the device list, the column
+//! header and units, one line per case with out-of-place and in-place side
+//! by side, and the footer (`# Out of bounds values : N OK|FAILED`,
+//! `# Avg bus bandwidth : X`). Column widths and number formats follow
+//! nccl-tests; the only additions are `#` comment lines, which its parsers
+//! skip. There is no process id to print for a thread rank, so `Pid` is 0.
+
+use super::layout::{avg_busbw, bad_values, wrong_cell, Layout};
+use super::{Meta, Results, Row};
+
+/// nccl-tests' layout.
+pub struct NcclTests {
+    placements: Vec<String>,
+    /// The sizes asked for (`minBytes`, `maxBytes`, step), when known.
+    sizes: Vec<u64>,
+}
+
+impl NcclTests {
+    /// `sizes`: the sizes the sweep asked for, smallest first (empty: the
+    /// header shows the first row's size).
+    pub fn new(placements: Vec<String>, sizes: Vec<u64>) -> NcclTests {
+        NcclTests { placements, sizes }
+    }
+}
+
+/// The name of nccl-tests' binary for a collective.
+pub fn perf_binary(collective: &str) -> String {
+    match collective {
+        "all-to-all" => "alltoall_perf".into(),
+        "send-recv" => "sendrecv_perf".into(),
+        c => format!("{}_perf", c.replace('-', "_")),
+    }
+}
+
+/// `%g`: six significant digits, trailing zeros dropped, exponent form
+/// outside 1e-4..1e6 (as nccl-tests prints the average bus bandwidth).
+pub fn fmt_g(x: f64) -> String {
+    if x == 0.0 || !x.is_finite() {
+        return if x.is_finite() {
+            "0".into()
+        } else {
+            x.to_string()
+        };
+    }
+    let exp = x.abs().log10().floor() as i32;
+    let trim = |s: String| -> String {
+        if s.contains('.') {
+            s.trim_end_matches('0').trim_end_matches('.').to_string()
+        } else {
+            s
+        }
+    };
+    if !(-4..6).contains(&exp) {
+        let s = format!("{:.5e}", x);
+        let (mant, e) = s.split_once('e').unwrap_or((&s, "0"));
+        let e: i32 = e.parse().unwrap_or(0);
+        let sign = if e < 0 { '-' } else { '+' };
+        return format!("{}e{sign}{:02}", trim(mant.to_string()), e.abs());
+    }
+    let decimals = (5 - exp).max(0) as usize;
+    trim(format!("{x:.decimals$}"))
+}
+
+/// Times as nccl-tests prints them: fewer decimals as they grow, in 7 columns.
+pub fn fmt_time(us: f64) -> String {
+    if us >= 10_000.0 {
+        format!("{us:7.0}")
+    } else if us >= 100.0 {
+        format!("{us:7.1}")
+    } else {
+        format!("{us:7.2}")
+    }
+}
+
+/// nccl-tests' `step:` field: `F(factor)` or `N(bytes)`.
+pub fn step(sizes: &[u64]) -> String {
+    let pairs: Vec<(u64, u64)> = sizes.windows(2).map(|w| (w[0], w[1])).collect();
+    let Some(&(a, b)) = pairs.first() else {
+        return "2(factor)".into();
+    };
+    if a > 0 && b % a == 0 && pairs.iter().all(|&(x, y)| x > 0 && y == x * (b / a)) {
+        return format!("{}(factor)", b / a);
+    }
+    if pairs.iter().all(|&(x, y)| y - x == b - a) {
+        return format!("{}(bytes)", b - a);
+    }
+    format!("{}(factor)", (b as f64 / a.max(1) as f64).round())
+}
+
+impl NcclTests {
+    fn header(&self, first: &Row, meta: Option<&Meta>) -> Vec<String> {
+        let sizes: &[u64] = if self.sizes.is_empty() {
+            std::slice::from_ref(&first.bytes)
+        } else {
+            &self.sizes
+        };
+        let (min, max) = (sizes[0], sizes[sizes.len() - 1]);
+        let ranks = meta.map_or(1, |m| m.world_size.max(1));
+        let (warmup, iters) = meta.map_or((0, 0), |m| (m.warmup, m.iters));
+        let mut out = vec![
+            format!("# Collective test starting: {}", perf_binary(&first.collective)),
+            format!(
+                "# nThread 1 nGpus {ranks} minBytes {min} maxBytes {max} step: {} warmup iters: {warmup} iters: {iters} agg iters: 1 validation: {} graph: 0",
+                step(sizes),
+                u8::from(first.wrong >= 0)
+            ),
+            "#".into(),
+            "# Using devices".into(),
+        ];
+        let host = meta.map_or("unknown", |m| m.host.as_str());
+        for rank in 0..ranks {
+            let dev = meta
+                .and_then(|m| m.devices.get(rank % m.devices.len().max(1)))
+                .map_or("unknown device", |d| d.as_str());
+            out.push(format!(
+                "#  Rank {rank:>2} Group  0 Pid {:>6} on {host:>10} device {rank:>2} [{}] {dev}",
+                0,
+                meta.map_or("host", |m| m.device.as_str())
+            ));
+        }
+        out.push("#".into());
+        out.push(format!(
+            "# collbench {}: {} engine, {} algorithm",
+            meta.map_or("", |m| m.version.as_str()),
+            first.engine,
+            first.algo
+        ));
+        out
+    }
+}
+
+impl Layout for NcclTests {
+    fn placements(&self) -> &[String] {
+        &self.placements
+    }
+
+    fn section_key(&self, row: &Row) -> String {
+        format!("{}\u{0}{}\u{0}{}", row.collective, row.engine, row.algo)
+    }
+
+    fn open(&self, first: &Row, meta: Option<&Meta>) -> Vec<String> {
+        let mut out = self.header(first, meta);
+        // nccl-tests always shows both placements; a missing one prints dashes.
+        let mut top = format!("#{:>62}{:<12}", "", "out-of-place");
+        top.push_str(&format!("{:>23}{:<18}", "", "in-place"));
+        let mut cols = format!(
+            "# {:>10}  {:>12}  {:>8}  {:>6}  {:>6}",
+            "size", "count", "type", "redop", "root"
+        );
+        let mut units = format!(
+            "# {:>10}  {:>12}  {:>8}  {:>6}  {:>6}",
+            "(B)", "(elements)", "", "", ""
+        );
+        for _ in 0..2 {
+            cols.push_str(&format!(
+                "  {:>7}  {:>6}  {:>6} {:>6}",
+                "time", "algbw", "busbw", "#wrong"
+            ));
+            units.push_str(&format!(
+                "  {:>7}  {:>6}  {:>6}  {:>5}",
+                "(us)", "(GB/s)", "(GB/s)", ""
+            ));
+        }
+        out.extend([top, cols, units]);
+        out
+    }
+
+    fn line(&self, cells: &[Option<&Row>]) -> String {
+        let Some(first) = cells.iter().flatten().next() else {
+            return String::new();
+        };
+        let mut s = format!(
+            "{:>12}  {:>12}  {:>8}  {:>6}  {:>6}",
+            first.bytes, first.count, first.dtype, first.op, first.root
+        );
+        for placement in ["out", "in"] {
+            let cell = self
+                .placements
+                .iter()
+                .position(|p| p == placement)
+                .and_then(|i| cells.get(i).copied().flatten());
+            match cell {
+                Some(r) => s.push_str(&format!(
+                    "  {}  {:>6.2}  {:>6.2}  {:>5}",
+                    fmt_time(r.time_us),
+                    r.algbw_gbps,
+                    r.busbw_gbps,
+                    wrong_cell(r)
+                )),
+                None => s.push_str(&format!("  {:>7}  {:>6}  {:>6}  {:>5}", "-", "-", "-", "-")),
+            }
+        }
+        s
+    }
+
+    fn close(&self, rows: &[Row]) -> Vec<String> {
+        let (bad, _) = bad_values(rows);
+        let Some(first) = rows.first() else {
+            return Vec::new();
+        };
+        vec![
+            format!(
+                "# Out of bounds values : {bad} {}",
+                if bad > 0 { "FAILED" } else { "OK" }
+            ),
+            format!("# Avg bus bandwidth    : {} ", fmt_g(avg_busbw(rows))),
+            "#".into(),
+            format!(
+                "# Collective test concluded: {}",
+                perf_binary(&first.collective)
+            ),
+        ]
+    }
+
+    fn footer(&self, results: &Results) -> Vec<String> {
+        results
+            .rows
+            .iter()
+            .filter_map(|r| {
+                r.first_error.as_ref().map(|e| {
+                    format!(
+                        "# first wrong value in {} {} {} {} {}B ({}): {e}",
+                        r.collective, r.algo, r.dtype, r.op, r.bytes, r.placement
+                    )
+                })
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::layout::tests::{results, row};
+    use crate::report::layout::{render, Format};
+
+    #[test]
+    fn g_format_matches_printf() {
+        assert_eq!(fmt_g(197.8), "197.8");
+        assert_eq!(fmt_g(346.2514), "346.251");
+        assert_eq!(fmt_g(43.28791), "43.2879");
+        assert_eq!(fmt_g(0.0), "0");
+        assert_eq!(fmt_g(0.000123), "0.000123");
+        assert_eq!(fmt_g(0.0000123), "1.23e-05");
+        assert_eq!(fmt_g(1234567.0), "1.23457e+06");
+    }
+
+    #[test]
+    fn times_and_steps_as_nccl_tests() {
+        assert_eq!(fmt_time(48.812), "  48.81");
+        assert_eq!(fmt_time(2374.14), " 2374.1");
+        assert_eq!(fmt_time(173736.2), " 173736");
+        assert_eq!(step(&[8, 64, 512]), "8(factor)");
+        assert_eq!(step(&[1024, 2048, 3072]), "1024(bytes)");
+        assert_eq!(step(&[8]), "2(factor)");
+        assert_eq!(perf_binary("all-to-all"), "alltoall_perf");
+        assert_eq!(perf_binary("reduce-scatter"), "reduce_scatter_perf");
+    }
+
+    #[test]
+    fn layout_is_what_nccl_tests_parsers_expect() {
+        let mut bad = row(2048, "in");
+        bad.wrong = 3;
+        let r = results(vec![
+            row(1024, "out"),
+            row(1024, "in"),
+            row(2048, "out"),
+            bad,
+        ]);
+        let text = render(Format::NcclTests, &r, false);
+        let lines: Vec<&str> = text.lines().collect();
+        let header = "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong";
+        assert!(lines.contains(&header), "{text}");
+        assert!(text.contains("# nThread 1 nGpus 4 minBytes 1024 maxBytes 2048 step: 2(factor) warmup iters: 5 iters: 20"), "{text}");
+        assert!(
+            text.contains("#  Rank  3 Group  0 Pid      0 on      node1 device  3 [host] Test CPU"),
+            "{text}"
+        );
+        let data: Vec<&str> = lines
+            .iter()
+            .copied()
+            .filter(|l| !l.starts_with('#'))
+            .collect();
+        assert_eq!(data.len(), 2);
+        assert_eq!(
+            data[0],
+            "        1024           256     float     sum      -1    10.00    0.10    0.15      0    10.00    0.10    0.15      0"
+        );
+        assert_eq!(data[1].split_whitespace().count(), 13);
+        assert!(
+            lines.contains(&"# Out of bounds values : 3 FAILED"),
+            "{text}"
+        );
+        assert!(
+            text.contains("# Avg bus bandwidth    : 0.2304 \n#\n"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn one_block_per_algorithm() {
+        let mut tree = row(1024, "out");
+        tree.algo = "tree".into();
+        let r = results(vec![row(1024, "out"), tree]);
+        let text = render(Format::NcclTests, &r, false);
+        assert_eq!(
+            text.matches("# Collective test starting: all_reduce_perf")
+                .count(),
+            2
+        );
+        assert_eq!(text.matches("# Avg bus bandwidth").count(), 2);
+        let data = text.lines().find(|l| !l.starts_with('#')).unwrap();
+        assert!(data.ends_with("      -"), "missing in-place dashes: {text}");
+        assert_eq!(data.split_whitespace().count(), 13);
+    }
+}

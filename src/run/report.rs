@@ -1,0 +1,92 @@
+//! `collbench report`: re-renders saved results (text in any `--format`,
+//! CSV, plots); several files are shown one after another and overlaid on
+//! one plot, each series named by its file.
+
+use super::{fail, OK};
+use crate::cli::ReportArgs;
+use crate::report::csv::CsvSink;
+use crate::report::json::read_results;
+use crate::report::layout::{render, Format};
+use crate::report::plot::{self, PlotKind, Source};
+use crate::report::{warn, Results, Sink};
+use std::io::Write;
+use std::path::Path;
+
+/// The name a file's series carry on an overlaid plot: its file stem.
+fn label(path: &Path) -> String {
+    path.file_stem().map_or_else(
+        || path.display().to_string(),
+        |s| s.to_string_lossy().into_owned(),
+    )
+}
+
+fn write_csv(path: &Path, all: &[Results]) -> Result<(), String> {
+    let at = |e: std::io::Error| format!("--csv {}: {e}", path.display());
+    let file = std::fs::File::create(path).map_err(at)?;
+    let mut sink = CsvSink::new(file).map_err(at)?;
+    for r in all.iter().flat_map(|r| &r.rows) {
+        sink.row(r).map_err(at)?;
+    }
+    Ok(())
+}
+
+fn print_text(a: &ReportArgs, format: Format, files: &[(String, Results)]) {
+    let mut out = std::io::stdout().lock();
+    for (i, (name, r)) in files.iter().enumerate() {
+        if files.len() > 1 {
+            if i > 0 {
+                let _ = writeln!(out);
+            }
+            let _ = writeln!(out, "{}", format.heading(name));
+        }
+        // A closed stdout (a pipe into `head`) is not an error worth dying for.
+        let _ = write!(out, "{}", render(format, r, a.verbose > 0));
+    }
+}
+
+pub fn report(a: &ReportArgs) -> i32 {
+    let format = match Format::parse(&a.format) {
+        Ok(f) => f,
+        Err(e) => return fail(e),
+    };
+    if let Some(Err(e)) = a.plot.as_deref().map(PlotKind::of) {
+        return fail(e);
+    }
+    let mut files = Vec::new();
+    for path in &a.files {
+        match read_results(path) {
+            Ok(r) => files.push((path.display().to_string(), r)),
+            Err(e) => return fail(e),
+        }
+    }
+    if !a.quiet {
+        print_text(a, format, &files);
+    }
+    for (name, r) in &files {
+        for w in warn::scan(&r.rows) {
+            eprintln!("collbench: warning: {name}: {w}");
+        }
+    }
+    if let Some(p) = &a.csv {
+        let all: Vec<Results> = files.iter().map(|f| f.1.clone()).collect();
+        if let Err(e) = write_csv(p, &all) {
+            return fail(e);
+        }
+    }
+    if let Some(p) = &a.plot {
+        let overlay = files.len() > 1;
+        let sources: Vec<Source<'_>> = a
+            .files
+            .iter()
+            .zip(&files)
+            .map(|(path, (_, results))| Source {
+                label: overlay.then(|| label(path)),
+                results,
+            })
+            .collect();
+        if let Err(e) = plot::write(p, &sources) {
+            return fail(e);
+        }
+    }
+    OK
+}
