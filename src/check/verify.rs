@@ -12,7 +12,7 @@ use super::data::{
 use crate::engine::{Collective, Counts, Dtype, ReduceOp};
 
 /// The first wrong element a rank found.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct BadElem {
     pub rank: usize,
     /// Element index in the receive buffer.
@@ -23,7 +23,7 @@ pub struct BadElem {
 }
 
 /// What checking one receive buffer found.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Verdict {
     /// Elements compared.
     pub checked: u64,

@@ -332,7 +332,9 @@ impl fmt::Display for ReduceOp {
 
 /// Out-of-place (separate send and receive buffers) or in-place (the send
 /// buffer lies inside the receive buffer, where NCCL puts it).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 pub enum Placement {
     OutOfPlace,
     InPlace,

@@ -9,6 +9,8 @@ pub mod stats;
 pub use plan::{AlgoChoice, Case, Plan, RootChoice};
 
 use crate::engine::exec::{mem, ExecError, HostWorld, RankExec};
+use crate::engine::transport::node::Shape;
+use crate::launch::Mpi;
 use crate::recorder::watchdog::{self, Fired, Watchdog};
 use crate::recorder::{dump, RankRecorder};
 use crate::report::{Row, Sink};
@@ -30,6 +32,8 @@ pub enum HarnessError {
     },
     #[error("nothing to run: {0}")]
     Empty(String),
+    #[error("{0}")]
+    Launch(String),
     #[error("{detail}{}", dumps_note(.dumps))]
     Hang { detail: String, dumps: Vec<PathBuf> },
     #[error("interrupted by a signal; finished rows are kept{}", dumps_note(.dumps))]
@@ -135,8 +139,9 @@ pub fn cap_sizes_to_memory(plan: &mut Plan) -> Option<SizeCap> {
     None
 }
 
-/// Runs the sweep; rows go to `sink` as they finish.
-pub fn run(plan: &Plan, sink: &mut dyn Sink) -> Result<Outcome, HarnessError> {
+/// Runs the sweep; rows go to `sink` as they finish. With `mpi`, this
+/// process runs its one rank and rank 0 makes the rows.
+pub fn run(plan: &Plan, sink: &mut dyn Sink, mpi: Option<&Mpi>) -> Result<Outcome, HarnessError> {
     let (cases, skipped) = plan::cases(plan);
     if cases.is_empty() {
         return Err(HarnessError::Empty(
@@ -144,9 +149,11 @@ pub fn run(plan: &Plan, sink: &mut dyn Sink) -> Result<Outcome, HarnessError> {
         ));
     }
     check_memory(plan, &cases)?;
-    let world = HostWorld::new(plan.ranks, plan.host.clone());
-    let recs: Vec<Arc<RankRecorder>> = (0..plan.ranks)
-        .map(|r| Arc::new(RankRecorder::new(r, plan.fr_entries)))
+    let world = make_world(plan, &cases, mpi)?;
+    let local: Vec<usize> = mpi.map_or_else(|| (0..plan.ranks).collect(), |m| vec![m.rank()]);
+    let recs: Vec<Arc<RankRecorder>> = local
+        .iter()
+        .map(|&r| Arc::new(RankRecorder::new(r, plan.fr_entries)))
         .collect();
     let dir = dump_dir(plan);
     watchdog::install_signal_handlers();
@@ -155,7 +162,7 @@ pub fn run(plan: &Plan, sink: &mut dyn Sink) -> Result<Outcome, HarnessError> {
     if skipped > 0 {
         outcome.notes.push(format!("{skipped} size(s) skipped: fewer than one element per rank, or the same case as the size before"));
     }
-    let result = run_ranks(plan, &cases, &world, &recs, sink, &mut outcome);
+    let result = run_ranks(plan, &cases, &world, &recs, mpi, sink, &mut outcome);
     let fired = dog.stop();
     let dump =
         |reason: &str| dump::write_all(&dir, &recs, &plan.run_info, reason).unwrap_or_default();
@@ -217,24 +224,55 @@ fn spawn_watchdog(
     )?)
 }
 
+/// Thread ranks share this process; MPI ranks reach each other through
+/// shared memory set up over MPI.
+fn make_world(
+    plan: &Plan,
+    cases: &[Case],
+    mpi: Option<&Mpi>,
+) -> Result<Arc<HostWorld>, HarnessError> {
+    let Some(m) = mpi else {
+        return Ok(HostWorld::new(plan.ranks, plan.host.clone()));
+    };
+    let shape = Shape {
+        nranks: plan.ranks,
+        chans: 4 * plan.channels,
+        slots: plan.host.slots,
+        slot_bytes: plan.host.slot_bytes,
+        bufs: rank::buffer_bytes(plan, cases),
+    };
+    let links = m.node_links(shape).map_err(HarnessError::Launch)?;
+    Ok(HostWorld::with_links(
+        plan.ranks,
+        plan.host.clone(),
+        Box::new(links),
+    ))
+}
+
+/// MPI tag of rank reports sent to rank 0.
+const REPORT_TAG: i32 = 7;
+
 fn run_ranks(
     plan: &Plan,
     cases: &[Case],
     world: &Arc<HostWorld>,
     recs: &[Arc<RankRecorder>],
+    mpi: Option<&Mpi>,
     sink: &mut dyn Sink,
     outcome: &mut Outcome,
 ) -> Result<(), HarnessError> {
     let (tx, rx) = mpsc::channel::<Report>();
     std::thread::scope(|s| {
-        let handles: Vec<_> = (0..plan.ranks)
-            .map(|r| {
+        let handles: Vec<_> = recs
+            .iter()
+            .map(|rec| {
+                let r = rec.rank;
                 let job = RankJob {
                     plan,
                     cases,
                     world: Arc::clone(world),
-                    exec: RankExec::new(Arc::clone(world), r, Arc::clone(&recs[r]) as _),
-                    rec: Arc::clone(&recs[r]),
+                    exec: RankExec::new(Arc::clone(world), r, Arc::clone(rec) as _),
+                    rec: Arc::clone(rec),
                     tx: tx.clone(),
                 };
                 let w = Arc::clone(world);
@@ -250,7 +288,16 @@ fn run_ranks(
             })
             .collect();
         drop(tx);
-        let collected = collect(plan, cases, &rx, sink, outcome);
+        let collected = match mpi {
+            None => collect(plan, cases, &mut || rx.recv().ok(), sink, outcome),
+            Some(m) if m.rank() == 0 => {
+                let total = cases.len() * plan.placements.len() * plan.ranks;
+                let mut seen = 0;
+                let mut next = || poll_reports(m, &rx, world, total, &mut seen);
+                collect(plan, cases, &mut next, sink, outcome)
+            }
+            Some(m) => forward_reports(m, &rx),
+        };
         if collected.is_err() {
             world.abort();
         }
@@ -273,17 +320,56 @@ fn run_ranks(
     })
 }
 
+/// Rank 0 of an MPI world: the next report, its own or a peer's; None
+/// when all have come or the run stopped.
+fn poll_reports(
+    m: &Mpi,
+    rx: &mpsc::Receiver<Report>,
+    world: &HostWorld,
+    total: usize,
+    seen: &mut usize,
+) -> Option<Report> {
+    while *seen < total {
+        let got = match rx.try_recv() {
+            Ok(r) => Some(r),
+            Err(mpsc::TryRecvError::Disconnected) if world.aborted() => return None,
+            Err(_) => m
+                .try_receive(REPORT_TAG)
+                .and_then(|(_, bytes)| serde_json::from_slice(&bytes).ok()),
+        };
+        if let Some(r) = got {
+            *seen += 1;
+            return Some(r);
+        }
+        if world.aborted() {
+            return None;
+        }
+        std::thread::sleep(std::time::Duration::from_micros(100));
+    }
+    None
+}
+
+/// Ranks other than 0 of an MPI world send their reports to rank 0.
+fn forward_reports(m: &Mpi, rx: &mpsc::Receiver<Report>) -> Result<(), HarnessError> {
+    for report in rx.iter() {
+        let bytes = serde_json::to_vec(&report)
+            .map_err(|e| HarnessError::Launch(format!("encoding a report: {e}")))?;
+        m.send(0, REPORT_TAG, &bytes);
+    }
+    Ok(())
+}
+
 /// Gathers rank reports into rows, in order, as each case completes.
 fn collect(
     plan: &Plan,
     cases: &[Case],
-    rx: &mpsc::Receiver<Report>,
+    next: &mut dyn FnMut() -> Option<Report>,
     sink: &mut dyn Sink,
     outcome: &mut Outcome,
 ) -> Result<(), HarnessError> {
     let mut pending: HashMap<(usize, crate::engine::types::Placement), Vec<Report>> =
         HashMap::new();
-    for report in rx.iter() {
+    while let Some(report) = next() {
         let key = (report.case, report.placement);
         let entry = pending.entry(key).or_default();
         entry.push(report);

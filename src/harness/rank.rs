@@ -14,7 +14,9 @@ use std::sync::mpsc::Sender;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// One rank's numbers for one case and placement.
+/// One rank's numbers for one case and placement (sent to rank 0 as JSON
+/// when ranks are processes).
+#[derive(serde::Serialize, serde::Deserialize)]
 pub struct Report {
     pub case: usize,
     pub placement: Placement,

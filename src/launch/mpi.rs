@@ -2,16 +2,26 @@
 //! Bootstrap data (pids, shared-memory handles, host names) moves through
 //! MPI; every wait here polls, so it honours the timeout and the abort flag.
 
+use crate::engine::transport::node::{self, Barrier, NodeLinks, PeerInfo, Shape};
 use mpi::collective::CommunicatorCollectives;
 use mpi::point_to_point::{Destination, MatchedReceiveVec, Source};
 use mpi::topology::{Communicator, SimpleCommunicator};
 use mpi::Threading;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+/// The world communicator, shared by this process's threads.
+struct Comm(SimpleCommunicator);
+
+// SAFETY: MPI was initialised with MPI_THREAD_MULTIPLE (checked in `init`),
+// under which any thread may call MPI on a communicator concurrently.
+unsafe impl Send for Comm {}
+unsafe impl Sync for Comm {}
 
 /// This process's place in the MPI world.
 pub struct Mpi {
     _universe: mpi::environment::Universe,
-    world: SimpleCommunicator,
+    world: Arc<Comm>,
     pub rank: usize,
     pub size: usize,
     /// The host each rank runs on, by rank.
@@ -35,6 +45,7 @@ pub fn init() -> Result<Option<Mpi>, String> {
     }
     let world = universe.world();
     let (rank, size) = (world.rank() as usize, world.size() as usize);
+    let world = Arc::new(Comm(world));
     let me = super::hostname();
     let mut m = Mpi {
         _universe: universe,
@@ -52,8 +63,16 @@ pub fn init() -> Result<Option<Mpi>, String> {
 }
 
 impl Mpi {
+    pub fn rank(&self) -> usize {
+        self.rank
+    }
+
+    pub fn size(&self) -> usize {
+        self.size
+    }
+
     pub fn world(&self) -> &SimpleCommunicator {
-        &self.world
+        &self.world.0
     }
 
     /// Every rank's `mine` (at most [`RECORD`] bytes), by rank.
@@ -68,7 +87,7 @@ impl Mpi {
         send[..2].copy_from_slice(&(mine.len() as u16).to_le_bytes());
         send[2..2 + mine.len()].copy_from_slice(mine);
         let mut all = vec![0u8; RECORD * self.size];
-        self.world.all_gather_into(&send[..], &mut all[..]);
+        self.world.0.all_gather_into(&send[..], &mut all[..]);
         Ok(all
             .chunks(RECORD)
             .map(|c| {
@@ -80,7 +99,65 @@ impl Mpi {
 
     /// A barrier that gives up after `timeout` or when `abort()` says so.
     pub fn barrier(&self, timeout: Duration, abort: &dyn Fn() -> bool) -> Result<(), String> {
-        let mut req = self.world.immediate_barrier();
+        barrier(&self.world, timeout, abort)
+    }
+
+    /// The barrier as a value other threads can call.
+    pub fn barrier_fn(&self) -> Barrier {
+        let world = Arc::clone(&self.world);
+        Box::new(move |timeout, abort| barrier(&world, timeout, abort))
+    }
+
+    /// Shared-memory links to every other rank, which must all run on this
+    /// host (a cross-host world is refused with the hosts named).
+    pub fn node_links(&self, shape: Shape) -> Result<NodeLinks, String> {
+        let me = &self.hosts[self.rank];
+        if let Some((r, h)) = self.hosts.iter().enumerate().find(|(_, h)| *h != me) {
+            return Err(format!(
+                "rank {r} runs on {h}, rank {} on {me}: this build moves data between processes of one host only",
+                self.rank
+            ));
+        }
+        let local = node::create(&shape, self.rank).map_err(|e| format!("shared memory: {e}"))?;
+        let fd = |s: &crate::engine::transport::shm::Segment| s.fd().unwrap_or(-1);
+        let mine = format!(
+            "{} {} {}",
+            std::process::id(),
+            fd(&local.fifos),
+            fd(&local.bufs)
+        );
+        let peers = self
+            .all_gather(mine.as_bytes())?
+            .iter()
+            .map(|b| parse_peer(b))
+            .collect::<Result<Vec<_>, _>>()?;
+        let links = NodeLinks::connect(self.rank, shape, local, &peers, self.barrier_fn())
+            .map_err(|e| format!("mapping peers' shared memory: {e}"))?;
+        // Nobody writes into a peer's memory before every peer has mapped it.
+        self.barrier(Duration::from_secs(60), &|| false)?;
+        Ok(links)
+    }
+}
+
+fn parse_peer(b: &[u8]) -> Result<PeerInfo, String> {
+    let text = String::from_utf8_lossy(b);
+    let v: Vec<i64> = text
+        .split_whitespace()
+        .filter_map(|t| t.parse().ok())
+        .collect();
+    match v.as_slice() {
+        [pid, f, b] if *f >= 0 && *b >= 0 => Ok(PeerInfo {
+            pid: *pid as u32,
+            fifo_fd: *f as i32,
+            buf_fd: *b as i32,
+        }),
+        _ => Err(format!("bad bootstrap record from a peer: '{text}'")),
+    }
+}
+
+fn barrier(world: &Comm, timeout: Duration, abort: &dyn Fn() -> bool) -> Result<(), String> {
+    {
+        let mut req = world.0.immediate_barrier();
         let start = Instant::now();
         loop {
             match req.test() {
@@ -99,10 +176,13 @@ impl Mpi {
             std::thread::yield_now();
         }
     }
+}
 
+impl Mpi {
     /// Sends `bytes` to rank `to` with `tag`.
     pub fn send(&self, to: usize, tag: i32, bytes: &[u8]) {
         self.world
+            .0
             .process_at_rank(to as i32)
             .send_with_tag(bytes, tag);
     }
@@ -111,6 +191,7 @@ impl Mpi {
     pub fn try_receive(&self, tag: i32) -> Option<(usize, Vec<u8>)> {
         let probed = self
             .world
+            .0
             .any_process()
             .immediate_matched_probe_with_tag(tag)?;
         let (bytes, status) = probed.matched_receive_vec::<u8>();

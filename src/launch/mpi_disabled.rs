@@ -1,6 +1,7 @@
 //! The MPI world in a build without the `mpi` feature: the same names, and
 //! no way to make one (the type has no values), so callers need no `cfg`.
 
+use crate::engine::transport::node::{NodeLinks, Shape};
 use std::time::Duration;
 
 /// No MPI in this build: this type has no values.
@@ -25,6 +26,15 @@ impl Mpi {
         match *self {}
     }
     pub fn broadcast(&self, _bytes: &[u8]) -> Result<Vec<u8>, String> {
+        match *self {}
+    }
+    pub fn node_links(&self, _shape: Shape) -> Result<NodeLinks, String> {
+        match *self {}
+    }
+    pub fn rank(&self) -> usize {
+        match *self {}
+    }
+    pub fn size(&self) -> usize {
         match *self {}
     }
 }

@@ -12,6 +12,7 @@ use crate::cli::{Cli, Command, RunArgs};
 use crate::engine::probe;
 use crate::engine::types::Collective;
 use crate::harness;
+use crate::launch::Mpi;
 use crate::report::{csv::CsvSink, json::JsonSink, layout::LayoutSink, plot::PlotSink, warn};
 use crate::report::{Fanout, Meta, Results, Sink};
 use std::io::Write;
@@ -52,21 +53,30 @@ fn fail(msg: impl std::fmt::Display) -> i32 {
 }
 
 /// Picks the engine's device; says which on stderr.
-pub(crate) fn choose_device(s: &Sweep) -> Result<String, String> {
+/// Picks the engine's device: the device and, for `auto`, a line saying which.
+pub(crate) fn choose_device(s: &Sweep) -> Result<(String, Option<String>), String> {
     let driver = probe::libraries()
         .into_iter()
         .find(|l| l.name == "cuda driver")
         .and_then(|l| l.found);
-    match s.device {
+    let note = match s.device {
         DeviceChoice::Cuda => {
-            return Err("--device cuda: this build has no CUDA engine yet; use --device host or auto".into())
+            return Err(
+                "--device cuda: this build has no CUDA engine yet; use --device host or auto"
+                    .into(),
+            )
         }
-        DeviceChoice::Host => {}
-        DeviceChoice::Auto => match driver {
-            Some(lib) => eprintln!("collbench: {lib} found, but this build has no CUDA engine yet: running on the host engine"),
-            None => eprintln!("collbench: no GPU driver found: running on the host engine ({} thread ranks)", s.plan.ranks),
-        },
-    }
+        DeviceChoice::Host => None,
+        DeviceChoice::Auto => Some(match driver {
+            Some(lib) => format!(
+                "{lib} found, but this build has no CUDA engine yet: running on the host engine"
+            ),
+            None => format!(
+                "no GPU driver found: running on the host engine ({} ranks)",
+                s.plan.ranks
+            ),
+        }),
+    };
     if let Some(e) = s.engines.iter().find(|e| *e != "builtin") {
         return Err(format!(
             "--engine {e}: not available in this build (it has: builtin)"
@@ -81,22 +91,77 @@ pub(crate) fn choose_device(s: &Sweep) -> Result<String, String> {
     if s.graph {
         return Err("--graph needs the CUDA engine".into());
     }
-    Ok("host".into())
+    Ok(("host".into(), note))
+}
+
+/// Under MPI the world's size is the rank count.
+fn world_args(args: &RunArgs, mpi: Option<&Mpi>) -> Result<RunArgs, String> {
+    let Some(m) = mpi else {
+        return Ok(args.clone());
+    };
+    if let Some(r) = args
+        .ranks
+        .as_deref()
+        .filter(|r| r.trim() != m.size().to_string())
+    {
+        return Err(format!(
+            "--ranks {r}: under MPI every process is one rank, and this world has {}",
+            m.size()
+        ));
+    }
+    let mut a = args.clone();
+    a.ranks = Some(m.size().to_string());
+    Ok(a)
+}
+
+/// Every MPI rank dumps into the folder rank 0 names.
+fn agree_dump_dir(s: &mut Sweep, m: &Mpi) -> Result<(), String> {
+    let mine = s.plan.dump_dir.clone().unwrap_or_else(|| {
+        std::path::PathBuf::from("collbench-dumps").join(format!(
+            "{}-{}",
+            rfc3339_now().replace(':', ""),
+            std::process::id()
+        ))
+    });
+    let chosen = m.broadcast(mine.to_string_lossy().as_bytes())?;
+    s.plan.dump_dir = Some(String::from_utf8_lossy(&chosen).into_owned().into());
+    Ok(())
 }
 
 fn sweep(coll: Option<Collective>, args: &RunArgs) -> i32 {
-    if let Some((launcher, n)) = crate::launch::foreign_launcher() {
-        return fail(format!(
-            "started by {launcher} as one of {n} tasks, but this build has no MPI support: each task would run \
-             its own independent world and print a misleading table. Run one task with --ranks N instead"
-        ));
+    let mpi = match crate::launch::init_mpi() {
+        Ok(m) => m,
+        Err(e) => return fail(e),
+    };
+    if mpi.is_none() {
+        if let Some((launcher, n)) = crate::launch::foreign_launcher() {
+            return fail(format!(
+                "started by {launcher} as one of {n} tasks, but this build has no MPI support: each task would \
+                 run its own independent world and print a misleading table. Rebuild with \
+                 `cargo build --release --features mpi`, or run one task with --ranks N"
+            ));
+        }
     }
-    let mut s = match plan::build(coll, args) {
+    let leader = mpi.as_ref().is_none_or(|m| m.rank() == 0);
+    let mut s = match world_args(args, mpi.as_ref()).and_then(|a| plan::build(coll, &a)) {
         Ok(s) => s,
         Err(e) => return fail(e),
     };
+    if !leader {
+        (s.quiet, s.json, s.csv, s.plot) = (true, None, None, None);
+    }
+    if let Some(m) = &mpi {
+        if let Err(e) = agree_dump_dir(&mut s, m) {
+            return fail(e);
+        }
+    }
     let device = match choose_device(&s) {
-        Ok(d) => d,
+        Ok((d, note)) => {
+            if let Some(n) = note.filter(|_| leader) {
+                eprintln!("collbench: {n}");
+            }
+            d
+        }
         Err(e) => return fail(e),
     };
     let capped = harness::cap_sizes_to_memory(&mut s.plan).map(|c| warn::Warning::SizesCapped {
@@ -120,7 +185,7 @@ fn sweep(coll: Option<Collective>, args: &RunArgs) -> i32 {
     if let Err(e) = sink.start(&meta) {
         return fail(format!("writing results: {e}"));
     }
-    let result = harness::run(&s.plan, &mut sink);
+    let result = harness::run(&s.plan, &mut sink, mpi.as_ref());
     let mut meta = meta;
     meta.notes.extend(capped.iter().map(|w| w.to_string()));
     if let Ok(o) = &result {
@@ -130,12 +195,16 @@ fn sweep(coll: Option<Collective>, args: &RunArgs) -> i32 {
     if let Err(e) = sink.finish(&results) {
         return fail(format!("writing results: {e}"));
     }
-    for w in capped.iter().chain(&warn::scan(&results.rows)) {
+    for w in capped
+        .iter()
+        .chain(&warn::scan(&results.rows))
+        .filter(|_| leader)
+    {
         eprintln!("collbench: warning: {w}");
     }
     match result {
         Ok(o) => {
-            for n in &o.notes {
+            for n in o.notes.iter().filter(|_| leader) {
                 eprintln!("collbench: note: {n}");
             }
             if o.bad_rows > 0 {

@@ -66,7 +66,7 @@ fn build(c: &mut Check) -> Result<Sweep, String> {
 /// One run of a check's sweep: its rows, or how it went wrong.
 fn measure(s: &Sweep) -> Result<Vec<Row>, Outcome> {
     let mut sink = Fanout::default();
-    match harness::run(&s.plan, &mut sink) {
+    match harness::run(&s.plan, &mut sink, None) {
         Ok(_) => Ok(sink.rows),
         Err(e) if e.is_hang() => Err(Outcome::Failed(format!("hang detected: {e}"))),
         Err(e) => Err(Outcome::Error(e.to_string())),

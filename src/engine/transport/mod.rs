@@ -2,4 +2,5 @@
 //! process share FIFOs of a few slots with head/tail flags.
 
 pub mod inproc;
+pub mod node;
 pub mod shm;

@@ -1,0 +1,221 @@
+//! Ranks that are processes of one node: every rank's incoming FIFOs live in
+//! one shared segment it creates, and its buffers in another, which its
+//! peers map; senders write slots straight into the receiver's segment, and
+//! receivers read direct payloads straight from the sender's buffers (offsets
+//! translate between the two mappings). The protocol is the in-process one.
+
+use super::inproc::{DirectMap, Fifo};
+use super::shm::Segment;
+use crate::engine::exec::host::{ExecError, HostOptions, HostWorld, Links};
+use crate::engine::exec::HostBuf;
+use std::collections::HashMap;
+use std::ptr::NonNull;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// The segments a rank creates and shares.
+pub struct Local {
+    pub fifos: Segment,
+    pub bufs: Segment,
+}
+
+/// What a rank tells its peers about itself.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PeerInfo {
+    pub pid: u32,
+    pub fifo_fd: i32,
+    pub buf_fd: i32,
+}
+
+/// The shape every rank's segments share.
+#[derive(Clone, Copy, Debug)]
+pub struct Shape {
+    pub nranks: usize,
+    /// Connection channels per peer pair.
+    pub chans: usize,
+    pub slots: usize,
+    pub slot_bytes: usize,
+    /// Bytes of each rank buffer (buf0, buf1, scratch), 64-byte multiples.
+    pub bufs: [usize; 3],
+}
+
+impl Shape {
+    fn region(&self) -> usize {
+        Fifo::region_bytes(self.slots, self.slot_bytes).next_multiple_of(64)
+    }
+
+    fn fifo_bytes(&self) -> usize {
+        self.nranks * self.chans * self.region()
+    }
+
+    fn buf_bytes(&self) -> usize {
+        self.bufs.iter().map(|b| b.next_multiple_of(64)).sum()
+    }
+
+    /// Offset of the FIFO from `from` on `chan` in the receiver's segment.
+    fn fifo_at(&self, from: usize, chan: u32) -> usize {
+        (from * self.chans + chan as usize) * self.region()
+    }
+}
+
+/// A barrier across processes: gives up after the timeout or on abort.
+pub type Barrier = Box<dyn Fn(Duration, &dyn Fn() -> bool) -> Result<(), String> + Send + Sync>;
+
+/// Creates this rank's segments (pages are only touched when used).
+pub fn create(shape: &Shape, rank: usize) -> std::io::Result<Local> {
+    Ok(Local {
+        fifos: Segment::create(&format!("collbench-fifos-{rank}"), shape.fifo_bytes())?,
+        bufs: Segment::create(&format!("collbench-bufs-{rank}"), shape.buf_bytes())?,
+    })
+}
+
+/// The links of rank `me`, all of whose peers are on this node.
+pub struct NodeLinks {
+    me: usize,
+    shape: Shape,
+    local: Local,
+    /// Peers' segments, mapped here (None for this rank).
+    peers: Vec<Option<Local>>,
+    cache: Mutex<HashMap<(usize, usize, u32), Arc<Fifo>>>,
+    barrier: Barrier,
+}
+
+impl NodeLinks {
+    /// Maps every peer's segments; `peers[r]` describes rank r.
+    pub fn connect(
+        me: usize,
+        shape: Shape,
+        local: Local,
+        peers: &[PeerInfo],
+        barrier: Barrier,
+    ) -> std::io::Result<NodeLinks> {
+        let mapped = peers
+            .iter()
+            .enumerate()
+            .map(|(r, p)| {
+                if r == me {
+                    return Ok(None);
+                }
+                Ok(Some(Local {
+                    fifos: Segment::open(p.pid, p.fifo_fd, shape.fifo_bytes())?,
+                    bufs: Segment::open(p.pid, p.buf_fd, shape.buf_bytes())?,
+                }))
+            })
+            .collect::<std::io::Result<Vec<_>>>()?;
+        Ok(NodeLinks {
+            me,
+            shape,
+            local,
+            peers: mapped,
+            cache: Mutex::new(HashMap::new()),
+            barrier,
+        })
+    }
+
+    fn peer(&self, r: usize) -> Result<&Local, ExecError> {
+        self.peers.get(r).and_then(Option::as_ref).ok_or_else(|| {
+            ExecError::Setup(format!("rank {} has no connection to rank {r}", self.me))
+        })
+    }
+
+    fn make(&self, from: usize, to: usize, chan: u32) -> Result<Fifo, ExecError> {
+        if chan as usize >= self.shape.chans {
+            return Err(ExecError::Setup(format!(
+                "channel {chan} beyond the {} set up",
+                self.shape.chans
+            )));
+        }
+        let (segment, direct) = if to == self.me {
+            let sender = self.peer(from)?;
+            (
+                &self.local.fifos,
+                DirectMap {
+                    send_base: 0,
+                    recv_base: sender.bufs.as_ptr() as usize,
+                },
+            )
+        } else if from == self.me {
+            let receiver = self.peer(to)?;
+            (
+                &receiver.fifos,
+                DirectMap {
+                    send_base: self.local.bufs.as_ptr() as usize,
+                    recv_base: 0,
+                },
+            )
+        } else {
+            return Err(ExecError::Setup(format!(
+                "rank {} asked for the link {from} -> {to}",
+                self.me
+            )));
+        };
+        let at = self
+            .shape
+            .fifo_at(if to == self.me { from } else { self.me }, chan);
+        let region = NonNull::new(segment.as_ptr().wrapping_add(at))
+            .ok_or_else(|| ExecError::Setup("null segment".into()))?;
+        // SAFETY: the region lies inside the segment (fifo_at < fifo_bytes), is
+        // 64-byte aligned, zero-filled at creation, lives as long as these
+        // links, and (from, to, chan) has exactly one sender and one receiver.
+        Ok(unsafe { Fifo::in_region(region, self.shape.slots, self.shape.slot_bytes, direct) })
+    }
+}
+
+impl Links for NodeLinks {
+    fn fifo(
+        &self,
+        from: usize,
+        to: usize,
+        chan: u32,
+        _opts: &HostOptions,
+    ) -> Result<Arc<Fifo>, ExecError> {
+        let mut cache = self
+            .cache
+            .lock()
+            .map_err(|_| ExecError::Setup("connection table poisoned".into()))?;
+        if let Some(f) = cache.get(&(from, to, chan)) {
+            return Ok(Arc::clone(f));
+        }
+        let fifo = Arc::new(self.make(from, to, chan)?);
+        cache.insert((from, to, chan), Arc::clone(&fifo));
+        Ok(fifo)
+    }
+
+    fn barrier(&self, world: &HostWorld, rank: usize) -> Result<(), ExecError> {
+        let timeout = world.options().timeout;
+        (self.barrier)(timeout, &|| world.aborted()).map_err(|_| {
+            if world.aborted() {
+                ExecError::Aborted
+            } else {
+                ExecError::BarrierTimeout {
+                    rank,
+                    arrived: 0,
+                    nranks: world.nranks(),
+                    waited: timeout,
+                }
+            }
+        })
+    }
+
+    fn buffers(&self, rank: usize, bytes: [usize; 3]) -> Result<[HostBuf; 3], ExecError> {
+        if rank != self.me || bytes.iter().zip(self.shape.bufs).any(|(b, s)| *b > s) {
+            return Err(ExecError::Setup(format!(
+                "rank {rank} asked for buffers {bytes:?} beyond the shared {:?}",
+                self.shape.bufs
+            )));
+        }
+        let base = self.local.bufs.as_ptr();
+        let mut at = 0;
+        let mut views = Vec::with_capacity(3);
+        for (i, &len) in bytes.iter().enumerate() {
+            let ptr = NonNull::new(base.wrapping_add(at))
+                .ok_or_else(|| ExecError::Setup("null segment".into()))?;
+            // SAFETY: inside this rank's buffer segment, which outlives the links' users.
+            views.push(unsafe { HostBuf::view(ptr, len) });
+            at += self.shape.bufs[i].next_multiple_of(64);
+        }
+        views
+            .try_into()
+            .map_err(|_| ExecError::Setup("three buffers".into()))
+    }
+}
