@@ -118,7 +118,14 @@ fn expand(paths: &[PathBuf], bad: &mut Vec<Unreadable>) -> Vec<PathBuf> {
 fn list_dir(dir: &Path, bad: &mut Vec<Unreadable>) -> Vec<PathBuf> {
     match fs::read_dir(dir) {
         Ok(entries) => {
-            let mut out: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
+            // Hidden files (a run's abort trigger, temporary dump files) are not dumps.
+            let mut out: Vec<PathBuf> = entries
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| {
+                    !p.file_name()
+                        .is_some_and(|n| n.to_string_lossy().starts_with('.'))
+                })
+                .collect();
             out.sort();
             out
         }

@@ -257,6 +257,7 @@ pub fn build(coll: Option<Collective>, a: &RunArgs) -> Result<Sweep, String> {
             .map(|i| Inject::parse(i, ranks))
             .collect::<Result<_, _>>()?,
         run_info: RunInfo::default(),
+        abort_trigger: None,
         collectives,
     };
     Ok(Sweep {

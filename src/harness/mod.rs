@@ -164,8 +164,13 @@ pub fn run(plan: &Plan, sink: &mut dyn Sink, mpi: Option<&Mpi>) -> Result<Outcom
     }
     let result = run_ranks(plan, &cases, &world, &recs, mpi, sink, &mut outcome);
     let fired = dog.stop();
-    let dump =
-        |reason: &str| dump::write_all(&dir, &recs, &plan.run_info, reason).unwrap_or_default();
+    let dump = |reason: &str| {
+        if let Some(t) = &plan.abort_trigger {
+            // Tell the run's other processes to stop and dump too.
+            let _ = std::fs::create_dir_all(&dir).and_then(|_| std::fs::write(t, reason));
+        }
+        dump::write_all(&dir, &recs, &plan.run_info, reason).unwrap_or_default()
+    };
     match (result, fired) {
         (_, Some(Fired::Stop)) => Err(HarnessError::Interrupted {
             dumps: dump("signal"),
@@ -183,6 +188,10 @@ pub fn run(plan: &Plan, sink: &mut dyn Sink, mpi: Option<&Mpi>) -> Result<Outcom
             detail: format!(
                 "hang detected: rank {rank}'s collective {seq} ran {waited:?}, past the timeout"
             ),
+            dumps: dump("timeout"),
+        }),
+        (_, Some(Fired::Remote)) => Err(HarnessError::Hang {
+            detail: "hang detected by another process of the run".into(),
             dumps: dump("timeout"),
         }),
         (Ok(()), _) => Ok(outcome),
@@ -203,7 +212,7 @@ fn spawn_watchdog(
         plan.run_info.clone(),
     );
     let act = move |f: &Fired| match f {
-        Fired::Timeout { .. } | Fired::Stop => w.abort(),
+        Fired::Timeout { .. } | Fired::Stop | Fired::Remote => w.abort(),
         Fired::Request => {
             let _ = dump::write_all(&d, &r, &info, "request");
         }
@@ -220,6 +229,7 @@ fn spawn_watchdog(
     Ok(Watchdog::spawn(
         recs.to_vec(),
         plan.timeout(),
+        plan.abort_trigger.clone(),
         Box::new(act),
     )?)
 }

@@ -45,6 +45,8 @@ pub struct Plan {
     /// Where dumps go (None: a new folder under ./collbench-dumps when needed).
     pub dump_dir: Option<PathBuf>,
     pub injects: Vec<super::inject::Inject>,
+    /// A file whose appearance means another process of the run hung (MPI).
+    pub abort_trigger: Option<PathBuf>,
     /// What dumps say about the run.
     pub run_info: crate::recorder::dump::RunInfo,
 }

@@ -4,6 +4,7 @@
 //! goes on), SIGINT/SIGTERM stop the run after dumping.
 
 use super::{mono_ns, RankRecorder};
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -43,6 +44,8 @@ pub enum Fired {
     Stop,
     /// SIGUSR1: dump and go on.
     Request,
+    /// Another process of the run detected a hang.
+    Remote,
     /// After a timeout the run did not wind down within the grace period.
     Stuck,
 }
@@ -60,9 +63,13 @@ pub const GRACE: Duration = Duration::from_secs(10);
 
 impl Watchdog {
     /// Watches `recs`; `act` runs on the watchdog thread for every event.
+    /// Watches `recs`; `act` runs on the watchdog thread for every event.
+    /// When `trigger` names a file, its appearance (another process of the
+    /// run detected a hang) fires [`Fired::Remote`].
     pub fn spawn(
         recs: Vec<Arc<RankRecorder>>,
         timeout: Duration,
+        trigger: Option<PathBuf>,
         act: Box<dyn Fn(&Fired) + Send>,
     ) -> std::io::Result<Watchdog> {
         let stop = Arc::new(AtomicBool::new(false));
@@ -71,7 +78,17 @@ impl Watchdog {
         let tick = (timeout / 20).clamp(Duration::from_millis(5), Duration::from_millis(200));
         let handle = std::thread::Builder::new()
             .name("watchdog".into())
-            .spawn(move || watch(&recs, timeout, tick, &s, &f, act.as_ref()))?;
+            .spawn(move || {
+                watch(
+                    &recs,
+                    timeout,
+                    tick,
+                    trigger.as_deref(),
+                    &s,
+                    &f,
+                    act.as_ref(),
+                )
+            })?;
         Ok(Watchdog {
             stop,
             fired,
@@ -107,6 +124,7 @@ fn watch(
     recs: &[Arc<RankRecorder>],
     timeout: Duration,
     tick: Duration,
+    trigger: Option<&Path>,
     stop: &AtomicBool,
     fired: &Mutex<Option<Fired>>,
     act: &dyn Fn(&Fired),
@@ -123,6 +141,8 @@ fn watch(
         }
         let event = if STOP_SIGNAL.swap(false, Ordering::SeqCst) {
             Some(Fired::Stop)
+        } else if trigger.is_some_and(|t| t.exists()) {
+            Some(Fired::Remote)
         } else {
             let now = mono_ns();
             recs.iter().find_map(|r| {
@@ -187,6 +207,22 @@ mod tests {
             "{fired:?}"
         );
         assert!(matches!(seen.lock().unwrap()[0], Fired::Timeout { .. }));
+    }
+
+    #[test]
+    fn a_trigger_file_fires() {
+        let dir = tempfile::tempdir().unwrap();
+        let t = dir.path().join(".abort");
+        let dog = Watchdog::spawn(
+            vec![],
+            Duration::from_secs(60),
+            Some(t.clone()),
+            Box::new(|_| {}),
+        )
+        .unwrap();
+        std::fs::write(&t, b"").unwrap();
+        std::thread::sleep(Duration::from_millis(500));
+        assert_eq!(dog.stop(), Some(Fired::Remote));
     }
 
     #[test]

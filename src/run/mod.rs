@@ -123,8 +123,19 @@ fn agree_dump_dir(s: &mut Sweep, m: &Mpi) -> Result<(), String> {
             std::process::id()
         ))
     });
-    let chosen = m.broadcast(mine.to_string_lossy().as_bytes())?;
-    s.plan.dump_dir = Some(String::from_utf8_lossy(&chosen).into_owned().into());
+    // The trigger's name is unique to this run, so a stale one is never seen.
+    let token = format!(
+        "{}\n.collbench-abort-{}-{}",
+        mine.display(),
+        crate::recorder::wall_ns(),
+        std::process::id()
+    );
+    let chosen = String::from_utf8_lossy(&m.broadcast(token.as_bytes())?).into_owned();
+    let (dir, trigger) = chosen
+        .split_once('\n')
+        .ok_or("bad dump folder from rank 0")?;
+    s.plan.dump_dir = Some(dir.into());
+    s.plan.abort_trigger = Some(std::path::Path::new(dir).join(trigger));
     Ok(())
 }
 
@@ -186,6 +197,14 @@ fn sweep(coll: Option<Collective>, args: &RunArgs) -> i32 {
         return fail(format!("writing results: {e}"));
     }
     let result = harness::run(&s.plan, &mut sink, mpi.as_ref());
+    if result
+        .as_ref()
+        .is_err_and(|e| e.is_hang() || e.is_interrupt())
+    {
+        // Requests of the hung collective are still pending: MPI_Finalize
+        // could wait on them forever, so this process leaves without it.
+        std::mem::forget(mpi);
+    }
     let mut meta = meta;
     meta.notes.extend(capped.iter().map(|w| w.to_string()));
     if let Ok(o) = &result {
