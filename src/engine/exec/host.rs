@@ -64,10 +64,21 @@ pub enum ExecError {
         nranks: usize,
         waited: Duration,
     },
+    #[error("rank {rank} waited {waited:?} (timeout) for {call} ({collective}) to complete")]
+    CollectiveTimeout {
+        rank: usize,
+        collective: &'static str,
+        /// The library call waited on, e.g. `MPI_Iallreduce`.
+        call: &'static str,
+        waited: Duration,
+    },
     #[error("stopped because another rank failed")]
     Aborted,
     #[error("{0}")]
     Setup(String),
+    /// An MPI call failed (the `mpi` engine).
+    #[error("MPI: {0}")]
+    Mpi(String),
 }
 
 /// How a world's ranks reach each other: the FIFOs between them, their

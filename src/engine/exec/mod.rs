@@ -2,6 +2,8 @@
 
 pub mod host;
 pub mod mem;
+#[cfg(feature = "mpi")]
+pub mod mpi_coll;
 
 pub use host::{Compiled, ExecError, HostOptions, HostWorld, InProcess, Links, RankExec};
 pub use mem::HostBuf;
