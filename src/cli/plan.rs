@@ -3,7 +3,7 @@
 
 use super::RunArgs;
 use crate::engine::exec::HostOptions;
-use crate::engine::types::{Algo, Collective, Dtype, Placement, ReduceOp};
+use crate::engine::types::{Algo, Collective, Dtype, Engine, Placement, ReduceOp};
 use crate::harness::inject::Inject;
 use crate::harness::{AlgoChoice, Plan, RootChoice};
 use crate::launch::max_thread_ranks;
@@ -24,6 +24,8 @@ pub enum DeviceChoice {
 #[derive(Debug)]
 pub struct Sweep {
     pub plan: Plan,
+    /// Whether this process is one rank of an MPI world (set by the run layer).
+    pub mpi_world: bool,
     pub device: DeviceChoice,
     pub engines: Vec<String>,
     pub timing: Option<String>,
@@ -258,10 +260,19 @@ pub fn build(coll: Option<Collective>, a: &RunArgs) -> Result<Sweep, String> {
             .collect::<Result<_, _>>()?,
         run_info: RunInfo::default(),
         abort_trigger: None,
+        engines: engines
+            .iter()
+            .filter_map(|e| match *e {
+                "builtin" => Some(Engine::Builtin),
+                "mpi" => Some(Engine::Mpi),
+                _ => None,
+            })
+            .collect(),
         collectives,
     };
     Ok(Sweep {
         plan,
+        mpi_world: false,
         device,
         engines: engines.into_iter().map(String::from).collect(),
         timing,

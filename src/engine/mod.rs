@@ -10,4 +10,4 @@ pub mod probe;
 pub mod transport;
 pub mod types;
 
-pub use types::{Algo, Collective, Counts, Dtype, Placement, ReduceOp};
+pub use types::{Algo, Collective, Counts, Dtype, Engine, Placement, ReduceOp};

@@ -330,6 +330,23 @@ impl fmt::Display for ReduceOp {
     }
 }
 
+/// Who moves the data: collbench's own engine, or a library's collectives
+/// run side by side with it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Engine {
+    Builtin,
+    Mpi,
+}
+
+impl Engine {
+    pub fn name(self) -> &'static str {
+        match self {
+            Engine::Builtin => "builtin",
+            Engine::Mpi => "mpi",
+        }
+    }
+}
+
 /// Out-of-place (separate send and receive buffers) or in-place (the send
 /// buffer lies inside the receive buffer, where NCCL puts it).
 #[derive(

@@ -10,6 +10,7 @@ pub use plan::{AlgoChoice, Case, Plan, RootChoice};
 
 use crate::engine::exec::{mem, ExecError, HostWorld, RankExec};
 use crate::engine::transport::node::Shape;
+use crate::engine::types::Engine;
 use crate::launch::Mpi;
 use crate::recorder::watchdog::{self, Fired, Watchdog};
 use crate::recorder::{dump, RankRecorder};
@@ -142,7 +143,19 @@ pub fn cap_sizes_to_memory(plan: &mut Plan) -> Option<SizeCap> {
 /// Runs the sweep; rows go to `sink` as they finish. With `mpi`, this
 /// process runs its one rank and rank 0 makes the rows.
 pub fn run(plan: &Plan, sink: &mut dyn Sink, mpi: Option<&Mpi>) -> Result<Outcome, HarnessError> {
-    let (cases, skipped) = plan::cases(plan);
+    let (mut cases, skipped) = plan::cases(plan);
+    let mut unsupported = Vec::new();
+    if let Some(m) = mpi {
+        cases.retain(|c| match (c.engine, m.unsupported(c.coll, c.dtype, c.op)) {
+            (Engine::Mpi, Some(why)) => {
+                if !unsupported.contains(&why) {
+                    unsupported.push(why);
+                }
+                false
+            }
+            _ => true,
+        });
+    }
     if cases.is_empty() {
         return Err(HarnessError::Empty(
             "every size is smaller than one element per rank; raise --sizes".into(),
@@ -159,6 +172,11 @@ pub fn run(plan: &Plan, sink: &mut dyn Sink, mpi: Option<&Mpi>) -> Result<Outcom
     watchdog::install_signal_handlers();
     let dog = spawn_watchdog(plan, &world, &recs, &dir)?;
     let mut outcome = Outcome::default();
+    outcome.notes.extend(
+        unsupported
+            .into_iter()
+            .map(|w| format!("engine mpi skipped cases: {w}")),
+    );
     if skipped > 0 {
         outcome.notes.push(format!("{skipped} size(s) skipped: fewer than one element per rank, or the same case as the size before"));
     }
@@ -177,7 +195,9 @@ pub fn run(plan: &Plan, sink: &mut dyn Sink, mpi: Option<&Mpi>) -> Result<Outcom
         }),
         (
             Err(HarnessError::Exec(
-                e @ (ExecError::Timeout { .. } | ExecError::BarrierTimeout { .. }),
+                e @ (ExecError::Timeout { .. }
+                | ExecError::BarrierTimeout { .. }
+                | ExecError::CollectiveTimeout { .. }),
             )),
             _,
         ) => Err(HarnessError::Hang {
@@ -284,6 +304,7 @@ fn run_ranks(
                     exec: RankExec::new(Arc::clone(world), r, Arc::clone(rec) as _),
                     rec: Arc::clone(rec),
                     tx: tx.clone(),
+                    mpi,
                 };
                 let w = Arc::clone(world);
                 std::thread::Builder::new()
@@ -451,8 +472,11 @@ fn make_row(
         });
     Row {
         collective: case.coll.name().into(),
-        engine: "builtin".into(),
-        algo: case.algo.name().into(),
+        engine: case.engine.name().into(),
+        algo: match case.engine {
+            Engine::Builtin => case.algo.name().into(),
+            other => other.name().into(),
+        },
         dtype: case.dtype.name().into(),
         op: if case.coll.reduces() {
             case.op.name().into()

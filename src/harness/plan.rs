@@ -2,7 +2,7 @@
 //! nccl-tests' order.
 
 use crate::engine::exec::HostOptions;
-use crate::engine::types::{Algo, Collective, Counts, Dtype, Placement, ReduceOp};
+use crate::engine::types::{Algo, Collective, Counts, Dtype, Engine, Placement, ReduceOp};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -26,6 +26,8 @@ pub enum RootChoice {
 #[derive(Clone, Debug)]
 pub struct Plan {
     pub collectives: Vec<Collective>,
+    /// Engines run side by side (builtin first).
+    pub engines: Vec<Engine>,
     pub sizes: Vec<u64>,
     pub ranks: usize,
     pub algos: AlgoChoice,
@@ -60,6 +62,7 @@ impl Plan {
 /// One measured configuration (both placements share it).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Case {
+    pub engine: Engine,
     pub coll: Collective,
     pub algo: Algo,
     pub dtype: Dtype,
@@ -83,7 +86,7 @@ pub fn auto_algo(coll: Collective, bytes: u64, nranks: usize) -> Algo {
     }
 }
 
-/// Cases in sweep order: collective, algorithm, dtype, op, root, size.
+/// Cases in sweep order: collective, engine, algorithm, dtype, op, root, size.
 /// Sizes too small to give every rank an element are skipped, and so are
 /// sizes that round to the same case as the previous one; the count of the
 /// skipped ones is returned.
@@ -91,15 +94,7 @@ pub fn cases(plan: &Plan) -> (Vec<Case>, usize) {
     let mut out = Vec::new();
     let mut skipped = 0;
     for &coll in &plan.collectives {
-        let algos: Vec<Option<Algo>> = match &plan.algos {
-            AlgoChoice::Auto => vec![None],
-            AlgoChoice::List(l) => l
-                .iter()
-                .filter(|a| coll.algos().contains(a))
-                .map(|&a| Some(a))
-                .collect(),
-        };
-        let ops: Vec<ReduceOp> = if coll.reduces() {
+        let ops = if coll.reduces() {
             plan.ops.clone()
         } else {
             vec![ReduceOp::Sum]
@@ -109,29 +104,26 @@ pub fn cases(plan: &Plan) -> (Vec<Case>, usize) {
             (true, RootChoice::One(r)) => vec![Some(r)],
             (true, RootChoice::All) => (0..plan.ranks).map(Some).collect(),
         };
-        for algo in &algos {
-            for &dtype in &plan.dtypes {
-                for &op in &ops {
-                    for &root in &roots {
-                        let mut last = None;
-                        for &size in &plan.sizes {
-                            let counts = coll.counts(size, dtype.size(), plan.ranks);
-                            let bytes = counts.reported_bytes(coll, dtype.size());
-                            if counts.block == 0 || last == Some(bytes) {
-                                skipped += 1;
-                                continue;
-                            }
-                            last = Some(bytes);
-                            let algo = algo.unwrap_or_else(|| auto_algo(coll, bytes, plan.ranks));
-                            out.push(Case {
+        for &engine in &plan.engines {
+            for algo in algos_of(plan, coll, engine) {
+                for &dtype in &plan.dtypes {
+                    for &op in &ops {
+                        for &root in &roots {
+                            let proto = Case {
+                                engine,
                                 coll,
-                                algo,
+                                algo: Algo::Ring,
                                 dtype,
                                 op,
                                 root,
-                                counts,
-                                bytes,
-                            });
+                                counts: Counts {
+                                    send: 0,
+                                    recv: 0,
+                                    block: 0,
+                                },
+                                bytes: 0,
+                            };
+                            skipped += sizes(plan, proto, algo, &mut out);
                         }
                     }
                 }
@@ -139,4 +131,41 @@ pub fn cases(plan: &Plan) -> (Vec<Case>, usize) {
         }
     }
     (out, skipped)
+}
+
+/// The algorithms a collective runs with on `engine` (None: chosen by size).
+fn algos_of(plan: &Plan, coll: Collective, engine: Engine) -> Vec<Option<Algo>> {
+    match (&plan.algos, engine) {
+        // A library's collectives have no algorithm of ours to choose.
+        (_, Engine::Mpi) | (AlgoChoice::Auto, _) => vec![None],
+        (AlgoChoice::List(l), Engine::Builtin) => l
+            .iter()
+            .filter(|a| coll.algos().contains(a))
+            .map(|&a| Some(a))
+            .collect(),
+    }
+}
+
+/// Pushes `proto` at every distinct size; returns how many sizes it skipped.
+fn sizes(plan: &Plan, proto: Case, algo: Option<Algo>, out: &mut Vec<Case>) -> usize {
+    let (coll, es) = (proto.coll, proto.dtype.size());
+    let mut last = None;
+    let mut skipped = 0;
+    for &size in &plan.sizes {
+        let counts = coll.counts(size, es, plan.ranks);
+        let bytes = counts.reported_bytes(coll, es);
+        if counts.block == 0 || last == Some(bytes) {
+            skipped += 1;
+            continue;
+        }
+        last = Some(bytes);
+        let algo = algo.unwrap_or_else(|| auto_algo(coll, bytes, plan.ranks));
+        out.push(Case {
+            algo,
+            counts,
+            bytes,
+            ..proto
+        });
+    }
+    skipped
 }

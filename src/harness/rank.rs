@@ -7,7 +7,9 @@ use crate::check::{self, Rule, Verdict};
 use crate::engine::algo::{generate, Layout, Slice, Spec};
 use crate::engine::exec::host::RankBufs;
 use crate::engine::exec::{Compiled, ExecError, HostBuf, HostWorld, RankExec};
+use crate::engine::types::Engine;
 use crate::engine::types::Placement;
+use crate::launch::Mpi;
 use crate::recorder::model::IterKind;
 use crate::recorder::{OpInfo, RankRecorder, WORLD_GROUP};
 use std::sync::mpsc::Sender;
@@ -53,12 +55,15 @@ pub struct RankJob<'a> {
     pub exec: RankExec,
     pub rec: Arc<RankRecorder>,
     pub tx: Sender<Report>,
+    /// The MPI world, for `--engine mpi` cases.
+    pub mpi: Option<&'a Mpi>,
 }
 
 /// One case's program and buffers, ready to run operations.
 struct Ready<'b> {
     case: &'b Case,
-    compiled: Compiled,
+    /// The builtin engine's program; None for a library engine.
+    compiled: Option<Compiled>,
     layout: Layout,
     info: OpInfo,
 }
@@ -162,13 +167,28 @@ impl RankJob<'_> {
             channels: self.plan.channels,
             chunk: self.world.chunk_elems(case.dtype),
         };
-        let program = generate(&spec).map_err(|e| ExecError::Setup(e.to_string()))?;
         let layout = Layout::new(case.coll, case.counts, pl, rank);
-        let compiled = Compiled::new(&self.world, &program, layout, case.dtype, case.op)?;
+        let compiled = match case.engine {
+            Engine::Builtin => {
+                let program = generate(&spec).map_err(|e| ExecError::Setup(e.to_string()))?;
+                Some(Compiled::new(
+                    &self.world,
+                    &program,
+                    layout,
+                    case.dtype,
+                    case.op,
+                )?)
+            }
+            Engine::Mpi => None,
+        };
         let info = OpInfo {
             group: WORLD_GROUP,
             collective: case.coll.name(),
-            algo: case.algo.name(),
+            algo: if case.engine == Engine::Builtin {
+                case.algo.name()
+            } else {
+                case.engine.name()
+            },
             dtype: case.dtype.name(),
             count: case.bytes / case.dtype.size() as u64,
             bytes: case.bytes,
@@ -202,10 +222,7 @@ impl RankJob<'_> {
         } else {
             self.faulty_begin(r, kind, bufs)?
         };
-        let rb = RankBufs {
-            bufs: [&bufs[0], &bufs[1], &bufs[2]],
-        };
-        self.exec.run(&r.compiled, &rb)?;
+        self.run_engine(r, bufs)?;
         if self
             .plan
             .injects
@@ -222,6 +239,32 @@ impl RankJob<'_> {
         }
         self.rec.complete(WORLD_GROUP, seq);
         Ok(())
+    }
+
+    /// Runs the operation on the case's engine.
+    fn run_engine(&self, r: &Ready<'_>, bufs: &mut [HostBuf; 3]) -> Result<(), ExecError> {
+        if let Some(compiled) = &r.compiled {
+            let rb = RankBufs {
+                bufs: [&bufs[0], &bufs[1], &bufs[2]],
+            };
+            return self.exec.run(compiled, &rb);
+        }
+        let m = self
+            .mpi
+            .ok_or_else(|| ExecError::Setup("--engine mpi needs an MPI launch".into()))?;
+        let c = r.case;
+        let abort = || self.world.aborted();
+        m.run_collective(
+            c.coll,
+            c.dtype,
+            c.op,
+            c.counts,
+            c.root.unwrap_or(0),
+            &r.layout,
+            bufs,
+            self.plan.timeout(),
+            &abort,
+        )
     }
 
     /// Begins a collective the injected faults may hang, delay or poison.

@@ -2,7 +2,10 @@
 //! Bootstrap data (pids, shared-memory handles, host names) moves through
 //! MPI; every wait here polls, so it honours the timeout and the abort flag.
 
+use crate::engine::algo::Layout;
+use crate::engine::exec::{mpi_coll, ExecError, HostBuf};
 use crate::engine::transport::node::{self, Barrier, NodeLinks, PeerInfo, Shape};
+use crate::engine::types::{Collective, Counts, Dtype, ReduceOp};
 use mpi::collective::CommunicatorCollectives;
 use mpi::point_to_point::{Destination, MatchedReceiveVec, Source};
 use mpi::topology::{Communicator, SimpleCommunicator};
@@ -136,6 +139,41 @@ impl Mpi {
         // Nobody writes into a peer's memory before every peer has mapped it.
         self.barrier(Duration::from_secs(60), &|| false)?;
         Ok(links)
+    }
+}
+
+impl Mpi {
+    /// Why MPI's own collectives cannot run this case, if they cannot.
+    pub fn unsupported(&self, coll: Collective, dtype: Dtype, op: ReduceOp) -> Option<String> {
+        mpi_coll::unsupported(coll, dtype, op)
+    }
+
+    /// One operation through MPI's own collectives (`--engine mpi`).
+    #[allow(clippy::too_many_arguments)]
+    pub fn run_collective(
+        &self,
+        coll: Collective,
+        dtype: Dtype,
+        op: ReduceOp,
+        counts: Counts,
+        root: usize,
+        layout: &Layout,
+        bufs: &mut [HostBuf; 3],
+        timeout: Duration,
+        abort: &dyn Fn() -> bool,
+    ) -> Result<(), ExecError> {
+        mpi_coll::run_op(
+            &self.world.0,
+            coll,
+            dtype,
+            op,
+            counts,
+            root,
+            layout,
+            bufs,
+            timeout,
+            abort,
+        )
     }
 }
 

@@ -1,7 +1,10 @@
 //! The MPI world in a build without the `mpi` feature: the same names, and
 //! no way to make one (the type has no values), so callers need no `cfg`.
 
+use crate::engine::algo::Layout;
+use crate::engine::exec::{ExecError, HostBuf};
 use crate::engine::transport::node::{NodeLinks, Shape};
+use crate::engine::types::{Collective, Counts, Dtype, ReduceOp};
 use std::time::Duration;
 
 /// No MPI in this build: this type has no values.
@@ -32,6 +35,24 @@ impl Mpi {
         match *self {}
     }
     pub fn rank(&self) -> usize {
+        match *self {}
+    }
+    pub fn unsupported(&self, _coll: Collective, _dtype: Dtype, _op: ReduceOp) -> Option<String> {
+        match *self {}
+    }
+    #[allow(clippy::too_many_arguments)]
+    pub fn run_collective(
+        &self,
+        _coll: Collective,
+        _dtype: Dtype,
+        _op: ReduceOp,
+        _counts: Counts,
+        _root: usize,
+        _layout: &Layout,
+        _bufs: &mut [HostBuf; 3],
+        _timeout: Duration,
+        _abort: &dyn Fn() -> bool,
+    ) -> Result<(), ExecError> {
         match *self {}
     }
     pub fn size(&self) -> usize {

@@ -77,10 +77,16 @@ pub(crate) fn choose_device(s: &Sweep) -> Result<(String, Option<String>), Strin
             ),
         }),
     };
-    if let Some(e) = s.engines.iter().find(|e| *e != "builtin") {
-        return Err(format!(
-            "--engine {e}: not available in this build (it has: builtin)"
-        ));
+    if let Some(e) = s
+        .engines
+        .iter()
+        .find(|e| *e != "builtin" && !(*e == "mpi" && s.mpi_world))
+    {
+        return Err(match e.as_str() {
+            "mpi" if cfg!(feature = "mpi") => "--engine mpi needs an MPI launch: mpirun -np N collbench ...".into(),
+            "mpi" => "--engine mpi needs a build with MPI (cargo build --release --features mpi) and an MPI launch".into(),
+            _ => format!("--engine {e}: not available in this build (it has: builtin{})", if cfg!(feature = "mpi") { ", mpi" } else { "" }),
+        });
     }
     if s.timing.as_deref() == Some("events") {
         return Err(
@@ -161,6 +167,7 @@ fn sweep(coll: Option<Collective>, args: &RunArgs) -> i32 {
     if !leader {
         (s.quiet, s.json, s.csv, s.plot) = (true, None, None, None);
     }
+    s.mpi_world = mpi.is_some();
     if let Some(m) = &mpi {
         if let Err(e) = agree_dump_dir(&mut s, m) {
             return fail(e);
