@@ -1,14 +1,27 @@
 #!/usr/bin/env bash
 # The full test suite, as CI runs it (README: "Run the tests").
-# Installs what it needs, then: format, lints, unit and integration tests,
-# and an end-to-end sweep of every collective on the host engine.
+# Installs what it needs (Open MPI and libclang for the `mpi` feature), then:
+# format, lints, unit and integration tests of the default build and of the
+# MPI build (under mpirun -np 1..4), and end-to-end sweeps.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 export CARGO_TERM_COLOR=never
-# Fixtures live in ../shared beside the checkout; in CI their absence is a failure.
+# Fixtures live in ../shared beside the checkout; in CI their absence, or
+# that of MPI (installed below), is a failure rather than a skip.
 if [ "${CI:-}" = "true" ]; then
-  export COLLBENCH_REQUIRE_FIXTURES=1
+  export COLLBENCH_REQUIRE_FIXTURES=1 COLLBENCH_REQUIRE_MPI=1
+fi
+# Open MPI refuses root without these; CI machines run as root.
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+
+need=""
+command -v mpicc >/dev/null 2>&1 || need="$need libopenmpi-dev openmpi-bin"
+[ -n "$(ls /usr/lib/llvm-*/lib/libclang*.so* 2>/dev/null)" ] || need="$need libclang-dev"
+if [ -n "$need" ]; then
+  echo "ci: installing$need"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq && apt-get install -y -qq $need >/dev/null
 fi
 
 if ! command -v cargo >/dev/null 2>&1; then
@@ -20,11 +33,15 @@ rustup component add clippy rustfmt >/dev/null 2>&1 || true
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
 
-echo "== cargo clippy"
+echo "== cargo clippy (default build, and with --features mpi)"
 cargo clippy --all-targets --release -- -D warnings
+cargo clippy --all-targets --release --features mpi --target-dir target/mpi -- -D warnings
 
-echo "== cargo test"
+echo "== cargo test (default build)"
 cargo test --release --all-targets
+
+echo "== cargo test (--features mpi: runs under mpirun -np 1..4)"
+cargo test --release --features mpi --target-dir target/mpi --test mpi_cli --test mpi_engine
 
 echo "== end-to-end: every collective and algorithm on the host engine"
 out=$(mktemp -d)
@@ -42,4 +59,7 @@ echo "== end-to-end: plots, nccl-tests text, report, compare"
 grep -q '^# Out of bounds values : 0 OK' "$out/r.txt"
 ./target/release/collbench report "$out/r.json" "$out/all3.json" --plot "$out/r.svg" -q
 ./target/release/collbench compare "$out/all3.json" "$out/all3.json" > /dev/null
+echo "== end-to-end: mpirun -np 4 with every collective and algorithm"
+mpirun --allow-run-as-root --oversubscribe -np 4 ./target/mpi/release/collbench all --device host \
+  --algo all --sizes 8B:1M:x8 --iters 2 --json "$out/mpi4.json" -q
 echo "ci: all passed"

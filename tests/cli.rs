@@ -308,6 +308,7 @@ fn eight_ranks_on_few_cores_finish() {
 }
 
 #[test]
+#[cfg(not(feature = "mpi"))]
 fn a_build_without_mpi_refuses_to_run_under_a_launcher() {
     let out = collbench()
         .args(["all-reduce", "--sizes", "1K"])
@@ -316,4 +317,30 @@ fn a_build_without_mpi_refuses_to_run_under_a_launcher() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("independent world"));
+}
+
+/// Under a real `mpirun`, the build without MPI refuses to run N worlds.
+#[test]
+#[cfg(not(feature = "mpi"))]
+fn a_build_without_mpi_refuses_a_real_mpirun() {
+    let found = std::process::Command::new("mpirun")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !found {
+        assert!(
+            std::env::var("COLLBENCH_REQUIRE_MPI").is_err(),
+            "mpirun is required but missing"
+        );
+        eprintln!("SKIPPED: mpirun not found");
+        return;
+    }
+    let out = std::process::Command::new("mpirun")
+        .args(["--allow-run-as-root", "--oversubscribe", "-np", "2"])
+        .arg(assert_cmd::cargo::cargo_bin("collbench"))
+        .args(["all-reduce", "--sizes", "1K"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--features mpi"));
 }

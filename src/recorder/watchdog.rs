@@ -190,7 +190,8 @@ mod tests {
         let dog = Watchdog::spawn(
             vec![rec],
             Duration::from_millis(50),
-            Box::new(move |f| s2.lock().unwrap().push(f.clone())),
+            None,
+            Box::new(move |f: &Fired| s2.lock().unwrap().push(f.clone())),
         )
         .unwrap();
         std::thread::sleep(Duration::from_millis(400));
@@ -231,6 +232,7 @@ mod tests {
         let dog = Watchdog::spawn(
             vec![Arc::clone(&rec)],
             Duration::from_millis(100),
+            None,
             Box::new(|_| {}),
         )
         .unwrap();

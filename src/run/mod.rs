@@ -210,7 +210,7 @@ fn sweep(coll: Option<Collective>, args: &RunArgs) -> i32 {
     {
         // Requests of the hung collective are still pending: MPI_Finalize
         // could wait on them forever, so this process leaves without it.
-        std::mem::forget(mpi);
+        let _ = std::mem::ManuallyDrop::new(mpi);
     }
     let mut meta = meta;
     meta.notes.extend(capped.iter().map(|w| w.to_string()));

@@ -1,0 +1,180 @@
+//! The binary under `mpirun` (built with `--features mpi`): one rank per
+//! process, the builtin engine beside MPI's, hangs dumped by every process.
+//! Without `mpirun` these tests say SKIPPED, or fail with COLLBENCH_REQUIRE_MPI=1.
+#![cfg(feature = "mpi")]
+
+use serde_json::Value;
+use std::process::{Command, Output};
+use std::time::Duration;
+
+fn mpirun() -> Option<&'static str> {
+    let found = Command::new("mpirun")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !found {
+        assert!(
+            std::env::var("COLLBENCH_REQUIRE_MPI").is_err(),
+            "mpirun is required (COLLBENCH_REQUIRE_MPI=1) but missing"
+        );
+        eprintln!("SKIPPED: mpirun not found");
+        return None;
+    }
+    Some("mpirun")
+}
+
+fn launch(np: usize, args: &[&str]) -> Output {
+    let bin = assert_cmd::cargo::cargo_bin("collbench");
+    let mut cmd = Command::new("timeout");
+    cmd.arg("300").arg("mpirun").args([
+        "--allow-run-as-root",
+        "--oversubscribe",
+        "-np",
+        &np.to_string(),
+    ]);
+    cmd.arg(bin).args(args);
+    cmd.output().expect("mpirun runs")
+}
+
+fn json(path: &std::path::Path) -> Value {
+    serde_json::from_slice(&std::fs::read(path).expect("results written")).expect("results parse")
+}
+
+#[test]
+fn every_collective_and_algorithm_on_2_3_and_4_processes() {
+    if mpirun().is_none() {
+        return;
+    }
+    for np in [2, 3, 4] {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("r.json");
+        let out = launch(
+            np,
+            &[
+                "all",
+                "--device",
+                "host",
+                "--algo",
+                "all",
+                "--sizes",
+                "8B:1M:x8",
+                "--iters",
+                "3",
+                "-q",
+                "--json",
+                f.to_str().unwrap(),
+            ],
+        );
+        assert!(
+            out.status.success(),
+            "np={np}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v = json(&f);
+        assert_eq!(v["meta"]["world_size"], np);
+        let rows = v["rows"].as_array().unwrap();
+        assert!(rows.len() > 50, "np={np}: {} rows", rows.len());
+        assert!(
+            rows.iter().all(|r| r["wrong"] == 0 && r["nan"] == 0),
+            "np={np}"
+        );
+    }
+}
+
+#[test]
+fn builtin_and_mpi_engines_side_by_side() {
+    if mpirun().is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("r.json");
+    let out = launch(
+        2,
+        &[
+            "all-reduce",
+            "--engine",
+            "builtin,mpi",
+            "--sizes",
+            "8B:1M:x32",
+            "--iters",
+            "3",
+            "-q",
+            "--json",
+            f.to_str().unwrap(),
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v = json(&f);
+    let engines: std::collections::BTreeSet<&str> = v["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["engine"].as_str().unwrap())
+        .collect();
+    assert_eq!(engines, ["builtin", "mpi"].into_iter().collect());
+    assert!(v["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|r| r["wrong"] == 0));
+}
+
+#[test]
+fn an_injected_hang_is_dumped_by_every_process_and_diagnosed() {
+    if mpirun().is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().join("dumps");
+    let t = std::time::Instant::now();
+    let out = launch(
+        4,
+        &[
+            "all-reduce",
+            "--sizes",
+            "1K",
+            "--inject",
+            "hang:rank=2,seq=5",
+            "--timeout",
+            "3s",
+            "--dump-dir",
+            d.to_str().unwrap(),
+            "-q",
+        ],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(t.elapsed() < Duration::from_secs(60));
+    for r in 0..4 {
+        assert!(d.join(format!("rank{r}.json")).exists(), "rank {r} dumped");
+    }
+    let out = Command::new(assert_cmd::cargo::cargo_bin("collbench"))
+        .args(["analyze", d.to_str().unwrap(), "--json"])
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["culprits"], serde_json::json!([2]));
+    assert_eq!(v["findings"][0]["seq"], 5);
+    assert!(
+        v["unreadable"].as_array().is_none_or(|u| u.is_empty()),
+        "{v}"
+    );
+}
+
+#[test]
+fn ranks_must_match_the_world() {
+    if mpirun().is_none() {
+        return;
+    }
+    let out = launch(2, &["all-reduce", "--ranks", "4", "--sizes", "1K"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("every process is one rank"));
+}
