@@ -3,6 +3,10 @@
 use clap::Parser;
 
 fn main() {
+    // A closed stdout (`collbench info | head`) ends the process quietly, as
+    // it does for other Unix tools, instead of a panic in println!.
+    // SAFETY: restoring the default disposition of one signal at start-up.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     let cli = match collbench::cli::Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {

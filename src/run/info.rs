@@ -11,9 +11,9 @@ pub fn info(a: &InfoArgs) -> i32 {
     let v = serde_json::json!({
         "version": env!("CARGO_PKG_VERSION"),
         "build": {
-            "engines": ["builtin"],
+            "engines": if cfg!(feature = "mpi") { vec!["builtin", "mpi"] } else { vec!["builtin"] },
             "executors": ["host"],
-            "features": {"mpi": false, "cuda": false},
+            "features": {"mpi": cfg!(feature = "mpi"), "cuda": false},
         },
         "machine": {
             "host": hostname(),
@@ -30,7 +30,8 @@ pub fn info(a: &InfoArgs) -> i32 {
         return OK;
     }
     println!("collbench {}", env!("CARGO_PKG_VERSION"));
-    println!("build:    engines builtin; executors host; features: mpi no, cuda no");
+    let mpi = if cfg!(feature = "mpi") { "yes (engines builtin, mpi)" } else { "no" };
+    println!("build:    executors host; features: mpi {mpi}, cuda no");
     println!(
         "machine:  {} ({} cores, {} available memory)",
         cpu_model(),
