@@ -91,9 +91,8 @@ impl Collective {
     /// The algorithms that implement this collective.
     pub fn algos(self) -> &'static [Algo] {
         match self {
-            Collective::AllReduce | Collective::Broadcast | Collective::Reduce => {
-                &[Algo::Ring, Algo::Tree]
-            }
+            Collective::AllReduce => &[Algo::Ring, Algo::Tree, Algo::Direct],
+            Collective::Broadcast | Collective::Reduce => &[Algo::Ring, Algo::Tree],
             Collective::AllGather | Collective::ReduceScatter => &[Algo::Ring],
             Collective::AllToAll
             | Collective::Gather

@@ -40,9 +40,8 @@ pub fn buffer_bytes(plan: &Plan, cases: &[Case]) -> [usize; 3] {
                 need[0] = need[0].max(l.buf0 * es);
                 need[1] = need[1].max(l.buf1 * es);
             }
-            if pl == Placement::InPlace && case.coll == crate::engine::types::Collective::AllToAll {
-                need[2] = need[2].max(case.counts.recv * es);
-            }
+            let scratch = crate::engine::algo::scratch_elems(case.coll, case.algo, pl, case.counts);
+            need[2] = need[2].max(scratch * es);
         }
     }
     need

@@ -30,7 +30,11 @@ pub fn info(a: &InfoArgs) -> i32 {
         return OK;
     }
     println!("collbench {}", env!("CARGO_PKG_VERSION"));
-    let mpi = if cfg!(feature = "mpi") { "yes (engines builtin, mpi)" } else { "no" };
+    let mpi = if cfg!(feature = "mpi") {
+        "yes (engines builtin, mpi)"
+    } else {
+        "no"
+    };
     println!("build:    executors host; features: mpi {mpi}, cuda no");
     println!(
         "machine:  {} ({} cores, {} available memory)",

@@ -67,6 +67,54 @@ pub fn all_to_all(spec: &Spec) -> Vec<ChannelProgram> {
     programs
 }
 
+/// All-reduce where every rank reads every peer's input and reduces them
+/// itself, in rank order ((in0 + in1) + in2) + ... on every rank, so all
+/// ranks hold the same bits even for operators that are not associative.
+/// Each rank moves n times the data, but never waits on a peer's partial
+/// result: the choice for few ranks.
+pub fn all_reduce(spec: &Spec) -> Vec<ChannelProgram> {
+    let (n, r) = (spec.nranks, spec.rank);
+    // In place, the output overwrites this rank's input, which the order
+    // may still need: partial results wait in scratch.
+    let in_place = spec.placement == Placement::InPlace;
+    per_chunk(spec, spec.counts.send, |c, steps, x, l| {
+        let (own, out) = (Slice::send(x), Slice::recv(x));
+        if n == 1 {
+            push(steps, Step::copy(own, out, l).with_finish(true));
+            return;
+        }
+        let peers: Vec<usize> = (0..n).filter(|&q| q != r).collect();
+        for group in peers.chunks(super::MAX_PEERS) {
+            push(
+                steps,
+                Step::send(own, l, Peers::of(group.iter().map(|&q| (q, c)))),
+            );
+        }
+        let acc = if in_place { Slice::scratch(x) } else { out };
+        let dst = |q: usize| if q == n - 1 { out } else { acc };
+        // acc = in0 (+) in1, then (+) in2, ... in rank order.
+        let first = match r {
+            0 | 1 => Step::recv_reduce_copy(Peers::one(1 - r, c), own, dst(1), l),
+            _ => Step {
+                src: None,
+                ..Step::recv_reduce_copy(Peers::of([(0, c), (1, c)]), own, dst(1), l)
+            },
+        };
+        push(steps, first.with_finish(n == 2));
+        for q in 2..n {
+            let step = if q == r && in_place && q == n - 1 {
+                // The output still holds this rank's input: fold the rest in.
+                Step::local_reduce(acc, out, l)
+            } else if q == r {
+                Step::local_reduce(own, acc, l)
+            } else {
+                Step::recv_reduce_copy(Peers::one(q, c), acc, dst(q), l)
+            };
+            push(steps, step.with_finish(q == n - 1));
+        }
+    })
+}
+
 pub fn gather(spec: &Spec) -> Vec<ChannelProgram> {
     let (n, r, b, root) = (spec.nranks, spec.rank, spec.counts.block, spec.root);
     per_chunk(spec, b, |c, steps, x, l| {

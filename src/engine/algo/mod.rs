@@ -57,6 +57,7 @@ pub fn generate(spec: &Spec) -> Result<Program, AlgoError> {
         (Collective::AllReduce, Algo::Tree) => tree::all_reduce(spec),
         (Collective::Broadcast, Algo::Tree) => tree::broadcast(spec),
         (Collective::Reduce, Algo::Tree) => tree::reduce(spec),
+        (Collective::AllReduce, Algo::Direct) => direct::all_reduce(spec),
         (Collective::AllToAll, Algo::Direct) => direct::all_to_all(spec),
         (Collective::Gather, Algo::Direct) => direct::gather(spec),
         (Collective::Scatter, Algo::Direct) => direct::scatter(spec),
@@ -74,16 +75,28 @@ pub fn generate(spec: &Spec) -> Result<Program, AlgoError> {
             })
         }
     };
-    let scratch = match (spec.coll, spec.placement) {
-        (Collective::AllToAll, Placement::InPlace) => spec.counts.recv,
-        _ => 0,
-    };
+    let scratch = scratch_elems(spec.coll, spec.algo, spec.placement, spec.counts);
     Ok(Program {
         rank: spec.rank,
         nranks: spec.nranks,
         channels,
         scratch,
     })
+}
+
+/// Elements of scratch space a program needs: in-place all-to-all and
+/// direct all-reduce park data there until their output may be written.
+pub fn scratch_elems(
+    coll: Collective,
+    algo: Algo,
+    placement: Placement,
+    counts: crate::engine::types::Counts,
+) -> usize {
+    match (coll, algo, placement) {
+        (Collective::AllToAll, _, Placement::InPlace) => counts.recv,
+        (Collective::AllReduce, Algo::Direct, Placement::InPlace) => counts.recv,
+        _ => 0,
+    }
 }
 
 fn validate(spec: &Spec) -> Result<(), AlgoError> {

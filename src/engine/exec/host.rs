@@ -244,6 +244,8 @@ pub struct Compiled {
     out_peers: Vec<usize>,
     step_counts: Vec<usize>,
     any_direct: bool,
+    /// Bytes each physical buffer must hold for every slice to fit.
+    need: [usize; 3],
 }
 
 impl Compiled {
@@ -259,6 +261,7 @@ impl Compiled {
         let mut index: HashMap<(bool, usize, u32), u16> = HashMap::new();
         let (mut ins, mut outs) = (Vec::new(), Vec::new());
         let stable = Stability::new(program, &layout);
+        let need = bounds(program, &layout, dtype)?;
         let mut channels = Vec::with_capacity(program.channels.len());
         let mut any_direct = false;
         for (c, ch) in program.channels.iter().enumerate() {
@@ -320,12 +323,32 @@ impl Compiled {
             outs,
             out_peers,
             any_direct,
+            need,
         })
     }
 
     pub fn channels(&self) -> usize {
         self.channels.len()
     }
+}
+
+/// Bytes each physical buffer needs; a slice outside its view is an error.
+fn bounds(program: &Program, layout: &Layout, dtype: Dtype) -> Result<[usize; 3], ExecError> {
+    let mut need = [layout.buf0, layout.buf1, program.scratch].map(|e| e * dtype.size());
+    for step in program.channels.iter().flat_map(|c| &c.steps) {
+        for s in [step.src, step.dst].into_iter().flatten() {
+            let (b, off) = layout.resolve(s);
+            let end = (off + step.len) * dtype.size();
+            let limit = [layout.buf0, layout.buf1, program.scratch][b] * dtype.size();
+            if end > limit {
+                return Err(ExecError::Setup(format!(
+                    "step {step} reaches byte {end} of a {limit}-byte buffer"
+                )));
+            }
+            need[b] = need[b].max(end);
+        }
+    }
+    Ok(need)
 }
 
 fn lookup(
@@ -425,6 +448,13 @@ impl RankExec {
 
     /// Runs one operation to completion.
     pub fn run(&self, c: &Compiled, bufs: &RankBufs<'_>) -> Result<(), ExecError> {
+        if let Some(i) = (0..3).find(|&i| bufs.bufs[i].len() < c.need[i]) {
+            return Err(ExecError::Setup(format!(
+                "buffer {i} holds {} bytes; the program needs {}",
+                bufs.bufs[i].len(),
+                c.need[i]
+            )));
+        }
         self.observer.begin(&c.step_counts);
         let bases = bufs.bufs.map(|b| b.as_ptr());
         let mut pcs = [0usize; MAX_CHANNELS];
@@ -667,5 +697,70 @@ unsafe fn exec(c: &Compiled, x: &XStep, bases: &[*mut u8; 3]) {
     }
     for &i in &x.recv[..s.recv.len()] {
         c.ins[i as usize].release();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::algo::{ChannelProgram, Slice, Step};
+    use crate::engine::types::{Collective, Placement};
+
+    fn program(steps: Vec<Step>) -> Program {
+        Program {
+            rank: 0,
+            nranks: 1,
+            channels: vec![ChannelProgram { steps }],
+            scratch: 0,
+        }
+    }
+
+    #[test]
+    fn a_slice_outside_its_buffer_is_refused_before_running() {
+        let world = HostWorld::new(1, HostOptions::default());
+        let counts = Collective::AllReduce.counts(64, 4, 1);
+        let layout = Layout::new(Collective::AllReduce, counts, Placement::OutOfPlace, 0);
+        let ok = program(vec![Step::copy(Slice::send(0), Slice::recv(0), 16)]);
+        assert!(Compiled::new(&world, &ok, layout, Dtype::F32, ReduceOp::Sum).is_ok());
+        let bad = program(vec![Step::copy(Slice::send(8), Slice::recv(0), 16)]);
+        let err = Compiled::new(&world, &bad, layout, Dtype::F32, ReduceOp::Sum)
+            .err()
+            .unwrap();
+        assert!(err.to_string().contains("64-byte buffer"), "{err}");
+        let scratch = program(vec![Step::copy(Slice::send(0), Slice::scratch(0), 4)]);
+        assert!(Compiled::new(&world, &scratch, layout, Dtype::F32, ReduceOp::Sum).is_err());
+    }
+
+    #[test]
+    fn buffers_smaller_than_the_program_needs_are_refused() {
+        let world = HostWorld::new(1, HostOptions::default());
+        let counts = Collective::AllReduce.counts(4096, 4, 1);
+        let layout = Layout::new(Collective::AllReduce, counts, Placement::OutOfPlace, 0);
+        let p = program(vec![Step::copy(Slice::send(0), Slice::recv(0), 1024)]);
+        let c = Compiled::new(&world, &p, layout, Dtype::F32, ReduceOp::Sum).unwrap();
+        let exec = RankExec::new(
+            Arc::clone(&world),
+            0,
+            Arc::new(crate::engine::observe::Unobserved),
+        );
+        let (a, small) = (HostBuf::new(4096).unwrap(), HostBuf::new(64).unwrap());
+        let err = exec
+            .run(
+                &c,
+                &RankBufs {
+                    bufs: [&a, &small, &small],
+                },
+            )
+            .unwrap_err();
+        assert!(err.to_string().contains("needs 4096"), "{err}");
+        let b = HostBuf::new(4096).unwrap();
+        assert!(exec
+            .run(
+                &c,
+                &RankBufs {
+                    bufs: [&a, &b, &small]
+                }
+            )
+            .is_ok());
     }
 }
