@@ -39,7 +39,7 @@ fn sweep_json(dir: &Path, name: &str) -> PathBuf {
         "--ranks",
         "3",
         "--algo",
-        "all",
+        "ring,tree",
         "-q",
         "--json",
         s(&json),
