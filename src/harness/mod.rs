@@ -68,6 +68,17 @@ impl HarnessError {
     }
 }
 
+/// Waits until `rank<N>.json` exists in `dir` for every rank, or `limit` passed.
+fn wait_for_dumps(dir: &std::path::Path, ranks: usize, limit: std::time::Duration) {
+    let start = std::time::Instant::now();
+    while start.elapsed() < limit {
+        if (0..ranks).all(|r| dir.join(format!("rank{r}.json")).exists()) {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
 /// Where dumps go when the user named no folder.
 fn dump_dir(plan: &Plan) -> PathBuf {
     plan.dump_dir.clone().unwrap_or_else(|| {
@@ -187,7 +198,17 @@ pub fn run(plan: &Plan, sink: &mut dyn Sink, mpi: Option<&Mpi>) -> Result<Outcom
             // Tell the run's other processes to stop and dump too.
             let _ = std::fs::create_dir_all(&dir).and_then(|_| std::fs::write(t, reason));
         }
-        dump::write_all(&dir, &recs, &plan.run_info, reason).unwrap_or_default()
+        let written = dump::write_all(&dir, &recs, &plan.run_info, reason).unwrap_or_default();
+        if plan.abort_trigger.is_some() {
+            // A launcher ends the whole job when one process exits with an
+            // error: leave only once every rank has dumped (or a while passed).
+            wait_for_dumps(
+                &dir,
+                plan.ranks,
+                plan.timeout().max(std::time::Duration::from_secs(10)),
+            );
+        }
+        written
     };
     match (result, fired) {
         (_, Some(Fired::Stop)) => Err(HarnessError::Interrupted {
