@@ -74,15 +74,34 @@ pub struct Case {
     pub bytes: u64,
 }
 
-/// The algorithm `auto` picks: latency-bound sizes go over trees (log n
-/// hops), bandwidth-bound ones over rings.
+/// The algorithm `auto` picks. Latency-bound sizes (up to 64 KiB) take the
+/// fewest hops: all-reduce on up to 4 ranks reads every peer's input
+/// directly (one hop), larger worlds go over trees (log n hops); bandwidth-bound
+/// sizes go over rings, which move the least data per rank.
 pub fn auto_algo(coll: Collective, bytes: u64, nranks: usize) -> Algo {
     let algos = coll.algos();
-    let small = bytes <= 64 << 10 && nranks > 2;
-    if small && algos.contains(&Algo::Tree) {
+    let small = bytes <= 64 << 10;
+    if small && coll == Collective::AllReduce && nranks <= 4 {
+        Algo::Direct
+    } else if small && nranks > 2 && algos.contains(&Algo::Tree) {
         Algo::Tree
     } else {
         algos[0]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn auto_takes_few_hops_when_small_and_rings_when_large() {
+        assert_eq!(auto_algo(Collective::AllReduce, 8, 2), Algo::Direct);
+        assert_eq!(auto_algo(Collective::AllReduce, 8, 8), Algo::Tree);
+        assert_eq!(auto_algo(Collective::AllReduce, 64 << 20, 2), Algo::Ring);
+        assert_eq!(auto_algo(Collective::Broadcast, 8, 8), Algo::Tree);
+        assert_eq!(auto_algo(Collective::Broadcast, 8, 2), Algo::Ring);
+        assert_eq!(auto_algo(Collective::AllToAll, 8, 8), Algo::Direct);
     }
 }
 

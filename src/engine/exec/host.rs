@@ -644,6 +644,38 @@ fn at(c: &Compiled, bases: &[*mut u8; 3], s: Slice) -> *mut u8 {
     bases[b].wrapping_add(off * c.dtype.size())
 }
 
+/// Receives at least this large are copied with non-temporal stores.
+const STREAM_MIN: usize = 64 << 10;
+
+/// Copies `bytes` from `src` to `dst` with non-temporal stores where the
+/// target has them (x86-64: SSE2), else a plain copy.
+///
+/// # Safety
+/// Both ranges are valid for `bytes` and do not overlap.
+unsafe fn stream_copy(dst: *mut u8, src: *const u8, bytes: usize) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_sfence, _mm_stream_si128};
+        let head = dst.align_offset(16).min(bytes);
+        std::ptr::copy_nonoverlapping(src, dst, head);
+        let body = (bytes - head) / 64 * 64;
+        let mut i = head;
+        while i < head + body {
+            for j in (0..64).step_by(16) {
+                let v = _mm_loadu_si128(src.add(i + j) as *const __m128i);
+                _mm_stream_si128(dst.add(i + j) as *mut __m128i, v);
+            }
+            i += 64;
+        }
+        std::ptr::copy_nonoverlapping(src.add(i), dst.add(i), bytes - i);
+        // Streamed stores are weakly ordered: make them visible before the
+        // slot is released and the operation completes.
+        _mm_sfence();
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    std::ptr::copy_nonoverlapping(src, dst, bytes);
+}
+
 /// Runs one ready step.
 ///
 /// # Safety
@@ -677,7 +709,11 @@ unsafe fn exec(c: &Compiled, x: &XStep, bases: &[*mut u8; 3]) {
         None => c.outs[outs[0] as usize].send_buffer(bytes),
     };
     if !plain_send {
-        if !(k == 1 && std::ptr::eq(inputs[0], target)) {
+        if s.prim == Prim::Recv && bytes >= STREAM_MIN && !s.finish {
+            // A final receive: nothing reads this output again in the
+            // operation, so stream it past the caches (no read for ownership).
+            stream_copy(target, inputs[0], bytes);
+        } else if !(k == 1 && std::ptr::eq(inputs[0], target)) {
             elem::reduce(c.dtype, c.op, target, &inputs[..k], s.len);
         }
         if s.finish {
