@@ -149,6 +149,11 @@ impl RankRecorder {
 
     /// Records a scheduled operation; returns its sequence number.
     pub fn schedule(&self, op: &OpInfo, iteration: IterKind) -> u64 {
+        self.push(op, iteration, State::Scheduled, mono_ns())
+    }
+
+    /// Appends a record in `state` at time `now`; returns its sequence number.
+    fn push(&self, op: &OpInfo, iteration: IterKind, state: State, now: u64) -> u64 {
         let mut ring = self.lock();
         let seq = match ring.next.iter_mut().find(|(g, _)| *g == op.group) {
             Some((_, n)) => {
@@ -163,13 +168,14 @@ impl RankRecorder {
         if ring.entries.len() == self.capacity {
             ring.entries.pop_front();
         }
+        let started = if state == State::Started { now } else { 0 };
         ring.entries.push_back(Rec {
             op: *op,
             seq,
-            state: State::Scheduled,
+            state,
             iteration,
-            t_scheduled: mono_ns(),
-            t_started: 0,
+            t_scheduled: now,
+            t_started: started,
             t_completed: 0,
         });
         seq
@@ -200,8 +206,11 @@ impl RankRecorder {
 
     /// Schedules and starts at once; returns the sequence number.
     pub fn enter(&self, op: &OpInfo, iteration: IterKind) -> u64 {
-        let seq = self.schedule(op, iteration);
-        self.start(op.group, seq);
+        // One lock and one clock read: this runs around every operation.
+        let now = mono_ns();
+        let seq = self.push(op, iteration, State::Started, now);
+        self.inflight_seq.store(seq, Ordering::Relaxed);
+        self.inflight_since.store(now, Ordering::Release);
         seq
     }
 
