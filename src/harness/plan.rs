@@ -90,21 +90,6 @@ pub fn auto_algo(coll: Collective, bytes: u64, nranks: usize) -> Algo {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn auto_takes_few_hops_when_small_and_rings_when_large() {
-        assert_eq!(auto_algo(Collective::AllReduce, 8, 2), Algo::Direct);
-        assert_eq!(auto_algo(Collective::AllReduce, 8, 8), Algo::Tree);
-        assert_eq!(auto_algo(Collective::AllReduce, 64 << 20, 2), Algo::Ring);
-        assert_eq!(auto_algo(Collective::Broadcast, 8, 8), Algo::Tree);
-        assert_eq!(auto_algo(Collective::Broadcast, 8, 2), Algo::Ring);
-        assert_eq!(auto_algo(Collective::AllToAll, 8, 8), Algo::Direct);
-    }
-}
-
 /// Cases in sweep order: collective, engine, algorithm, dtype, op, root, size.
 /// Sizes too small to give every rank an element are skipped, and so are
 /// sizes that round to the same case as the previous one; the count of the
@@ -187,4 +172,19 @@ fn sizes(plan: &Plan, proto: Case, algo: Option<Algo>, out: &mut Vec<Case>) -> u
         });
     }
     skipped
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn auto_takes_few_hops_when_small_and_rings_when_large() {
+        assert_eq!(auto_algo(Collective::AllReduce, 8, 2), Algo::Direct);
+        assert_eq!(auto_algo(Collective::AllReduce, 8, 8), Algo::Tree);
+        assert_eq!(auto_algo(Collective::AllReduce, 64 << 20, 2), Algo::Ring);
+        assert_eq!(auto_algo(Collective::Broadcast, 8, 8), Algo::Tree);
+        assert_eq!(auto_algo(Collective::Broadcast, 8, 2), Algo::Ring);
+        assert_eq!(auto_algo(Collective::AllToAll, 8, 8), Algo::Direct);
+    }
 }

@@ -4,6 +4,7 @@ pub mod host;
 pub mod mem;
 #[cfg(feature = "mpi")]
 pub mod mpi_coll;
+pub mod world;
 
 pub use host::{Compiled, ExecError, HostOptions, HostWorld, InProcess, Links, RankExec};
 pub use mem::HostBuf;
