@@ -135,81 +135,14 @@ fn algos(a: &RunArgs, colls: &[Collective]) -> Result<AlgoChoice, String> {
 /// Validates `a` for `coll` (None: every collective).
 pub fn build(coll: Option<Collective>, a: &RunArgs) -> Result<Sweep, String> {
     let collectives = coll.map_or(Collective::ALL.to_vec(), |c| vec![c]);
-    let ranks: usize = match &a.ranks {
-        Some(r) => num("--ranks", r)?,
-        None => 2,
-    };
-    let max = max_thread_ranks();
-    if ranks == 0 {
-        return Err("--ranks must be at least 1".into());
-    }
-    if ranks > max {
-        return Err(format!("--ranks {ranks}: this host runs at most {max} thread ranks (32 per core); use more nodes with MPI"));
-    }
-    let roots = match a.root.trim() {
-        r if r.eq_ignore_ascii_case("all") => RootChoice::All,
-        r => {
-            let root: usize = num("--root", r)?;
-            if root >= ranks {
-                return Err(format!(
-                    "--root {root} is outside the {ranks} ranks (0..={})",
-                    ranks - 1
-                ));
-            }
-            RootChoice::One(root)
-        }
-    };
-    let device = match a.device.trim().to_ascii_lowercase().as_str() {
-        "auto" => DeviceChoice::Auto,
-        "host" | "cpu" => DeviceChoice::Host,
-        "cuda" | "gpu" => DeviceChoice::Cuda,
-        other => {
-            return Err(format!(
-                "unknown --device '{other}' (known: auto, host, cuda)"
-            ))
-        }
-    };
+    let ranks = ranks(a)?;
     let engines = list(
         "--engine",
         &a.engine,
-        &["builtin", "nccl", "mpi"],
-        |s| {
-            ["builtin", "nccl", "mpi"]
-                .into_iter()
-                .find(|e| e.eq_ignore_ascii_case(s))
-        },
+        &ENGINES,
+        |s| ENGINES.into_iter().find(|e| e.eq_ignore_ascii_case(s)),
         "builtin, nccl, mpi",
     )?;
-    let placements = match a.placement.trim().to_ascii_lowercase().as_str() {
-        "both" => vec![Placement::OutOfPlace, Placement::InPlace],
-        "out" | "out-of-place" => vec![Placement::OutOfPlace],
-        "in" | "in-place" => vec![Placement::InPlace],
-        other => {
-            return Err(format!(
-                "unknown --placement '{other}' (known: both, in, out)"
-            ))
-        }
-    };
-    let iters: usize = num("--iters", &a.iters)?;
-    if iters == 0 {
-        return Err("--iters must be at least 1".into());
-    }
-    let check_iters = match (&a.check_iters, a.no_check) {
-        (_, true) => 0,
-        (Some(c), false) => num("--check-iters", c)?,
-        (None, false) => 1,
-    };
-    if a.fr_entries == 0 {
-        return Err("--fr-entries must be at least 1".into());
-    }
-    let channels: usize = num("--channels", &a.channels)?;
-    if !(1..=16).contains(&channels) {
-        return Err(format!("--channels {channels}: must be 1 to 16"));
-    }
-    let slot_bytes = parse_bytes(&a.slot_size).map_err(|e| format!("--slot-size: {e}"))?;
-    if !(64..=64 << 20).contains(&slot_bytes) {
-        return Err("--slot-size must be 64B to 64MiB".into());
-    }
     let timing = a.timing.as_ref().map(|t| t.trim().to_ascii_lowercase());
     if let Some(t) = timing
         .as_deref()
@@ -239,19 +172,19 @@ pub fn build(coll: Option<Collective>, a: &RunArgs) -> Result<Sweep, String> {
             ReduceOp::parse,
             &names(&ReduceOp::ALL, |o| o.name()),
         )?,
-        roots,
-        placements,
-        iters,
+        roots: roots(a, ranks)?,
+        placements: placements(a)?,
+        iters: at_least_one("--iters", &a.iters)?,
         warmup: num("--warmup", &a.warmup)?,
-        check_iters,
-        channels,
-        seed: num("--seed", &a.seed)?,
-        host: HostOptions {
-            slot_bytes: slot_bytes as usize,
-            timeout: parse_duration(&a.timeout).map_err(|e| format!("--timeout: {e}"))?,
-            ..HostOptions::default()
+        check_iters: match (&a.check_iters, a.no_check) {
+            (_, true) => 0,
+            (Some(c), false) => num("--check-iters", c)?,
+            (None, false) => 1,
         },
-        fr_entries: a.fr_entries,
+        channels: channels(a)?,
+        seed: num("--seed", &a.seed)?,
+        host: host_options(a)?,
+        fr_entries: at_least_one("--fr-entries", &a.fr_entries.to_string())?,
         dump_dir: a.dump_dir.clone(),
         injects: a
             .inject
@@ -273,7 +206,7 @@ pub fn build(coll: Option<Collective>, a: &RunArgs) -> Result<Sweep, String> {
     Ok(Sweep {
         plan,
         mpi_world: false,
-        device,
+        device: device(a)?,
         engines: engines.into_iter().map(String::from).collect(),
         timing,
         graph: a.graph,
@@ -283,5 +216,83 @@ pub fn build(coll: Option<Collective>, a: &RunArgs) -> Result<Sweep, String> {
         format,
         quiet: a.quiet,
         verbose: a.verbose,
+    })
+}
+
+const ENGINES: [&str; 3] = ["builtin", "nccl", "mpi"];
+
+fn at_least_one(flag: &str, v: &str) -> Result<usize, String> {
+    match num(flag, v)? {
+        0 => Err(format!("{flag} must be at least 1")),
+        n => Ok(n),
+    }
+}
+
+fn ranks(a: &RunArgs) -> Result<usize, String> {
+    let ranks = match &a.ranks {
+        Some(r) => at_least_one("--ranks", r)?,
+        None => 2,
+    };
+    let max = max_thread_ranks();
+    if ranks > max {
+        return Err(format!("--ranks {ranks}: this host runs at most {max} thread ranks (32 per core); use more nodes with MPI"));
+    }
+    Ok(ranks)
+}
+
+fn roots(a: &RunArgs, ranks: usize) -> Result<RootChoice, String> {
+    let r = a.root.trim();
+    if r.eq_ignore_ascii_case("all") {
+        return Ok(RootChoice::All);
+    }
+    let root: usize = num("--root", r)?;
+    if root >= ranks {
+        return Err(format!(
+            "--root {root} is outside the {ranks} ranks (0..={})",
+            ranks - 1
+        ));
+    }
+    Ok(RootChoice::One(root))
+}
+
+fn device(a: &RunArgs) -> Result<DeviceChoice, String> {
+    match a.device.trim().to_ascii_lowercase().as_str() {
+        "auto" => Ok(DeviceChoice::Auto),
+        "host" | "cpu" => Ok(DeviceChoice::Host),
+        "cuda" | "gpu" => Ok(DeviceChoice::Cuda),
+        other => Err(format!(
+            "unknown --device '{other}' (known: auto, host, cuda)"
+        )),
+    }
+}
+
+fn placements(a: &RunArgs) -> Result<Vec<Placement>, String> {
+    match a.placement.trim().to_ascii_lowercase().as_str() {
+        "both" => Ok(vec![Placement::OutOfPlace, Placement::InPlace]),
+        "out" | "out-of-place" => Ok(vec![Placement::OutOfPlace]),
+        "in" | "in-place" => Ok(vec![Placement::InPlace]),
+        other => Err(format!(
+            "unknown --placement '{other}' (known: both, in, out)"
+        )),
+    }
+}
+
+fn channels(a: &RunArgs) -> Result<usize, String> {
+    let channels: usize = num("--channels", &a.channels)?;
+    if !(1..=16).contains(&channels) {
+        return Err(format!("--channels {channels}: must be 1 to 16"));
+    }
+    Ok(channels)
+}
+
+fn host_options(a: &RunArgs) -> Result<HostOptions, String> {
+    let slot_bytes = parse_bytes(&a.slot_size).map_err(|e| format!("--slot-size: {e}"))?;
+    if !(64..=64 << 20).contains(&slot_bytes) {
+        return Err("--slot-size must be 64B to 64MiB".into());
+    }
+    Ok(HostOptions {
+        slot_bytes: slot_bytes as usize,
+        timeout: parse_duration(&a.timeout).map_err(|e| format!("--timeout: {e}"))?,
+        ..HostOptions::default()
     })
 }

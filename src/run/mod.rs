@@ -146,40 +146,13 @@ fn agree_dump_dir(s: &mut Sweep, m: &Mpi) -> Result<(), String> {
 }
 
 fn sweep(coll: Option<Collective>, args: &RunArgs) -> i32 {
-    let mpi = match crate::launch::init_mpi() {
+    let mpi = match join_world() {
         Ok(m) => m,
         Err(e) => return fail(e),
     };
-    if mpi.is_none() {
-        if let Some((launcher, n)) = crate::launch::foreign_launcher() {
-            return fail(format!(
-                "started by {launcher} as one of {n} tasks, but this build has no MPI support: each task would \
-                 run its own independent world and print a misleading table. Rebuild with \
-                 `cargo build --release --features mpi`, or run one task with --ranks N"
-            ));
-        }
-    }
     let leader = mpi.as_ref().is_none_or(|m| m.rank() == 0);
-    let mut s = match world_args(args, mpi.as_ref()).and_then(|a| plan::build(coll, &a)) {
-        Ok(s) => s,
-        Err(e) => return fail(e),
-    };
-    if !leader {
-        (s.quiet, s.json, s.csv, s.plot) = (true, None, None, None);
-    }
-    s.mpi_world = mpi.is_some();
-    if let Some(m) = &mpi {
-        if let Err(e) = agree_dump_dir(&mut s, m) {
-            return fail(e);
-        }
-    }
-    let device = match choose_device(&s) {
-        Ok((d, note)) => {
-            if let Some(n) = note.filter(|_| leader) {
-                eprintln!("collbench: {n}");
-            }
-            d
-        }
+    let (mut s, device) = match prepare(coll, args, mpi.as_ref(), leader) {
+        Ok(x) => x,
         Err(e) => return fail(e),
     };
     let capped = harness::cap_sizes_to_memory(&mut s.plan).map(|c| warn::Warning::SizesCapped {
@@ -188,7 +161,7 @@ fn sweep(coll: Option<Collective>, args: &RunArgs) -> i32 {
         available: c.available,
         ranks: s.plan.ranks,
     });
-    let meta = meta(&s, &device);
+    let mut meta = meta(&s, &device);
     s.plan.run_info = crate::recorder::dump::RunInfo {
         host: meta.host.clone(),
         world_size: meta.world_size,
@@ -196,13 +169,14 @@ fn sweep(coll: Option<Collective>, args: &RunArgs) -> i32 {
         command: meta.command.clone(),
         version: meta.version.clone(),
     };
-    let mut sink = match sinks(&s) {
+    let mut sink = match sinks(&s).and_then(|mut f| {
+        f.start(&meta)
+            .map(|_| f)
+            .map_err(|e| format!("writing results: {e}"))
+    }) {
         Ok(f) => f,
         Err(e) => return fail(e),
     };
-    if let Err(e) = sink.start(&meta) {
-        return fail(format!("writing results: {e}"));
-    }
     let result = harness::run(&s.plan, &mut sink, mpi.as_ref());
     if result
         .as_ref()
@@ -212,7 +186,6 @@ fn sweep(coll: Option<Collective>, args: &RunArgs) -> i32 {
         // could wait on them forever, so this process leaves without it.
         let _ = std::mem::ManuallyDrop::new(mpi);
     }
-    let mut meta = meta;
     meta.notes.extend(capped.iter().map(|w| w.to_string()));
     if let Ok(o) = &result {
         meta.notes.extend(o.notes.iter().cloned());
@@ -221,13 +194,54 @@ fn sweep(coll: Option<Collective>, args: &RunArgs) -> i32 {
     if let Err(e) = sink.finish(&results) {
         return fail(format!("writing results: {e}"));
     }
-    for w in capped
-        .iter()
-        .chain(&warn::scan(&results.rows))
-        .filter(|_| leader)
-    {
-        eprintln!("collbench: warning: {w}");
+    if leader {
+        for w in capped.iter().chain(&warn::scan(&results.rows)) {
+            eprintln!("collbench: warning: {w}");
+        }
     }
+    exit_code(result, leader)
+}
+
+/// Joins the MPI world when launched into one; refuses a launcher's tasks
+/// in a build that cannot join.
+fn join_world() -> Result<Option<Mpi>, String> {
+    let mpi = crate::launch::init_mpi()?;
+    if mpi.is_none() {
+        if let Some((launcher, n)) = crate::launch::foreign_launcher() {
+            return Err(format!(
+                "started by {launcher} as one of {n} tasks, but this build has no MPI support: each task would \
+                 run its own independent world and print a misleading table. Rebuild with \
+                 `cargo build --release --features mpi`, or run one task with --ranks N"
+            ));
+        }
+    }
+    Ok(mpi)
+}
+
+/// The validated sweep for this process, and the device it runs on.
+fn prepare(
+    coll: Option<Collective>,
+    args: &RunArgs,
+    mpi: Option<&Mpi>,
+    leader: bool,
+) -> Result<(Sweep, String), String> {
+    let mut s = world_args(args, mpi).and_then(|a| plan::build(coll, &a))?;
+    if !leader {
+        (s.quiet, s.json, s.csv, s.plot) = (true, None, None, None);
+    }
+    s.mpi_world = mpi.is_some();
+    if let Some(m) = mpi {
+        agree_dump_dir(&mut s, m)?;
+    }
+    let (device, note) = choose_device(&s)?;
+    if let Some(n) = note.filter(|_| leader) {
+        eprintln!("collbench: {n}");
+    }
+    Ok((s, device))
+}
+
+/// The process's exit code, with the closing message for people.
+fn exit_code(result: Result<harness::Outcome, harness::HarnessError>, leader: bool) -> i32 {
     match result {
         Ok(o) => {
             for n in o.notes.iter().filter(|_| leader) {
