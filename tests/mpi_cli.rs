@@ -82,6 +82,53 @@ fn every_collective_and_algorithm_on_2_3_and_4_processes() {
 }
 
 #[test]
+fn ranks_on_other_hosts_are_reached_through_the_relay() {
+    if mpirun().is_none() {
+        return;
+    }
+    // COLLBENCH_FORCE_RELAY=1 treats every peer as remote: the relay path on one host.
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("r.json");
+    let bin = assert_cmd::cargo::cargo_bin("collbench");
+    let out = Command::new("timeout")
+        .args([
+            "300",
+            "mpirun",
+            "--allow-run-as-root",
+            "--oversubscribe",
+            "-x",
+            "COLLBENCH_FORCE_RELAY",
+            "-np",
+            "3",
+        ])
+        .arg(bin)
+        .args([
+            "all",
+            "--algo",
+            "all",
+            "--sizes",
+            "8B:512K:x8",
+            "--iters",
+            "2",
+            "-q",
+            "--json",
+            f.to_str().unwrap(),
+        ])
+        .env("COLLBENCH_FORCE_RELAY", "1")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v = json(&f);
+    let rows = v["rows"].as_array().unwrap();
+    assert!(rows.len() > 50);
+    assert!(rows.iter().all(|r| r["wrong"] == 0 && r["nan"] == 0));
+}
+
+#[test]
 fn builtin_and_mpi_engines_side_by_side() {
     if mpirun().is_none() {
         return;

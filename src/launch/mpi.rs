@@ -4,10 +4,12 @@
 
 use crate::engine::algo::Layout;
 use crate::engine::exec::{mpi_coll, ExecError, HostBuf};
-use crate::engine::transport::node::{self, Barrier, NodeLinks, PeerInfo, Shape};
+use crate::engine::transport::node::{self, Barrier, NodeLinks, PeerInfo, Relay, Shape};
+use crate::engine::transport::relay::{Comm as RelayComm, MpiRelay};
 use crate::engine::types::{Collective, Counts, Dtype, ReduceOp};
 use mpi::collective::CommunicatorCollectives;
 use mpi::point_to_point::{Destination, MatchedReceiveVec, Source};
+use mpi::raw::AsRaw;
 use mpi::topology::{Communicator, SimpleCommunicator};
 use mpi::Threading;
 use std::sync::Arc;
@@ -111,16 +113,12 @@ impl Mpi {
         Box::new(move |timeout, abort| barrier(&world, timeout, abort))
     }
 
-    /// Shared-memory links to every other rank, which must all run on this
-    /// host (a cross-host world is refused with the hosts named).
+    /// Links to every other rank: shared memory to the ranks of this host,
+    /// a relay over MPI to the others (all of them with COLLBENCH_FORCE_RELAY=1,
+    /// which tests the relay on one host).
     pub fn node_links(&self, shape: Shape) -> Result<NodeLinks, String> {
         let me = &self.hosts[self.rank];
-        if let Some((r, h)) = self.hosts.iter().enumerate().find(|(_, h)| *h != me) {
-            return Err(format!(
-                "rank {r} runs on {h}, rank {} on {me}: this build moves data between processes of one host only",
-                self.rank
-            ));
-        }
+        let force = std::env::var("COLLBENCH_FORCE_RELAY").is_ok_and(|v| v == "1");
         let local = node::create(&shape, self.rank).map_err(|e| format!("shared memory: {e}"))?;
         let fd = |s: &crate::engine::transport::shm::Segment| s.fd().unwrap_or(-1);
         let mine = format!(
@@ -132,9 +130,28 @@ impl Mpi {
         let peers = self
             .all_gather(mine.as_bytes())?
             .iter()
-            .map(|b| parse_peer(b))
+            .zip(&self.hosts)
+            .map(|(b, host)| {
+                if host == me && !force {
+                    parse_peer(b).map(Some)
+                } else {
+                    Ok(None)
+                }
+            })
             .collect::<Result<Vec<_>, _>>()?;
-        let links = NodeLinks::connect(self.rank, shape, local, &peers, self.barrier_fn())
+        let any_remote = peers
+            .iter()
+            .enumerate()
+            .any(|(r, p)| r != self.rank && p.is_none());
+        let relay: Option<Box<dyn Relay>> = if any_remote {
+            let raw = self.world.0.as_raw();
+            Some(Box::new(
+                MpiRelay::start(RelayComm(raw)).map_err(|e| format!("relay thread: {e}"))?,
+            ))
+        } else {
+            None
+        };
+        let links = NodeLinks::connect(self.rank, shape, local, &peers, relay, self.barrier_fn())
             .map_err(|e| format!("mapping peers' shared memory: {e}"))?;
         // Nobody writes into a peer's memory before every peer has mapped it.
         self.barrier(Duration::from_secs(60), &|| false)?;

@@ -194,6 +194,23 @@ impl Fifo {
         self.sent.0 .0.store(seq + 1, Ordering::Relaxed);
     }
 
+    /// Sender: the slot area of the next message, where a payload of up to
+    /// [`Fifo::slot_bytes`] bytes can be received from elsewhere (a relay).
+    /// Only valid after `can_send()` returned true.
+    pub fn receive_area(&self) -> *mut u8 {
+        self.data(self.sent.0 .0.load(Ordering::Relaxed))
+    }
+
+    /// Sender: posts the `len` bytes written into [`Fifo::receive_area`].
+    pub fn post_received(&self, len: usize) {
+        if len <= INLINE {
+            let seq = self.sent.0 .0.load(Ordering::Relaxed);
+            // SAFETY: both areas belong to the slot this sender owns; len <= INLINE.
+            unsafe { std::ptr::copy_nonoverlapping(self.data(seq), self.send_buffer(len), len) };
+        }
+        self.post(len, None);
+    }
+
     /// Receiver: the next message, if it has arrived (never blocks).
     pub fn peek(&self) -> Option<Incoming> {
         let seq = self.taken.0.load(Ordering::Relaxed);
@@ -310,6 +327,22 @@ mod tests {
         assert_eq!(recv.peek().unwrap().ptr as usize, 0x9010);
         recv.release();
         assert!(send.drained());
+    }
+
+    #[test]
+    fn relayed_payloads_of_any_size_arrive() {
+        let fifo = Fifo::new(2, 256).unwrap();
+        for len in [4, 200] {
+            assert!(fifo.can_send());
+            // SAFETY: the slot area holds 256 bytes.
+            unsafe { std::ptr::write_bytes(fifo.receive_area(), len as u8, len) };
+            fifo.post_received(len);
+            let m = fifo.peek().unwrap();
+            // SAFETY: the message is ours until released.
+            let got = unsafe { std::slice::from_raw_parts(m.ptr, m.len) };
+            assert!(got.len() == len && got.iter().all(|&b| b == len as u8));
+            fifo.release();
+        }
     }
 
     #[test]

@@ -3,4 +3,6 @@
 
 pub mod inproc;
 pub mod node;
+#[cfg(feature = "mpi")]
+pub mod relay;
 pub mod shm;

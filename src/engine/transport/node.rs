@@ -58,6 +58,12 @@ impl Shape {
     }
 }
 
+/// Carries FIFO slots to and from ranks on other hosts.
+pub trait Relay: Send + Sync {
+    /// Serve `fifo`: this rank's end towards (`outgoing`) or from `peer` on `chan`.
+    fn add(&self, fifo: Arc<Fifo>, peer: usize, chan: u32, outgoing: bool);
+}
+
 /// A barrier across processes: gives up after the timeout or on abort.
 pub type Barrier = Box<dyn Fn(Duration, &dyn Fn() -> bool) -> Result<(), String> + Send + Sync>;
 
@@ -69,37 +75,39 @@ pub fn create(shape: &Shape, rank: usize) -> std::io::Result<Local> {
     })
 }
 
-/// The links of rank `me`, all of whose peers are on this node.
+/// The links of rank `me`: shared memory to the peers of its host, a relay
+/// to the others.
 pub struct NodeLinks {
     me: usize,
     shape: Shape,
     local: Local,
-    /// Peers' segments, mapped here (None for this rank).
+    /// Peers' segments, mapped here (None for this rank and remote peers).
     peers: Vec<Option<Local>>,
+    relay: Option<Box<dyn Relay>>,
     cache: Mutex<HashMap<(usize, usize, u32), Arc<Fifo>>>,
     barrier: Barrier,
 }
 
 impl NodeLinks {
-    /// Maps every peer's segments; `peers[r]` describes rank r.
+    /// Maps the segments of every peer on this host; `peers[r]` describes
+    /// rank r, None for ranks on other hosts (reached through `relay`).
     pub fn connect(
         me: usize,
         shape: Shape,
         local: Local,
-        peers: &[PeerInfo],
+        peers: &[Option<PeerInfo>],
+        relay: Option<Box<dyn Relay>>,
         barrier: Barrier,
     ) -> std::io::Result<NodeLinks> {
         let mapped = peers
             .iter()
             .enumerate()
-            .map(|(r, p)| {
-                if r == me {
-                    return Ok(None);
-                }
-                Ok(Some(Local {
+            .map(|(r, p)| match p {
+                Some(p) if r != me => Ok(Some(Local {
                     fifos: Segment::open(p.pid, p.fifo_fd, shape.fifo_bytes())?,
                     bufs: Segment::open(p.pid, p.buf_fd, shape.buf_bytes())?,
-                }))
+                })),
+                _ => Ok(None),
             })
             .collect::<std::io::Result<Vec<_>>>()?;
         Ok(NodeLinks {
@@ -107,9 +115,31 @@ impl NodeLinks {
             shape,
             local,
             peers: mapped,
+            relay,
             cache: Mutex::new(HashMap::new()),
             barrier,
         })
+    }
+
+    /// A FIFO in this process's memory that the relay serves.
+    fn relayed(&self, from: usize, to: usize, chan: u32) -> Result<Arc<Fifo>, ExecError> {
+        let (peer, outgoing) = if from == self.me {
+            (to, true)
+        } else {
+            (from, false)
+        };
+        let relay = self.relay.as_ref().ok_or_else(|| {
+            ExecError::Setup(format!("rank {} has no way to reach rank {peer}", self.me))
+        })?;
+        let fifo = Fifo::new(self.shape.slots, self.shape.slot_bytes)
+            .map_err(|e| ExecError::Setup(format!("FIFO allocation: {e}")))?;
+        let fifo = Arc::new(fifo);
+        relay.add(Arc::clone(&fifo), peer, chan, outgoing);
+        Ok(fifo)
+    }
+
+    fn is_remote(&self, r: usize) -> bool {
+        r != self.me && self.peers.get(r).is_some_and(Option::is_none)
     }
 
     fn peer(&self, r: usize) -> Result<&Local, ExecError> {
@@ -176,7 +206,12 @@ impl Links for NodeLinks {
         if let Some(f) = cache.get(&(from, to, chan)) {
             return Ok(Arc::clone(f));
         }
-        let fifo = Arc::new(self.make(from, to, chan)?);
+        let peer = if from == self.me { to } else { from };
+        let fifo = if self.is_remote(peer) {
+            self.relayed(from, to, chan)?
+        } else {
+            Arc::new(self.make(from, to, chan)?)
+        };
         cache.insert((from, to, chan), Arc::clone(&fifo));
         Ok(fifo)
     }

@@ -1,0 +1,189 @@
+//! Between hosts (feature `mpi`): a relay thread per process moves FIFO
+//! slots as MPI point-to-point messages. A rank sends to a remote peer into
+//! a FIFO in its own memory; the relay sends each message (from the slot, or
+//! straight from the rank's buffer for a direct payload) and frees the slot
+//! once MPI is done with it. On the other side the relay receives into the
+//! receiver's FIFO slots and posts them. One message per route is in flight,
+//! so each (peer, channel) stays in order; the engine's programs do not change.
+
+use super::inproc::Fifo;
+use super::node::Relay;
+use mpi::ffi;
+use std::ffi::{c_int, c_void};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+
+/// MPI tags of relayed slots: this plus the channel.
+const TAG_BASE: c_int = 1000;
+
+/// A communicator handle the relay thread may use.
+#[derive(Clone, Copy)]
+pub struct Comm(pub ffi::MPI_Comm);
+
+// SAFETY: MPI runs with MPI_THREAD_MULTIPLE (checked at start-up), under
+// which a communicator may be used from any thread.
+unsafe impl Send for Comm {}
+
+struct Route {
+    fifo: Arc<Fifo>,
+    peer: c_int,
+    tag: c_int,
+    outgoing: bool,
+    req: ffi::MPI_Request,
+    busy: bool,
+}
+
+// SAFETY: a route's request and FIFO end are only touched by the relay thread.
+unsafe impl Send for Route {}
+
+/// The relay of one process; stops when dropped.
+pub struct MpiRelay {
+    routes: Arc<Mutex<Vec<Route>>>,
+    stop: Arc<AtomicBool>,
+    handle: Option<JoinHandle<()>>,
+}
+
+impl MpiRelay {
+    pub fn start(comm: Comm) -> std::io::Result<MpiRelay> {
+        let routes = Arc::new(Mutex::new(Vec::new()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (r, s) = (Arc::clone(&routes), Arc::clone(&stop));
+        let handle = std::thread::Builder::new()
+            .name("relay".into())
+            .spawn(move || run(comm, &r, &s))?;
+        Ok(MpiRelay {
+            routes,
+            stop,
+            handle: Some(handle),
+        })
+    }
+}
+
+impl Relay for MpiRelay {
+    fn add(&self, fifo: Arc<Fifo>, peer: usize, chan: u32, outgoing: bool) {
+        let route = Route {
+            fifo,
+            peer: peer as c_int,
+            tag: TAG_BASE + chan as c_int,
+            outgoing,
+            // SAFETY: reading the library's null-request constant.
+            req: unsafe { ffi::RSMPI_REQUEST_NULL },
+            busy: false,
+        };
+        self.routes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(route);
+    }
+}
+
+impl Drop for MpiRelay {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+fn run(comm: Comm, routes: &Mutex<Vec<Route>>, stop: &AtomicBool) {
+    let mut idle = 0u32;
+    while !stop.load(Ordering::SeqCst) {
+        let moved = {
+            let mut routes = routes.lock().unwrap_or_else(|e| e.into_inner());
+            routes.iter_mut().fold(false, |m, r| step(comm, r) | m)
+        };
+        if moved {
+            idle = 0;
+        } else {
+            idle = idle.saturating_add(1);
+            if idle > 100_000 {
+                // Long idle (between operations): stop competing for a core.
+                std::thread::sleep(std::time::Duration::from_micros(20));
+            } else if idle > 1000 {
+                std::thread::yield_now();
+            }
+        }
+    }
+    // Receives still posted are cancelled; sends were drained by their ranks.
+    let mut routes = routes.lock().unwrap_or_else(|e| e.into_inner());
+    for r in routes.iter_mut().filter(|r| r.busy && !r.outgoing) {
+        // SAFETY: a live receive request of this route.
+        unsafe {
+            ffi::MPI_Cancel(&mut r.req);
+            ffi::MPI_Wait(&mut r.req, ffi::RSMPI_STATUS_IGNORE);
+        }
+    }
+}
+
+/// Advances one route; says whether anything moved.
+fn step(comm: Comm, r: &mut Route) -> bool {
+    let mut moved = false;
+    if r.busy {
+        let mut done: c_int = 0;
+        // SAFETY: an all-zero MPI_Status is a valid value to be overwritten.
+        let mut status: ffi::MPI_Status = unsafe { std::mem::zeroed() };
+        // SAFETY: `req` is this route's live request.
+        unsafe { ffi::MPI_Test(&mut r.req, &mut done, &mut status) };
+        if done != 0 {
+            r.busy = false;
+            moved = true;
+            if r.outgoing {
+                r.fifo.release();
+            } else {
+                let mut n: c_int = 0;
+                // SAFETY: status of the completed receive; a byte count.
+                unsafe { ffi::MPI_Get_count(&status, ffi::RSMPI_UINT8_T, &mut n) };
+                r.fifo.post_received(n.max(0) as usize);
+            }
+        }
+    }
+    if !r.busy {
+        r.busy = if r.outgoing {
+            send_next(comm, r)
+        } else {
+            receive_next(comm, r)
+        };
+        moved |= r.busy;
+    }
+    moved
+}
+
+fn send_next(comm: Comm, r: &mut Route) -> bool {
+    let Some(m) = r.fifo.peek() else { return false };
+    // SAFETY: the payload stays valid and unchanged until the slot is released,
+    // which happens only after this send completes.
+    let rc = unsafe {
+        ffi::MPI_Isend(
+            m.ptr as *const c_void,
+            m.len as c_int,
+            ffi::RSMPI_UINT8_T,
+            r.peer,
+            r.tag,
+            comm.0,
+            &mut r.req,
+        )
+    };
+    rc == ffi::MPI_SUCCESS as c_int
+}
+
+fn receive_next(comm: Comm, r: &mut Route) -> bool {
+    if !r.fifo.can_send() {
+        return false;
+    }
+    let area = r.fifo.receive_area();
+    // SAFETY: the slot area holds slot_bytes bytes and is ours until posted.
+    let rc = unsafe {
+        ffi::MPI_Irecv(
+            area as *mut c_void,
+            r.fifo.slot_bytes() as c_int,
+            ffi::RSMPI_UINT8_T,
+            r.peer,
+            r.tag,
+            comm.0,
+            &mut r.req,
+        )
+    };
+    rc == ffi::MPI_SUCCESS as c_int
+}
