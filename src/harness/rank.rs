@@ -141,7 +141,10 @@ impl RankJob<'_> {
                 rank,
                 recv,
             );
-            verdict = Some(merge(verdict, v));
+            match verdict.as_mut() {
+                Some(acc) => acc.merge(v),
+                None => verdict = Some(v),
+            }
         }
         Ok(Report {
             case: idx,
@@ -345,19 +348,4 @@ fn view<'a>(
 ) -> &'a [u8] {
     let (b, o) = layout.resolve(s);
     &bufs[b].as_slice()[o * es..(o + count) * es]
-}
-
-fn merge(acc: Option<Verdict>, v: Verdict) -> Verdict {
-    match acc {
-        None => v,
-        Some(mut a) => {
-            a.checked += v.checked;
-            a.wrong += v.wrong;
-            a.nan += v.nan;
-            if a.first.is_none() {
-                a.first = v.first;
-            }
-            a
-        }
-    }
 }
