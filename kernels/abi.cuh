@@ -1,0 +1,109 @@
+// collbench kernels: what the host and the kernels agree on. Every struct
+// here has a #[repr(C)] twin in src/engine/exec/cuda/abi.rs; sizes are
+// checked on both sides (static_assert here, tests there).
+
+// Element types: the order of Rust's `Dtype`.
+#define CB_I8 0
+#define CB_U8 1
+#define CB_I32 2
+#define CB_U32 3
+#define CB_I64 4
+#define CB_U64 5
+#define CB_F16 6
+#define CB_BF16 7
+#define CB_F32 8
+#define CB_F64 9
+#define CB_E4M3 10
+#define CB_E5M2 11
+
+// Reduction operators: the order of Rust's `ReduceOp`.
+#define CB_SUM 0
+#define CB_PROD 1
+#define CB_MIN 2
+#define CB_MAX 3
+#define CB_AVG 4
+
+#define CB_MAX_PEERS 4
+
+// Step flags.
+#define CB_REDUCE 1u   // received values are combined with the inputs (else copied)
+#define CB_FINISH 2u   // apply the operator's finishing step (avg: divide by nranks)
+#define CB_HAS_SRC 4u  // `src` is an input
+#define CB_HAS_DST 8u  // the value is written to `dst`
+#define CB_DST_IN 16u  // `dst` is also an input, after `src` (local-reduce)
+
+// One primitive step of a channel program, its slices resolved to
+// (physical buffer 0..2, element offset) and its connections to indices
+// into the rank's connection tables. Its value is src (if any), then dst
+// (if CB_DST_IN), then every received message, combined left to right.
+struct CbStep {
+    u64 len;  // elements
+    u64 src;  // element offset in buffer src_buf
+    u64 dst;  // element offset in buffer dst_buf
+    u32 flags;
+    u8 src_buf;
+    u8 dst_buf;
+    u8 nrecv;
+    u8 nsend;
+    u16 recv[CB_MAX_PEERS];  // indices into CbRank::ins
+    u16 send[CB_MAX_PEERS];  // indices into CbRank::outs
+};
+
+// One direction of one connection: a ring of `slots` slots of `slot_bytes`
+// in device memory. `tail` counts messages posted (written by the sender
+// only), `head` messages consumed (written by the receiver only); both
+// persist across launches, so sequence numbers never repeat within a world.
+// The simple protocol posts a slot by storing tail with release semantics
+// after its payload; the low-latency protocol stores 16-byte lines
+// {data0, seq, data1, seq} (8 payload bytes per line) and needs no tail.
+struct CbConn {
+    u64 *tail;
+    u64 *head;
+    u8 *buf;
+    u64 slot_bytes;
+    u32 slots;
+    u32 peer;  // the rank at the other end, for diagnosis
+};
+
+// Where a block of a rank stands, in host-mapped memory: the flight
+// recorder's view of a running kernel.
+struct CbProgress {
+    u64 step;      // steps completed
+    u64 wait_on;   // 0: not waiting; 1 + peer: waiting to receive; 1 + peer + (1 << 32): to send
+    u64 pad[2];
+};
+
+// Why a kernel stopped early, in host-mapped memory shared by every rank of
+// a world: the first rank to give up writes it and every block of every
+// rank sees `abort` and leaves.
+struct CbStatus {
+    u64 abort;     // nonzero: stop
+    u64 rank;      // who timed out
+    u64 channel;
+    u64 step;
+    u64 peer;
+    u64 kind;      // 1 receive, 2 send
+    u64 waited_ns;
+    u64 pad;
+};
+
+// Protocols.
+#define CB_PROTO_SIMPLE 0u
+#define CB_PROTO_LL 1u
+
+// Everything one rank's collective launch needs. Block c runs channel c:
+// steps[chan_start[c] .. chan_start[c + 1]].
+struct CbRank {
+    const CbStep *steps;
+    const u32 *chan_start;  // nchannels + 1 entries
+    const CbConn *ins;
+    const CbConn *outs;
+    u8 *bufs[3];            // send (or only) buffer, receive buffer, scratch
+    CbProgress *progress;   // one per channel, host-mapped
+    CbStatus *status;       // host-mapped, shared by the world
+    u64 timeout_ns;         // how long any one wait may last
+    u32 rank;
+    u32 nranks;
+    u32 proto;
+    u32 nchannels;
+};

@@ -1,0 +1,136 @@
+// collbench kernels: portability layer.
+//
+// Every file in kernels/ is compiled by NVRTC (no toolkit headers: this file
+// defines what the others need) and, for the emulation tests, by a host C++
+// compiler, where a block is one host thread (blockDim.x == 1). Only this
+// file knows which of the two it is.
+
+typedef signed char i8;
+typedef unsigned char u8;
+typedef unsigned short u16;
+typedef int i32;
+typedef unsigned int u32;
+typedef long long i64;
+typedef unsigned long long u64;
+
+#if defined(__CUDACC__)
+
+#define CB_DEVICE __device__ __forceinline__
+#define CB_KERNEL extern "C" __global__
+#define CB_SHARED __shared__
+
+CB_DEVICE u32 cb_tid() { return threadIdx.x; }
+CB_DEVICE u32 cb_nthreads() { return blockDim.x; }
+CB_DEVICE u32 cb_block() { return blockIdx.x; }
+CB_DEVICE u32 cb_nblocks() { return gridDim.x; }
+CB_DEVICE u64 cb_global_tid() { return (u64)blockIdx.x * blockDim.x + threadIdx.x; }
+CB_DEVICE u64 cb_global_threads() { return (u64)gridDim.x * blockDim.x; }
+CB_DEVICE void cb_sync() { __syncthreads(); }
+
+// Loads and stores other agents (peer blocks, other GPUs, the host) see:
+// system scope, so they also order against host-mapped and peer memory.
+CB_DEVICE u64 cb_ld_acquire(const u64 *p) {
+    u64 v;
+    asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+    return v;
+}
+CB_DEVICE void cb_st_release(u64 *p, u64 v) {
+    asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+CB_DEVICE u64 cb_ld_volatile(const u64 *p) {
+    u64 v;
+    asm volatile("ld.volatile.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+    return v;
+}
+CB_DEVICE void cb_st_volatile(u64 *p, u64 v) {
+    asm volatile("st.volatile.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+CB_DEVICE void cb_st_volatile_u32(u32 *p, u32 v) {
+    asm volatile("st.volatile.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+// The low-latency protocol's 16-byte line {data0, flag0, data1, flag1}:
+// one vector access, so a line is seen whole or not at all.
+CB_DEVICE void cb_ll_store(u32 *line, u32 d0, u32 f0, u32 d1, u32 f1) {
+    asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(line), "r"(d0), "r"(f0),
+                 "r"(d1), "r"(f1)
+                 : "memory");
+}
+CB_DEVICE void cb_ll_load(const u32 *line, u32 *d0, u32 *f0, u32 *d1, u32 *f1) {
+    asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(*d0), "=r"(*f0), "=r"(*d1), "=r"(*f1)
+                 : "l"(line)
+                 : "memory");
+}
+CB_DEVICE void cb_fence_system() { __threadfence_system(); }
+CB_DEVICE u64 cb_now_ns() {
+    u64 t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+CB_DEVICE u64 cb_atomic_add(u64 *p, u64 v) { return atomicAdd(p, v); }
+CB_DEVICE void cb_pause() { __nanosleep(64); }
+
+#else // host emulation: one thread per block
+
+#define CB_DEVICE static inline
+#define CB_KERNEL extern "C"
+#define CB_SHARED static thread_local
+
+struct CbEmuThread {
+    u32 block;
+    u32 nblocks;
+    u64 start_ns;
+};
+extern thread_local CbEmuThread cb_emu;
+
+static inline u32 cb_tid() { return 0; }
+static inline u32 cb_nthreads() { return 1; }
+static inline u32 cb_block() { return cb_emu.block; }
+static inline u32 cb_nblocks() { return cb_emu.nblocks; }
+static inline u64 cb_global_tid() { return cb_emu.block; }
+static inline u64 cb_global_threads() { return cb_emu.nblocks; }
+static inline void cb_sync() {}
+static inline u64 cb_ld_acquire(const u64 *p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
+static inline void cb_st_release(u64 *p, u64 v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
+static inline u64 cb_ld_volatile(const u64 *p) { return __atomic_load_n(p, __ATOMIC_RELAXED); }
+static inline void cb_st_volatile(u64 *p, u64 v) { __atomic_store_n(p, v, __ATOMIC_RELAXED); }
+static inline void cb_st_volatile_u32(u32 *p, u32 v) { __atomic_store_n(p, v, __ATOMIC_RELAXED); }
+// A host has no 16-byte single-copy atomicity guarantee in C++: the emulation
+// stores the data before the flags and loads the flags before the data, with
+// release/acquire, which gives the same all-or-nothing view to the reader.
+static inline void cb_ll_store(u32 *line, u32 d0, u32 f0, u32 d1, u32 f1) {
+    __atomic_store_n(&line[0], d0, __ATOMIC_RELAXED);
+    __atomic_store_n(&line[2], d1, __ATOMIC_RELAXED);
+    __atomic_store_n(&line[1], f0, __ATOMIC_RELEASE);
+    __atomic_store_n(&line[3], f1, __ATOMIC_RELEASE);
+}
+static inline void cb_ll_load(const u32 *line, u32 *d0, u32 *f0, u32 *d1, u32 *f1) {
+    *f0 = __atomic_load_n(&line[1], __ATOMIC_ACQUIRE);
+    *f1 = __atomic_load_n(&line[3], __ATOMIC_ACQUIRE);
+    *d0 = __atomic_load_n(&line[0], __ATOMIC_RELAXED);
+    *d1 = __atomic_load_n(&line[2], __ATOMIC_RELAXED);
+}
+static inline void cb_fence_system() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+u64 cb_emu_now_ns();
+static inline u64 cb_now_ns() { return cb_emu_now_ns(); }
+static inline u64 cb_atomic_add(u64 *p, u64 v) { return __atomic_fetch_add(p, v, __ATOMIC_RELAXED); }
+void cb_emu_pause();
+static inline void cb_pause() { cb_emu_pause(); }
+
+#endif
+
+// Unaligned-safe element access through bytes is not needed: every buffer
+// the executor hands a kernel is aligned to the element size.
+
+// Bit casts.
+#if defined(__CUDACC__)
+CB_DEVICE float cb_f32(u32 b) { return __uint_as_float(b); }
+CB_DEVICE u32 cb_f32_bits(float x) { return __float_as_uint(x); }
+CB_DEVICE double cb_f64(u64 b) { return __longlong_as_double((long long)b); }
+CB_DEVICE u64 cb_f64_bits(double x) { return (u64)__double_as_longlong(x); }
+#else
+static inline float cb_f32(u32 b) { float x; __builtin_memcpy(&x, &b, 4); return x; }
+static inline u32 cb_f32_bits(float x) { u32 b; __builtin_memcpy(&b, &x, 4); return b; }
+static inline double cb_f64(u64 b) { double x; __builtin_memcpy(&x, &b, 8); return x; }
+static inline u64 cb_f64_bits(double x) { u64 b; __builtin_memcpy(&b, &x, 8); return b; }
+#endif
