@@ -1,0 +1,1 @@
+// collbench kernels: the persistent collective kernel (being written).

@@ -1,0 +1,1 @@
+// collbench kernels: device-side inputs, poison and verification (being written).
