@@ -55,14 +55,19 @@ struct CbStep {
 // persist across launches, so sequence numbers never repeat within a world.
 // The simple protocol posts a slot by storing tail with release semantics
 // after its payload; the low-latency protocol stores 16-byte lines
-// {data0, seq, data1, seq} (8 payload bytes per line) and needs no tail.
+// {data0, seq, data1, seq} (8 payload bytes per line, seq = the message's
+// sequence number, 1-based) in a region of its own, so stale payload of the
+// other protocol can never pass for a flag; it updates tail only to keep
+// the count. A sender reuses a slot once head says it was consumed.
 struct CbConn {
     u64 *tail;
     u64 *head;
-    u8 *buf;
-    u64 slot_bytes;
+    u8 *buf;          // simple protocol: slots * slot_bytes
+    u8 *ll;           // low-latency protocol: slots * ll_slot_bytes (16-byte lines)
+    u64 slot_bytes;   // a multiple of 16
+    u64 ll_slot_bytes;  // a multiple of 16: carries ll_slot_bytes / 2 payload bytes
     u32 slots;
-    u32 peer;  // the rank at the other end, for diagnosis
+    u32 peer;         // the rank at the other end, for diagnosis
 };
 
 // Where a block of a rank stands, in host-mapped memory: the flight
@@ -107,3 +112,9 @@ struct CbRank {
     u32 proto;
     u32 nchannels;
 };
+
+static_assert(sizeof(CbStep) == 48, "CbStep layout");
+static_assert(sizeof(CbConn) == 56, "CbConn layout");
+static_assert(sizeof(CbProgress) == 32, "CbProgress layout");
+static_assert(sizeof(CbStatus) == 64, "CbStatus layout");
+static_assert(sizeof(CbRank) == 96, "CbRank layout");

@@ -1,1 +1,432 @@
-// collbench kernels: the persistent collective kernel (being written).
+// collbench kernels: the persistent collective kernel. One launch per rank
+// per operation; block c walks channel c's steps (see abi.cuh). Thread 0 of
+// a block does the waiting on flags; every thread of the block moves data.
+//
+// Simple protocol, per step:
+//   thread 0: wait until every input message has arrived (tail) and every
+//             output slot is free (head); publish the slot addresses;
+//   barrier;  all threads: value = src op dst op received..., finish,
+//             write dst and every output slot;
+//   barrier;  thread 0: system fence, then post outputs (tail, release) and
+//             release inputs (head, release).
+// Low-latency protocol: thread 0 waits only for free output slots; every
+// thread polls its own 16-byte lines of the input slots (data and sequence
+// number in one store) and writes its lines of the output slots the same
+// way, so a message is one store per line and no separate flag.
+//
+// Every wait gives up after `timeout_ns` or when another rank gave up
+// (status->abort): the first to give up records where, and the kernel
+// returns early. The host turns that record into the timeout error and the
+// flight recorder's last word.
+
+#define CB_WAIT_RECV 1u
+#define CB_WAIT_SEND 2u
+#define CB_POLL_CHECK 1024u
+
+struct CbBlock {
+    const CbStep *step;
+    const CbRank *r;
+    u32 channel;
+    u32 index;       // the step's index in its channel
+    u64 wait_start;  // when the current wait began (0: not yet timed)
+    u32 polls;
+};
+
+// Records that this rank gave up waiting and tells every rank to stop.
+CB_DEVICE void cb_give_up(CbBlock *b, u32 peer, u32 kind, u64 waited) {
+    CbStatus *s = b->r->status;
+#if defined(__CUDACC__)
+    unsigned long long prev = atomicCAS((unsigned long long *)&s->abort, 0ull, 1ull);
+#else
+    u64 prev = 0;
+    __atomic_compare_exchange_n(&s->abort, &prev, 1ull, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+#endif
+    if (prev == 0) {
+        s->rank = b->r->rank;
+        s->channel = b->channel;
+        s->step = b->index;
+        s->peer = peer;
+        s->kind = kind;
+        s->waited_ns = waited;
+        cb_fence_system();
+        // Readers poll `abort` first, then read the record: store it again
+        // after the record so a reader that sees 2 sees the record whole.
+        cb_st_release(&s->abort, 2ull);
+    }
+}
+
+// One more poll of a wait; false when the wait must end (timeout or abort).
+CB_DEVICE bool cb_keep_waiting(CbBlock *b, u32 peer, u32 kind) {
+    if (++b->polls % CB_POLL_CHECK != 0) {
+        return true;
+    }
+    cb_pause();
+    if (cb_ld_volatile(&b->r->status->abort) != 0) {
+        return false;
+    }
+    u64 now = cb_now_ns();
+    if (b->wait_start == 0) {
+        b->wait_start = now;
+        // Blocked longer than a few polls: tell the recorder on what.
+        if (cb_tid() == 0) {
+            u64 on = 1ull + peer + (kind == CB_WAIT_SEND ? (1ull << 32) : 0ull);
+            cb_st_volatile(&b->r->progress[b->channel].wait_on, on);
+        }
+        return true;
+    }
+    if (now - b->wait_start > b->r->timeout_ns) {
+        cb_give_up(b, peer, kind, now - b->wait_start);
+        return false;
+    }
+    return true;
+}
+
+// memcpy for small, mostly constant sizes (NVRTC has no <cstring>).
+CB_DEVICE void cb_bytes(void *dst, const void *src, u32 n) {
+    u8 *d = (u8 *)dst;
+    const u8 *s = (const u8 *)src;
+    for (u32 i = 0; i < n; i++) {
+        d[i] = s[i];
+    }
+}
+
+// 16 bytes, the unit of vector loads and stores.
+struct CbVec {
+    u32 w[4];
+};
+
+#define CB_VEC_ELEMS (16u / CB_SIZE)
+
+CB_DEVICE CbVec cb_load_vec(const u8 *p) {
+#if defined(__CUDACC__)
+    uint4 v = *(const uint4 *)p;
+    CbVec r;
+    r.w[0] = v.x;
+    r.w[1] = v.y;
+    r.w[2] = v.z;
+    r.w[3] = v.w;
+    return r;
+#else
+    CbVec r;
+    __builtin_memcpy(&r, p, 16);
+    return r;
+#endif
+}
+
+CB_DEVICE void cb_store_vec(u8 *p, CbVec v) {
+#if defined(__CUDACC__)
+    *(uint4 *)p = make_uint4(v.w[0], v.w[1], v.w[2], v.w[3]);
+#else
+    __builtin_memcpy(p, &v, 16);
+#endif
+}
+
+CB_DEVICE cb_bits cb_lane(const CbVec &v, u32 k) {
+    cb_bits e;
+    const u8 *bytes = (const u8 *)v.w;
+    cb_bytes(&e, bytes + k * CB_SIZE, CB_SIZE);
+    return e;
+}
+
+CB_DEVICE void cb_set_lane(CbVec &v, u32 k, cb_bits e) {
+    u8 *bytes = (u8 *)v.w;
+    cb_bytes(bytes + k * CB_SIZE, &e, CB_SIZE);
+}
+
+CB_DEVICE CbVec cb_combine(CbVec a, CbVec b) {
+    CbVec r;
+#pragma unroll
+    for (u32 k = 0; k < CB_VEC_ELEMS; k++) {
+        cb_set_lane(r, k, cb_apply(cb_lane(a, k), cb_lane(b, k)));
+    }
+    return r;
+}
+
+CB_DEVICE CbVec cb_finish_vec(CbVec a, u32 nranks) {
+#if CB_OP == CB_AVG
+    CbVec r;
+#pragma unroll
+    for (u32 k = 0; k < CB_VEC_ELEMS; k++) {
+        cb_set_lane(r, k, cb_finish(cb_lane(a, k), nranks));
+    }
+    return r;
+#else
+    (void)nranks;
+    return a;
+#endif
+}
+
+// Where one step reads and writes.
+struct CbIo {
+    const u8 *in[CB_MAX_PEERS + 2];  // src, dst-as-input, then received slots
+    u32 nin;
+    u8 *dst;                         // may be null
+    u8 *out[CB_MAX_PEERS];           // output slots (simple protocol)
+    u32 nout;
+};
+
+CB_DEVICE bool cb_aligned16(const void *p) { return ((u64)p & 15ull) == 0; }
+
+// The simple protocol's data movement: value of every element, written to
+// dst and every output slot. Vectors of 16 bytes where every address allows.
+CB_DEVICE void cb_move(const CbIo &io, u64 len, bool finish, u32 nranks) {
+    u64 bytes = len * CB_SIZE;
+    bool vec = (bytes & 15ull) == 0 && (io.dst == 0 || cb_aligned16(io.dst));
+    for (u32 k = 0; k < io.nin; k++) {
+        vec = vec && cb_aligned16(io.in[k]);
+    }
+    for (u32 k = 0; k < io.nout; k++) {
+        vec = vec && cb_aligned16(io.out[k]);
+    }
+    u32 t = cb_tid(), nt = cb_nthreads();
+    if (vec) {
+        u64 nv = bytes / 16;
+        for (u64 i = t; i < nv; i += nt) {
+            u64 off = i * 16;
+            CbVec v = cb_load_vec(io.in[0] + off);
+            for (u32 k = 1; k < io.nin; k++) {
+                v = cb_combine(v, cb_load_vec(io.in[k] + off));
+            }
+            if (finish) {
+                v = cb_finish_vec(v, nranks);
+            }
+            if (io.dst) {
+                cb_store_vec(io.dst + off, v);
+            }
+            for (u32 k = 0; k < io.nout; k++) {
+                cb_store_vec(io.out[k] + off, v);
+            }
+        }
+        return;
+    }
+    for (u64 i = t; i < len; i += nt) {
+        cb_bits v = ((const cb_bits *)io.in[0])[i];
+        for (u32 k = 1; k < io.nin; k++) {
+            v = cb_apply(v, ((const cb_bits *)io.in[k])[i]);
+        }
+        if (finish) {
+            v = cb_finish(v, nranks);
+        }
+        if (io.dst) {
+            ((cb_bits *)io.dst)[i] = v;
+        }
+        for (u32 k = 0; k < io.nout; k++) {
+            ((cb_bits *)io.out[k])[i] = v;
+        }
+    }
+}
+
+// Element address of a resolved slice.
+CB_DEVICE u8 *cb_at(const CbRank *r, u8 buf, u64 off) { return r->bufs[buf] + off * CB_SIZE; }
+
+// Per-block connection counters, kept in shared memory for the launch and
+// written back to the connection (its persistent copy) as they change.
+#define CB_MAX_STEP_CONNS (2 * CB_MAX_PEERS)
+
+// Waits (thread 0) until the output slots of `s` are free. False: give up.
+CB_DEVICE bool cb_wait_send_room(CbBlock *b, const CbStep *s) {
+    const CbRank *r = b->r;
+    for (u32 k = 0; k < s->nsend; k++) {
+        const CbConn *c = &r->outs[s->send[k]];
+        u64 posted = *c->tail;  // this block is the only writer
+        while (posted - cb_ld_acquire(c->head) >= c->slots) {
+            if (!cb_keep_waiting(b, c->peer, CB_WAIT_SEND)) {
+                return false;
+            }
+        }
+    }
+    return true;
+}
+
+// Waits (thread 0) until every input message of `s` has arrived (simple protocol).
+CB_DEVICE bool cb_wait_recv(CbBlock *b, const CbStep *s) {
+    const CbRank *r = b->r;
+    for (u32 k = 0; k < s->nrecv; k++) {
+        const CbConn *c = &r->ins[s->recv[k]];
+        u64 want = *c->head + 1;  // this block is the only writer of head
+        while (cb_ld_acquire(c->tail) < want) {
+            if (!cb_keep_waiting(b, c->peer, CB_WAIT_RECV)) {
+                return false;
+            }
+        }
+    }
+    return true;
+}
+
+CB_DEVICE u8 *cb_slot(const CbConn *c, u64 seq_index) {
+    return c->buf + (seq_index % c->slots) * c->slot_bytes;
+}
+
+CB_DEVICE u32 *cb_ll_slot(const CbConn *c, u64 seq_index) {
+    return (u32 *)(c->ll + (seq_index % c->slots) * c->ll_slot_bytes);
+}
+
+// The low-latency protocol's data movement: 8 payload bytes per line; each
+// thread owns lines t, t + nt, ... of every input and output slot.
+CB_DEVICE void cb_move_ll(CbBlock *b, const CbStep *s, const CbIo &io, bool finish) {
+    const CbRank *r = b->r;
+    u64 bytes = s->len * CB_SIZE;
+    u64 lines = (bytes + 7) / 8;
+    u32 t = cb_tid(), nt = cb_nthreads();
+    const u32 *in_ll[CB_MAX_PEERS];
+    u32 in_seq[CB_MAX_PEERS];
+    u32 *out_ll[CB_MAX_PEERS];
+    u32 out_seq[CB_MAX_PEERS];
+    for (u32 k = 0; k < s->nrecv; k++) {
+        const CbConn *c = &r->ins[s->recv[k]];
+        u64 idx = *c->head;
+        in_ll[k] = cb_ll_slot(c, idx);
+        in_seq[k] = (u32)(idx + 1);
+    }
+    for (u32 k = 0; k < s->nsend; k++) {
+        const CbConn *c = &r->outs[s->send[k]];
+        u64 idx = *c->tail;
+        out_ll[k] = cb_ll_slot(c, idx);
+        out_seq[k] = (u32)(idx + 1);
+    }
+    u32 nlocal = io.nin;  // inputs from this rank's buffers
+    for (u64 j = t; j < lines; j += nt) {
+        u64 off = j * 8;
+        u32 n = bytes - off < 8 ? (u32)(bytes - off) : 8u;
+        u32 ne = n / CB_SIZE;
+        // Gather the 8-byte group of every input: local ones, then lines.
+        cb_bits acc[8 / CB_SIZE > 0 ? 8 / CB_SIZE : 1];
+        bool have = false;
+        for (u32 k = 0; k < nlocal; k++) {
+            for (u32 e = 0; e < ne; e++) {
+                cb_bits x = ((const cb_bits *)(io.in[k] + off))[e];
+                acc[e] = have ? cb_apply(acc[e], x) : x;
+            }
+            have = true;
+        }
+        for (u32 k = 0; k < s->nrecv; k++) {
+            u32 d0, f0, d1, f1;
+            const u32 *line = in_ll[k] + 4 * j;
+            for (;;) {
+                cb_ll_load(line, &d0, &f0, &d1, &f1);
+                if (f0 == in_seq[k] && f1 == in_seq[k]) {
+                    break;
+                }
+                if (!cb_keep_waiting(b, r->ins[s->recv[k]].peer, CB_WAIT_RECV)) {
+                    return;
+                }
+            }
+            u32 words[2] = {d0, d1};
+            const u8 *bytes8 = (const u8 *)words;
+            for (u32 e = 0; e < ne; e++) {
+                cb_bits x;
+                cb_bytes(&x, bytes8 + e * CB_SIZE, CB_SIZE);
+                acc[e] = have ? cb_apply(acc[e], x) : x;
+            }
+            have = true;
+        }
+        if (finish) {
+            for (u32 e = 0; e < ne; e++) {
+                acc[e] = cb_finish(acc[e], r->nranks);
+            }
+        }
+        if (io.dst) {
+            for (u32 e = 0; e < ne; e++) {
+                ((cb_bits *)(io.dst + off))[e] = acc[e];
+            }
+        }
+        if (s->nsend) {
+            u32 words[2] = {0, 0};
+            cb_bytes(words, acc, ne * CB_SIZE);
+            for (u32 k = 0; k < s->nsend; k++) {
+                cb_ll_store(out_ll[k] + 4 * j, words[0], out_seq[k], words[1], out_seq[k]);
+            }
+        }
+    }
+}
+
+// Runs step `s`; false when the block must stop (a wait gave up).
+CB_DEVICE bool cb_run_step(CbBlock *b, const CbStep *s, CbIo *shared_io, u32 *shared_ok) {
+    const CbRank *r = b->r;
+    bool ll = r->proto == CB_PROTO_LL;
+    if (cb_tid() == 0) {
+        bool ok = cb_wait_send_room(b, s);
+        if (ok && !ll) {
+            ok = cb_wait_recv(b, s);
+        }
+        *shared_ok = ok ? 1u : 0u;
+        CbIo io;
+        io.nin = 0;
+        if (s->flags & CB_HAS_SRC) {
+            io.in[io.nin++] = cb_at(r, s->src_buf, s->src);
+        }
+        io.dst = (s->flags & CB_HAS_DST) ? cb_at(r, s->dst_buf, s->dst) : 0;
+        if (s->flags & CB_DST_IN) {
+            io.in[io.nin++] = io.dst;
+        }
+        io.nout = 0;
+        if (!ll) {
+            for (u32 k = 0; k < s->nrecv; k++) {
+                const CbConn *c = &r->ins[s->recv[k]];
+                io.in[io.nin++] = cb_slot(c, *c->head);
+            }
+            for (u32 k = 0; k < s->nsend; k++) {
+                const CbConn *c = &r->outs[s->send[k]];
+                io.out[io.nout++] = cb_slot(c, *c->tail);
+            }
+        }
+        *shared_io = io;
+        if (b->wait_start != 0) {
+            cb_st_volatile(&r->progress[b->channel].wait_on, 0);
+        }
+    }
+    cb_sync();
+    if (*shared_ok == 0) {
+        return false;
+    }
+    CbIo io = *shared_io;
+    bool finish = (s->flags & CB_FINISH) != 0;
+    if (ll) {
+        cb_move_ll(b, s, io, finish);
+    } else if (io.nin > 0) {
+        cb_move(io, s->len, finish, r->nranks);
+    }
+    cb_sync();
+    if (cb_tid() == 0) {
+        if (ll && cb_ld_volatile(&r->status->abort) != 0) {
+            // A line never came: some thread gave up.
+            *shared_ok = 0;
+        } else {
+            cb_fence_system();
+            for (u32 k = 0; k < s->nsend; k++) {
+                const CbConn *c = &r->outs[s->send[k]];
+                cb_st_release(c->tail, *c->tail + 1);
+            }
+            for (u32 k = 0; k < s->nrecv; k++) {
+                const CbConn *c = &r->ins[s->recv[k]];
+                cb_st_release(c->head, *c->head + 1);
+            }
+            cb_st_volatile(&r->progress[b->channel].step, b->index + 1);
+        }
+    }
+    cb_sync();
+    return *shared_ok != 0;
+}
+
+CB_KERNEL void cb_collective(CbRank rank) {
+    CB_SHARED CbIo io;
+    CB_SHARED u32 ok;
+    u32 c = cb_block();
+    if (c >= rank.nchannels) {
+        return;
+    }
+    CbBlock b;
+    b.r = &rank;
+    b.channel = c;
+    b.wait_start = 0;
+    b.polls = 0;
+    u32 first = rank.chan_start[c], end = rank.chan_start[c + 1];
+    for (u32 i = first; i < end; i++) {
+        b.index = i - first;
+        b.step = &rank.steps[i];
+        b.wait_start = 0;
+        if (!cb_run_step(&b, b.step, &io, &ok)) {
+            return;
+        }
+    }
+}

@@ -129,7 +129,11 @@ impl Compiled {
 }
 
 /// Bytes each physical buffer needs; a slice outside its view is an error.
-fn bounds(program: &Program, layout: &Layout, dtype: Dtype) -> Result<[usize; 3], ExecError> {
+pub(crate) fn bounds(
+    program: &Program,
+    layout: &Layout,
+    dtype: Dtype,
+) -> Result<[usize; 3], ExecError> {
     let mut need = [layout.buf0, layout.buf1, program.scratch].map(|e| e * dtype.size());
     for step in program.channels.iter().flat_map(|c| &c.steps) {
         for s in [step.src, step.dst].into_iter().flatten() {

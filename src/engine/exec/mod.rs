@@ -1,5 +1,6 @@
 //! Running programs: `host` on CPU threads.
 
+pub mod cuda;
 pub mod host;
 pub mod mem;
 #[cfg(feature = "mpi")]

@@ -1,0 +1,431 @@
+//! The host side of `kernels/abi.cuh`: `#[repr(C)]` twins of the structs
+//! the collective kernel reads, and the translation of a rank's [`Program`]
+//! into them (slices resolved to physical buffers, connections to table
+//! indices), plus the layout of the connections' memory (an arena any
+//! rank's kernel can reach: one device's memory for virtual ranks).
+//! Pointers are `u64` addresses: device addresses on a GPU, host addresses
+//! in the emulation tests.
+
+use crate::engine::algo::{Layout, Prim, Program, MAX_PEERS};
+use crate::engine::types::Dtype;
+use std::collections::HashMap;
+
+pub const CB_REDUCE: u32 = 1;
+pub const CB_FINISH: u32 = 2;
+pub const CB_HAS_SRC: u32 = 4;
+pub const CB_HAS_DST: u32 = 8;
+pub const CB_DST_IN: u32 = 16;
+
+/// Which protocol a launch uses (the same for every rank of an operation).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u32)]
+pub enum Proto {
+    /// Payload in slots, a release-stored tail per message: bandwidth.
+    Simple = 0,
+    /// Payload and sequence number in each 16-byte line: latency.
+    LowLatency = 1,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CbStep {
+    pub len: u64,
+    pub src: u64,
+    pub dst: u64,
+    pub flags: u32,
+    pub src_buf: u8,
+    pub dst_buf: u8,
+    pub nrecv: u8,
+    pub nsend: u8,
+    pub recv: [u16; MAX_PEERS],
+    pub send: [u16; MAX_PEERS],
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CbConn {
+    pub tail: u64,
+    pub head: u64,
+    pub buf: u64,
+    pub ll: u64,
+    pub slot_bytes: u64,
+    pub ll_slot_bytes: u64,
+    pub slots: u32,
+    pub peer: u32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CbProgress {
+    pub step: u64,
+    /// 0: not waiting; 1 + peer: to receive; 1 + peer + 2^32: to send.
+    pub wait_on: u64,
+    pub pad: [u64; 2],
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CbStatus {
+    /// 0 running; 1 a rank is giving up (record being written); 2 record complete.
+    pub abort: u64,
+    pub rank: u64,
+    pub channel: u64,
+    pub step: u64,
+    pub peer: u64,
+    /// 1 receive, 2 send.
+    pub kind: u64,
+    pub waited_ns: u64,
+    pub pad: u64,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CbRank {
+    pub steps: u64,
+    pub chan_start: u64,
+    pub ins: u64,
+    pub outs: u64,
+    pub bufs: [u64; 3],
+    pub progress: u64,
+    pub status: u64,
+    pub timeout_ns: u64,
+    pub rank: u32,
+    pub nranks: u32,
+    pub proto: u32,
+    pub nchannels: u32,
+}
+
+/// One direction of one connection: (sender, receiver, channel).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ConnKey {
+    pub from: usize,
+    pub to: usize,
+    pub chan: u32,
+}
+
+/// A rank's program as the kernel reads it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RankTables {
+    pub steps: Vec<CbStep>,
+    /// `nchannels + 1` entries: channel c runs `steps[chan_start[c]..chan_start[c + 1]]`.
+    pub chan_start: Vec<u32>,
+    /// Incoming connections, in the order step `recv` indices use.
+    pub ins: Vec<ConnKey>,
+    /// Outgoing connections, in the order step `send` indices use.
+    pub outs: Vec<ConnKey>,
+    /// Bytes each physical buffer must hold.
+    pub need: [usize; 3],
+    /// The largest step, in bytes.
+    pub max_step_bytes: usize,
+}
+
+impl RankTables {
+    /// Translates `program` (run on `layout`'s buffers) for the kernel.
+    /// Fails if a slice lies outside its buffer, if a connection end is used
+    /// by two channels (the kernel keeps its counters per block), or if the
+    /// tables outgrow the kernel's index types.
+    pub fn new(program: &Program, layout: &Layout, dtype: Dtype) -> Result<RankTables, String> {
+        let need = super::super::host::bounds(program, layout, dtype).map_err(|e| e.to_string())?;
+        let rank = program.rank;
+        let mut ins: Vec<ConnKey> = Vec::new();
+        let mut outs: Vec<ConnKey> = Vec::new();
+        let mut index: HashMap<(bool, ConnKey), (u16, usize)> = HashMap::new();
+        let mut steps = Vec::with_capacity(program.step_count());
+        let mut chan_start = Vec::with_capacity(program.channels.len() + 1);
+        let mut max_step_bytes = 0;
+        for (c, ch) in program.channels.iter().enumerate() {
+            chan_start.push(u32::try_from(steps.len()).map_err(|_| "too many steps")?);
+            for s in &ch.steps {
+                let mut x = CbStep {
+                    len: s.len as u64,
+                    ..CbStep::default()
+                };
+                max_step_bytes = max_step_bytes.max(s.len * dtype.size());
+                if s.prim.reduces() {
+                    x.flags |= CB_REDUCE;
+                }
+                if s.finish {
+                    x.flags |= CB_FINISH;
+                }
+                if let Some(src) = s.src {
+                    let (b, off) = layout.resolve(src);
+                    x.flags |= CB_HAS_SRC;
+                    x.src_buf = b as u8;
+                    x.src = off as u64;
+                }
+                if let Some(dst) = s.dst {
+                    let (b, off) = layout.resolve(dst);
+                    x.flags |= CB_HAS_DST;
+                    x.dst_buf = b as u8;
+                    x.dst = off as u64;
+                    if s.prim == Prim::LocalReduce {
+                        x.flags |= CB_DST_IN;
+                    }
+                }
+                for (k, p) in s.recv.iter().enumerate() {
+                    let key = ConnKey {
+                        from: p.rank as usize,
+                        to: rank,
+                        chan: p.chan,
+                    };
+                    x.recv[k] = slot(&mut index, &mut ins, false, key, c)?;
+                }
+                for (k, p) in s.send.iter().enumerate() {
+                    let key = ConnKey {
+                        from: rank,
+                        to: p.rank as usize,
+                        chan: p.chan,
+                    };
+                    x.send[k] = slot(&mut index, &mut outs, true, key, c)?;
+                }
+                x.nrecv = s.recv.len() as u8;
+                x.nsend = s.send.len() as u8;
+                steps.push(x);
+            }
+        }
+        chan_start.push(u32::try_from(steps.len()).map_err(|_| "too many steps")?);
+        Ok(RankTables {
+            steps,
+            chan_start,
+            ins,
+            outs,
+            need,
+            max_step_bytes,
+        })
+    }
+
+    pub fn nchannels(&self) -> usize {
+        self.chan_start.len().saturating_sub(1)
+    }
+}
+
+fn slot(
+    index: &mut HashMap<(bool, ConnKey), (u16, usize)>,
+    list: &mut Vec<ConnKey>,
+    out: bool,
+    key: ConnKey,
+    chan: usize,
+) -> Result<u16, String> {
+    if let Some(&(i, owner)) = index.get(&(out, key)) {
+        if owner != chan {
+            return Err(format!(
+                "connection {}->{} (channel {}) is used by channels {owner} and {chan}",
+                key.from, key.to, key.chan
+            ));
+        }
+        return Ok(i);
+    }
+    let i = u16::try_from(list.len()).map_err(|_| "more than 65535 connections".to_string())?;
+    list.push(key);
+    index.insert((out, key), (i, chan));
+    Ok(i)
+}
+
+/// Shape of every connection's memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ConnShape {
+    pub slots: usize,
+    /// Simple-protocol slot size (a multiple of 16).
+    pub slot_bytes: usize,
+    /// Low-latency slot size in lines of 16 bytes (a multiple of 16; half is payload).
+    pub ll_slot_bytes: usize,
+}
+
+impl ConnShape {
+    /// Bytes one connection takes in the arena: tail and head on lines of
+    /// their own, then the two slot rings.
+    pub fn bytes(&self) -> usize {
+        2 * FLAG_LINE + self.slots * (self.slot_bytes + self.ll_slot_bytes)
+    }
+
+    /// The largest step payload the low-latency protocol carries.
+    pub fn ll_max_bytes(&self) -> usize {
+        self.ll_slot_bytes / 2
+    }
+}
+
+/// Flags sit 128 bytes apart, so sender and receiver never share a line.
+const FLAG_LINE: usize = 128;
+
+/// Where every connection of a world lives in one arena.
+#[derive(Clone, Debug)]
+pub struct ConnArena {
+    pub shape: ConnShape,
+    /// Arena offset of each connection.
+    pub at: HashMap<ConnKey, usize>,
+    pub bytes: usize,
+}
+
+impl ConnArena {
+    /// Lays out every connection the ranks' tables use (each once).
+    pub fn new<'a>(
+        shape: ConnShape,
+        tables: impl IntoIterator<Item = &'a RankTables>,
+    ) -> ConnArena {
+        let mut keys: Vec<ConnKey> = tables
+            .into_iter()
+            .flat_map(|t| t.ins.iter().chain(&t.outs).copied())
+            .collect();
+        keys.sort_unstable();
+        keys.dedup();
+        let at = keys
+            .iter()
+            .enumerate()
+            .map(|(i, &k)| (k, i * shape.bytes()))
+            .collect();
+        ConnArena {
+            shape,
+            at,
+            bytes: keys.len() * shape.bytes(),
+        }
+    }
+
+    /// The kernel's view of connection `key` in an arena at `base`, seen
+    /// from rank `me` (the peer is the other end). `None` if unknown.
+    pub fn conn(&self, base: u64, key: ConnKey, me: usize) -> Option<CbConn> {
+        let off = base + *self.at.get(&key)? as u64;
+        let s = self.shape;
+        let buf = off + 2 * FLAG_LINE as u64;
+        Some(CbConn {
+            tail: off,
+            head: off + FLAG_LINE as u64,
+            buf,
+            ll: buf + (s.slots * s.slot_bytes) as u64,
+            slot_bytes: s.slot_bytes as u64,
+            ll_slot_bytes: s.ll_slot_bytes as u64,
+            slots: s.slots as u32,
+            peer: if key.from == me { key.to } else { key.from } as u32,
+        })
+    }
+
+    /// A rank's incoming and outgoing connection tables.
+    pub fn conns(
+        &self,
+        base: u64,
+        t: &RankTables,
+        me: usize,
+    ) -> Option<(Vec<CbConn>, Vec<CbConn>)> {
+        let ins = t
+            .ins
+            .iter()
+            .map(|&k| self.conn(base, k, me))
+            .collect::<Option<_>>()?;
+        let outs = t
+            .outs
+            .iter()
+            .map(|&k| self.conn(base, k, me))
+            .collect::<Option<_>>()?;
+        Some((ins, outs))
+    }
+}
+
+/// Bytes of a slice of plain-old-data structs, for uploads.
+pub fn as_bytes<T: Copy>(items: &[T]) -> &[u8] {
+    // SAFETY: T is one of this module's #[repr(C)] structs of integers, with
+    // no padding (sizes asserted in the tests), or an integer type.
+    unsafe { std::slice::from_raw_parts(items.as_ptr().cast::<u8>(), std::mem::size_of_val(items)) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::algo::{generate, Spec};
+    use crate::engine::types::{Algo, Collective, Placement};
+
+    #[test]
+    fn layouts_match_the_kernel_header() {
+        use std::mem::size_of;
+        assert_eq!(size_of::<CbStep>(), 48);
+        assert_eq!(size_of::<CbConn>(), 56);
+        assert_eq!(size_of::<CbProgress>(), 32);
+        assert_eq!(size_of::<CbStatus>(), 64);
+        assert_eq!(size_of::<CbRank>(), 96);
+        let header = include_str!("../../../../kernels/abi.cuh");
+        for (name, size) in [
+            ("CbStep", 48),
+            ("CbConn", 56),
+            ("CbProgress", 32),
+            ("CbStatus", 64),
+            ("CbRank", 96),
+        ] {
+            let line = format!("static_assert(sizeof({name}) == {size},");
+            assert!(header.contains(&line), "abi.cuh lacks `{line}`");
+        }
+        for (name, value) in [
+            ("CB_REDUCE", CB_REDUCE),
+            ("CB_FINISH", CB_FINISH),
+            ("CB_HAS_SRC", CB_HAS_SRC),
+            ("CB_HAS_DST", CB_HAS_DST),
+            ("CB_DST_IN", CB_DST_IN),
+        ] {
+            assert!(
+                header.contains(&format!("#define {name} {value}u")),
+                "{name}"
+            );
+        }
+    }
+
+    fn tables(coll: Collective, algo: Algo, n: usize, rank: usize) -> RankTables {
+        let counts = coll.counts(4096, 4, n);
+        let spec = Spec {
+            coll,
+            algo,
+            nranks: n,
+            rank,
+            root: 0,
+            counts,
+            placement: Placement::OutOfPlace,
+            channels: 2,
+            chunk: 64,
+        };
+        let p = generate(&spec).unwrap();
+        let layout = Layout::new(coll, counts, Placement::OutOfPlace, rank);
+        RankTables::new(&p, &layout, Dtype::F32).unwrap()
+    }
+
+    #[test]
+    fn ring_tables_resolve_every_step_and_connection() {
+        let t = tables(Collective::AllReduce, Algo::Ring, 4, 1);
+        assert_eq!(t.nchannels(), 2);
+        assert_eq!(*t.chan_start.last().unwrap() as usize, t.steps.len());
+        // A ring rank receives from its predecessor and sends to its successor.
+        assert!(t.ins.iter().all(|k| k.from == 0 && k.to == 1));
+        assert!(t.outs.iter().all(|k| k.from == 1 && k.to == 2));
+        for s in &t.steps {
+            assert!(s.len > 0 && s.len as usize * 4 <= t.max_step_bytes);
+            for &i in &s.recv[..s.nrecv as usize] {
+                assert!((i as usize) < t.ins.len());
+            }
+            for &i in &s.send[..s.nsend as usize] {
+                assert!((i as usize) < t.outs.len());
+            }
+        }
+        assert_eq!(t.need[0], 4096);
+    }
+
+    #[test]
+    fn the_arena_gives_both_ends_the_same_memory() {
+        let all: Vec<_> = (0..3)
+            .map(|r| tables(Collective::AllReduce, Algo::Ring, 3, r))
+            .collect();
+        let shape = ConnShape {
+            slots: 4,
+            slot_bytes: 1024,
+            ll_slot_bytes: 512,
+        };
+        let arena = ConnArena::new(shape, &all);
+        // 3 ranks, 2 channels, one ring edge out of each rank per channel.
+        assert_eq!(arena.at.len(), 6);
+        assert_eq!(arena.bytes, 6 * shape.bytes());
+        let (_, outs0) = arena.conns(1 << 20, &all[0], 0).unwrap();
+        let (ins1, _) = arena.conns(1 << 20, &all[1], 1).unwrap();
+        for o in &outs0 {
+            assert!(ins1.iter().any(|i| i.tail == o.tail && i.buf == o.buf));
+            assert_eq!(o.peer, 1);
+            assert_eq!(o.ll, o.buf + 4 * 1024);
+        }
+        assert!(ins1
+            .iter()
+            .all(|i| i.peer == 0 && i.tail % 128 == 0 && i.head == i.tail + 128));
+    }
+}

@@ -1,0 +1,3 @@
+//! The CUDA executor: step programs run by the kernels of `kernels/`.
+
+pub mod abi;
