@@ -9,6 +9,7 @@ mod report;
 
 use crate::cli::plan::{self, DeviceChoice, Sweep};
 use crate::cli::{Cli, Command, RunArgs};
+use crate::engine::exec::cuda::device as cuda_device;
 use crate::engine::probe;
 use crate::engine::types::Collective;
 use crate::harness;
@@ -62,14 +63,27 @@ pub(crate) fn choose_device(s: &Sweep) -> Result<(String, Option<String>), Strin
     let note = match s.device {
         DeviceChoice::Cuda => {
             return Err(
-                "--device cuda: this build has no CUDA engine yet; use --device host or auto"
+                "--device cuda: the CUDA executor is not in this build yet (its kernels are: see collbench info --compile-kernels); use --device host or auto"
                     .into(),
             )
         }
         DeviceChoice::Host => None,
-        DeviceChoice::Auto => Some(match driver {
-            Some(lib) => format!(
-                "{lib} found, but this build has no CUDA engine yet: running on the host engine"
+        DeviceChoice::Auto => Some(match driver.map(|_| cuda_device::probe()) {
+            Some(Ok(d)) => {
+                let names: Vec<String> = d
+                    .devices
+                    .iter()
+                    .map(|x| format!("{} ({})", x.name, x.arch))
+                    .collect();
+                format!(
+                    "GPU found ({}), but the CUDA executor is not in this build yet: running on the host engine ({} ranks)",
+                    names.join(", "),
+                    s.plan.ranks
+                )
+            }
+            Some(Err(why)) => format!(
+                "no usable GPU ({why}): running on the host engine ({} ranks)",
+                s.plan.ranks
             ),
             None => format!(
                 "no GPU driver found: running on the host engine ({} ranks)",
