@@ -134,3 +134,21 @@ static inline u32 cb_f32_bits(float x) { u32 b; __builtin_memcpy(&b, &x, 4); ret
 static inline double cb_f64(u64 b) { double x; __builtin_memcpy(&x, &b, 8); return x; }
 static inline u64 cb_f64_bits(double x) { u64 b; __builtin_memcpy(&b, &x, 8); return b; }
 #endif
+
+// 64x64 -> high 64 bits of the product (Lemire's range reduction), and the
+// atomic minimum data.cu's verification keeps its first bad index with.
+#if defined(__CUDACC__)
+CB_DEVICE u64 cb_mulhi(u64 a, u64 b) { return __umul64hi(a, b); }
+CB_DEVICE u64 cb_atomic_min(u64 *p, u64 v) { return atomicMin(p, v); }
+#else
+static inline u64 cb_mulhi(u64 a, u64 b) {
+    return (u64)(((unsigned __int128)a * b) >> 64);
+}
+static inline u64 cb_atomic_min(u64 *p, u64 v) {
+    u64 old = __atomic_load_n(p, __ATOMIC_RELAXED);
+    while (v < old &&
+           !__atomic_compare_exchange_n(p, &old, v, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+    }
+    return old;
+}
+#endif

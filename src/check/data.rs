@@ -34,7 +34,7 @@
 mod bits;
 
 pub use bits::format_elem;
-pub(crate) use bits::{float_key, is_finite, mask, poison_bits};
+pub(crate) use bits::{float_key, is_finite, mask, max_finite, poison_bits};
 
 use crate::engine::elem::avg_bits;
 use crate::engine::{Dtype, ReduceOp};
@@ -125,7 +125,7 @@ pub fn poison(dtype: Dtype, dst: &mut [u8]) {
 pub(crate) const FAMILIES: usize = 32;
 /// Most entries of a family table (1 MiB).
 const MAX_TABLE: usize = 1 << 17;
-const GOLDEN: u64 = 0x9E37_79B9_7F4A_7C15;
+pub(crate) const GOLDEN: u64 = 0x9E37_79B9_7F4A_7C15;
 
 /// SplitMix64's finaliser: a bijection that mixes every bit.
 #[inline(always)]
@@ -143,7 +143,7 @@ fn below(x: u64, range: u128) -> u128 {
 
 /// How values are drawn for one (dtype, op, nranks); see the module doc.
 #[derive(Clone, Copy, Debug)]
-enum Scheme {
+pub(crate) enum Scheme {
     Wrap,
     Units {
         active: usize,
@@ -166,12 +166,12 @@ pub(crate) type Stats = Vec<(i128, i128)>;
 
 /// The input function of one rule.
 pub(crate) struct Gen {
-    op: ReduceOp,
-    n: usize,
-    scheme: Scheme,
+    pub(crate) op: ReduceOp,
+    pub(crate) n: usize,
+    pub(crate) scheme: Scheme,
     /// Whether values may be negated (floats and signed integers; keys too).
-    flips: bool,
-    salt: u64,
+    pub(crate) flips: bool,
+    pub(crate) salt: u64,
     vsalt: u64,
     /// Every family's values, `[family * n + pos]`, as [`Gen::draw`] gives
     /// them (in 64 bits), when tabulating is cheaper than hashing per element.
@@ -197,12 +197,18 @@ impl Gen {
         };
         let entries = FAMILIES.saturating_mul(n);
         if entries <= elems.min(MAX_TABLE) {
-            let table = (0..entries)
-                .map(|k| gen.draw(k / n, k % n) as u64)
-                .collect();
-            gen.table = Some(table);
+            gen.table = Some(gen.raw_table());
         }
         gen
+    }
+
+    /// Every family's raw values, `[family * n + pos]`, as [`Gen::draw`]
+    /// gives them, in 64 bits (signed unit counts as two's complement).
+    pub(crate) fn raw_table(&self) -> Vec<u64> {
+        let n = self.n;
+        (0..FAMILIES.saturating_mul(n))
+            .map(|k| self.draw(k / n, k % n) as u64)
+            .collect()
     }
 
     pub(crate) fn nranks(&self) -> usize {

@@ -10,6 +10,8 @@
 mod data;
 mod verify;
 
+pub mod device;
+
 pub use data::{fill_input, format_elem, poison, Rule};
 pub use verify::{verify, BadElem, Verdict};
 

@@ -58,6 +58,42 @@ impl Verdict {
 /// Float Avg may differ from the expectation by this many ULPs.
 const AVG_ULPS: u64 = 2;
 
+/// How many ULPs an element checked under `rule` may be off by.
+pub(crate) fn tolerance(rule: &Rule) -> u64 {
+    if rule.op == ReduceOp::Avg && rule.dtype.is_float() {
+        AVG_ULPS
+    } else {
+        0
+    }
+}
+
+/// A wrong element as people read it: its value and bits, and a word on
+/// the poison pattern.
+pub(crate) fn describe_got(dtype: Dtype, got: u64) -> String {
+    let text = format_elem(dtype, got);
+    if got & mask(dtype) == poison_bits(dtype) {
+        text + ", the poison pattern: never written?"
+    } else {
+        text
+    }
+}
+
+/// The first bad element of rank `rank`.
+pub(crate) fn bad_elem(
+    dtype: Dtype,
+    rank: usize,
+    index: usize,
+    expected: u64,
+    got: String,
+) -> BadElem {
+    BadElem {
+        rank,
+        index,
+        expected: format_elem(dtype, expected & mask(dtype)),
+        got,
+    }
+}
+
 /// Checks rank `rank`'s receive buffer after `coll` with `counts` (from
 /// [`Collective::counts`]) and `root`, against the inputs [`super::fill_input`]
 /// wrote under `rule`. Ranks whose receive buffer is undefined afterwards
@@ -127,19 +163,16 @@ struct Tally<'a> {
     dtype: Dtype,
     recv: &'a [u8],
     ulps: u64,
-    poison: u64,
     verdict: Verdict,
 }
 
 impl<'a> Tally<'a> {
     fn new(rule: &Rule, rank: usize, recv: &'a [u8]) -> Self {
-        let avg_float = rule.op == ReduceOp::Avg && rule.dtype.is_float();
         Tally {
             rank,
             dtype: rule.dtype,
             recv,
-            ulps: if avg_float { AVG_ULPS } else { 0 },
-            poison: poison_bits(rule.dtype),
+            ulps: tolerance(rule),
             verdict: Verdict::default(),
         }
     }
@@ -184,26 +217,13 @@ impl<'a> Tally<'a> {
         if !finite {
             self.verdict.nan += 1;
         }
-        let poison = got == self.poison;
-        self.record(index, expected, || {
-            let text = format_elem(dt, got);
-            if poison {
-                text + ", the poison pattern: never written?"
-            } else {
-                text
-            }
-        });
+        self.record(index, expected, || describe_got(dt, got));
     }
 
     /// Keeps the first bad element (formatting only that one).
     fn record(&mut self, index: usize, expected: u64, got: impl FnOnce() -> String) {
         if self.verdict.first.is_none() {
-            self.verdict.first = Some(BadElem {
-                rank: self.rank,
-                index,
-                expected: format_elem(self.dtype, expected & mask(self.dtype)),
-                got: got(),
-            });
+            self.verdict.first = Some(bad_elem(self.dtype, self.rank, index, expected, got()));
         }
     }
 }

@@ -43,7 +43,7 @@ pub(super) fn int_bits(dtype: Dtype, v: u64) -> u64 {
 
 /// The bits of the largest finite magnitude of a float type.
 #[inline(always)]
-pub(super) fn max_finite(dtype: Dtype) -> u64 {
+pub(crate) fn max_finite(dtype: Dtype) -> u64 {
     match dtype {
         Dtype::F16 => 0x7BFF,
         Dtype::Bf16 => 0x7F7F,
