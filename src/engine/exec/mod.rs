@@ -1,5 +1,7 @@
-//! Running programs: `host` on CPU threads.
+//! Running programs: `host` on CPU threads; `cuda` (kernels compiled by
+//! NVRTC, so far).
 
+pub mod cuda;
 pub mod host;
 pub mod mem;
 #[cfg(feature = "mpi")]
