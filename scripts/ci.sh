@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The full test suite, as CI runs it (README: "Run the tests").
-# Installs what it needs (Open MPI and libclang for the `mpi` feature), then:
-# format, lints, unit and integration tests of the default build and of the
-# MPI build (under mpirun -np 1..4), and end-to-end sweeps.
+# Installs what it needs (Open MPI and libclang for the `mpi` feature, NVRTC
+# from PyPI for the kernels), then: format, lints, unit and integration tests
+# of the default build and of the MPI build (under mpirun -np 1..4), every
+# kernel variant through NVRTC, and end-to-end sweeps.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -24,6 +25,29 @@ if [ -n "$need" ]; then
   apt-get update -qq && apt-get install -y -qq $need >/dev/null
 fi
 
+# NVRTC for `info --compile-kernels` and the kernel tests: the PyPI wheel
+# (no root pip install; PEP 668 does not block `pip download`), unpacked and
+# cached under target/ so warm runs skip the ~220 MB download.
+nvrtc_dir="$PWD/target/ci-nvrtc"
+nvrtc_lib="$nvrtc_dir/unpacked/nvidia/cuda_nvrtc/lib"
+if ! ls "$nvrtc_lib"/libnvrtc.so.* >/dev/null 2>&1; then
+  if ! python3 -m pip --version >/dev/null 2>&1; then
+    echo "ci: installing python3-pip (to download NVRTC from PyPI)"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq && apt-get install -y -qq python3-pip >/dev/null
+  fi
+  echo "ci: downloading NVRTC (nvidia-cuda-nvrtc-cu12) into $nvrtc_dir"
+  rm -rf "$nvrtc_dir"
+  mkdir -p "$nvrtc_dir/wheel"
+  python3 -m pip download -q --no-deps -d "$nvrtc_dir/wheel" nvidia-cuda-nvrtc-cu12
+  python3 -m zipfile -e "$nvrtc_dir"/wheel/nvidia_cuda_nvrtc_cu12-*.whl "$nvrtc_dir/unpacked"
+  rm -rf "$nvrtc_dir/wheel"
+fi
+export LD_LIBRARY_PATH="$nvrtc_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+if [ "${CI:-}" = "true" ]; then
+  export COLLBENCH_REQUIRE_NVRTC=1
+fi
+
 if ! command -v cargo >/dev/null 2>&1; then
   echo "ci: no cargo on PATH; installing Debian's Rust toolchain"
   apt-get update -qq && apt-get install -y -qq cargo rustc rustfmt rust-clippy
@@ -43,9 +67,27 @@ cargo test --release --all-targets
 echo "== cargo test (--features mpi: runs under mpirun -np 1..4)"
 cargo test --release --features mpi --target-dir target/mpi --test mpi_cli --test mpi_engine
 
-echo "== end-to-end: every collective and algorithm on the host engine"
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
+
+echo "== kernels: every variant compiles with NVRTC (sm_90, sm_80)"
+for arch in sm_90 sm_80; do
+  # A fresh cache, so every variant is really compiled; exit 1 on any failure.
+  if ! COLLBENCH_CACHE_DIR="$out/kernel-cache-$arch" ./target/release/collbench info \
+    --compile-kernels --arch "$arch" --json > "$out/kernels-$arch.json"; then
+    cat "$out/kernels-$arch.json"
+    echo "ci: kernels failed to compile for $arch" >&2
+    exit 1
+  fi
+  python3 - "$out/kernels-$arch.json" <<'PY'
+import json, sys
+k = json.load(open(sys.argv[1]))["kernels"]
+assert k["compiled"] == 60 and k["failed"] == [], k
+print(f'ci: {k["compiled"]} variants compiled for {k["arch"]} with NVRTC {k["nvrtc"]} in {k["seconds"]} s')
+PY
+done
+
+echo "== end-to-end: every collective and algorithm on the host engine"
 for n in 2 3 5 8; do
   ./target/release/collbench all --device host --ranks "$n" --algo all --sizes 8B:256K:x4 \
     --iters 2 --warmup 1 --json "$out/all$n.json" --csv "$out/all$n.csv" -q

@@ -7,6 +7,7 @@ pub mod results;
 
 pub use results::{CompareArgs, QualifyArgs, ReportArgs};
 
+use crate::engine::exec::cuda::Arch;
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 
@@ -208,4 +209,17 @@ pub struct InfoArgs {
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
+    /// Compile every CUDA kernel variant (element type x operator) with NVRTC,
+    /// through the kernel cache; exit 1 if any fails, 2 if NVRTC cannot be loaded.
+    #[arg(long)]
+    pub compile_kernels: bool,
+    /// GPU architecture to compile for: sm_90, sm_80, 90, compute_90 ...
+    /// (default: the GPU's, else sm_90).
+    #[arg(long, value_name = "sm_XX", requires = "compile_kernels", value_parser = parse_arch)]
+    pub arch: Option<Arch>,
+}
+
+fn parse_arch(s: &str) -> Result<Arch, String> {
+    s.parse()
+        .map_err(|e: crate::engine::exec::cuda::ArchError| e.to_string())
 }

@@ -1,4 +1,5 @@
-//! Running programs: `host` on CPU threads.
+//! Running programs: `host` on CPU threads; `cuda` (kernels compiled by
+//! NVRTC, so far).
 
 pub mod cuda;
 pub mod host;

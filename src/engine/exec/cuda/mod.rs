@@ -1,4 +1,18 @@
-//! The CUDA executor: step programs run by the kernels of `kernels/`.
+//! The CUDA executor's host side: NVRTC loaded at run time ([`nvrtc`]), the
+//! kernels compiled and cached per variant ([`kernels`]), the structs the
+//! kernels read and the translation of step programs into them ([`abi`]),
+//! and the GPUs the driver sees ([`device`]). Launching comes next.
 
 pub mod abi;
 pub mod device;
+pub mod kernels;
+pub mod nvrtc;
+
+pub use kernels::{Arch, ArchError, Cache, Report, Variant};
+pub use nvrtc::{CompileError, LoadError, Nvrtc, Ptx};
+
+/// The architecture of the first usable GPU, if any.
+pub fn detect_gpu_arch() -> Option<Arch> {
+    let d = device::probe().ok()?;
+    d.devices.first()?.arch.parse().ok()
+}

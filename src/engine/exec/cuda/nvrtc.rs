@@ -1,0 +1,537 @@
+//! NVRTC, loaded explicitly at run time with `dlopen`.
+//!
+//! cudarc's own loader looks for the sonames of the CUDA major version its
+//! `cuda-*` feature names, so a 12.x feature misses `libnvrtc.so.13`; here
+//! the sonames of [`crate::engine::probe::CANDIDATES`] are tried in order
+//! (13, 12, unversioned). Every symbol is checked when the library loads: a
+//! missing library or symbol is an error value, never a panic.
+//!
+//! NVRTC programs are independent, so [`Nvrtc::compile`] may run on several
+//! threads at once.
+
+use crate::engine::probe;
+use std::ffi::{c_char, c_int, c_void, CStr, CString};
+use std::sync::OnceLock;
+
+type NvrtcResult = c_int;
+type Program = *mut c_void;
+const NVRTC_SUCCESS: NvrtcResult = 0;
+
+type VersionFn = unsafe extern "C" fn(*mut c_int, *mut c_int) -> NvrtcResult;
+type ErrorStringFn = unsafe extern "C" fn(NvrtcResult) -> *const c_char;
+type CreateProgramFn = unsafe extern "C" fn(
+    *mut Program,
+    *const c_char,
+    *const c_char,
+    c_int,
+    *const *const c_char,
+    *const *const c_char,
+) -> NvrtcResult;
+type CompileProgramFn = unsafe extern "C" fn(Program, c_int, *const *const c_char) -> NvrtcResult;
+type SizeFn = unsafe extern "C" fn(Program, *mut usize) -> NvrtcResult;
+type TextFn = unsafe extern "C" fn(Program, *mut c_char) -> NvrtcResult;
+type DestroyProgramFn = unsafe extern "C" fn(*mut Program) -> NvrtcResult;
+type NumArchsFn = unsafe extern "C" fn(*mut c_int) -> NvrtcResult;
+type ArchsFn = unsafe extern "C" fn(*mut c_int) -> NvrtcResult;
+
+/// The NVRTC entry points collbench calls.
+struct Fns {
+    version: VersionFn,
+    error_string: ErrorStringFn,
+    create_program: CreateProgramFn,
+    compile_program: CompileProgramFn,
+    get_program_log_size: SizeFn,
+    get_program_log: TextFn,
+    get_ptx_size: SizeFn,
+    get_ptx: TextFn,
+    destroy_program: DestroyProgramFn,
+}
+
+/// Why NVRTC could not be used.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum LoadError {
+    /// None of the sonames loaded; each with the dynamic linker's reason.
+    #[error(
+        "NVRTC not found (tried {}){}; install it, e.g. `python3 -m pip download --no-deps \
+         nvidia-cuda-nvrtc-cu12` and unzip the wheel, or `pip install nvidia-cuda-nvrtc-cu12`, \
+         then put its nvidia/cuda_nvrtc/lib folder on LD_LIBRARY_PATH",
+        tried.join(", "),
+        first_reason(reasons)
+    )]
+    NotFound {
+        tried: Vec<String>,
+        reasons: Vec<String>,
+    },
+    /// The library loaded but lacks a function collbench needs.
+    #[error("{soname} lacks {symbol}: not a usable NVRTC (need CUDA 11.2 or newer)")]
+    MissingSymbol { soname: String, symbol: String },
+    /// `nvrtcVersion` failed.
+    #[error("{soname}: nvrtcVersion failed with code {code}")]
+    Version { soname: String, code: i32 },
+}
+
+fn first_reason(reasons: &[String]) -> String {
+    reasons
+        .first()
+        .map(|r| format!(": {r}"))
+        .unwrap_or_default()
+}
+
+/// A failed compilation: what went wrong and NVRTC's log, if any.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct CompileError {
+    /// One line: which call failed and why.
+    pub message: String,
+    /// NVRTC's program log (compiler diagnostics); may be empty.
+    pub log: String,
+}
+
+impl CompileError {
+    pub fn new(message: impl Into<String>) -> CompileError {
+        CompileError {
+            message: message.into(),
+            log: String::new(),
+        }
+    }
+
+    /// The message followed by the log, for people.
+    pub fn detail(&self) -> String {
+        let log = self.log.trim();
+        if log.is_empty() {
+            self.message.clone()
+        } else {
+            format!("{}\n{log}", self.message)
+        }
+    }
+}
+
+/// PTX text produced by NVRTC (without the trailing NUL).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Ptx(pub String);
+
+impl Ptx {
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The names of the kernels (`.entry` directives) the PTX defines.
+    pub fn entry_points(&self) -> Vec<&str> {
+        self.0
+            .lines()
+            .filter_map(|l| {
+                let mut words = l.split_whitespace();
+                words.find(|w| *w == ".entry")?;
+                let name = words.next()?;
+                let name = name.split('(').next().unwrap_or(name);
+                (!name.is_empty()).then_some(name)
+            })
+            .collect()
+    }
+
+    /// Those of `names` the PTX does not define.
+    pub fn missing_entry_points<'a>(&self, names: &[&'a str]) -> Vec<&'a str> {
+        let have = self.entry_points();
+        names
+            .iter()
+            .filter(|n| !have.contains(n))
+            .copied()
+            .collect()
+    }
+}
+
+/// A loaded NVRTC library. The process-wide one comes from [`Nvrtc::get`].
+pub struct Nvrtc {
+    handle: *mut c_void,
+    soname: String,
+    version: (i32, i32),
+    /// The compute capabilities NVRTC targets (`nvrtcGetSupportedArchs`,
+    /// CUDA 11.2 and newer), when it says.
+    archs: Option<Vec<u32>>,
+    fns: Fns,
+}
+
+// SAFETY: the handle is only used to close the library on drop, the
+// function pointers are plain code addresses, and NVRTC's API is
+// thread-safe for distinct programs (each `compile` creates its own).
+unsafe impl Send for Nvrtc {}
+// SAFETY: as above; `&Nvrtc` gives access to nothing mutable.
+unsafe impl Sync for Nvrtc {}
+
+impl std::fmt::Debug for Nvrtc {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Nvrtc")
+            .field("soname", &self.soname)
+            .field("version", &self.version)
+            .finish()
+    }
+}
+
+/// The sonames tried, in order (those of the probe's "nvrtc" family).
+pub fn sonames() -> &'static [&'static str] {
+    probe::CANDIDATES
+        .iter()
+        .find(|(name, _)| *name == "nvrtc")
+        .map_or(&[], |(_, s)| *s)
+}
+
+fn dlerror_text() -> String {
+    // SAFETY: dlerror returns null or a NUL-terminated string owned by libc,
+    // valid until the next dl* call on this thread; it is copied at once.
+    unsafe {
+        let e = libc::dlerror();
+        if e.is_null() {
+            "unknown dynamic linker error".into()
+        } else {
+            CStr::from_ptr(e).to_string_lossy().into_owned()
+        }
+    }
+}
+
+impl Nvrtc {
+    /// The process's NVRTC, loaded on first use from [`sonames`].
+    pub fn get() -> Result<&'static Nvrtc, LoadError> {
+        static NVRTC: OnceLock<Result<Nvrtc, LoadError>> = OnceLock::new();
+        NVRTC
+            .get_or_init(|| Nvrtc::load(sonames()))
+            .as_ref()
+            .map_err(Clone::clone)
+    }
+
+    /// Loads the first of `sonames` that the dynamic linker finds.
+    pub fn load(sonames: &[&str]) -> Result<Nvrtc, LoadError> {
+        let mut reasons = Vec::new();
+        for s in sonames {
+            let Ok(c) = CString::new(*s) else {
+                reasons.push(format!("{s:?}: not a valid library name"));
+                continue;
+            };
+            // SAFETY: dlopen with a valid C string.
+            let handle = unsafe { libc::dlopen(c.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
+            if handle.is_null() {
+                reasons.push(dlerror_text());
+                continue;
+            }
+            return Nvrtc::from_handle(handle, s);
+        }
+        Err(LoadError::NotFound {
+            tried: sonames.iter().map(|s| s.to_string()).collect(),
+            reasons,
+        })
+    }
+
+    /// Binds every symbol of a freshly opened library; closes it on failure.
+    fn from_handle(handle: *mut c_void, soname: &str) -> Result<Nvrtc, LoadError> {
+        let close = |e: LoadError| {
+            // SAFETY: the handle came from dlopen and nothing from it is kept.
+            unsafe { libc::dlclose(handle) };
+            Err(e)
+        };
+        let sym = |name: &str| -> Result<*mut c_void, LoadError> {
+            let missing = || LoadError::MissingSymbol {
+                soname: soname.to_string(),
+                symbol: name.to_string(),
+            };
+            let c = CString::new(name).map_err(|_| missing())?;
+            // SAFETY: a valid handle and C string.
+            let p = unsafe { libc::dlsym(handle, c.as_ptr()) };
+            if p.is_null() {
+                Err(missing())
+            } else {
+                Ok(p)
+            }
+        };
+        macro_rules! bind {
+            ($name:literal, $ty:ty) => {
+                match sym($name) {
+                    // SAFETY: the symbol is NVRTC's function of this name,
+                    // whose C signature `$ty` transcribes (nvrtc.h).
+                    Ok(p) => unsafe { std::mem::transmute::<*mut c_void, $ty>(p) },
+                    Err(e) => return close(e),
+                }
+            };
+        }
+        let fns = Fns {
+            version: bind!("nvrtcVersion", VersionFn),
+            error_string: bind!("nvrtcGetErrorString", ErrorStringFn),
+            create_program: bind!("nvrtcCreateProgram", CreateProgramFn),
+            compile_program: bind!("nvrtcCompileProgram", CompileProgramFn),
+            get_program_log_size: bind!("nvrtcGetProgramLogSize", SizeFn),
+            get_program_log: bind!("nvrtcGetProgramLog", TextFn),
+            get_ptx_size: bind!("nvrtcGetPTXSize", SizeFn),
+            get_ptx: bind!("nvrtcGetPTX", TextFn),
+            destroy_program: bind!("nvrtcDestroyProgram", DestroyProgramFn),
+        };
+        let (mut major, mut minor) = (0, 0);
+        // SAFETY: two valid out-pointers.
+        let code = unsafe { (fns.version)(&mut major, &mut minor) };
+        if code != NVRTC_SUCCESS {
+            return close(LoadError::Version {
+                soname: soname.to_string(),
+                code,
+            });
+        }
+        let archs = Nvrtc::supported_archs(&sym);
+        Ok(Nvrtc {
+            handle,
+            soname: soname.to_string(),
+            version: (major, minor),
+            archs,
+            fns,
+        })
+    }
+
+    /// Asks NVRTC which architectures it targets; `None` when it cannot say.
+    fn supported_archs(sym: &dyn Fn(&str) -> Result<*mut c_void, LoadError>) -> Option<Vec<u32>> {
+        // SAFETY: NVRTC's functions of these names, with these signatures (nvrtc.h).
+        let (num, list) = unsafe {
+            (
+                std::mem::transmute::<*mut c_void, NumArchsFn>(
+                    sym("nvrtcGetNumSupportedArchs").ok()?,
+                ),
+                std::mem::transmute::<*mut c_void, ArchsFn>(sym("nvrtcGetSupportedArchs").ok()?),
+            )
+        };
+        let mut n: c_int = 0;
+        // SAFETY: a valid out-pointer.
+        if unsafe { num(&mut n) } != NVRTC_SUCCESS || !(1..=1024).contains(&n) {
+            return None;
+        }
+        let mut archs = vec![0 as c_int; usize::try_from(n).ok()?];
+        // SAFETY: the buffer holds the `n` entries NVRTC reported.
+        if unsafe { list(archs.as_mut_ptr()) } != NVRTC_SUCCESS {
+            return None;
+        }
+        archs.into_iter().map(|a| u32::try_from(a).ok()).collect()
+    }
+
+    /// Whether NVRTC can target compute capability `cc` (e.g. 90); `None`
+    /// when it does not say.
+    pub fn supports(&self, cc: u32) -> Option<bool> {
+        self.archs.as_ref().map(|a| a.contains(&cc))
+    }
+
+    /// The compute capabilities NVRTC targets, oldest first, when it says.
+    pub fn archs(&self) -> Option<&[u32]> {
+        self.archs.as_deref()
+    }
+
+    /// The soname that loaded, e.g. `libnvrtc.so.12`.
+    pub fn soname(&self) -> &str {
+        &self.soname
+    }
+
+    /// NVRTC's (major, minor) version, e.g. (12, 9).
+    pub fn version(&self) -> (i32, i32) {
+        self.version
+    }
+
+    /// NVRTC's text for a result code.
+    fn error_string(&self, code: NvrtcResult) -> String {
+        // SAFETY: nvrtcGetErrorString returns a static string (or null).
+        let p = unsafe { (self.fns.error_string)(code) };
+        if p.is_null() {
+            format!("NVRTC error {code}")
+        } else {
+            // SAFETY: non-null, NUL-terminated, static.
+            unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
+        }
+    }
+
+    fn check(&self, call: &str, code: NvrtcResult) -> Result<(), CompileError> {
+        if code == NVRTC_SUCCESS {
+            Ok(())
+        } else {
+            Err(CompileError::new(format!(
+                "{call}: {}",
+                self.error_string(code)
+            )))
+        }
+    }
+
+    /// Reads one of a program's texts (log or PTX) through its size and
+    /// getter functions.
+    fn text(
+        &self,
+        prog: Program,
+        what: (&str, SizeFn),
+        get: (&str, TextFn),
+    ) -> Result<String, CompileError> {
+        let mut size = 0usize;
+        // SAFETY: a live program and a valid out-pointer.
+        self.check(what.0, unsafe { (what.1)(prog, &mut size) })?;
+        if size == 0 {
+            return Ok(String::new());
+        }
+        let mut buf = vec![0u8; size];
+        // SAFETY: the buffer holds `size` bytes, the size NVRTC asked for.
+        self.check(get.0, unsafe { (get.1)(prog, buf.as_mut_ptr().cast()) })?;
+        let end = buf.iter().position(|b| *b == 0).unwrap_or(buf.len());
+        buf.truncate(end);
+        Ok(String::from_utf8_lossy(&buf).into_owned())
+    }
+
+    /// Compiles CUDA C++ `source` (named `name` in diagnostics) to PTX with
+    /// NVRTC `options`.
+    pub fn compile(
+        &self,
+        source: &str,
+        name: &str,
+        options: &[String],
+    ) -> Result<Ptx, CompileError> {
+        let nul = |what: &str| CompileError::new(format!("{what} contains a NUL byte"));
+        let src = CString::new(source).map_err(|_| nul("the source"))?;
+        let cname = CString::new(name).map_err(|_| nul("the program name"))?;
+        let copts = options
+            .iter()
+            .map(|o| CString::new(o.as_str()).map_err(|_| nul(&format!("option {o:?}"))))
+            .collect::<Result<Vec<_>, _>>()?;
+        let opt_ptrs: Vec<*const c_char> = copts.iter().map(|o| o.as_ptr()).collect();
+        let nopts = c_int::try_from(opt_ptrs.len())
+            .map_err(|_| CompileError::new("too many NVRTC options"))?;
+
+        let mut prog: Program = std::ptr::null_mut();
+        // SAFETY: valid out-pointer and C strings; no headers.
+        let code = unsafe {
+            (self.fns.create_program)(
+                &mut prog,
+                src.as_ptr(),
+                cname.as_ptr(),
+                0,
+                std::ptr::null(),
+                std::ptr::null(),
+            )
+        };
+        self.check("nvrtcCreateProgram", code)?;
+        let guard = ProgramGuard { nvrtc: self, prog };
+
+        // SAFETY: a live program; `opt_ptrs` points into `copts`, alive here.
+        let code = unsafe { (self.fns.compile_program)(guard.prog, nopts, opt_ptrs.as_ptr()) };
+        let log = self.text(
+            guard.prog,
+            ("nvrtcGetProgramLogSize", self.fns.get_program_log_size),
+            ("nvrtcGetProgramLog", self.fns.get_program_log),
+        );
+        if code != NVRTC_SUCCESS {
+            return Err(CompileError {
+                message: format!("nvrtcCompileProgram: {}", self.error_string(code)),
+                log: log.unwrap_or_default(),
+            });
+        }
+        let ptx = self.text(
+            guard.prog,
+            ("nvrtcGetPTXSize", self.fns.get_ptx_size),
+            ("nvrtcGetPTX", self.fns.get_ptx),
+        )?;
+        if ptx.trim().is_empty() {
+            return Err(CompileError {
+                message: "NVRTC returned empty PTX".into(),
+                log: log.unwrap_or_default(),
+            });
+        }
+        Ok(Ptx(ptx))
+    }
+}
+
+/// Destroys an NVRTC program however `compile` returns.
+struct ProgramGuard<'a> {
+    nvrtc: &'a Nvrtc,
+    prog: Program,
+}
+
+impl Drop for ProgramGuard<'_> {
+    fn drop(&mut self) {
+        // SAFETY: the program came from nvrtcCreateProgram and is destroyed once.
+        unsafe { (self.nvrtc.fns.destroy_program)(&mut self.prog) };
+    }
+}
+
+impl Drop for Nvrtc {
+    fn drop(&mut self) {
+        // SAFETY: the handle came from dlopen; no program outlives `self`
+        // (programs borrow it), and the function pointers go with it.
+        unsafe { libc::dlclose(self.handle) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sonames_are_the_probe_candidates_newest_first() {
+        assert_eq!(
+            sonames(),
+            &["libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"]
+        );
+    }
+
+    #[test]
+    fn a_missing_library_is_an_error_naming_what_was_tried() {
+        let e = Nvrtc::load(&["libnvrtc-not-here.so.99", "bad\0name"]).unwrap_err();
+        let text = e.to_string();
+        assert!(text.contains("libnvrtc-not-here.so.99"), "{text}");
+        assert!(text.contains("LD_LIBRARY_PATH"), "{text}");
+        assert!(text.contains("nvidia-cuda-nvrtc-cu12"), "{text}");
+    }
+
+    #[test]
+    fn a_library_without_nvrtc_symbols_is_an_error() {
+        let e = Nvrtc::load(&["libc.so.6"]).unwrap_err();
+        assert_eq!(
+            e,
+            LoadError::MissingSymbol {
+                soname: "libc.so.6".into(),
+                symbol: "nvrtcVersion".into()
+            }
+        );
+    }
+
+    #[test]
+    fn entry_points_are_read_from_ptx() {
+        let ptx = Ptx(
+            "//\n.version 8.8\n.visible .entry cb_fill(\n\t.param .u64 a\n)\n\
+                        .visible .entry cb_verify()\n.func helper()\n"
+                .into(),
+        );
+        assert_eq!(ptx.entry_points(), vec!["cb_fill", "cb_verify"]);
+        assert_eq!(
+            ptx.missing_entry_points(&["cb_fill", "cb_poison", "cb_verify"]),
+            vec!["cb_poison"]
+        );
+    }
+
+    /// Compiles when NVRTC is present; says why not otherwise.
+    #[test]
+    fn compiles_a_kernel_and_reports_errors_with_the_log() {
+        let nvrtc = match Nvrtc::get() {
+            Ok(n) => n,
+            Err(e) if std::env::var("COLLBENCH_REQUIRE_NVRTC").is_ok_and(|v| v == "1") => {
+                panic!("COLLBENCH_REQUIRE_NVRTC=1 but {e}")
+            }
+            Err(e) => {
+                eprintln!("skipped (no NVRTC): {e}");
+                return;
+            }
+        };
+        assert!(nvrtc.version().0 >= 11);
+        assert_eq!(nvrtc.supports(80), Some(true));
+        assert_eq!(nvrtc.supports(200), Some(false));
+        let opts = vec!["--gpu-architecture=compute_80".to_string()];
+        let ptx = nvrtc
+            .compile(
+                "extern \"C\" __global__ void k(int *p) { p[threadIdx.x] = 1; }",
+                "k.cu",
+                &opts,
+            )
+            .unwrap();
+        assert_eq!(ptx.entry_points(), vec!["k"]);
+        let e = nvrtc
+            .compile("this is not C++", "bad.cu", &opts)
+            .unwrap_err();
+        assert!(e.message.contains("nvrtcCompileProgram"), "{e:?}");
+        assert!(e.log.contains("bad.cu"), "{e:?}");
+        let e = nvrtc.compile("a\0b", "nul.cu", &opts).unwrap_err();
+        assert!(e.message.contains("NUL"), "{e:?}");
+    }
+}
