@@ -9,9 +9,10 @@ cd "$(dirname "$0")/.."
 
 export CARGO_TERM_COLOR=never
 # Fixtures live in ../shared beside the checkout; in CI their absence, or
-# that of MPI (installed below), is a failure rather than a skip.
+# that of MPI, NVRTC or a C++ compiler (installed below), is a failure
+# rather than a skip.
 if [ "${CI:-}" = "true" ]; then
-  export COLLBENCH_REQUIRE_FIXTURES=1 COLLBENCH_REQUIRE_MPI=1
+  export COLLBENCH_REQUIRE_FIXTURES=1 COLLBENCH_REQUIRE_MPI=1 COLLBENCH_REQUIRE_CXX=1
 fi
 # Open MPI refuses root without these; CI machines run as root.
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -19,6 +20,8 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 need=""
 command -v mpicc >/dev/null 2>&1 || need="$need libopenmpi-dev openmpi-bin"
 [ -n "$(ls /usr/lib/llvm-*/lib/libclang*.so* 2>/dev/null)" ] || need="$need libclang-dev"
+# The kernel emulation tests compile kernels/ with the host C++ compiler.
+command -v c++ >/dev/null 2>&1 || need="$need g++"
 if [ -n "$need" ]; then
   echo "ci: installing$need"
   export DEBIAN_FRONTEND=noninteractive
