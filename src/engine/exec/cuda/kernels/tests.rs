@@ -386,7 +386,9 @@ fn a_variant_lacking_an_entry_point_fails() {
     let (v, e) = &r.failed[0];
     assert_eq!(*v, variants[0]);
     assert!(
-        e.message.contains("cb_collective, cb_poison, cb_verify") && !e.message.contains("cb_fill"),
+        e.message
+            .contains("cb_collective, cb_fill_at, cb_poison, cb_verify")
+            && !e.message.contains("cb_fill,"),
         "{e:?}"
     );
 }
