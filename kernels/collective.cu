@@ -219,10 +219,6 @@ CB_DEVICE void cb_move(const CbIo &io, u64 len, bool finish, u32 nranks) {
 // Element address of a resolved slice.
 CB_DEVICE u8 *cb_at(const CbRank *r, u8 buf, u64 off) { return r->bufs[buf] + off * CB_SIZE; }
 
-// Per-block connection counters, kept in shared memory for the launch and
-// written back to the connection (its persistent copy) as they change.
-#define CB_MAX_STEP_CONNS (2 * CB_MAX_PEERS)
-
 // Waits (thread 0) until the output slots of `s` are free. False: give up.
 CB_DEVICE bool cb_wait_send_room(CbBlock *b, const CbStep *s) {
     const CbRank *r = b->r;

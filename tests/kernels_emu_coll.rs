@@ -9,73 +9,13 @@
 //! passes, unless COLLBENCH_REQUIRE_CXX=1.
 
 use collbench::check::{fill_input, poison, verify, Rule};
-use collbench::engine::algo::{generate, scratch_elems, Layout, Spec};
+use collbench::engine::algo::{generate, Layout, Spec};
 use collbench::engine::exec::cuda::abi::{as_bytes, ConnArena, ConnShape, Proto, RankTables};
 use collbench::engine::{Algo, Collective, Dtype, Placement, ReduceOp};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-const SOURCES: [&str; 5] = [
-    "prelude.cuh",
-    "abi.cuh",
-    "elem.cuh",
-    "data.cu",
-    "collective.cu",
-];
-
-fn compiler() -> Option<String> {
-    let cxx = std::env::var("CXX").unwrap_or_else(|_| "c++".into());
-    let ok = Command::new(&cxx)
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if ok {
-        return Some(cxx);
-    }
-    let msg = format!("skipping kernel emulation: no C++ compiler `{cxx}` (set CXX)");
-    assert!(
-        std::env::var("COLLBENCH_REQUIRE_CXX").as_deref() != Ok("1"),
-        "{msg}, and COLLBENCH_REQUIRE_CXX=1"
-    );
-    eprintln!("{msg}");
-    None
-}
-
-/// Builds the driver for one (dtype, op) into `dir`.
-fn build(cxx: &str, dir: &Path, dtype: Dtype, op: ReduceOp) -> PathBuf {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut src = String::new();
-    for f in SOURCES {
-        src += &std::fs::read_to_string(root.join("kernels").join(f)).unwrap();
-        src.push('\n');
-    }
-    src += &std::fs::read_to_string(root.join("tests/emu/coll_driver.cpp")).unwrap();
-    let name = format!("coll_{}_{}", dtype.name(), op.name());
-    let cpp = dir.join(format!("{name}.cpp"));
-    std::fs::write(&cpp, src).unwrap();
-    let exe = dir.join(name);
-    let out = Command::new(cxx)
-        .args([
-            "-std=c++17",
-            "-O1",
-            "-pthread",
-            "-Wall",
-            "-Wno-unused-function",
-        ])
-        .arg(format!("-DCB_DT={}", dtype as u32))
-        .arg(format!("-DCB_OP={}", op as u32))
-        .arg(&cpp)
-        .arg("-o")
-        .arg(&exe)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "compiling {cpp:?} failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    exe
-}
+mod emu;
 
 struct Case {
     coll: Collective,
@@ -119,10 +59,6 @@ fn run(exe: &Path, dir: &Path, c: &Case) -> Option<u64> {
             return None;
         };
         let layout = Layout::new(c.coll, counts, c.placement, rank);
-        assert!(
-            program.scratch
-                <= scratch_elems(c.coll, c.algo, c.placement, counts).max(program.scratch)
-        );
         tables.push(RankTables::new(&program, &layout, c.dtype).unwrap());
         layouts.push(layout);
     }
@@ -219,9 +155,18 @@ fn run(exe: &Path, dir: &Path, c: &Case) -> Option<u64> {
 
 #[test]
 fn every_collective_and_algorithm_runs_bit_exact_in_the_emulated_kernel() {
-    let Some(cxx) = compiler() else { return };
+    let Some(cxx) = emu::compiler("kernels_emu_coll") else {
+        return;
+    };
     let dir = tempfile::tempdir().unwrap();
-    let exe = build(&cxx, dir.path(), Dtype::F32, ReduceOp::Sum);
+    let exe = emu::build(
+        &cxx,
+        dir.path(),
+        "coll_driver.cpp",
+        Dtype::F32,
+        ReduceOp::Sum,
+    )
+    .unwrap();
     let mut ran = 0;
     let mut checked = 0;
     for coll in Collective::ALL {
@@ -259,7 +204,9 @@ fn every_collective_and_algorithm_runs_bit_exact_in_the_emulated_kernel() {
 
 #[test]
 fn every_dtype_and_operator_reduces_bit_exact_in_the_emulated_kernel() {
-    let Some(cxx) = compiler() else { return };
+    let Some(cxx) = emu::compiler("kernels_emu_coll") else {
+        return;
+    };
     let dir = tempfile::tempdir().unwrap();
     let mut variants: Vec<(Dtype, ReduceOp)> = Dtype::ALL
         .iter()
@@ -273,7 +220,7 @@ fn every_dtype_and_operator_reduces_bit_exact_in_the_emulated_kernel() {
             .iter()
             .map(|&(d, op)| {
                 let (cxx, dir) = (&cxx, dir.path());
-                s.spawn(move || build(cxx, dir, d, op))
+                s.spawn(move || emu::build(cxx, dir, "coll_driver.cpp", d, op).unwrap())
             })
             .collect();
         handles.into_iter().map(|h| h.join().unwrap()).collect()

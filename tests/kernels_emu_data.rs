@@ -12,10 +12,11 @@
 use collbench::check::device::{CbExpect, CbGen, CbVerdict, DeviceGen, EXPECT_INPUT};
 use collbench::check::{fill_input, poison, verify, Rule, Verdict};
 use collbench::engine::{elem, Collective, Counts, Dtype, ReduceOp};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
-const SOURCES: [&str; 4] = ["prelude.cuh", "abi.cuh", "elem.cuh", "data.cu"];
+mod emu;
+
 /// Elements per block of the collectives' buffers.
 const BLOCK: usize = 53;
 /// Elements filled per rank.
@@ -23,31 +24,18 @@ const FILL: usize = 2003;
 /// An element index past 2^32.
 const FAR: u64 = (1 << 32) + 12_345;
 
-fn compiler_found() -> bool {
-    Command::new("c++")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
-
 #[test]
 fn data_kernels_match_the_host_under_emulation() {
-    if !compiler_found() {
-        let required = std::env::var("COLLBENCH_REQUIRE_CXX").is_ok_and(|v| v == "1");
-        assert!(
-            !required,
-            "COLLBENCH_REQUIRE_CXX=1 but no C++ compiler (`c++`) was found"
-        );
-        eprintln!("SKIPPED kernels_emu_data: no C++ compiler (`c++`) found");
+    let Some(cxx) = emu::compiler("kernels_emu_data") else {
         return;
-    }
+    };
     let dir = tempfile::tempdir().expect("a temporary directory");
     let failures: Vec<String> = std::thread::scope(|s| {
         let handles: Vec<_> = Dtype::ALL
             .into_iter()
             .map(|dt| {
-                let dir = dir.path();
-                s.spawn(move || check_dtype(dir, dt).err())
+                let (cxx, dir) = (cxx.as_str(), dir.path());
+                s.spawn(move || check_dtype(cxx, dir, dt).err())
             })
             .collect();
         handles
@@ -59,38 +47,6 @@ fn data_kernels_match_the_host_under_emulation() {
             .collect()
     });
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
-}
-
-/// Compiles the driver for `dt` into `dir`.
-fn build(dir: &Path, dt: Dtype) -> Result<PathBuf, String> {
-    let kernels = Path::new(env!("CARGO_MANIFEST_DIR")).join("kernels");
-    let mut text = String::new();
-    for name in SOURCES {
-        let path = kernels.join(name);
-        text += &std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-        text.push('\n');
-    }
-    let driver = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/emu/data_driver.cpp");
-    text += &std::fs::read_to_string(&driver).map_err(|e| e.to_string())?;
-    let src = dir.join(format!("data_{}.cpp", dt as u32));
-    let bin = dir.join(format!("data_{}", dt as u32));
-    std::fs::write(&src, text).map_err(|e| e.to_string())?;
-    let out = Command::new("c++")
-        .args(["-std=c++17", "-O1", "-pthread"])
-        .arg(format!("-DCB_DT={}", dt as u32))
-        .arg("-DCB_OP=0")
-        .arg(&src)
-        .arg("-o")
-        .arg(&bin)
-        .output()
-        .map_err(|e| format!("c++: {e}"))?;
-    if !out.status.success() {
-        return Err(format!(
-            "{dt}: c++ failed:\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        ));
-    }
-    Ok(bin)
 }
 
 /// A request to the driver, and what each of its answers must be.
@@ -253,8 +209,8 @@ fn nan_or_other(dt: Dtype, bits: u64) -> u64 {
     }
 }
 
-fn check_dtype(dir: &Path, dt: Dtype) -> Result<(), String> {
-    let bin = build(dir, dt)?;
+fn check_dtype(cxx: &str, dir: &Path, dt: Dtype) -> Result<(), String> {
+    let bin = emu::build(cxx, dir, "data_driver.cpp", dt, ReduceOp::Sum)?;
     let mut req = Request::default();
     let mut gens = Vec::new();
     let s = dt.size();

@@ -58,7 +58,7 @@ pub fn info(a: &InfoArgs) -> i32 {
                 return USAGE;
             }
         };
-        let (arch, note) = choose_arch(a.arch);
+        let (arch, note) = choose_arch(a.arch, gpus.as_ref().ok());
         if nv.supports(arch.cc) == Some(false) {
             let known = nv.archs().unwrap_or_default();
             eprintln!(
@@ -159,11 +159,14 @@ pub fn info(a: &InfoArgs) -> i32 {
 
 /// The architecture to compile for: `--arch`, else the GPU's, else the
 /// default with a note saying so.
-fn choose_arch(asked: Option<Arch>) -> (Arch, Option<String>) {
+fn choose_arch(
+    asked: Option<Arch>,
+    gpus: Option<&cuda::device::Devices>,
+) -> (Arch, Option<String>) {
     if let Some(a) = asked {
         return (a, None);
     }
-    match cuda::detect_gpu_arch() {
+    match gpus.and_then(cuda::gpu_arch) {
         Some(a) => (a, None),
         None => (
             Arch::DEFAULT,

@@ -10,7 +10,6 @@ mod report;
 use crate::cli::plan::{self, DeviceChoice, Sweep};
 use crate::cli::{Cli, Command, RunArgs};
 use crate::engine::exec::cuda::device as cuda_device;
-use crate::engine::probe;
 use crate::engine::types::Collective;
 use crate::harness;
 use crate::launch::Mpi;
@@ -53,13 +52,8 @@ fn fail(msg: impl std::fmt::Display) -> i32 {
     USAGE
 }
 
-/// Picks the engine's device; says which on stderr.
 /// Picks the engine's device: the device and, for `auto`, a line saying which.
 pub(crate) fn choose_device(s: &Sweep) -> Result<(String, Option<String>), String> {
-    let driver = probe::libraries()
-        .into_iter()
-        .find(|l| l.name == "cuda driver")
-        .and_then(|l| l.found);
     let note = match s.device {
         DeviceChoice::Cuda => {
             return Err(
@@ -68,8 +62,8 @@ pub(crate) fn choose_device(s: &Sweep) -> Result<(String, Option<String>), Strin
             )
         }
         DeviceChoice::Host => None,
-        DeviceChoice::Auto => Some(match driver.map(|_| cuda_device::probe()) {
-            Some(Ok(d)) => {
+        DeviceChoice::Auto => Some(match cuda_device::probe() {
+            Ok(d) => {
                 let names: Vec<String> = d
                     .devices
                     .iter()
@@ -81,12 +75,8 @@ pub(crate) fn choose_device(s: &Sweep) -> Result<(String, Option<String>), Strin
                     s.plan.ranks
                 )
             }
-            Some(Err(why)) => format!(
+            Err(why) => format!(
                 "no usable GPU ({why}): running on the host engine ({} ranks)",
-                s.plan.ranks
-            ),
-            None => format!(
-                "no GPU driver found: running on the host engine ({} ranks)",
                 s.plan.ranks
             ),
         }),

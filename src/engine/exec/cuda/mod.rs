@@ -11,8 +11,7 @@ pub mod nvrtc;
 pub use kernels::{Arch, ArchError, Cache, Report, Variant};
 pub use nvrtc::{CompileError, LoadError, Nvrtc, Ptx};
 
-/// The architecture of the first usable GPU, if any.
-pub fn detect_gpu_arch() -> Option<Arch> {
-    let d = device::probe().ok()?;
+/// The architecture of the first of the probed GPUs, if any.
+pub fn gpu_arch(d: &device::Devices) -> Option<Arch> {
     d.devices.first()?.arch.parse().ok()
 }
