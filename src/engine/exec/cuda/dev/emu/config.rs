@@ -1,0 +1,84 @@
+//! The emulated devices' shape: `COLLBENCH_EMU_GPUS` (default 8),
+//! `COLLBENCH_EMU_SMS` (multiprocessors, 64), `COLLBENCH_EMU_BLOCKS_PER_SM`
+//! (what `occupancy` says for any kernel, 4) and `COLLBENCH_EMU_MEM` (bytes
+//! per device, with K/M/G/T suffixes, 16G).
+
+use crate::engine::exec::cuda::dev::DevError;
+use std::ffi::OsString;
+
+/// The emulated devices' shape, from `COLLBENCH_EMU_*`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EmuConfig {
+    pub gpus: usize,
+    pub multiprocessors: u32,
+    pub blocks_per_sm: u32,
+    pub memory_bytes: u64,
+}
+
+impl EmuConfig {
+    pub const DEFAULT: EmuConfig = EmuConfig {
+        gpus: 8,
+        multiprocessors: 64,
+        blocks_per_sm: 4,
+        memory_bytes: 16 << 30,
+    };
+
+    /// The configuration of this process's environment.
+    pub fn from_env() -> Result<EmuConfig, DevError> {
+        EmuConfig::from_lookup(|k| std::env::var_os(k))
+    }
+
+    /// The configuration from an environment lookup; a bad value is an
+    /// error naming its variable.
+    pub fn from_lookup(env: impl Fn(&str) -> Option<OsString>) -> Result<EmuConfig, DevError> {
+        let get = |name: &str, default: u64, max: u64, size: bool| {
+            let Some(v) = env(name) else {
+                return Ok(default);
+            };
+            let s = v.to_str().map(str::trim);
+            let n = s.and_then(|s| if size { parse_size(s) } else { s.parse().ok() });
+            n.filter(|n| (1..=max).contains(n)).ok_or_else(|| {
+                let what = if size {
+                    "a size in bytes such as 16G, 512M or 1048576".to_string()
+                } else {
+                    format!("a whole number from 1 to {max}")
+                };
+                DevError::new("emulated device", format!("{name}={v:?}: expected {what}"))
+            })
+        };
+        let d = EmuConfig::DEFAULT;
+        Ok(EmuConfig {
+            gpus: get("COLLBENCH_EMU_GPUS", d.gpus as u64, 4096, false)? as usize,
+            multiprocessors: get("COLLBENCH_EMU_SMS", d.multiprocessors.into(), 65536, false)?
+                as u32,
+            blocks_per_sm: get(
+                "COLLBENCH_EMU_BLOCKS_PER_SM",
+                d.blocks_per_sm.into(),
+                1024,
+                false,
+            )? as u32,
+            memory_bytes: get("COLLBENCH_EMU_MEM", d.memory_bytes, u64::MAX, true)?,
+        })
+    }
+}
+
+/// `1048576`, `512K`, `512M`, `8G`, `1T`, with an optional `B` or `iB`
+/// (binary units either way).
+pub fn parse_size(s: &str) -> Option<u64> {
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let unit = unit.trim().to_ascii_lowercase();
+    let unit = unit
+        .strip_suffix("ib")
+        .or_else(|| unit.strip_suffix('b'))
+        .unwrap_or(&unit);
+    let shift = match unit {
+        "" => 0,
+        "k" => 10,
+        "m" => 20,
+        "g" => 30,
+        "t" => 40,
+        _ => return None,
+    };
+    num.parse::<u64>().ok()?.checked_mul(1 << shift)
+}

@@ -1,0 +1,138 @@
+//! The device interface the CUDA launcher is written against, and its two
+//! implementations: [`real`], a thin layer over the CUDA driver API
+//! (cudarc, loaded at run time), and [`emu`], the same `kernels/` sources
+//! built by the host C++ compiler and run with every block as a thread, so
+//! the launcher is proved on machines without a GPU.
+//!
+//! Handles are small integers into tables the device keeps; addresses are
+//! `u64` (device virtual addresses on a GPU, host addresses on the emulated
+//! device). Every method binds whatever per-thread state it needs (the CUDA
+//! context), so any thread may call any method.
+
+pub mod emu;
+pub mod real;
+
+use super::kernels::Variant;
+
+/// A device address.
+pub type DevPtr = u64;
+
+/// An in-order queue of work on one device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct StreamId(pub usize);
+
+/// A point in a stream's work whose completion time can be read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct EventId(pub usize);
+
+/// A kernel of a loaded variant.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct FuncId(pub usize);
+
+/// A captured sequence of a stream's work, replayable.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct GraphId(pub usize);
+
+/// Memory both the host and the kernels address: the watchdog reads it
+/// while kernels run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Mapped {
+    pub host: *mut u8,
+    pub dev: DevPtr,
+    pub bytes: usize,
+}
+
+// SAFETY: the host pointer stays valid until `free_mapped`; access to it
+// goes through volatile or atomic reads by whoever holds the `Mapped`.
+unsafe impl Send for Mapped {}
+unsafe impl Sync for Mapped {}
+
+/// What the launcher needs to know of a device.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct DeviceDesc {
+    pub ordinal: usize,
+    pub name: String,
+    /// `sm_90` and the like; the emulated device says `emu`.
+    pub arch: String,
+    pub multiprocessors: u32,
+    pub memory_bytes: u64,
+    /// How many streams the device runs concurrently without false
+    /// dependencies (CUDA_DEVICE_MAX_CONNECTIONS).
+    pub connections: u32,
+}
+
+/// A failed device call: which call, and what the device said.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{call}: {detail}")]
+pub struct DevError {
+    pub call: String,
+    pub detail: String,
+}
+
+impl DevError {
+    pub fn new(call: impl Into<String>, detail: impl std::fmt::Display) -> DevError {
+        DevError {
+            call: call.into(),
+            detail: detail.to_string(),
+        }
+    }
+}
+
+/// The launcher's view of one device.
+pub trait Device: Send + Sync {
+    fn desc(&self) -> &DeviceDesc;
+    /// `"cuda"` or `"cuda-emu"`.
+    fn kind(&self) -> &'static str;
+    /// (free, total) bytes of device memory.
+    fn mem_info(&self) -> Result<(u64, u64), DevError>;
+    /// `bytes` of device memory (plain allocation, never managed memory),
+    /// aligned to at least 256 bytes; contents undefined.
+    fn alloc(&self, bytes: usize) -> Result<DevPtr, DevError>;
+    fn free(&self, p: DevPtr) -> Result<(), DevError>;
+    /// Zeroed host memory the kernels address too.
+    fn alloc_mapped(&self, bytes: usize) -> Result<Mapped, DevError>;
+    fn free_mapped(&self, m: Mapped) -> Result<(), DevError>;
+    /// A stream that never waits implicitly for other streams.
+    fn stream(&self) -> Result<StreamId, DevError>;
+    /// Copies `src` to `dst` after the stream's earlier work; returns once done.
+    fn upload(&self, s: StreamId, dst: DevPtr, src: &[u8]) -> Result<(), DevError>;
+    /// Copies `dst.len()` bytes from `src` after the stream's earlier work; returns once done.
+    fn download(&self, s: StreamId, dst: &mut [u8], src: DevPtr) -> Result<(), DevError>;
+    /// Sets `bytes` bytes at `dst` to `value`, in stream order (asynchronous).
+    fn memset(&self, s: StreamId, dst: DevPtr, value: u8, bytes: usize) -> Result<(), DevError>;
+    /// Copies `bytes` from `src` to `dst` on the device, in stream order
+    /// (asynchronous): the reference a one-rank all-reduce is measured against.
+    fn copy(&self, s: StreamId, dst: DevPtr, src: DevPtr, bytes: usize) -> Result<(), DevError>;
+    /// The kernel `name` of `variant`, loaded (and built) on first use.
+    fn function(&self, variant: Variant, name: &str) -> Result<FuncId, DevError>;
+    /// How many blocks of `threads` threads of `f` one multiprocessor holds at once.
+    fn occupancy(&self, f: FuncId, threads: u32) -> Result<u32, DevError>;
+    /// Enqueues `f` on `grid` blocks of `threads` threads; `args` are the
+    /// kernel's parameters, each as its bytes.
+    fn launch(
+        &self,
+        f: FuncId,
+        grid: u32,
+        threads: u32,
+        s: StreamId,
+        args: &[&[u8]],
+    ) -> Result<(), DevError>;
+    fn event(&self) -> Result<EventId, DevError>;
+    /// Records `e` at the current end of `s`'s work.
+    fn record(&self, e: EventId, s: StreamId) -> Result<(), DevError>;
+    /// Whether the work before `e`'s latest record has completed (never blocks).
+    fn event_done(&self, e: EventId) -> Result<bool, DevError>;
+    /// Milliseconds between two completed events.
+    fn elapsed_ms(&self, start: EventId, end: EventId) -> Result<f32, DevError>;
+    /// Whether all of `s`'s work has completed (never blocks).
+    fn done(&self, s: StreamId) -> Result<bool, DevError>;
+    /// Blocks until all of `s`'s work has completed.
+    fn sync(&self, s: StreamId) -> Result<(), DevError>;
+    /// Starts recording `s`'s launches into a graph instead of running them.
+    fn begin_capture(&self, s: StreamId) -> Result<(), DevError>;
+    /// Ends the recording and makes the graph ready to launch.
+    fn end_capture(&self, s: StreamId) -> Result<GraphId, DevError>;
+    /// Enqueues every operation of `g` on `s`.
+    fn launch_graph(&self, g: GraphId, s: StreamId) -> Result<(), DevError>;
+    fn drop_graph(&self, g: GraphId) -> Result<(), DevError>;
+}

@@ -1,0 +1,466 @@
+//! The real device: each method is one or two CUDA driver calls (cudarc's
+//! thin `result`/`sys` layer, loaded at run time). Kernels come from the
+//! NVRTC cache as PTX for the device's architecture. The primary context is
+//! bound on every call, so any thread may use the device; streams never
+//! wait implicitly for others; memory is plain `cuMemAlloc` memory (no
+//! pools, no managed memory); cudarc's safe layer (and its event tracking,
+//! which would serialize persistent kernels across streams) is not used.
+
+use super::{DevError, DevPtr, Device, DeviceDesc, EventId, FuncId, GraphId, Mapped, StreamId};
+use crate::engine::exec::cuda::kernels::{self, Arch, Cache, Variant};
+use crate::engine::exec::cuda::nvrtc::Nvrtc;
+use cudarc::driver::{result, sys};
+use std::collections::HashMap;
+use std::ffi::{c_void, CString};
+use std::sync::Mutex;
+
+/// Bytes of each stream's pinned staging buffer.
+const STAGE: usize = 4 << 20;
+
+/// Concurrent hardware queues asked for before the context exists: more
+/// streams than queues share them, and kernels of streams that share a
+/// queue can wait for each other (a deadlock for persistent kernels).
+pub const CONNECTIONS: u32 = 32;
+
+#[derive(Default)]
+struct Tables {
+    streams: Vec<sys::CUstream>,
+    /// Pinned host memory of each stream that its copies go through: a copy
+    /// from pageable memory may wait for the whole device, which would
+    /// deadlock with persistent kernels waiting on this rank.
+    stages: Vec<usize>,
+    events: Vec<sys::CUevent>,
+    funcs: Vec<sys::CUfunction>,
+    modules: HashMap<Variant, sys::CUmodule>,
+    by_name: HashMap<(Variant, String), usize>,
+    graphs: Vec<Option<sys::CUgraphExec>>,
+}
+
+/// One GPU, through its primary context.
+pub struct RealDevice {
+    desc: DeviceDesc,
+    dev: sys::CUdevice,
+    ctx: sys::CUcontext,
+    arch: Arch,
+    t: Mutex<Tables>,
+}
+
+// SAFETY: the driver's handles may be used from any thread once the
+// context is bound, which every method does first; the tables are behind
+// a mutex.
+unsafe impl Send for RealDevice {}
+unsafe impl Sync for RealDevice {}
+
+fn err(call: &str, e: result::DriverError) -> DevError {
+    let name = e.error_name().map(|c| c.to_string_lossy().into_owned());
+    DevError::new(call, name.unwrap_or_else(|_| format!("{e:?}")))
+}
+
+fn check(call: &str, r: sys::CUresult) -> Result<(), DevError> {
+    r.result().map_err(|e| err(call, e))
+}
+
+/// Every GPU the driver sees, opened; `Err` says why there are none.
+pub fn devices() -> Result<Vec<std::sync::Arc<RealDevice>>, DevError> {
+    // Read by the driver when a context is created: set it before any is.
+    if std::env::var_os("CUDA_DEVICE_MAX_CONNECTIONS").is_none() {
+        std::env::set_var("CUDA_DEVICE_MAX_CONNECTIONS", CONNECTIONS.to_string());
+    }
+    let probed = super::super::device::probe().map_err(|why| DevError::new("probe", why))?;
+    let connections = std::env::var("CUDA_DEVICE_MAX_CONNECTIONS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(8);
+    let mut out = Vec::new();
+    for d in probed.devices {
+        let dev = result::device::get(d.ordinal as i32).map_err(|e| err("cuDeviceGet", e))?;
+        // SAFETY: `dev` came from cuDeviceGet.
+        let ctx = unsafe { result::primary_ctx::retain(dev) }
+            .map_err(|e| err("cuDevicePrimaryCtxRetain", e))?;
+        let arch: Arch = d.arch.parse().map_err(|e: kernels::ArchError| {
+            DevError::new("architecture", format!("{}: {}", d.arch, e.0))
+        })?;
+        out.push(std::sync::Arc::new(RealDevice {
+            desc: DeviceDesc {
+                ordinal: d.ordinal,
+                name: d.name,
+                arch: d.arch,
+                multiprocessors: d.multiprocessors,
+                memory_bytes: d.memory_bytes,
+                connections,
+            },
+            dev,
+            ctx,
+            arch,
+            t: Mutex::new(Tables::default()),
+        }));
+    }
+    Ok(out)
+}
+
+impl RealDevice {
+    fn bind(&self) -> Result<(), DevError> {
+        // SAFETY: the context was retained in `devices` and is released only on drop.
+        unsafe { result::ctx::set_current(self.ctx) }.map_err(|e| err("cuCtxSetCurrent", e))
+    }
+
+    fn tables(&self) -> Result<std::sync::MutexGuard<'_, Tables>, DevError> {
+        self.t
+            .lock()
+            .map_err(|_| DevError::new("device tables", "poisoned by a panic"))
+    }
+
+    fn stream_of(&self, s: StreamId) -> Result<sys::CUstream, DevError> {
+        self.tables()?
+            .streams
+            .get(s.0)
+            .copied()
+            .ok_or_else(|| DevError::new("stream", format!("no stream {}", s.0)))
+    }
+
+    /// A stream and its pinned staging buffer.
+    fn staged(&self, s: StreamId) -> Result<(sys::CUstream, *mut u8), DevError> {
+        let t = self.tables()?;
+        match (t.streams.get(s.0), t.stages.get(s.0)) {
+            (Some(&st), Some(&stage)) => Ok((st, stage as *mut u8)),
+            _ => Err(DevError::new("stream", format!("no stream {}", s.0))),
+        }
+    }
+
+    fn event_of(&self, e: EventId) -> Result<sys::CUevent, DevError> {
+        self.tables()?
+            .events
+            .get(e.0)
+            .copied()
+            .ok_or_else(|| DevError::new("event", format!("no event {}", e.0)))
+    }
+
+    fn module(&self, variant: Variant) -> Result<sys::CUmodule, DevError> {
+        if let Some(&m) = self.tables()?.modules.get(&variant) {
+            return Ok(m);
+        }
+        let nvrtc = Nvrtc::get().map_err(|e| DevError::new("NVRTC", e))?;
+        let (ptx, _) = Cache::process()
+            .get_or_compile(
+                nvrtc,
+                kernels::source(),
+                &variant.program_name(),
+                &variant.options(self.arch),
+                self.arch,
+            )
+            .map_err(|e| DevError::new(format!("compiling {variant}"), e.detail()))?;
+        let text = CString::new(ptx.as_str())
+            .map_err(|_| DevError::new("cuModuleLoadData", "PTX holds a NUL byte"))?;
+        self.bind()?;
+        // SAFETY: a NUL-terminated PTX image; the context is bound.
+        let m = unsafe { result::module::load_data(text.as_ptr().cast()) }
+            .map_err(|e| err("cuModuleLoadData", e))?;
+        let mut t = self.tables()?;
+        Ok(*t.modules.entry(variant).or_insert(m))
+    }
+}
+
+impl Device for RealDevice {
+    fn desc(&self) -> &DeviceDesc {
+        &self.desc
+    }
+
+    fn kind(&self) -> &'static str {
+        "cuda"
+    }
+
+    fn mem_info(&self) -> Result<(u64, u64), DevError> {
+        self.bind()?;
+        let (free, total) = result::mem_get_info().map_err(|e| err("cuMemGetInfo", e))?;
+        Ok((free as u64, total as u64))
+    }
+
+    fn alloc(&self, bytes: usize) -> Result<DevPtr, DevError> {
+        self.bind()?;
+        // SAFETY: the context is bound; the memory is initialised before use.
+        unsafe { result::malloc_sync(bytes.max(256)) }.map_err(|e| err("cuMemAlloc", e))
+    }
+
+    fn free(&self, p: DevPtr) -> Result<(), DevError> {
+        self.bind()?;
+        // SAFETY: `p` came from `alloc`; the launcher frees only idle memory.
+        check("cuMemFree", unsafe { sys::cuMemFree_v2(p) })
+    }
+
+    fn alloc_mapped(&self, bytes: usize) -> Result<Mapped, DevError> {
+        self.bind()?;
+        let flags = sys::CU_MEMHOSTALLOC_DEVICEMAP | sys::CU_MEMHOSTALLOC_PORTABLE;
+        // SAFETY: the context is bound.
+        let host = unsafe { result::malloc_host(bytes.max(64), flags) }
+            .map_err(|e| err("cuMemHostAlloc", e))?;
+        // SAFETY: `host` holds `bytes` writable bytes.
+        unsafe { std::ptr::write_bytes(host.cast::<u8>(), 0, bytes.max(64)) };
+        let mut dev: sys::CUdeviceptr = 0;
+        // SAFETY: `host` came from cuMemHostAlloc with DEVICEMAP.
+        check("cuMemHostGetDevicePointer", unsafe {
+            sys::cuMemHostGetDevicePointer_v2(&mut dev, host, 0)
+        })?;
+        Ok(Mapped {
+            host: host.cast(),
+            dev,
+            bytes,
+        })
+    }
+
+    fn free_mapped(&self, m: Mapped) -> Result<(), DevError> {
+        self.bind()?;
+        // SAFETY: `m.host` came from cuMemHostAlloc.
+        check("cuMemFreeHost", unsafe {
+            sys::cuMemFreeHost(m.host.cast())
+        })
+    }
+
+    fn stream(&self) -> Result<StreamId, DevError> {
+        self.bind()?;
+        let s = result::stream::create(result::stream::StreamKind::NonBlocking)
+            .map_err(|e| err("cuStreamCreate", e))?;
+        // SAFETY: the context is bound.
+        let stage =
+            unsafe { result::malloc_host(STAGE, 0) }.map_err(|e| err("cuMemHostAlloc", e))?;
+        let mut t = self.tables()?;
+        t.streams.push(s);
+        t.stages.push(stage as usize);
+        Ok(StreamId(t.streams.len() - 1))
+    }
+
+    fn upload(&self, s: StreamId, dst: DevPtr, src: &[u8]) -> Result<(), DevError> {
+        let (st, stage) = self.staged(s)?;
+        for (i, part) in src.chunks(STAGE).enumerate() {
+            // SAFETY: the stage holds STAGE bytes and the stream is idle
+            // (synchronised after every chunk), so nothing reads it now.
+            unsafe { std::ptr::copy_nonoverlapping(part.as_ptr(), stage, part.len()) };
+            self.bind()?;
+            // SAFETY: pinned source of `part.len()` bytes, device destination inside `dst`.
+            check("cuMemcpyHtoDAsync", unsafe {
+                sys::cuMemcpyHtoDAsync_v2(dst + (i * STAGE) as u64, stage.cast(), part.len(), st)
+            })?;
+            self.sync(s)?;
+        }
+        Ok(())
+    }
+
+    fn download(&self, s: StreamId, dst: &mut [u8], src: DevPtr) -> Result<(), DevError> {
+        let (st, stage) = self.staged(s)?;
+        for (i, part) in dst.chunks_mut(STAGE).enumerate() {
+            self.bind()?;
+            // SAFETY: pinned destination of `part.len()` bytes.
+            check("cuMemcpyDtoHAsync", unsafe {
+                sys::cuMemcpyDtoHAsync_v2(stage.cast(), src + (i * STAGE) as u64, part.len(), st)
+            })?;
+            self.sync(s)?;
+            // SAFETY: the copy into the stage completed.
+            unsafe { std::ptr::copy_nonoverlapping(stage, part.as_mut_ptr(), part.len()) };
+        }
+        Ok(())
+    }
+
+    fn memset(&self, s: StreamId, dst: DevPtr, value: u8, bytes: usize) -> Result<(), DevError> {
+        let st = self.stream_of(s)?;
+        self.bind()?;
+        // SAFETY: `dst` holds `bytes` bytes of device memory.
+        check("cuMemsetD8Async", unsafe {
+            sys::cuMemsetD8Async(dst, value, bytes, st)
+        })
+    }
+
+    fn copy(&self, s: StreamId, dst: DevPtr, src: DevPtr, bytes: usize) -> Result<(), DevError> {
+        let st = self.stream_of(s)?;
+        self.bind()?;
+        // SAFETY: both ranges are device memory of at least `bytes`.
+        check("cuMemcpyDtoDAsync", unsafe {
+            sys::cuMemcpyDtoDAsync_v2(dst, src, bytes, st)
+        })
+    }
+
+    fn function(&self, variant: Variant, name: &str) -> Result<FuncId, DevError> {
+        if let Some(&i) = self.tables()?.by_name.get(&(variant, name.to_string())) {
+            return Ok(FuncId(i));
+        }
+        let m = self.module(variant)?;
+        let cname = CString::new(name).map_err(|_| DevError::new("kernel name", name))?;
+        self.bind()?;
+        // SAFETY: a module of this context and a NUL-terminated name.
+        let f = unsafe { result::module::get_function(m, cname) }
+            .map_err(|e| err(&format!("cuModuleGetFunction({name})"), e))?;
+        let mut t = self.tables()?;
+        t.funcs.push(f);
+        let i = t.funcs.len() - 1;
+        t.by_name.insert((variant, name.to_string()), i);
+        Ok(FuncId(i))
+    }
+
+    fn occupancy(&self, f: FuncId, threads: u32) -> Result<u32, DevError> {
+        let func = self.tables()?.funcs.get(f.0).copied();
+        let func = func.ok_or_else(|| DevError::new("occupancy", "unknown function"))?;
+        self.bind()?;
+        // SAFETY: a function of this context.
+        let n = unsafe {
+            result::occupancy::max_active_block_per_multiprocessor(func, threads as i32, 0)
+        }
+        .map_err(|e| err("cuOccupancyMaxActiveBlocksPerMultiprocessor", e))?;
+        Ok(n.max(0) as u32)
+    }
+
+    fn launch(
+        &self,
+        f: FuncId,
+        grid: u32,
+        threads: u32,
+        s: StreamId,
+        args: &[&[u8]],
+    ) -> Result<(), DevError> {
+        let (func, st) = {
+            let t = self.tables()?;
+            let func = t.funcs.get(f.0).copied();
+            let st = t.streams.get(s.0).copied();
+            (func, st)
+        };
+        let (Some(func), Some(st)) = (func, st) else {
+            return Err(DevError::new(
+                "cuLaunchKernel",
+                "unknown function or stream",
+            ));
+        };
+        self.bind()?;
+        // The driver copies the parameters before cuLaunchKernel returns.
+        let mut params: Vec<*mut c_void> = args.iter().map(|a| a.as_ptr() as *mut c_void).collect();
+        // SAFETY: each parameter points at bytes of the kernel's argument
+        // type (the launcher builds them from the ABI twins).
+        unsafe { result::launch_kernel(func, (grid, 1, 1), (threads, 1, 1), 0, st, &mut params) }
+            .map_err(|e| err("cuLaunchKernel", e))
+    }
+
+    fn event(&self) -> Result<EventId, DevError> {
+        self.bind()?;
+        let e = result::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT)
+            .map_err(|e| err("cuEventCreate", e))?;
+        let mut t = self.tables()?;
+        t.events.push(e);
+        Ok(EventId(t.events.len() - 1))
+    }
+
+    fn record(&self, e: EventId, s: StreamId) -> Result<(), DevError> {
+        let (ev, st) = (self.event_of(e)?, self.stream_of(s)?);
+        self.bind()?;
+        // SAFETY: handles of this context.
+        unsafe { result::event::record(ev, st) }.map_err(|e| err("cuEventRecord", e))
+    }
+
+    fn event_done(&self, e: EventId) -> Result<bool, DevError> {
+        let ev = self.event_of(e)?;
+        self.bind()?;
+        // SAFETY: an event of this context.
+        match unsafe { sys::cuEventQuery(ev) } {
+            sys::CUresult::CUDA_SUCCESS => Ok(true),
+            sys::CUresult::CUDA_ERROR_NOT_READY => Ok(false),
+            other => check("cuEventQuery", other).map(|_| false),
+        }
+    }
+
+    fn elapsed_ms(&self, start: EventId, end: EventId) -> Result<f32, DevError> {
+        let (a, b) = (self.event_of(start)?, self.event_of(end)?);
+        self.bind()?;
+        // SAFETY: handles of this context.
+        unsafe { result::event::elapsed(a, b) }.map_err(|e| err("cuEventElapsedTime", e))
+    }
+
+    fn done(&self, s: StreamId) -> Result<bool, DevError> {
+        let st = self.stream_of(s)?;
+        self.bind()?;
+        // SAFETY: a stream of this context.
+        match unsafe { sys::cuStreamQuery(st) } {
+            sys::CUresult::CUDA_SUCCESS => Ok(true),
+            sys::CUresult::CUDA_ERROR_NOT_READY => Ok(false),
+            other => check("cuStreamQuery", other).map(|_| false),
+        }
+    }
+
+    fn sync(&self, s: StreamId) -> Result<(), DevError> {
+        let st = self.stream_of(s)?;
+        self.bind()?;
+        // SAFETY: a stream of this context.
+        unsafe { result::stream::synchronize(st) }.map_err(|e| err("cuStreamSynchronize", e))
+    }
+
+    fn begin_capture(&self, s: StreamId) -> Result<(), DevError> {
+        let st = self.stream_of(s)?;
+        self.bind()?;
+        // Relaxed: other ranks' threads may allocate while this one captures.
+        let mode = sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED;
+        // SAFETY: a stream of this context.
+        unsafe { result::stream::begin_capture(st, mode) }
+            .map_err(|e| err("cuStreamBeginCapture", e))
+    }
+
+    fn end_capture(&self, s: StreamId) -> Result<GraphId, DevError> {
+        let st = self.stream_of(s)?;
+        self.bind()?;
+        // SAFETY: a stream of this context that is capturing.
+        let g =
+            unsafe { result::stream::end_capture(st) }.map_err(|e| err("cuStreamEndCapture", e))?;
+        // SAFETY: `g` is the graph just captured.
+        let exec = unsafe { result::graph::instantiate(g, sys::CUgraphInstantiate_flags(0)) };
+        // SAFETY: the instantiated graph no longer needs its template.
+        let _ = unsafe { result::graph::destroy(g) };
+        let exec = exec.map_err(|e| err("cuGraphInstantiate", e))?;
+        let mut t = self.tables()?;
+        t.graphs.push(Some(exec));
+        Ok(GraphId(t.graphs.len() - 1))
+    }
+
+    fn launch_graph(&self, g: GraphId, s: StreamId) -> Result<(), DevError> {
+        let st = self.stream_of(s)?;
+        let exec = self.tables()?.graphs.get(g.0).copied().flatten();
+        let exec = exec.ok_or_else(|| DevError::new("cuGraphLaunch", "unknown graph"))?;
+        self.bind()?;
+        // SAFETY: handles of this context.
+        unsafe { result::graph::launch(exec, st) }.map_err(|e| err("cuGraphLaunch", e))
+    }
+
+    fn drop_graph(&self, g: GraphId) -> Result<(), DevError> {
+        let exec = self.tables()?.graphs.get_mut(g.0).and_then(Option::take);
+        if let Some(exec) = exec {
+            self.bind()?;
+            // SAFETY: an instantiated graph of this context, no longer launched.
+            unsafe { result::graph::exec_destroy(exec) }
+                .map_err(|e| err("cuGraphExecDestroy", e))?;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for RealDevice {
+    fn drop(&mut self) {
+        if self.bind().is_err() {
+            return;
+        }
+        if let Ok(t) = self.t.get_mut() {
+            // SAFETY: every handle belongs to this context and nothing runs any more.
+            unsafe {
+                for &s in &t.streams {
+                    let _ = sys::cuStreamSynchronize(s);
+                    let _ = sys::cuStreamDestroy_v2(s);
+                }
+                for &p in &t.stages {
+                    let _ = sys::cuMemFreeHost(p as *mut c_void);
+                }
+                for &e in &t.events {
+                    let _ = sys::cuEventDestroy_v2(e);
+                }
+                for g in t.graphs.iter().flatten() {
+                    let _ = sys::cuGraphExecDestroy(*g);
+                }
+                for &m in t.modules.values() {
+                    let _ = sys::cuModuleUnload(m);
+                }
+            }
+        }
+        // SAFETY: retained once in `devices`.
+        let _ = unsafe { result::primary_ctx::release(self.dev) };
+    }
+}
