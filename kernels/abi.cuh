@@ -71,9 +71,10 @@ struct CbConn {
 };
 
 // Where a block of a rank stands, in host-mapped memory: the flight
-// recorder's view of a running kernel.
+// recorder's view of a running kernel. Written when the block begins a long
+// wait (never per step: every store here crosses PCIe).
 struct CbProgress {
-    u64 step;      // steps completed
+    u64 step;      // steps completed when the current long wait began
     u64 wait_on;   // 0: not waiting; 1 + peer: waiting to receive; 1 + peer + (1 << 32): to send
     u64 pad[2];
 };
@@ -95,6 +96,12 @@ struct CbStatus {
 // Protocols.
 #define CB_PROTO_SIMPLE 0u
 #define CB_PROTO_LL 1u
+// Flag in CbRank::proto: some peer's flags or slots are outside this GPU's
+// memory (host-mapped or another GPU's), so orderings use system scope.
+// Without it every connection is in this GPU's memory: GPU scope suffices,
+// and a release does not wait for the host-mapped progress stores.
+#define CB_PROTO_MASK 0xffu
+#define CB_PROTO_SYS 0x100u
 
 // Everything one rank's collective launch needs. Block c runs channel c:
 // steps[chan_start[c] .. chan_start[c + 1]].
@@ -109,7 +116,7 @@ struct CbRank {
     u64 timeout_ns;         // how long any one wait may last
     u32 rank;
     u32 nranks;
-    u32 proto;
+    u32 proto;              // CB_PROTO_SIMPLE or CB_PROTO_LL, | CB_PROTO_SYS
     u32 nchannels;
 };
 

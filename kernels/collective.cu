@@ -22,6 +22,10 @@
 #define CB_WAIT_RECV 1u
 #define CB_WAIT_SEND 2u
 #define CB_POLL_CHECK 1024u
+// The world's status is host-mapped memory: every thread of a low-latency
+// wait polls, so it is read only every this many polls (a read crosses
+// PCIe); the clock, a register, is read every CB_POLL_CHECK.
+#define CB_ABORT_CHECK (16u * CB_POLL_CHECK)
 
 struct CbBlock {
     const CbStep *step;
@@ -61,15 +65,17 @@ CB_DEVICE bool cb_keep_waiting(CbBlock *b, u32 peer, u32 kind) {
         return true;
     }
     cb_pause();
-    if (cb_ld_volatile(&b->r->status->abort) != 0) {
+    if (b->polls % CB_ABORT_CHECK == 0 && cb_ld_volatile(&b->r->status->abort) != 0) {
         return false;
     }
     u64 now = cb_now_ns();
     if (b->wait_start == 0) {
         b->wait_start = now;
-        // Blocked longer than a few polls: tell the recorder on what.
+        // Blocked longer than a few polls: tell the recorder where and on
+        // what (progress is host-mapped: written only here, never per step).
         if (cb_tid() == 0) {
             u64 on = 1ull + peer + (kind == CB_WAIT_SEND ? (1ull << 32) : 0ull);
+            cb_st_volatile(&b->r->progress[b->channel].step, b->index);
             cb_st_volatile(&b->r->progress[b->channel].wait_on, on);
         }
         return true;
@@ -79,6 +85,19 @@ CB_DEVICE bool cb_keep_waiting(CbBlock *b, u32 peer, u32 kind) {
         return false;
     }
     return true;
+}
+
+// Flag accesses at the scope the connections need (see CB_PROTO_SYS).
+CB_DEVICE bool cb_sys(const CbRank *r) { return (r->proto & CB_PROTO_SYS) != 0; }
+CB_DEVICE u64 cb_flag_acquire(const CbRank *r, const u64 *p) {
+    return cb_sys(r) ? cb_ld_acquire(p) : cb_ld_acquire_gpu(p);
+}
+CB_DEVICE void cb_flag_release(const CbRank *r, u64 *p, u64 v) {
+    if (cb_sys(r)) {
+        cb_st_release(p, v);
+    } else {
+        cb_st_release_gpu(p, v);
+    }
 }
 
 // memcpy for small, mostly constant sizes (NVRTC has no <cstring>).
@@ -181,7 +200,38 @@ CB_DEVICE void cb_move(const CbIo &io, u64 len, bool finish, u32 nranks) {
     u32 t = cb_tid(), nt = cb_nthreads();
     if (vec) {
         u64 nv = bytes / 16;
-        for (u64 i = t; i < nv; i += nt) {
+        u64 i = t;
+        // Four vectors in flight per thread: more bytes per memory round trip.
+        for (; i + 3ull * nt < nv; i += 4ull * nt) {
+            CbVec v[4];
+#pragma unroll
+            for (u32 u = 0; u < 4; u++) {
+                v[u] = cb_load_vec(io.in[0] + (i + (u64)u * nt) * 16);
+            }
+            for (u32 k = 1; k < io.nin; k++) {
+                CbVec w[4];
+#pragma unroll
+                for (u32 u = 0; u < 4; u++) {
+                    w[u] = cb_load_vec(io.in[k] + (i + (u64)u * nt) * 16);
+                }
+#pragma unroll
+                for (u32 u = 0; u < 4; u++) {
+                    v[u] = cb_combine(v[u], w[u]);
+                }
+            }
+#pragma unroll
+            for (u32 u = 0; u < 4; u++) {
+                u64 off = (i + (u64)u * nt) * 16;
+                CbVec x = finish ? cb_finish_vec(v[u], nranks) : v[u];
+                if (io.dst) {
+                    cb_store_vec(io.dst + off, x);
+                }
+                for (u32 k = 0; k < io.nout; k++) {
+                    cb_store_vec(io.out[k] + off, x);
+                }
+            }
+        }
+        for (; i < nv; i += nt) {
             u64 off = i * 16;
             CbVec v = cb_load_vec(io.in[0] + off);
             for (u32 k = 1; k < io.nin; k++) {
@@ -225,7 +275,7 @@ CB_DEVICE bool cb_wait_send_room(CbBlock *b, const CbStep *s) {
     for (u32 k = 0; k < s->nsend; k++) {
         const CbConn *c = &r->outs[s->send[k]];
         u64 posted = *c->tail;  // this block is the only writer
-        while (posted - cb_ld_acquire(c->head) >= c->slots) {
+        while (posted - cb_flag_acquire(r, c->head) >= c->slots) {
             if (!cb_keep_waiting(b, c->peer, CB_WAIT_SEND)) {
                 return false;
             }
@@ -240,7 +290,7 @@ CB_DEVICE bool cb_wait_recv(CbBlock *b, const CbStep *s) {
     for (u32 k = 0; k < s->nrecv; k++) {
         const CbConn *c = &r->ins[s->recv[k]];
         u64 want = *c->head + 1;  // this block is the only writer of head
-        while (cb_ld_acquire(c->tail) < want) {
+        while (cb_flag_acquire(r, c->tail) < want) {
             if (!cb_keep_waiting(b, c->peer, CB_WAIT_RECV)) {
                 return false;
             }
@@ -259,7 +309,7 @@ CB_DEVICE u32 *cb_ll_slot(const CbConn *c, u64 seq_index) {
 
 // The low-latency protocol's data movement: 8 payload bytes per line; each
 // thread owns lines t, t + nt, ... of every input and output slot.
-CB_DEVICE void cb_move_ll(CbBlock *b, const CbStep *s, const CbIo &io, bool finish) {
+CB_DEVICE void cb_move_ll(CbBlock *b, const CbStep *s, const CbIo &io, bool finish, u32 *lost) {
     const CbRank *r = b->r;
     u64 bytes = s->len * CB_SIZE;
     u64 lines = (bytes + 7) / 8;
@@ -304,6 +354,7 @@ CB_DEVICE void cb_move_ll(CbBlock *b, const CbStep *s, const CbIo &io, bool fini
                     break;
                 }
                 if (!cb_keep_waiting(b, r->ins[s->recv[k]].peer, CB_WAIT_RECV)) {
+                    cb_mark(lost);
                     return;
                 }
             }
@@ -337,15 +388,17 @@ CB_DEVICE void cb_move_ll(CbBlock *b, const CbStep *s, const CbIo &io, bool fini
 }
 
 // Runs step `s`; false when the block must stop (a wait gave up).
-CB_DEVICE bool cb_run_step(CbBlock *b, const CbStep *s, CbIo *shared_io, u32 *shared_ok) {
+CB_DEVICE bool cb_run_step(CbBlock *b, const CbStep *s, CbIo *shared_io, u32 *shared_ok,
+                            u32 *lost) {
     const CbRank *r = b->r;
-    bool ll = r->proto == CB_PROTO_LL;
+    bool ll = (r->proto & CB_PROTO_MASK) == CB_PROTO_LL;
     if (cb_tid() == 0) {
         bool ok = cb_wait_send_room(b, s);
         if (ok && !ll) {
             ok = cb_wait_recv(b, s);
         }
         *shared_ok = ok ? 1u : 0u;
+        *lost = 0;
         CbIo io;
         io.nin = 0;
         if (s->flags & CB_HAS_SRC) {
@@ -378,35 +431,44 @@ CB_DEVICE bool cb_run_step(CbBlock *b, const CbStep *s, CbIo *shared_io, u32 *sh
     CbIo io = *shared_io;
     bool finish = (s->flags & CB_FINISH) != 0;
     if (ll) {
-        cb_move_ll(b, s, io, finish);
+        cb_move_ll(b, s, io, finish, lost);
     } else if (io.nin > 0) {
         cb_move(io, s->len, finish, r->nranks);
     }
     cb_sync();
     if (cb_tid() == 0) {
-        if (ll && cb_ld_volatile(&r->status->abort) != 0) {
-            // A line never came: some thread gave up.
+        if (ll && *lost != 0) {
+            // A line never came: some thread gave up (no read of the
+            // host-mapped status here: it would cross PCIe every step).
             *shared_ok = 0;
         } else {
-            cb_fence_system();
+            if (cb_sys(r)) {
+                cb_fence_system();
+            } else {
+                cb_fence_gpu();
+            }
             for (u32 k = 0; k < s->nsend; k++) {
                 const CbConn *c = &r->outs[s->send[k]];
-                cb_st_release(c->tail, *c->tail + 1);
+                cb_flag_release(r, c->tail, *c->tail + 1);
             }
             for (u32 k = 0; k < s->nrecv; k++) {
                 const CbConn *c = &r->ins[s->recv[k]];
-                cb_st_release(c->head, *c->head + 1);
+                cb_flag_release(r, c->head, *c->head + 1);
             }
-            cb_st_volatile(&r->progress[b->channel].step, b->index + 1);
         }
     }
     cb_sync();
-    return *shared_ok != 0;
+    // Read before the barrier, so thread 0 cannot overwrite it for the
+    // next step while another thread still reads it.
+    bool ok = *shared_ok != 0;
+    cb_sync();
+    return ok;
 }
 
 CB_KERNEL void cb_collective(CbRank rank) {
     CB_SHARED CbIo io;
     CB_SHARED u32 ok;
+    CB_SHARED u32 lost;
     u32 c = cb_block();
     if (c >= rank.nchannels) {
         return;
@@ -421,7 +483,7 @@ CB_KERNEL void cb_collective(CbRank rank) {
         b.index = i - first;
         b.step = &rank.steps[i];
         b.wait_start = 0;
-        if (!cb_run_step(&b, b.step, &io, &ok)) {
+        if (!cb_run_step(&b, b.step, &io, &ok, &lost)) {
             return;
         }
     }

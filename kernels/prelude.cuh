@@ -37,6 +37,15 @@ CB_DEVICE u64 cb_ld_acquire(const u64 *p) {
 CB_DEVICE void cb_st_release(u64 *p, u64 v) {
     asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 }
+// The same at GPU scope: for peers whose kernels run on this GPU.
+CB_DEVICE u64 cb_ld_acquire_gpu(const u64 *p) {
+    u64 v;
+    asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+    return v;
+}
+CB_DEVICE void cb_st_release_gpu(u64 *p, u64 v) {
+    asm volatile("st.release.gpu.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
 CB_DEVICE u64 cb_ld_volatile(const u64 *p) {
     u64 v;
     asm volatile("ld.volatile.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
@@ -62,12 +71,15 @@ CB_DEVICE void cb_ll_load(const u32 *line, u32 *d0, u32 *f0, u32 *d1, u32 *f1) {
                  : "memory");
 }
 CB_DEVICE void cb_fence_system() { __threadfence_system(); }
+CB_DEVICE void cb_fence_gpu() { __threadfence(); }
 CB_DEVICE u64 cb_now_ns() {
     u64 t;
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
     return t;
 }
 CB_DEVICE u64 cb_atomic_add(u64 *p, u64 v) { return atomicAdd(p, v); }
+// Sets a block-shared flag that several threads may set at once.
+CB_DEVICE void cb_mark(u32 *p) { atomicExch(p, 1u); }
 CB_DEVICE void cb_pause() { __nanosleep(64); }
 
 #else // host emulation: one thread per block
@@ -92,6 +104,8 @@ static inline u64 cb_global_threads() { return cb_emu.nblocks; }
 static inline void cb_sync() {}
 static inline u64 cb_ld_acquire(const u64 *p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
 static inline void cb_st_release(u64 *p, u64 v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
+static inline u64 cb_ld_acquire_gpu(const u64 *p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
+static inline void cb_st_release_gpu(u64 *p, u64 v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
 static inline u64 cb_ld_volatile(const u64 *p) { return __atomic_load_n(p, __ATOMIC_RELAXED); }
 static inline void cb_st_volatile(u64 *p, u64 v) { __atomic_store_n(p, v, __ATOMIC_RELAXED); }
 static inline void cb_st_volatile_u32(u32 *p, u32 v) { __atomic_store_n(p, v, __ATOMIC_RELAXED); }
@@ -111,9 +125,11 @@ static inline void cb_ll_load(const u32 *line, u32 *d0, u32 *f0, u32 *d1, u32 *f
     *d1 = __atomic_load_n(&line[2], __ATOMIC_RELAXED);
 }
 static inline void cb_fence_system() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+static inline void cb_fence_gpu() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 u64 cb_emu_now_ns();
 static inline u64 cb_now_ns() { return cb_emu_now_ns(); }
 static inline u64 cb_atomic_add(u64 *p, u64 v) { return __atomic_fetch_add(p, v, __ATOMIC_RELAXED); }
+static inline void cb_mark(u32 *p) { __atomic_store_n(p, 1u, __ATOMIC_RELAXED); }
 void cb_emu_pause();
 static inline void cb_pause() { cb_emu_pause(); }
 
