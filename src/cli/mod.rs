@@ -116,8 +116,10 @@ pub struct RunArgs {
     /// Number of ranks (host engine: threads of this process).
     #[arg(long, short = 'g', value_name = "N")]
     pub ranks: Option<String>,
-    /// Where data moves: auto (CUDA when usable, else host), host, cuda.
-    #[arg(long, default_value = "auto", value_name = "auto|host|cuda")]
+    /// Where data moves: auto (CUDA when usable, else host), host, cuda, or
+    /// cuda-emu (the CUDA executor on an emulated device: CPU threads, slow;
+    /// for testing and developing algorithms without a GPU).
+    #[arg(long, default_value = "auto", value_name = "auto|host|cuda|cuda-emu")]
     pub device: String,
     /// Engines to run side by side: builtin[,nccl,mpi].
     #[arg(long, default_value = "builtin", value_name = "LIST")]
@@ -158,6 +160,10 @@ pub struct RunArgs {
     /// Capture the iteration loop in a CUDA graph.
     #[arg(long)]
     pub graph: bool,
+    /// CUDA engine protocol: auto (low-latency for small steps, simple for
+    /// large), simple, or ll (steps then fit a low-latency slot).
+    #[arg(long, default_value = "auto", value_name = "auto|simple|ll")]
+    pub protocol: String,
     /// Longest any wait may last before it counts as a hang (exit 3).
     #[arg(long, default_value = "5m", value_name = "DUR")]
     pub timeout: String,
@@ -171,8 +177,9 @@ pub struct RunArgs {
     /// Flight-recorder ring-buffer entries per rank.
     #[arg(long, default_value_t = crate::recorder::DEFAULT_ENTRIES, value_name = "N")]
     pub fr_entries: usize,
-    /// Channels (data partitions run side by side).
-    #[arg(long, default_value = "1", value_name = "N")]
+    /// Channels (data partitions run side by side): 1 to 64, or auto (host
+    /// engine: 1; CUDA: as many as keep the GPU's SMs busy).
+    #[arg(long, default_value = "auto", value_name = "N|auto")]
     pub channels: String,
     /// Seed of the deterministic input data.
     #[arg(long, default_value = "1", value_name = "N")]

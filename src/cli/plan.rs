@@ -2,6 +2,7 @@
 //! here and said in one line.
 
 use super::RunArgs;
+use crate::engine::exec::cuda::abi::Proto;
 use crate::engine::exec::HostOptions;
 use crate::engine::types::{Algo, Collective, Dtype, Engine, Placement, ReduceOp};
 use crate::harness::inject::Inject;
@@ -18,6 +19,8 @@ pub enum DeviceChoice {
     Auto,
     Host,
     Cuda,
+    /// The CUDA executor on the emulated device (CPU threads).
+    CudaEmu,
 }
 
 /// A sweep request: the plan and how to present it.
@@ -192,6 +195,10 @@ pub fn build(coll: Option<Collective>, a: &RunArgs) -> Result<Sweep, String> {
             .map(|i| Inject::parse(i, ranks))
             .collect::<Result<_, _>>()?,
         run_info: RunInfo::default(),
+        gpu: None,
+        timing: crate::harness::Timing::Wall,
+        graph: a.graph,
+        protocol: protocol(a)?,
         abort_trigger: None,
         engines: engines
             .iter()
@@ -260,8 +267,20 @@ fn device(a: &RunArgs) -> Result<DeviceChoice, String> {
         "auto" => Ok(DeviceChoice::Auto),
         "host" | "cpu" => Ok(DeviceChoice::Host),
         "cuda" | "gpu" => Ok(DeviceChoice::Cuda),
+        "cuda-emu" => Ok(DeviceChoice::CudaEmu),
         other => Err(format!(
-            "unknown --device '{other}' (known: auto, host, cuda)"
+            "unknown --device '{other}' (known: auto, host, cuda, cuda-emu)"
+        )),
+    }
+}
+
+fn protocol(a: &RunArgs) -> Result<Option<Proto>, String> {
+    match a.protocol.trim().to_ascii_lowercase().as_str() {
+        "auto" => Ok(None),
+        "simple" => Ok(Some(Proto::Simple)),
+        "ll" | "low-latency" => Ok(Some(Proto::LowLatency)),
+        other => Err(format!(
+            "unknown --protocol '{other}' (known: auto, simple, ll)"
         )),
     }
 }
@@ -277,10 +296,18 @@ fn placements(a: &RunArgs) -> Result<Vec<Placement>, String> {
     }
 }
 
+/// `--channels`: 1 to 64, or `auto` (0: one on the host engine, what keeps
+/// the GPU busy on the CUDA engine).
 fn channels(a: &RunArgs) -> Result<usize, String> {
+    if a.channels.trim().eq_ignore_ascii_case("auto") {
+        return Ok(0);
+    }
     let channels: usize = num("--channels", &a.channels)?;
-    if !(1..=16).contains(&channels) {
-        return Err(format!("--channels {channels}: must be 1 to 16"));
+    if !(1..=crate::engine::exec::world::MAX_CHANNELS).contains(&channels) {
+        return Err(format!(
+            "--channels {channels}: must be 1 to {}, or auto",
+            crate::engine::exec::world::MAX_CHANNELS
+        ));
     }
     Ok(channels)
 }

@@ -6,9 +6,11 @@ pub mod plan;
 pub mod rank;
 pub mod stats;
 
+pub use crate::engine::exec::cuda::launch::{Kind as GpuKind, Timing};
 pub use plan::{AlgoChoice, Case, Plan, RootChoice};
 
-use crate::engine::exec::{mem, ExecError, HostWorld, RankExec};
+use crate::engine::exec::cuda::launch::{CudaOptions, CudaWorld};
+use crate::engine::exec::{mem, ExecError, HostRank, HostWorld, RankExec, RankRunner};
 use crate::engine::transport::node::Shape;
 use crate::engine::types::Engine;
 use crate::launch::Mpi;
@@ -129,6 +131,10 @@ pub struct SizeCap {
 /// Returns what was dropped; `None` when everything fits, or when not even
 /// the smallest size fits (then [`run`] refuses with the reason).
 pub fn cap_sizes_to_memory(plan: &mut Plan) -> Option<SizeCap> {
+    if plan.gpu.is_some() {
+        // Buffers live on the device: the CUDA world checks its free memory.
+        return None;
+    }
     let fits = |p: &Plan| check_memory(p, &plan::cases(p).0).is_ok();
     if fits(plan) {
         return None;
@@ -172,8 +178,19 @@ pub fn run(plan: &Plan, sink: &mut dyn Sink, mpi: Option<&Mpi>) -> Result<Outcom
             "every size is smaller than one element per rank; raise --sizes".into(),
         ));
     }
-    check_memory(plan, &cases)?;
+    if plan.gpu.is_none() {
+        check_memory(plan, &cases)?;
+    }
     let world = make_world(plan, &cases, mpi)?;
+    let gpu = make_gpu_world(plan, &cases, &world)?;
+    if let Some(g) = &gpu {
+        let names: Vec<String> = g
+            .devices()
+            .iter()
+            .map(|d| format!("{} ({})", d.name, d.arch))
+            .collect();
+        tracing::info!(devices = ?names, "CUDA executor");
+    }
     let local: Vec<usize> = mpi.map_or_else(|| (0..plan.ranks).collect(), |m| vec![m.rank()]);
     let recs: Vec<Arc<RankRecorder>> = local
         .iter()
@@ -191,7 +208,13 @@ pub fn run(plan: &Plan, sink: &mut dyn Sink, mpi: Option<&Mpi>) -> Result<Outcom
     if skipped > 0 {
         outcome.notes.push(format!("{skipped} size(s) skipped: fewer than one element per rank, or the same case as the size before"));
     }
-    let result = run_ranks(plan, &cases, &world, &recs, mpi, sink, &mut outcome);
+    let worlds = Worlds {
+        host: Arc::clone(&world),
+        gpu,
+    };
+    let result = run_ranks(plan, &cases, &worlds, &recs, mpi, sink, &mut outcome);
+    // The CUDA world frees device memory once every rank has stopped.
+    drop(worlds);
     let fired = dog.stop();
     let dump = |reason: &str| {
         if let Some(t) = &plan.abort_trigger {
@@ -300,38 +323,68 @@ fn make_world(
     ))
 }
 
+/// The CUDA world of a `--device cuda|cuda-emu` sweep.
+fn make_gpu_world(
+    plan: &Plan,
+    cases: &[Case],
+    host: &Arc<HostWorld>,
+) -> Result<Option<Arc<CudaWorld>>, HarnessError> {
+    let Some(kind) = plan.gpu else {
+        return Ok(None);
+    };
+    let mut opts = CudaOptions::new(kind, plan.host.slot_bytes, plan.timeout(), plan.timing);
+    opts.proto = plan.protocol;
+    let bytes = rank::buffer_bytes(plan, cases);
+    Ok(Some(CudaWorld::open(kind, Arc::clone(host), opts, bytes)?))
+}
+
 /// MPI tag of rank reports sent to rank 0.
 const REPORT_TAG: i32 = 7;
+
+/// The worlds a sweep runs in: the host's (barrier, abort flag, host ranks)
+/// and, with `--device cuda|cuda-emu`, the CUDA executor's.
+struct Worlds {
+    host: Arc<HostWorld>,
+    gpu: Option<Arc<CudaWorld>>,
+}
 
 fn run_ranks(
     plan: &Plan,
     cases: &[Case],
-    world: &Arc<HostWorld>,
+    worlds: &Worlds,
     recs: &[Arc<RankRecorder>],
     mpi: Option<&Mpi>,
     sink: &mut dyn Sink,
     outcome: &mut Outcome,
 ) -> Result<(), HarnessError> {
     let (tx, rx) = mpsc::channel::<Report>();
+    let bytes = rank::buffer_bytes(plan, cases);
+    let world = &worlds.host;
     std::thread::scope(|s| {
         let handles: Vec<_> = recs
             .iter()
             .map(|rec| {
                 let r = rec.rank;
-                let job = RankJob {
-                    plan,
-                    cases,
-                    world: Arc::clone(world),
-                    exec: RankExec::new(Arc::clone(world), r, Arc::clone(rec) as _),
-                    rec: Arc::clone(rec),
-                    tx: tx.clone(),
-                    mpi,
-                };
-                let w = Arc::clone(world);
+                let (rec, tx, w) = (Arc::clone(rec), tx.clone(), Arc::clone(world));
+                let gpu = worlds.gpu.clone();
                 std::thread::Builder::new()
                     .name(format!("rank{r}"))
                     .spawn_scoped(s, move || {
-                        let res = job.run();
+                        let res = runner(&w, gpu.as_ref(), r, &rec, bytes).and_then(|runner| {
+                            RankJob {
+                                plan,
+                                cases,
+                                world: Arc::clone(&w),
+                                runner,
+                                rec,
+                                tx,
+                                mpi,
+                                lib_times: Vec::new(),
+                                open: Vec::new(),
+                                settled: Vec::new(),
+                            }
+                            .run()
+                        });
                         if res.is_err() {
                             w.abort();
                         }
@@ -369,6 +422,23 @@ fn run_ranks(
         }
         collected?;
         first.map_or(Ok(()), |e| Err(HarnessError::Exec(e)))
+    })
+}
+
+/// Rank `r`'s executor: the CUDA world's when there is one, else the host's.
+fn runner(
+    world: &Arc<HostWorld>,
+    gpu: Option<&Arc<CudaWorld>>,
+    r: usize,
+    rec: &Arc<RankRecorder>,
+    bytes: [usize; 3],
+) -> Result<Box<dyn RankRunner>, ExecError> {
+    Ok(match gpu {
+        Some(g) => Box::new(g.rank(r, Arc::clone(rec) as _, bytes)?),
+        None => {
+            let exec = RankExec::new(Arc::clone(world), r, Arc::clone(rec) as _);
+            Box::new(HostRank::new(exec, Arc::clone(world), bytes)?)
+        }
     })
 }
 

@@ -1,6 +1,7 @@
 //! What a sweep runs: the validated plan (built by `cli`) and its cases in
 //! nccl-tests' order.
 
+use crate::engine::exec::cuda::launch::{Kind, Timing};
 use crate::engine::exec::HostOptions;
 use crate::engine::types::{Algo, Collective, Counts, Dtype, Engine, Placement, ReduceOp};
 use std::path::PathBuf;
@@ -51,6 +52,14 @@ pub struct Plan {
     pub abort_trigger: Option<PathBuf>,
     /// What dumps say about the run.
     pub run_info: crate::recorder::dump::RunInfo,
+    /// The CUDA executor's device (None: the host engine).
+    pub gpu: Option<Kind>,
+    /// How operations are timed (the host engine: always the wall clock).
+    pub timing: Timing,
+    /// Capture each timed loop in a CUDA graph.
+    pub graph: bool,
+    /// The CUDA engine's protocol (None: by step size).
+    pub protocol: Option<crate::engine::exec::cuda::abi::Proto>,
 }
 
 impl Plan {

@@ -1,14 +1,16 @@
 //! What every rank thread does for each case: set up buffers, warm up,
-//! time iterations, check, and report its numbers.
+//! time iterations, check, and report its numbers. The rank's executor is
+//! behind [`RankRunner`]: operations are started, then waited for, so a
+//! device executor queues a whole timed loop before the first wait.
 
 use super::inject::{self, Fault};
 use super::plan::{Case, Plan};
+use crate::check::device::{CbVerdict, DeviceGen};
 use crate::check::{self, Rule, Verdict};
 use crate::engine::algo::{generate, Layout, Slice, Spec};
-use crate::engine::exec::host::RankBufs;
-use crate::engine::exec::{Compiled, ExecError, HostBuf, HostWorld, RankExec};
-use crate::engine::types::Engine;
-use crate::engine::types::Placement;
+use crate::engine::exec::cuda::abi::as_bytes;
+use crate::engine::exec::{Data, ExecError, HostWorld, OpDesc, RankRunner};
+use crate::engine::types::{Engine, Placement};
 use crate::launch::Mpi;
 use crate::recorder::model::IterKind;
 use crate::recorder::{OpInfo, RankRecorder, WORLD_GROUP};
@@ -50,38 +52,46 @@ pub fn buffer_bytes(plan: &Plan, cases: &[Case]) -> [usize; 3] {
 pub struct RankJob<'a> {
     pub plan: &'a Plan,
     pub cases: &'a [Case],
+    /// The barrier and the abort flag every executor shares.
     pub world: Arc<HostWorld>,
-    pub exec: RankExec,
+    pub runner: Box<dyn RankRunner + 'a>,
     pub rec: Arc<RankRecorder>,
     pub tx: Sender<Report>,
     /// The MPI world, for `--engine mpi` cases.
     pub mpi: Option<&'a Mpi>,
+    /// Times of `--engine mpi` operations not yet waited for.
+    pub lib_times: Vec<u64>,
+    /// Recorder entries started and not yet completed.
+    pub open: Vec<u64>,
+    /// Times of completed operations not yet taken by a wait.
+    pub settled: Vec<u64>,
 }
 
 /// One case's program and buffers, ready to run operations.
 struct Ready<'b> {
     case: &'b Case,
-    /// The builtin engine's program; None for a library engine.
-    compiled: Option<Compiled>,
+    /// Whether the builtin engine runs it (else a library engine).
+    builtin: bool,
     layout: Layout,
     info: OpInfo,
+    rule: Rule,
+    /// The device's input tables and their header's bytes (device ranks).
+    gen: Option<(DeviceGen, Vec<u8>)>,
 }
 
 impl RankJob<'_> {
-    pub fn run(self) -> Result<(), ExecError> {
-        let sizes = buffer_bytes(self.plan, self.cases);
-        let mut bufs = self.world.buffers(self.exec.rank(), sizes)?;
+    pub fn run(mut self) -> Result<(), ExecError> {
         let boot = OpInfo {
             group: "bootstrap",
             collective: "bootstrap",
             ..OpInfo::default()
         };
         let seq = self.rec.enter(&boot, IterKind::Bootstrap);
-        self.world.barrier(self.exec.rank())?;
+        self.world.barrier(self.rank())?;
         self.rec.complete("bootstrap", seq);
         for (i, case) in self.cases.iter().enumerate() {
             for &pl in &self.plan.placements {
-                let report = self.run_case(i, case, pl, &mut bufs)?;
+                let report = self.run_case(i, case, pl)?;
                 // The collector outlives the ranks unless it failed itself.
                 if self.tx.send(report).is_err() {
                     return Err(ExecError::Aborted);
@@ -91,56 +101,45 @@ impl RankJob<'_> {
         Ok(())
     }
 
-    fn run_case(
-        &self,
-        idx: usize,
-        case: &Case,
-        pl: Placement,
-        bufs: &mut [HostBuf; 3],
-    ) -> Result<Report, ExecError> {
+    fn rank(&self) -> usize {
+        self.runner.rank()
+    }
+
+    fn run_case(&mut self, idx: usize, case: &Case, pl: Placement) -> Result<Report, ExecError> {
         let plan = self.plan;
-        let rank = self.exec.rank();
         let ready = self.compile(case, pl)?;
-        let rule = Rule {
-            seed: plan.seed,
-            dtype: case.dtype,
-            op: case.op,
-            nranks: plan.ranks,
-        };
-        prepare(&rule, case, &ready.layout, rank, bufs);
+        self.prepare(&ready)?;
         self.barrier()?;
         for _ in 0..plan.warmup {
-            self.op(&ready, IterKind::Warmup, bufs)?;
+            self.op(&ready, IterKind::Warmup)?;
         }
+        self.wait()?;
         self.barrier()?;
-        let mut iter_ns = Vec::with_capacity(plan.iters);
         let start = Instant::now();
-        for _ in 0..plan.iters {
-            let t = Instant::now();
-            self.op(&ready, IterKind::Timed, bufs)?;
-            iter_ns.push(t.elapsed().as_nanos() as u64);
-        }
-        let total_ns = start.elapsed().as_nanos() as u64;
+        let iter_ns = if plan.graph && ready.builtin {
+            let seqs: Vec<u64> = (0..plan.iters)
+                .map(|_| self.rec.enter(&ready.info, IterKind::Timed))
+                .collect();
+            self.open.extend(seqs);
+            self.runner.launch_graph(plan.iters)?;
+            self.wait()?
+        } else {
+            for _ in 0..plan.iters {
+                self.op(&ready, IterKind::Timed)?;
+            }
+            self.wait()?
+        };
+        let total_ns = match plan.timing {
+            super::Timing::Wall => start.elapsed().as_nanos() as u64,
+            super::Timing::Events => iter_ns.iter().sum(),
+        };
         let mut verdict: Option<Verdict> = None;
         for _ in 0..plan.check_iters {
-            prepare(&rule, case, &ready.layout, rank, bufs);
+            self.prepare(&ready)?;
             self.barrier()?;
-            self.op(&ready, IterKind::Check, bufs)?;
-            let recv = view(
-                bufs,
-                &ready.layout,
-                Slice::recv(0),
-                case.dtype.size(),
-                case.counts.recv,
-            );
-            let v = check::verify(
-                &rule,
-                case.coll,
-                case.counts,
-                case.root.unwrap_or(0),
-                rank,
-                recv,
-            );
+            self.op(&ready, IterKind::Check)?;
+            self.wait()?;
+            let v = self.verify(&ready)?;
             match verdict.as_mut() {
                 Some(acc) => acc.merge(v),
                 None => verdict = Some(v),
@@ -149,16 +148,16 @@ impl RankJob<'_> {
         Ok(Report {
             case: idx,
             placement: pl,
-            rank,
+            rank: self.rank(),
             iter_ns,
             total_ns,
             verdict,
         })
     }
 
-    fn compile<'b>(&self, case: &'b Case, pl: Placement) -> Result<Ready<'b>, ExecError> {
-        let rank = self.exec.rank();
-        let spec = Spec {
+    fn compile<'b>(&mut self, case: &'b Case, pl: Placement) -> Result<Ready<'b>, ExecError> {
+        let rank = self.rank();
+        let mut spec = Spec {
             coll: case.coll,
             algo: case.algo,
             nranks: self.plan.ranks,
@@ -167,26 +166,42 @@ impl RankJob<'_> {
             counts: case.counts,
             placement: pl,
             channels: self.plan.channels,
-            chunk: self.world.chunk_elems(case.dtype),
+            chunk: self.runner.chunk_elems(case.dtype),
         };
         let layout = Layout::new(case.coll, case.counts, pl, rank);
-        let compiled = match case.engine {
-            Engine::Builtin => {
-                let program = generate(&spec).map_err(|e| ExecError::Setup(e.to_string()))?;
-                Some(Compiled::new(
-                    &self.world,
-                    &program,
-                    layout,
-                    case.dtype,
-                    case.op,
-                )?)
-            }
-            Engine::Mpi => None,
-        };
+        let builtin = case.engine == Engine::Builtin;
+        if builtin {
+            let program = if spec.channels == 0 {
+                // Auto: as many channels as the rank's block budget holds
+                // (some algorithms run several blocks per channel).
+                let budget = self.runner.auto_blocks(case.dtype, case.op)?.max(1);
+                spec.channels = budget;
+                let p = generate(&spec).map_err(|e| ExecError::Setup(e.to_string()))?;
+                let per = p.channels.len().div_ceil(budget).max(1);
+                if per > 1 {
+                    spec.channels = (budget / per).max(1);
+                    generate(&spec).map_err(|e| ExecError::Setup(e.to_string()))?
+                } else {
+                    p
+                }
+            } else {
+                generate(&spec).map_err(|e| ExecError::Setup(e.to_string()))?
+            };
+            let op = OpDesc {
+                coll: case.coll,
+                dtype: case.dtype,
+                op: case.op,
+                counts: case.counts,
+                root: case.root.unwrap_or(0),
+                nranks: self.plan.ranks,
+                layout,
+            };
+            self.runner.load(&op, &program)?;
+        }
         let info = OpInfo {
             group: WORLD_GROUP,
             collective: case.coll.name(),
-            algo: if case.engine == Engine::Builtin {
+            algo: if builtin {
                 case.algo.name()
             } else {
                 case.engine.name()
@@ -196,12 +211,92 @@ impl RankJob<'_> {
             bytes: case.bytes,
             root: case.root.map(|r| r as i64),
         };
+        let rule = Rule {
+            seed: self.plan.seed,
+            dtype: case.dtype,
+            op: case.op,
+            nranks: self.plan.ranks,
+        };
+        let gen = match self.runner.data() {
+            Data::Host(_) => None,
+            Data::Device(d) => {
+                let g = DeviceGen::new(&rule);
+                let addr = d.upload_words(g.words())?;
+                let header = as_bytes(&[g.header(addr)]).to_vec();
+                Some((g, header))
+            }
+        };
         Ok(Ready {
             case,
-            compiled,
+            builtin,
             layout,
             info,
+            rule,
+            gen,
         })
+    }
+
+    /// Poisons the receive view, then writes this rank's input into the send view.
+    fn prepare(&mut self, r: &Ready<'_>) -> Result<(), ExecError> {
+        let (case, rank) = (r.case, self.rank());
+        let es = case.dtype.size();
+        let (rb, ro) = r.layout.resolve(Slice::recv(0));
+        let (sb, so) = r.layout.resolve(Slice::send(0));
+        match (self.runner.data(), &r.gen) {
+            (Data::Host(bufs), _) => {
+                check::poison(
+                    case.dtype,
+                    &mut bufs[rb].as_mut_slice()[ro * es..(ro + case.counts.recv) * es],
+                );
+                check::fill_input(
+                    &r.rule,
+                    rank,
+                    &mut bufs[sb].as_mut_slice()[so * es..(so + case.counts.send) * es],
+                );
+                Ok(())
+            }
+            (Data::Device(d), Some((_, header))) => {
+                d.poison((rb, ro * es), case.counts.recv)?;
+                d.fill(header, rank as u32, (sb, so * es), case.counts.send)
+            }
+            (Data::Device(_), None) => Err(ExecError::Setup("device inputs not built".into())),
+        }
+    }
+
+    /// Checks this rank's receive view.
+    fn verify(&mut self, r: &Ready<'_>) -> Result<Verdict, ExecError> {
+        let (case, rank) = (r.case, self.rank());
+        let es = case.dtype.size();
+        let (b, o) = r.layout.resolve(Slice::recv(0));
+        let root = case.root.unwrap_or(0);
+        match (self.runner.data(), &r.gen) {
+            (Data::Host(bufs), _) => {
+                let recv = &bufs[b].as_slice()[o * es..(o + case.counts.recv) * es];
+                Ok(check::verify(
+                    &r.rule,
+                    case.coll,
+                    case.counts,
+                    root,
+                    rank,
+                    recv,
+                ))
+            }
+            (Data::Device(d), Some((g, header))) => {
+                let Some(e) = g.expect(case.coll, case.counts, root, rank) else {
+                    return Ok(Verdict::default());
+                };
+                let count = case.counts.recv;
+                let (c, first_bits) = d.verify(header, as_bytes(&[e]), (b, o * es), count)?;
+                let counters = CbVerdict {
+                    wrong: c[0],
+                    nan: c[1],
+                    first: c[2],
+                    pad: 0,
+                };
+                Ok(g.verdict_from(&e, count as u64, rank, &counters, first_bits))
+            }
+            (Data::Device(_), None) => Err(ExecError::Setup("device inputs not built".into())),
+        }
     }
 
     fn barrier(&self) -> Result<(), ExecError> {
@@ -211,51 +306,85 @@ impl RankJob<'_> {
             ..OpInfo::default()
         };
         let seq = self.rec.enter(&info, IterKind::Barrier);
-        self.world.barrier(self.exec.rank())?;
+        self.world.barrier(self.rank())?;
         self.rec.complete("barrier", seq);
         Ok(())
     }
 
-    /// One recorded collective, with any injected fault.
-    fn op(&self, r: &Ready<'_>, kind: IterKind, bufs: &mut [HostBuf; 3]) -> Result<(), ExecError> {
-        let rank = self.exec.rank();
+    /// Starts one recorded collective, with any injected fault.
+    fn op(&mut self, r: &Ready<'_>, kind: IterKind) -> Result<(), ExecError> {
+        let rank = self.rank();
         let seq = if self.plan.injects.is_empty() {
             self.rec.enter(&r.info, kind)
         } else {
-            self.faulty_begin(r, kind, bufs)?
+            self.faulty_begin(r, kind)?
         };
-        self.run_engine(r, bufs)?;
+        self.open.push(seq);
+        self.start(r)?;
+        if !r.builtin || self.runner.completes_on_launch() {
+            // Done already: record it as the host engine always has.
+            self.settle()?;
+        }
         if self
             .plan
             .injects
             .iter()
             .any(|f| f.fault == Fault::Corrupt && f.hits(rank, seq))
         {
-            let (b, o) = r.layout.resolve(Slice::recv(0));
-            let es = r.case.dtype.size();
-            inject::flip_bit(
-                r.case.dtype,
-                &mut bufs[b].as_mut_slice()[o * es..],
-                r.case.counts.recv / 2,
-            );
+            let at = r.layout.resolve(Slice::recv(0));
+            self.poke(r, at, r.case.counts.recv / 2, inject::flip_bit)?;
         }
-        self.rec.complete(WORLD_GROUP, seq);
         Ok(())
     }
 
-    /// Runs the operation on the case's engine.
-    fn run_engine(&self, r: &Ready<'_>, bufs: &mut [HostBuf; 3]) -> Result<(), ExecError> {
-        if let Some(compiled) = &r.compiled {
-            let rb = RankBufs {
-                bufs: [&bufs[0], &bufs[1], &bufs[2]],
-            };
-            return self.exec.run(compiled, &rb);
+    /// Waits for every started operation and completes their records;
+    /// returns the times of every operation since the last call.
+    fn wait(&mut self) -> Result<Vec<u64>, ExecError> {
+        self.settle()?;
+        Ok(std::mem::take(&mut self.settled))
+    }
+
+    /// Waits for the started operations, completes their records and keeps
+    /// their times for [`Self::wait`].
+    fn settle(&mut self) -> Result<(), ExecError> {
+        let (rec, open) = (&self.rec, &self.open);
+        let mut completed = 0;
+        let result = self.runner.wait(&mut |k| {
+            if let Some(&seq) = open.get(k) {
+                rec.complete(WORLD_GROUP, seq);
+                completed = completed.max(k + 1);
+            }
+        });
+        // Library operations ran to completion when they were started.
+        if !self.lib_times.is_empty() {
+            for &seq in &self.open[completed.min(self.open.len())..] {
+                self.rec.complete(WORLD_GROUP, seq);
+            }
+        }
+        self.open.clear();
+        self.settled.extend(result?);
+        self.settled.append(&mut self.lib_times);
+        Ok(())
+    }
+
+    /// Starts the operation on the case's engine.
+    fn start(&mut self, r: &Ready<'_>) -> Result<(), ExecError> {
+        if r.builtin {
+            return self.runner.launch();
         }
         let m = self
             .mpi
             .ok_or_else(|| ExecError::Setup("--engine mpi needs an MPI launch".into()))?;
         let c = r.case;
-        let abort = || self.world.aborted();
+        let world = Arc::clone(&self.world);
+        let abort = move || world.aborted();
+        let timeout = self.plan.timeout();
+        let Data::Host(bufs) = self.runner.data() else {
+            return Err(ExecError::Setup(
+                "--engine mpi runs on host buffers only".into(),
+            ));
+        };
+        let t = Instant::now();
         m.run_collective(
             c.coll,
             c.dtype,
@@ -264,31 +393,58 @@ impl RankJob<'_> {
             c.root.unwrap_or(0),
             &r.layout,
             bufs,
-            self.plan.timeout(),
+            timeout,
             &abort,
-        )
+        )?;
+        self.lib_times.push(t.elapsed().as_nanos() as u64);
+        Ok(())
+    }
+
+    /// Applies `f` to element `index` of the view at `at` (host or device).
+    fn poke(
+        &mut self,
+        r: &Ready<'_>,
+        at: (usize, usize),
+        index: usize,
+        f: fn(crate::engine::Dtype, &mut [u8], usize),
+    ) -> Result<(), ExecError> {
+        let dtype = r.case.dtype;
+        let es = dtype.size();
+        let (b, o) = at;
+        match self.runner.data() {
+            Data::Host(bufs) => {
+                f(dtype, &mut bufs[b].as_mut_slice()[o * es..], index);
+                Ok(())
+            }
+            Data::Device(d) => {
+                let place = (b, (o + index) * es);
+                let mut elem = d.read(place, es)?;
+                f(dtype, &mut elem, 0);
+                d.write(place, &elem)
+            }
+        }
     }
 
     /// Begins a collective the injected faults may hang, delay or poison.
-    fn faulty_begin(
-        &self,
-        r: &Ready<'_>,
-        kind: IterKind,
-        bufs: &mut [HostBuf; 3],
-    ) -> Result<u64, ExecError> {
-        let rank = self.exec.rank();
+    fn faulty_begin(&mut self, r: &Ready<'_>, kind: IterKind) -> Result<u64, ExecError> {
+        let rank = self.rank();
         let next = self.rec.next_seq(WORLD_GROUP);
+        let injects = &self.plan.injects;
         let hit = |want: fn(&Fault) -> bool| {
-            self.plan
-                .injects
+            injects
                 .iter()
                 .find(|f| want(&f.fault) && f.hits(rank, next))
         };
-        if hit(|f| *f == Fault::Hang).is_some() {
-            // Never enter: wait, as a hung process would, until the run stops.
+        let hang = hit(|f| *f == Fault::Hang).is_some();
+        let delay = hit(|f| matches!(f, Fault::Delay { .. })).map(|f| f.fault);
+        let nan = hit(|f| *f == Fault::Nan).is_some();
+        if hang {
+            // Never enter: wait, as a hung process would, until the run
+            // stops. What it started before still completes on the device.
+            self.wait()?;
             self.sleep_until(None)?;
         }
-        let seq = match hit(|f| matches!(f, Fault::Delay { .. })).map(|f| f.fault) {
+        let seq = match delay {
             Some(Fault::Delay { ms }) => {
                 let seq = self.rec.schedule(&r.info, kind);
                 self.sleep_until(Some(Duration::from_millis(ms)))?;
@@ -297,14 +453,9 @@ impl RankJob<'_> {
             }
             _ => self.rec.enter(&r.info, kind),
         };
-        if hit(|f| *f == Fault::Nan).is_some() {
-            let (b, o) = r.layout.resolve(Slice::send(0));
-            let es = r.case.dtype.size();
-            inject::poke_nan(
-                r.case.dtype,
-                &mut bufs[b].as_mut_slice()[o * es..],
-                r.case.counts.send / 2,
-            );
+        if nan {
+            let at = r.layout.resolve(Slice::send(0));
+            self.poke(r, at, r.case.counts.send / 2, inject::poke_nan)?;
         }
         Ok(seq)
     }
@@ -320,32 +471,4 @@ impl RankJob<'_> {
         }
         Ok(())
     }
-}
-
-/// Poisons the receive view, then writes this rank's input into the send view.
-fn prepare(rule: &Rule, case: &Case, layout: &Layout, rank: usize, bufs: &mut [HostBuf; 3]) {
-    let es = case.dtype.size();
-    let (rb, ro) = layout.resolve(Slice::recv(0));
-    check::poison(
-        case.dtype,
-        &mut bufs[rb].as_mut_slice()[ro * es..(ro + case.counts.recv) * es],
-    );
-    let (sb, so) = layout.resolve(Slice::send(0));
-    check::fill_input(
-        rule,
-        rank,
-        &mut bufs[sb].as_mut_slice()[so * es..(so + case.counts.send) * es],
-    );
-}
-
-/// The bytes of `count` elements of a view slice.
-fn view<'a>(
-    bufs: &'a [HostBuf; 3],
-    layout: &Layout,
-    s: Slice,
-    es: usize,
-    count: usize,
-) -> &'a [u8] {
-    let (b, o) = layout.resolve(s);
-    &bufs[b].as_slice()[o * es..(o + count) * es]
 }

@@ -17,7 +17,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 /// Default ring-buffer capacity (`--fr-entries`).
 pub const DEFAULT_ENTRIES: usize = 2000;
-const MAX_CHANNELS: usize = 64;
+const MAX_CHANNELS: usize = 128;
 
 /// The world's collectives are group "0", as in PyTorch.
 pub const WORLD_GROUP: &str = "0";

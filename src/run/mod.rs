@@ -52,56 +52,121 @@ fn fail(msg: impl std::fmt::Display) -> i32 {
     USAGE
 }
 
-/// Picks the engine's device: the device and, for `auto`, a line saying which.
-pub(crate) fn choose_device(s: &Sweep) -> Result<(String, Option<String>), String> {
-    let note = match s.device {
+/// The engine's device, as `meta.device` names it, with a line for people
+/// (for `auto`) and the devices used, as `meta.devices` lists them.
+pub(crate) struct Chosen {
+    pub device: String,
+    pub note: Option<String>,
+    pub devices: Vec<String>,
+}
+
+/// Whether NVRTC loads, or why not.
+fn nvrtc_usable() -> Result<(), String> {
+    crate::engine::exec::cuda::Nvrtc::get()
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+}
+
+/// Picks the engine's device and fixes the plan's timing accordingly.
+pub(crate) fn choose_device(s: &mut Sweep) -> Result<Chosen, String> {
+    use crate::harness::{GpuKind, Timing};
+    let ranks = s.plan.ranks;
+    let gpus = |d: &cuda_device::Devices| -> Vec<String> {
+        let n = d.devices.len().min(ranks).max(1);
+        d.devices
+            .iter()
+            .take(n)
+            .map(|x| {
+                format!(
+                    "GPU {}: {} ({}, {} SMs)",
+                    x.ordinal, x.name, x.arch, x.multiprocessors
+                )
+            })
+            .collect()
+    };
+    let (gpu, note, devices) = match s.device {
         DeviceChoice::Cuda => {
-            return Err(
-                "--device cuda: the CUDA executor is not in this build yet (its kernels are: see collbench info --compile-kernels); use --device host or auto"
-                    .into(),
+            let d = cuda_device::probe().map_err(|why| {
+                format!("--device cuda: no usable GPU ({why}); use --device host, auto, or cuda-emu")
+            })?;
+            nvrtc_usable().map_err(|why| {
+                format!("--device cuda needs NVRTC to compile its kernels: {why}")
+            })?;
+            (Some(GpuKind::Cuda), None, gpus(&d))
+        }
+        DeviceChoice::CudaEmu => {
+            let n: usize = std::env::var("COLLBENCH_EMU_GPUS").ok().and_then(|v| v.parse().ok()).unwrap_or(8);
+            (
+                Some(GpuKind::Emu),
+                None,
+                vec![format!("{} x collbench emulated GPU (CPU threads)", n.min(ranks).max(1))],
             )
         }
-        DeviceChoice::Host => None,
-        DeviceChoice::Auto => Some(match cuda_device::probe() {
-            Ok(d) => {
-                let names: Vec<String> = d
-                    .devices
-                    .iter()
-                    .map(|x| format!("{} ({})", x.name, x.arch))
-                    .collect();
-                format!(
-                    "GPU found ({}), but the CUDA executor is not in this build yet: running on the host engine ({} ranks)",
-                    names.join(", "),
-                    s.plan.ranks
-                )
-            }
-            Err(why) => format!(
-                "no usable GPU ({why}): running on the host engine ({} ranks)",
-                s.plan.ranks
+        DeviceChoice::Host => (None, None, Vec::new()),
+        DeviceChoice::Auto => match cuda_device::probe() {
+            Ok(d) if !s.mpi_world => match nvrtc_usable() {
+                Ok(()) => {
+                    let used = gpus(&d);
+                    let note = format!("running on the CUDA engine: {} ({ranks} ranks)", used.join(", "));
+                    (Some(GpuKind::Cuda), Some(note), used)
+                }
+                Err(why) => (
+                    None,
+                    Some(format!(
+                        "GPU found, but NVRTC is not usable ({why}): running on the host engine ({ranks} ranks)"
+                    )),
+                    Vec::new(),
+                ),
+            },
+            Ok(_) => (
+                None,
+                Some(format!("under MPI each process runs on the host engine ({ranks} ranks)")),
+                Vec::new(),
             ),
-        }),
+            Err(why) => (
+                None,
+                Some(format!("no usable GPU ({why}): running on the host engine ({ranks} ranks)")),
+                Vec::new(),
+            ),
+        },
     };
+    if gpu.is_some() && s.mpi_world {
+        return Err("--device cuda under mpirun/srun is not supported yet: run one process with --ranks N (virtual ranks share GPUs), or --device host".into());
+    }
     if let Some(e) = s
         .engines
         .iter()
-        .find(|e| *e != "builtin" && !(*e == "mpi" && s.mpi_world))
+        .find(|e| *e != "builtin" && !(*e == "mpi" && s.mpi_world && gpu.is_none()))
     {
         return Err(match e.as_str() {
+            "mpi" if gpu.is_some() => "--engine mpi runs on the host engine only: add --device host".into(),
             "mpi" if cfg!(feature = "mpi") => "--engine mpi needs an MPI launch: mpirun -np N collbench ...".into(),
             "mpi" => "--engine mpi needs a build with MPI (cargo build --release --features mpi) and an MPI launch".into(),
             _ => format!("--engine {e}: not available in this build (it has: builtin{})", if cfg!(feature = "mpi") { ", mpi" } else { "" }),
         });
     }
-    if s.timing.as_deref() == Some("events") {
-        return Err(
-            "--timing events needs the CUDA engine; the host engine times with the wall clock"
-                .into(),
-        );
+    s.plan.timing =
+        match (s.timing.as_deref(), gpu) {
+            (Some("events"), None) => return Err(
+                "--timing events needs the CUDA engine; the host engine times with the wall clock"
+                    .into(),
+            ),
+            (Some("wall"), _) | (_, None) => Timing::Wall,
+            _ => Timing::Events,
+        };
+    if s.graph && gpu.is_none() {
+        return Err("--graph needs the CUDA engine (--device cuda or cuda-emu)".into());
     }
-    if s.graph {
-        return Err("--graph needs the CUDA engine".into());
+    s.plan.gpu = gpu;
+    if gpu.is_none() && s.plan.channels == 0 {
+        // The host engine's ranks are threads: one channel each keeps them busy.
+        s.plan.channels = 1;
     }
-    Ok(("host".into(), note))
+    Ok(Chosen {
+        device: gpu.map_or("host", |k| k.name()).into(),
+        note,
+        devices,
+    })
 }
 
 /// Under MPI the world's size is the rank count.
@@ -155,7 +220,7 @@ fn sweep(coll: Option<Collective>, args: &RunArgs) -> i32 {
         Err(e) => return fail(e),
     };
     let leader = mpi.as_ref().is_none_or(|m| m.rank() == 0);
-    let (mut s, device) = match prepare(coll, args, mpi.as_ref(), leader) {
+    let (mut s, chosen) = match prepare(coll, args, mpi.as_ref(), leader) {
         Ok(x) => x,
         Err(e) => return fail(e),
     };
@@ -165,7 +230,7 @@ fn sweep(coll: Option<Collective>, args: &RunArgs) -> i32 {
         available: c.available,
         ranks: s.plan.ranks,
     });
-    let mut meta = meta(&s, &device);
+    let mut meta = meta(&s, &chosen);
     s.plan.run_info = crate::recorder::dump::RunInfo {
         host: meta.host.clone(),
         world_size: meta.world_size,
@@ -228,7 +293,7 @@ fn prepare(
     args: &RunArgs,
     mpi: Option<&Mpi>,
     leader: bool,
-) -> Result<(Sweep, String), String> {
+) -> Result<(Sweep, Chosen), String> {
     let mut s = world_args(args, mpi).and_then(|a| plan::build(coll, &a))?;
     if !leader {
         (s.quiet, s.json, s.csv, s.plot) = (true, None, None, None);
@@ -237,11 +302,11 @@ fn prepare(
     if let Some(m) = mpi {
         agree_dump_dir(&mut s, m)?;
     }
-    let (device, note) = choose_device(&s)?;
-    if let Some(n) = note.filter(|_| leader) {
+    let chosen = choose_device(&mut s)?;
+    if let Some(n) = chosen.note.as_ref().filter(|_| leader) {
         eprintln!("collbench: {n}");
     }
-    Ok((s, device))
+    Ok((s, chosen))
 }
 
 /// The process's exit code, with the closing message for people.
@@ -307,20 +372,29 @@ fn sinks(s: &Sweep) -> Result<Fanout, String> {
     Ok(f)
 }
 
-fn meta(s: &Sweep, device: &str) -> Meta {
+fn meta(s: &Sweep, chosen: &Chosen) -> Meta {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let devices = if chosen.devices.is_empty() {
+        vec![format!("{} ({cores} cores)", cpu_model())]
+    } else {
+        chosen.devices.clone()
+    };
     Meta {
         version: env!("CARGO_PKG_VERSION").into(),
         command: std::env::args().collect::<Vec<_>>().join(" "),
         host: hostname(),
         started_at: rfc3339_now(),
         world_size: s.plan.ranks,
-        device: device.into(),
-        devices: vec![format!("{} ({cores} cores)", cpu_model())],
+        device: chosen.device.clone(),
+        devices,
         iters: s.plan.iters,
         warmup: s.plan.warmup,
         seed: s.plan.seed,
-        timing: "wall".into(),
+        timing: match s.plan.timing {
+            crate::harness::Timing::Events => "events",
+            crate::harness::Timing::Wall => "wall",
+        }
+        .into(),
         notes: Vec::new(),
     }
 }

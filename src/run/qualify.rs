@@ -74,7 +74,7 @@ fn measure(s: &Sweep) -> Result<Vec<Row>, Outcome> {
 }
 
 /// Runs a check, and once more if it fails.
-fn run_check(c: &Check, s: &Sweep) -> CheckResult {
+fn run_check(c: &Check, s: &mut Sweep) -> CheckResult {
     let start = Instant::now();
     let mut result = CheckResult {
         title: c.title(),
@@ -129,7 +129,7 @@ pub fn qualify(a: &QualifyArgs) -> i32 {
     }
     let started = rfc3339_now();
     let mut results = Vec::new();
-    for (i, (c, s)) in checks.iter().zip(&sweeps).enumerate() {
+    for (i, (c, s)) in checks.iter().zip(&mut sweeps).enumerate() {
         eprintln!(
             "collbench: qualify: check {}/{}: {}",
             i + 1,

@@ -2,6 +2,9 @@
 //! building `kernels/` (the very source NVRTC compiles) with one of the
 //! drivers in this folder for one (dtype, op).
 
+// Each test binary that includes this module uses part of it.
+#![allow(dead_code)]
+
 use collbench::engine::exec::cuda::kernels;
 use collbench::engine::{Dtype, ReduceOp};
 use std::path::{Path, PathBuf};

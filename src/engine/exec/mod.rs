@@ -6,7 +6,9 @@ pub mod host;
 pub mod mem;
 #[cfg(feature = "mpi")]
 pub mod mpi_coll;
+pub mod runner;
 pub mod world;
 
 pub use host::{Compiled, ExecError, HostOptions, HostWorld, InProcess, Links, RankExec};
 pub use mem::HostBuf;
+pub use runner::{At, Data, DeviceData, HostRank, OpDesc, RankRunner};

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// The most channels one program may have.
-pub const MAX_CHANNELS: usize = 64;
+pub const MAX_CHANNELS: usize = 128;
 
 /// Tunables of the host engine.
 #[derive(Clone, Debug)]

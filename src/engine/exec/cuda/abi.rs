@@ -16,6 +16,10 @@ pub const CB_HAS_SRC: u32 = 4;
 pub const CB_HAS_DST: u32 = 8;
 pub const CB_DST_IN: u32 = 16;
 
+/// Flag or'ed into [`CbRank::proto`]: connections outside this GPU's
+/// memory, so the kernel orders its flags at system scope.
+pub const PROTO_SYS: u32 = 0x100;
+
 /// Which protocol a launch uses (the same for every rank of an operation).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u32)]

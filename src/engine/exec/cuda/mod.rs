@@ -4,8 +4,10 @@
 //! and the GPUs the driver sees ([`device`]). Launching comes next.
 
 pub mod abi;
+pub mod dev;
 pub mod device;
 pub mod kernels;
+pub mod launch;
 pub mod nvrtc;
 
 pub use kernels::{Arch, ArchError, Cache, Report, Variant};

@@ -1,0 +1,351 @@
+//! The CUDA executor end to end on the emulated device (`--device
+//! cuda-emu`): the real launcher, the real kernels (built by the host C++
+//! compiler, every block a thread), the real harness and reports. What CI
+//! proves here is what the GPU runs, except the memory ordering and the
+//! timings, which `scripts/gpu-acceptance.sh` checks on a GPU.
+//!
+//! Needs a host C++ compiler (`c++` or `$CXX`); without one each test says
+//! it is skipped, unless COLLBENCH_REQUIRE_CXX=1 makes that a failure.
+
+use assert_cmd::Command;
+use serde_json::Value;
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+
+mod emu;
+
+/// One kernel-library cache for every test of this binary, so each variant
+/// is compiled once.
+fn cache_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("cuda-emu-cache")
+}
+
+fn collbench() -> Command {
+    let mut c = Command::cargo_bin("collbench").expect("binary builds");
+    c.env("COLLBENCH_CACHE_DIR", cache_dir());
+    c
+}
+
+/// Runs a sweep on the emulated device; (exit code, results, stderr).
+fn run(args: &[&str]) -> (i32, Value, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let out = collbench()
+        .args(args)
+        .args([
+            "--device", "cuda-emu", "-q", "--iters", "2", "--warmup", "1",
+        ])
+        .args(["--json", json.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    let v =
+        serde_json::from_slice(&std::fs::read(&json).unwrap_or_default()).unwrap_or(Value::Null);
+    (out.status.code().unwrap_or(-1), v, stderr)
+}
+
+fn rows(v: &Value) -> &Vec<Value> {
+    v["rows"].as_array().expect("rows array")
+}
+
+/// Every row checked and clean.
+fn assert_clean(v: &Value, what: &str) {
+    for r in rows(v) {
+        assert_eq!(r["wrong"], 0, "{what}: {r}");
+        assert_eq!(r["nan"], 0, "{what}: {r}");
+    }
+}
+
+fn pairs(v: &Value) -> BTreeSet<(String, String)> {
+    rows(v)
+        .iter()
+        .map(|r| {
+            (
+                r["collective"].as_str().unwrap().to_string(),
+                r["algo"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+fn have_compiler(test: &str) -> bool {
+    emu::compiler(test).is_some()
+}
+
+#[test]
+fn every_collective_and_algorithm_is_bit_exact_on_1_2_3_and_5_ranks() {
+    if !have_compiler("every_collective_and_algorithm_is_bit_exact_on_1_2_3_and_5_ranks") {
+        return;
+    }
+    for n in ["1", "2", "3", "5"] {
+        let (code, v, err) = run(&["all", "--ranks", n, "--algo", "all", "--sizes", "8B:64K"]);
+        assert_eq!(code, 0, "{n} ranks: {err}");
+        assert_eq!(v["meta"]["device"], "cuda-emu");
+        assert_eq!(v["meta"]["timing"], "events");
+        assert_clean(&v, &format!("{n} ranks"));
+        // 13 (collective, algorithm) pairs, each at both placements.
+        assert_eq!(pairs(&v).len(), 13, "{n} ranks: {:?}", pairs(&v));
+        let placements: BTreeSet<&str> = rows(&v)
+            .iter()
+            .map(|r| r["placement"].as_str().unwrap())
+            .collect();
+        assert_eq!(placements.len(), 2);
+    }
+}
+
+/// Small slots make many steps; both protocols; a size whose bytes are a
+/// multiple of 16 (the kernel's vector path) and one that is not (its
+/// element path).
+#[test]
+fn both_protocols_move_many_steps_through_small_slots() {
+    if !have_compiler("both_protocols_move_many_steps_through_small_slots") {
+        return;
+    }
+    for proto in ["simple", "ll"] {
+        for n in ["2", "3", "5"] {
+            let (code, v, err) = run(&[
+                "all",
+                "--ranks",
+                n,
+                "--algo",
+                "all",
+                "--sizes",
+                "3996B:4000B:+4",
+                "--slot-size",
+                "1K",
+                "--channels",
+                "2",
+                "--protocol",
+                proto,
+            ]);
+            let what = format!("--protocol {proto} on {n} ranks");
+            assert_eq!(code, 0, "{what}: {err}");
+            assert_clean(&v, &what);
+            assert_eq!(pairs(&v).len(), 13, "{what}");
+        }
+    }
+}
+
+#[test]
+fn every_dtype_and_operator_reduces_bit_exact() {
+    if !have_compiler("every_dtype_and_operator_reduces_bit_exact") {
+        return;
+    }
+    for coll in ["all-reduce", "reduce-scatter", "reduce"] {
+        let (code, v, err) = run(&[
+            coll,
+            "--ranks",
+            "3",
+            "--dtype",
+            "all",
+            "--op",
+            "all",
+            "--algo",
+            "all",
+            "--sizes",
+            "8B:64K:x64",
+        ]);
+        assert_eq!(code, 0, "{coll}: {err}");
+        assert_clean(&v, coll);
+        let variants: BTreeSet<(&str, &str)> = rows(&v)
+            .iter()
+            .map(|r| (r["dtype"].as_str().unwrap(), r["op"].as_str().unwrap()))
+            .collect();
+        assert_eq!(variants.len(), 60, "{coll}: 12 types x 5 operators");
+    }
+}
+
+#[test]
+fn timing_methods_and_graphs_give_checked_rows() {
+    if !have_compiler("timing_methods_and_graphs_give_checked_rows") {
+        return;
+    }
+    for (args, timing) in [
+        (vec!["--timing", "events"], "events"),
+        (vec!["--timing", "wall"], "wall"),
+        (vec!["--graph"], "events"),
+        (vec!["--graph", "--timing", "wall"], "wall"),
+    ] {
+        let mut a = vec![
+            "all-reduce",
+            "--ranks",
+            "3",
+            "--algo",
+            "all",
+            "--sizes",
+            "64B:256K:x8",
+        ];
+        a.extend(&args);
+        let (code, v, err) = run(&a);
+        assert_eq!(code, 0, "{args:?}: {err}");
+        assert_eq!(v["meta"]["timing"], timing, "{args:?}");
+        assert_clean(&v, &format!("{args:?}"));
+        // 5 sizes x 3 algorithms x 2 placements.
+        assert_eq!(rows(&v).len(), 5 * 3 * 2, "{args:?}");
+        for r in rows(&v) {
+            assert!(r["time_us"].as_f64().unwrap() > 0.0, "{args:?}: {r}");
+        }
+    }
+}
+
+#[test]
+fn an_injected_hang_exits_3_with_dumps_and_analyze_names_the_rank() {
+    if !have_compiler("an_injected_hang_exits_3_with_dumps_and_analyze_names_the_rank") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let dumps = dir.path().join("dumps");
+    let out = collbench()
+        .args([
+            "all-reduce",
+            "--device",
+            "cuda-emu",
+            "--ranks",
+            "4",
+            "--sizes",
+            "1K",
+        ])
+        .args(["--inject", "hang:rank=2,seq=5", "--timeout", "3s", "-q"])
+        .arg("--dump-dir")
+        .arg(&dumps)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(err.contains("hang detected"), "{err}");
+    // The kernels' progress reached the dumps: the waiting ranks' channels
+    // say on whom they wait.
+    let rank0: Value =
+        serde_json::from_slice(&std::fs::read(dumps.join("rank0.json")).unwrap()).unwrap();
+    let stuck: Vec<&Value> = rank0["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["state"] != "completed" && e["pg"] == "0")
+        .collect();
+    assert_eq!(stuck.len(), 1, "{stuck:?}");
+    assert_eq!(stuck[0]["seq"], 5);
+    let chans = stuck[0]["channels"].as_array().expect("channel progress");
+    assert!(
+        chans.iter().any(|c| c["waiting_on"]["peer"] == 2),
+        "{chans:?}"
+    );
+    let out = collbench()
+        .arg("analyze")
+        .arg(&dumps)
+        .arg("--json")
+        .output()
+        .unwrap();
+    let d: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(d["culprits"], serde_json::json!([2]), "{d}");
+    assert_eq!(d["findings"][0]["seq"], 5, "{d}");
+}
+
+#[test]
+fn nan_and_corrupt_injections_fail_the_check_naming_rank_and_element() {
+    if !have_compiler("nan_and_corrupt_injections_fail_the_check_naming_rank_and_element") {
+        return;
+    }
+    for (spec, got) in [("nan:rank=1", "NaN"), ("corrupt:rank=1", "got")] {
+        let out = collbench()
+            .args([
+                "all-reduce",
+                "--device",
+                "cuda-emu",
+                "--ranks",
+                "3",
+                "--sizes",
+                "1K",
+            ])
+            .args(["--inject", spec, "--iters", "2", "--warmup", "1"])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(out.status.code(), Some(1), "{spec}: {text}");
+        let line = text
+            .lines()
+            .find(|l| l.contains("first wrong value"))
+            .unwrap_or_else(|| panic!("{spec}: no first wrong value in\n{text}"));
+        assert!(
+            line.contains("rank ") && line.contains("element "),
+            "{line}"
+        );
+        assert!(line.contains(got), "{spec}: {line}");
+    }
+}
+
+#[test]
+fn a_device_too_small_for_the_layout_is_refused_before_launch() {
+    if !have_compiler("a_device_too_small_for_the_layout_is_refused_before_launch") {
+        return;
+    }
+    let out = collbench()
+        .env("COLLBENCH_EMU_GPUS", "1")
+        .env("COLLBENCH_EMU_SMS", "1")
+        .env("COLLBENCH_EMU_BLOCKS_PER_SM", "3")
+        .args([
+            "all-reduce",
+            "--device",
+            "cuda-emu",
+            "--ranks",
+            "4",
+            "--channels",
+            "2",
+        ])
+        .args(["--algo", "ring", "--sizes", "1K", "-q"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("4 rank(s) x 2 channel(s) = 8 blocks must be resident at once")
+            && err.contains("1 SMs x 3 blocks")
+            && err.contains("lower --ranks or --channels"),
+        "{err}"
+    );
+    assert!(!err.contains("panicked"), "{err}");
+}
+
+#[test]
+fn the_emulated_device_without_a_compiler_is_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::cargo_bin("collbench")
+        .unwrap()
+        .env("COLLBENCH_CACHE_DIR", dir.path())
+        .env("CXX", "/nonexistent/c++")
+        .args(["all-reduce", "--device", "cuda-emu", "--sizes", "1K", "-q"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("/nonexistent/c++") && err.contains("set CXX"),
+        "{err}"
+    );
+    assert!(!err.contains("panicked"), "{err}");
+}
+
+#[test]
+fn cuda_without_a_gpu_is_exit_2_naming_what_is_missing() {
+    if collbench::engine::exec::cuda::device::probe().is_ok() {
+        eprintln!(
+            "SKIPPED cuda_without_a_gpu_is_exit_2_naming_what_is_missing: this machine has a GPU"
+        );
+        return;
+    }
+    let out = collbench()
+        .args(["all-reduce", "--device", "cuda", "--sizes", "1K", "-q"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("--device cuda: no usable GPU ("), "{err}");
+    // auto never picks the emulated device: it runs on the host and says so.
+    let out = collbench()
+        .args(["all-reduce", "--sizes", "1K", "-q"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(err.contains("running on the host engine"), "{err}");
+}
