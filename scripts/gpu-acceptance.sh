@@ -1,0 +1,161 @@
+#!/usr/bin/env bash
+# The GPU hand-off (issue: the CUDA executor runs). On a machine with a GPU,
+# runs the acceptance matrix of the CUDA executor in a few minutes and writes
+# results/gpu-<gpu name>/: the JSON of every run, summary.md with the
+# machine, driver and every ratio, and a log.
+#
+#   scripts/gpu-acceptance.sh [COLLBENCH_BINARY] [OUT_DIR]
+#
+# Ratios are taken against references measured in the same run: the plain
+# device-to-device copy (PyTorch's copy_, timed with CUDA events) for the
+# one-rank all-reduce. Needs python3; PyTorch is optional (without it the copy
+# reference is skipped and said so).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+bin=${1:-target/release/collbench}
+gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 | tr ' /' '__')
+out=${2:-results/gpu-${gpu:-unknown}}
+mkdir -p "$out"
+log="$out/log.txt"
+: > "$log"
+fails=0
+say() { echo "$*" | tee -a "$log"; }
+run() { # name expected-exit command...
+  local name=$1 want=$2; shift 2
+  local t0=$SECONDS
+  # No step of this script should take minutes: a stuck one is killed.
+  timeout -s KILL "${STEP_LIMIT:-240}" "$@" > "$out/$name.out" 2> "$out/$name.err"
+  local rc=$?
+  if [ "$rc" = "$want" ]; then
+    say "PASS $name (exit $rc, $((SECONDS - t0)) s)"
+  else
+    say "FAIL $name: exit $rc, wanted $want ($((SECONDS - t0)) s); stderr:"
+    tail -5 "$out/$name.err" | tee -a "$log"
+    fails=$((fails + 1))
+  fi
+}
+
+"$bin" info --json > "$out/info.json" 2>> "$log" || true
+nvidia-smi >> "$log" 2>&1 || true
+
+say "== every collective x algorithm, checked, on 1, 2, 3 and 8 virtual ranks"
+for n in 1 2 3 8; do
+  run "all-n$n" 0 "$bin" all --device cuda --ranks "$n" --algo all --sizes 8B:4M:x8 \
+    --iters 5 --warmup 2 --json "$out/all-n$n.json" -q
+done
+say "== every dtype and op on 3 ranks"
+run dtype-op-n3 0 "$bin" all-reduce --device cuda --ranks 3 --dtype all --op all \
+  --algo all --sizes 8B:256K:x32 --iters 2 --warmup 1 --json "$out/dtype-op-n3.json" -q
+say "== timing methods and graphs"
+run timing-wall 0 "$bin" all-reduce --device cuda --ranks 4 --timing wall --sizes 8B:1M:x8 \
+  --json "$out/timing-wall.json" -q
+run graph 0 "$bin" all-reduce --device cuda --ranks 4 --graph --sizes 8B:1M:x8 \
+  --json "$out/graph.json" -q
+
+say "== performance"
+run perf-n1 0 "$bin" all-reduce --device cuda --ranks 1 --placement out --sizes 1M:1G:x4 \
+  --iters 20 --warmup 5 --json "$out/perf-n1.json" -q
+run perf-n8 0 "$bin" all-reduce --device cuda --ranks 8 --placement out --sizes 8B:1G:x8 \
+  --iters 20 --warmup 5 --json "$out/perf-n8.json" -q
+run perf-n8-graph 0 "$bin" all-reduce --device cuda --ranks 8 --placement out --graph \
+  --sizes 8B:8B --iters 50 --warmup 5 --json "$out/perf-n8-graph.json" -q
+if python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
+  python3 - "$out/copy.json" <<'PY'
+import json, sys, torch
+res = {}
+for size in [1 << 20, 16 << 20, 256 << 20, 1 << 30]:
+    a = torch.empty(size, dtype=torch.uint8, device="cuda")
+    b = torch.empty_like(a)
+    for _ in range(5):
+        b.copy_(a)
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    s.record()
+    for _ in range(20):
+        b.copy_(a)
+    e.record()
+    torch.cuda.synchronize()
+    us = s.elapsed_time(e) * 1e3 / 20
+    res[str(size)] = {"time_us": us, "gbps": size / us / 1e3}
+json.dump(res, open(sys.argv[1], "w"), indent=1)
+PY
+else
+  say "SKIP copy reference: PyTorch with CUDA not available"
+fi
+
+say "== an injected hang on 4 ranks: exit 3, dumps, analyze names rank 2"
+rm -rf "$out/hang-dumps"
+run hang 3 "$bin" all-reduce --device cuda --ranks 4 --inject hang:rank=2,seq=5 --timeout 3s \
+  --sizes 1K:1K --dump-dir "$out/hang-dumps" -q
+run analyze 1 "$bin" analyze "$out/hang-dumps" --json
+if ! python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert 2 in d["culprits"], d' "$out/analyze.out" 2>>"$log"; then
+  say "FAIL analyze does not name rank 2"; fails=$((fails + 1))
+fi
+run nan 1 "$bin" all-reduce --device cuda --ranks 3 --inject nan:rank=1,seq=1 --sizes 1K:1K -q
+run corrupt 1 "$bin" all-reduce --device cuda --ranks 3 --inject corrupt:rank=1,seq=1 --sizes 1K:1K -q
+
+if command -v compute-sanitizer > /dev/null; then
+  say "== compute-sanitizer"
+  for tool in memcheck racecheck synccheck; do
+    for c in all-reduce all-to-all; do
+      run "sanitizer-$tool-$c" 0 compute-sanitizer --tool "$tool" --error-exitcode 9 "$bin" "$c" \
+        --device cuda --ranks 3 --sizes 8B:64K:x64 --iters 1 --warmup 0 --placement out -q
+    done
+  done
+else
+  say "SKIP compute-sanitizer: not on PATH"
+fi
+
+python3 - "$out" "$fails" <<'PY' | tee "$out/summary.md"
+import json, os, sys
+out, fails = sys.argv[1], int(sys.argv[2])
+def load(name):
+    try:
+        return json.load(open(os.path.join(out, name)))
+    except Exception:
+        return None
+info = load("info.json") or {}
+print("# CUDA executor acceptance\n")
+gpus = info.get("gpus") or info.get("devices") or {}
+print(f"- machine: {json.dumps(gpus)[:400]}")
+print(f"- failed steps: {fails}\n")
+print("| check | rows | wrong | nan |\n|---|---|---|---|")
+for name in ["all-n1", "all-n2", "all-n3", "all-n8", "dtype-op-n3", "timing-wall", "graph"]:
+    r = load(name + ".json")
+    if not r:
+        print(f"| {name} | missing | | |"); continue
+    rows = r["rows"]
+    print(f"| {name} | {len(rows)} | {sum(max(x['wrong'],0) for x in rows)} | {sum(max(x['nan'],0) for x in rows)} |")
+copy = load("copy.json") or {}
+p1 = load("perf-n1.json")
+if p1:
+    print("\n## 1 rank, out-of-place all-reduce against a device-to-device copy\n")
+    print("| bytes | collbench algbw GB/s | copy GB/s | ratio (target >= 0.9 at >= 256 MiB) |\n|---|---|---|---|")
+    for row in p1["rows"]:
+        c = copy.get(str(row["bytes"]))
+        ratio = f"{row['algbw_gbps'] / c['gbps']:.3f}" if c else "n/a"
+        print(f"| {row['bytes']} | {row['algbw_gbps']:.1f} | {c['gbps']:.1f} | {ratio} |" if c else f"| {row['bytes']} | {row['algbw_gbps']:.1f} | n/a | n/a |")
+p8 = load("perf-n8.json")
+if p8:
+    print("\n## 8 virtual ranks, out-of-place all-reduce\n")
+    print("| bytes | time us | algbw GB/s | busbw GB/s | algo |\n|---|---|---|---|---|")
+    for row in p8["rows"]:
+        print(f"| {row['bytes']} | {row['time_us']:.2f} | {row['algbw_gbps']:.2f} | {row['busbw_gbps']:.2f} | {row['algo']} |")
+    big = [r for r in p8["rows"] if r["bytes"] >= 1 << 30]
+    c = copy.get(str(1 << 30))
+    if big and c:
+        r = big[0]
+        # Ring all-reduce on one GPU: each of n ranks reads its input once and
+        # its peers' messages, and writes its output and its messages:
+        # 2(n-1)/n of the buffer through the connections per rank, plus one
+        # read of the input and one write of the output, per rank.
+        n = 8
+        traffic = n * r["bytes"] * (2 + 4 * (n - 1) / n)
+        eff = traffic / (r["time_us"] * 1e3) / (2 * c["gbps"])
+        print(f"\n1 GiB: memory traffic {traffic / 2**30:.1f} GiB in {r['time_us']:.0f} us; "
+              f"{eff:.2f} of the copy's bandwidth (a copy moves 2 bytes per byte copied; target >= 0.8)")
+g = load("perf-n8-graph.json")
+if g:
+    print(f"\n8 ranks, 8 B, graph: {g['rows'][0]['time_us']:.2f} us (target <= 15 us)")
+print("\nLog: log.txt")
+PY
+exit $((fails > 0))
