@@ -59,6 +59,11 @@ run perf-n8 0 "$bin" all-reduce --device cuda --ranks 8 --placement out --sizes 
   --iters 20 --warmup 5 --json "$out/perf-n8.json" -q
 run perf-n8-graph 0 "$bin" all-reduce --device cuda --ranks 8 --placement out --graph \
   --sizes 8B:8B --iters 50 --warmup 5 --json "$out/perf-n8-graph.json" -q
+say "== NCCL side by side (one rank: NCCL refuses two ranks on one GPU)"
+run nccl-all-n1 0 "$bin" all --device cuda --ranks 1 --engine builtin,nccl --sizes 8B:4M:x8 \
+  --iters 5 --warmup 2 --json "$out/nccl-all-n1.json" -q
+run nccl-n1 0 "$bin" all-reduce --device cuda --ranks 1 --engine builtin,nccl --placement out \
+  --sizes 8B:1G:x8 --iters 20 --warmup 5 --json "$out/nccl-n1.json" -q
 if python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
   python3 - "$out/copy.json" <<'PY'
 import json, sys, torch
@@ -119,7 +124,7 @@ gpus = info.get("gpus") or info.get("devices") or {}
 print(f"- machine: {json.dumps(gpus)[:400]}")
 print(f"- failed steps: {fails}\n")
 print("| check | rows | wrong | nan |\n|---|---|---|---|")
-for name in ["all-n1", "all-n2", "all-n3", "all-n8", "dtype-op-n3", "timing-wall", "graph"]:
+for name in ["all-n1", "all-n2", "all-n3", "all-n8", "dtype-op-n3", "timing-wall", "graph", "nccl-all-n1"]:
     r = load(name + ".json")
     if not r:
         print(f"| {name} | missing | | |"); continue
@@ -153,6 +158,19 @@ if p8:
         eff = traffic / (r["time_us"] * 1e3) / (2 * c["gbps"])
         print(f"\n1 GiB: memory traffic {traffic / 2**30:.1f} GiB in {r['time_us']:.0f} us; "
               f"{eff:.2f} of the copy's bandwidth (a copy moves 2 bytes per byte copied; target >= 0.8)")
+nc = load("nccl-n1.json")
+if nc:
+    print(f"\n## 1 rank, out-of-place all-reduce against NCCL ({nc['meta'].get('nccl')})\n")
+    print("| bytes | builtin algbw GB/s | NCCL algbw GB/s | ratio (target >= 0.95 at >= 1 MiB) | builtin us | NCCL us | time ratio (target <= 1.2 at 8 B) |\n|---|---|---|---|---|---|---|")
+    by = {}
+    for row in nc["rows"]:
+        by.setdefault(row["bytes"], {})[row["engine"]] = row
+    for b in sorted(by):
+        e = by[b]
+        if "builtin" in e and "nccl" in e:
+            x, y = e["builtin"], e["nccl"]
+            bw = x["algbw_gbps"] / y["algbw_gbps"] if y["algbw_gbps"] > 0 else float("nan")
+            print(f"| {b} | {x['algbw_gbps']:.1f} | {y['algbw_gbps']:.1f} | {bw:.3f} | {x['time_us']:.2f} | {y['time_us']:.2f} | {x['time_us'] / y['time_us']:.2f} |")
 g = load("perf-n8-graph.json")
 if g:
     print(f"\n8 ranks, 8 B, graph: {g['rows'][0]['time_us']:.2f} us (target <= 15 us)")

@@ -349,3 +349,68 @@ fn cuda_without_a_gpu_is_exit_2_naming_what_is_missing() {
     assert_eq!(out.status.code(), Some(0), "{err}");
     assert!(err.contains("running on the host engine"), "{err}");
 }
+
+#[test]
+fn nccl_side_by_side_on_the_emulated_device_comes_from_the_stand_in() {
+    if !have_compiler("nccl_side_by_side_on_the_emulated_device_comes_from_the_stand_in") {
+        return;
+    }
+    for n in ["1", "3"] {
+        let (code, v, err) = run(&[
+            "all",
+            "--ranks",
+            n,
+            "--engine",
+            "builtin,nccl",
+            "--sizes",
+            "8B:64K:x8",
+        ]);
+        assert_eq!(code, 0, "{n} ranks: {err}");
+        assert_clean(&v, &format!("{n} ranks"));
+        let engines: BTreeSet<&str> = rows(&v)
+            .iter()
+            .map(|r| r["engine"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            engines,
+            BTreeSet::from(["builtin", "nccl-standin"]),
+            "{n} ranks"
+        );
+        assert!(
+            v["meta"]["nccl"]
+                .as_str()
+                .unwrap_or("")
+                .starts_with("nccl-standin"),
+            "{}",
+            v["meta"]
+        );
+        // Every collective has rows of both engines.
+        let colls = |e: &str| -> BTreeSet<String> {
+            rows(&v)
+                .iter()
+                .filter(|r| r["engine"] == e)
+                .map(|r| r["collective"].as_str().unwrap().to_string())
+                .collect()
+        };
+        assert_eq!(colls("builtin"), colls("nccl-standin"));
+        assert_eq!(colls("builtin").len(), 9);
+    }
+    // NCCL runs on the CUDA engine only.
+    let out = collbench()
+        .args([
+            "all-reduce",
+            "--device",
+            "host",
+            "--engine",
+            "builtin,nccl",
+            "-q",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("--engine nccl runs on the CUDA engine"),
+        "{err}"
+    );
+}

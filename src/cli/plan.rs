@@ -205,6 +205,7 @@ pub fn build(coll: Option<Collective>, a: &RunArgs) -> Result<Sweep, String> {
             .filter_map(|e| match *e {
                 "builtin" => Some(Engine::Builtin),
                 "mpi" => Some(Engine::Mpi),
+                "nccl" => Some(Engine::Nccl),
                 _ => None,
             })
             .collect(),

@@ -334,6 +334,8 @@ impl fmt::Display for ReduceOp {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Engine {
     Builtin,
+    /// NCCL's collectives on the CUDA executor's buffers and streams.
+    Nccl,
     Mpi,
 }
 
@@ -341,6 +343,7 @@ impl Engine {
     pub fn name(self) -> &'static str {
         match self {
             Engine::Builtin => "builtin",
+            Engine::Nccl => "nccl",
             Engine::Mpi => "mpi",
         }
     }

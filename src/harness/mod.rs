@@ -96,6 +96,8 @@ pub struct Outcome {
     /// Rows with wrong or NaN/Inf elements.
     pub bad_rows: usize,
     pub notes: Vec<String>,
+    /// What ran `--engine nccl` (NCCL's version and library, or the stand-in).
+    pub library: Option<String>,
 }
 
 /// Checks that the sweep's buffers fit in memory before anything is allocated.
@@ -199,7 +201,10 @@ pub fn run(plan: &Plan, sink: &mut dyn Sink, mpi: Option<&Mpi>) -> Result<Outcom
     let dir = dump_dir(plan);
     watchdog::install_signal_handlers();
     let dog = spawn_watchdog(plan, &world, &recs, &dir)?;
-    let mut outcome = Outcome::default();
+    let mut outcome = Outcome {
+        library: gpu.as_ref().and_then(|g| g.library_name()),
+        ..Outcome::default()
+    };
     outcome.notes.extend(
         unsupported
             .into_iter()
@@ -335,7 +340,14 @@ fn make_gpu_world(
     let mut opts = CudaOptions::new(kind, plan.host.slot_bytes, plan.timeout(), plan.timing);
     opts.proto = plan.protocol;
     let bytes = rank::buffer_bytes(plan, cases);
-    Ok(Some(CudaWorld::open(kind, Arc::clone(host), opts, bytes)?))
+    let nccl = plan.engines.contains(&Engine::Nccl);
+    Ok(Some(CudaWorld::open(
+        kind,
+        Arc::clone(host),
+        opts,
+        bytes,
+        nccl,
+    )?))
 }
 
 /// MPI tag of rank reports sent to rank 0.
@@ -563,7 +575,13 @@ fn make_row(
         });
     Row {
         collective: case.coll.name().into(),
-        engine: case.engine.name().into(),
+        engine: match (case.engine, plan.gpu) {
+            // On the emulated device NCCL's rows come from a host stand-in.
+            (Engine::Nccl, Some(crate::engine::exec::cuda::launch::Kind::Emu)) => {
+                "nccl-standin".into()
+            }
+            (e, _) => e.name().into(),
+        },
         algo: match case.engine {
             Engine::Builtin => case.algo.name().into(),
             other => other.name().into(),

@@ -150,7 +150,7 @@ pub fn cases(plan: &Plan) -> (Vec<Case>, usize) {
 fn algos_of(plan: &Plan, coll: Collective, engine: Engine) -> Vec<Option<Algo>> {
     match (&plan.algos, engine) {
         // A library's collectives have no algorithm of ours to choose.
-        (_, Engine::Mpi) | (AlgoChoice::Auto, _) => vec![None],
+        (_, Engine::Mpi | Engine::Nccl) | (AlgoChoice::Auto, _) => vec![None],
         (AlgoChoice::List(l), Engine::Builtin) => l
             .iter()
             .filter(|a| coll.algos().contains(a))

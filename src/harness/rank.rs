@@ -70,8 +70,9 @@ pub struct RankJob<'a> {
 /// One case's program and buffers, ready to run operations.
 struct Ready<'b> {
     case: &'b Case,
-    /// Whether the builtin engine runs it (else a library engine).
-    builtin: bool,
+    /// Whether the rank's runner runs it (the builtin engine, NCCL), else
+    /// the harness calls a host library (MPI).
+    on_runner: bool,
     layout: Layout,
     info: OpInfo,
     rule: Rule,
@@ -108,6 +109,7 @@ impl RankJob<'_> {
     fn run_case(&mut self, idx: usize, case: &Case, pl: Placement) -> Result<Report, ExecError> {
         let plan = self.plan;
         let ready = self.compile(case, pl)?;
+        self.quiesce()?;
         self.prepare(&ready)?;
         self.barrier()?;
         for _ in 0..plan.warmup {
@@ -116,7 +118,7 @@ impl RankJob<'_> {
         self.wait()?;
         self.barrier()?;
         let start = Instant::now();
-        let iter_ns = if plan.graph && ready.builtin {
+        let iter_ns = if plan.graph && ready.on_runner {
             let seqs: Vec<u64> = (0..plan.iters)
                 .map(|_| self.rec.enter(&ready.info, IterKind::Timed))
                 .collect();
@@ -135,6 +137,7 @@ impl RankJob<'_> {
         };
         let mut verdict: Option<Verdict> = None;
         for _ in 0..plan.check_iters {
+            self.quiesce()?;
             self.prepare(&ready)?;
             self.barrier()?;
             self.op(&ready, IterKind::Check)?;
@@ -169,7 +172,19 @@ impl RankJob<'_> {
             chunk: self.runner.chunk_elems(case.dtype),
         };
         let layout = Layout::new(case.coll, case.counts, pl, rank);
+        let op = OpDesc {
+            coll: case.coll,
+            dtype: case.dtype,
+            op: case.op,
+            counts: case.counts,
+            root: case.root.unwrap_or(0),
+            nranks: self.plan.ranks,
+            layout,
+        };
         let builtin = case.engine == Engine::Builtin;
+        if case.engine == Engine::Nccl {
+            self.runner.load_library(&op, Engine::Nccl)?;
+        }
         if builtin {
             let program = if spec.channels == 0 {
                 // Auto: as many channels as the rank's block budget holds
@@ -186,15 +201,6 @@ impl RankJob<'_> {
                 }
             } else {
                 generate(&spec).map_err(|e| ExecError::Setup(e.to_string()))?
-            };
-            let op = OpDesc {
-                coll: case.coll,
-                dtype: case.dtype,
-                op: case.op,
-                counts: case.counts,
-                root: case.root.unwrap_or(0),
-                nranks: self.plan.ranks,
-                layout,
             };
             self.runner.load(&op, &program)?;
         }
@@ -228,7 +234,7 @@ impl RankJob<'_> {
         };
         Ok(Ready {
             case,
-            builtin,
+            on_runner: case.engine != Engine::Mpi,
             layout,
             info,
             rule,
@@ -299,6 +305,16 @@ impl RankJob<'_> {
         }
     }
 
+    /// On a device, waits until every rank has finished its operations, so
+    /// no data kernel is queued while another rank's persistent kernel still
+    /// holds the device (its blocks could wait behind ours for a slot).
+    fn quiesce(&mut self) -> Result<(), ExecError> {
+        match self.runner.data() {
+            Data::Device(_) => self.barrier(),
+            Data::Host(_) => Ok(()),
+        }
+    }
+
     fn barrier(&self) -> Result<(), ExecError> {
         let info = OpInfo {
             group: "barrier",
@@ -321,7 +337,7 @@ impl RankJob<'_> {
         };
         self.open.push(seq);
         self.start(r)?;
-        if !r.builtin || self.runner.completes_on_launch() {
+        if !r.on_runner || self.runner.completes_on_launch() {
             // Done already: record it as the host engine always has.
             self.settle()?;
         }
@@ -369,7 +385,7 @@ impl RankJob<'_> {
 
     /// Starts the operation on the case's engine.
     fn start(&mut self, r: &Ready<'_>) -> Result<(), ExecError> {
-        if r.builtin {
+        if r.on_runner {
             return self.runner.launch();
         }
         let m = self

@@ -357,6 +357,7 @@ pub mod tests {
                 seed: 1,
                 timing: "wall".into(),
                 notes: vec![],
+                nccl: None,
             },
             rows,
         )

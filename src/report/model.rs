@@ -73,7 +73,7 @@ pub struct Meta {
     /// RFC 3339, UTC.
     pub started_at: String,
     pub world_size: usize,
-    /// `host` or `cuda`.
+    /// `host`, `cuda` or `cuda-emu`.
     pub device: String,
     /// One line per device used (CPU model for the host engine).
     pub devices: Vec<String>,
@@ -88,6 +88,9 @@ pub struct Meta {
     /// Anything the run wants a reader to know (engine choice, caps).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+    /// What ran `--engine nccl`: NCCL's version and library, or the stand-in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nccl: Option<String>,
 }
 
 /// A whole results file.

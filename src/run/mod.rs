@@ -133,12 +133,13 @@ pub(crate) fn choose_device(s: &mut Sweep) -> Result<Chosen, String> {
     if gpu.is_some() && s.mpi_world {
         return Err("--device cuda under mpirun/srun is not supported yet: run one process with --ranks N (virtual ranks share GPUs), or --device host".into());
     }
-    if let Some(e) = s
-        .engines
-        .iter()
-        .find(|e| *e != "builtin" && !(*e == "mpi" && s.mpi_world && gpu.is_none()))
-    {
+    if let Some(e) = s.engines.iter().find(|e| {
+        *e != "builtin"
+            && !(*e == "mpi" && s.mpi_world && gpu.is_none())
+            && !(*e == "nccl" && gpu.is_some())
+    }) {
         return Err(match e.as_str() {
+            "nccl" => "--engine nccl runs on the CUDA engine: add --device cuda (or cuda-emu for its stand-in)".into(),
             "mpi" if gpu.is_some() => "--engine mpi runs on the host engine only: add --device host".into(),
             "mpi" if cfg!(feature = "mpi") => "--engine mpi needs an MPI launch: mpirun -np N collbench ...".into(),
             "mpi" => "--engine mpi needs a build with MPI (cargo build --release --features mpi) and an MPI launch".into(),
@@ -258,6 +259,7 @@ fn sweep(coll: Option<Collective>, args: &RunArgs) -> i32 {
     meta.notes.extend(capped.iter().map(|w| w.to_string()));
     if let Ok(o) = &result {
         meta.notes.extend(o.notes.iter().cloned());
+        meta.nccl = o.library.clone();
     }
     let results = Results::new(meta, std::mem::take(&mut sink.rows));
     if let Err(e) = sink.finish(&results) {
@@ -396,6 +398,7 @@ fn meta(s: &Sweep, chosen: &Chosen) -> Meta {
         }
         .into(),
         notes: Vec::new(),
+        nccl: None,
     }
 }
 

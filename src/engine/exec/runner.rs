@@ -8,7 +8,7 @@ use super::host::{Compiled, RankBufs, RankExec};
 use super::mem::HostBuf;
 use super::world::{ExecError, HostWorld};
 use crate::engine::algo::{Layout, Program};
-use crate::engine::types::{Collective, Counts, Dtype, ReduceOp};
+use crate::engine::types::{Collective, Counts, Dtype, Engine, ReduceOp};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -69,6 +69,15 @@ pub trait RankRunner: Send {
     }
     /// Makes `program` the operation [`RankRunner::launch`] runs.
     fn load(&mut self, op: &OpDesc, program: &Program) -> Result<(), ExecError>;
+    /// Makes a library's collective (`--engine nccl`) the operation
+    /// [`RankRunner::launch`] runs, on the same buffers.
+    fn load_library(&mut self, op: &OpDesc, engine: Engine) -> Result<(), ExecError> {
+        let _ = op;
+        Err(ExecError::Setup(format!(
+            "--engine {} runs on the CUDA engine only (--device cuda, or cuda-emu for its stand-in)",
+            engine.name()
+        )))
+    }
     /// Starts one operation (the host runs it to completion here).
     fn launch(&mut self) -> Result<(), ExecError>;
     /// Whether [`RankRunner::launch`] returns only once the operation

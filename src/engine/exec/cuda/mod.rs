@@ -8,6 +8,7 @@ pub mod dev;
 pub mod device;
 pub mod kernels;
 pub mod launch;
+pub mod nccl;
 pub mod nvrtc;
 
 pub use kernels::{Arch, ArchError, Cache, Report, Variant};

@@ -94,6 +94,12 @@ pub trait Device: Send + Sync {
     fn free_mapped(&self, m: Mapped) -> Result<(), DevError>;
     /// A stream that never waits implicitly for other streams.
     fn stream(&self) -> Result<StreamId, DevError>;
+    /// The driver's handle of `s` (a `CUstream`), for libraries that take
+    /// one (NCCL); `None` on the emulated device.
+    fn raw_stream(&self, s: StreamId) -> Option<u64> {
+        let _ = s;
+        None
+    }
     /// Copies `src` to `dst` after the stream's earlier work; returns once done.
     fn upload(&self, s: StreamId, dst: DevPtr, src: &[u8]) -> Result<(), DevError>;
     /// Copies `dst.len()` bytes from `src` after the stream's earlier work; returns once done.

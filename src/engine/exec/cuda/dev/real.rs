@@ -228,6 +228,10 @@ impl Device for RealDevice {
         Ok(StreamId(t.streams.len() - 1))
     }
 
+    fn raw_stream(&self, s: StreamId) -> Option<u64> {
+        self.stream_of(s).ok().map(|st| st as u64)
+    }
+
     fn upload(&self, s: StreamId, dst: DevPtr, src: &[u8]) -> Result<(), DevError> {
         let (st, stage) = self.staged(s)?;
         for (i, part) in src.chunks(STAGE).enumerate() {

@@ -1,0 +1,183 @@
+//! `--engine nccl` on a CUDA world: NCCL's collectives on the ranks' own
+//! buffers and streams (one rank per GPU), or, on the emulated device,
+//! a stand-in that computes each collective on the host from every rank's
+//! input (so the engine-pairing code runs in CI; its rows say
+//! `nccl-standin`).
+
+use super::rank::{CudaRank, Pending};
+use super::{dev_err, CudaWorld, Kind};
+use crate::engine::elem;
+use crate::engine::exec::cuda::nccl::{self, Call, Comms, Nccl};
+use crate::engine::exec::runner::{At, DeviceData, OpDesc};
+use crate::engine::exec::world::ExecError;
+use crate::engine::types::{Collective, Counts, Dtype, ReduceOp};
+use std::sync::Mutex;
+use std::time::Instant;
+
+/// What runs a world's library operations.
+pub(super) enum Library {
+    Nccl(Comms),
+    /// Every rank's input of the operation under way, by rank.
+    StandIn(Mutex<Vec<Vec<u8>>>),
+}
+
+/// A library operation as a rank runs it.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct LibOp {
+    coll: Collective,
+    dtype: Dtype,
+    op: ReduceOp,
+    counts: Counts,
+    root: usize,
+    nranks: usize,
+    send: At,
+    recv: At,
+}
+
+impl LibOp {
+    pub(super) fn new(op: &OpDesc) -> LibOp {
+        let es = op.dtype.size();
+        let at = |s| {
+            let (b, o) = op.layout.resolve(s);
+            (b, o * es)
+        };
+        LibOp {
+            coll: op.coll,
+            dtype: op.dtype,
+            op: op.op,
+            counts: op.counts,
+            root: op.root,
+            nranks: op.nranks,
+            send: at(crate::engine::algo::Slice::send(0)),
+            recv: at(crate::engine::algo::Slice::recv(0)),
+        }
+    }
+}
+
+/// The library of a world that runs `--engine nccl`: NCCL's communicators
+/// (one rank per GPU) or, on the emulated device, the stand-in.
+pub(super) fn open(world: &CudaWorld) -> Result<Library, ExecError> {
+    let n = world.of_rank.len();
+    if world.kind == Kind::Emu {
+        return Ok(Library::StandIn(Mutex::new(vec![Vec::new(); n])));
+    }
+    let lib = Nccl::get().map_err(|e| ExecError::Setup(format!("--engine nccl: {e}")))?;
+    if world.devices.len() < n {
+        return Err(ExecError::Setup(format!(
+            "--engine nccl needs one GPU per rank (NCCL refuses two ranks on one GPU): {n} ranks, {} GPU(s); lower --ranks to {}",
+            world.devices.len(),
+            world.devices.len()
+        )));
+    }
+    let ordinals: Vec<i32> = world
+        .of_rank
+        .iter()
+        .map(|&d| world.devices[d].desc().ordinal as i32)
+        .collect();
+    let comms = lib
+        .comms(&ordinals)
+        .map_err(|e| ExecError::Setup(format!("--engine nccl: {e}")))?;
+    Ok(Library::Nccl(comms))
+}
+
+impl CudaRank {
+    /// Runs one stand-in operation to completion, timed by the host clock.
+    pub(super) fn stand_in_op(&mut self, lib: LibOp) -> Result<(), ExecError> {
+        let world = std::sync::Arc::clone(&self.world);
+        let Some(Library::StandIn(inputs)) = world.library.as_ref() else {
+            return Err(ExecError::Setup("no NCCL stand-in in this world".into()));
+        };
+        let t = Instant::now();
+        self.stand_in(inputs, lib)?;
+        self.pending
+            .push(Pending::Done(t.elapsed().as_nanos() as u64));
+        Ok(())
+    }
+
+    /// Enqueues NCCL's collective on the rank's stream (also into a graph
+    /// being captured).
+    pub(super) fn enqueue_nccl(&mut self, comms: &Comms, lib: LibOp) -> Result<(), ExecError> {
+        let nccl = Nccl::get().map_err(ExecError::Setup)?;
+        let dtype = nccl.dtype(lib.dtype).ok_or_else(|| {
+            ExecError::Setup(format!(
+                "NCCL {} has no {} (fp8 needs NCCL 2.24 or later)",
+                nccl.version_string(),
+                lib.dtype.name()
+            ))
+        })?;
+        let stream = self
+            .dev
+            .raw_stream(self.stream)
+            .ok_or_else(|| ExecError::Setup("NCCL needs a real CUDA stream".into()))?;
+        let call = Call {
+            coll: lib.coll,
+            dtype,
+            op: nccl::op(lib.op),
+            counts: lib.counts,
+            root: lib.root,
+            nranks: lib.nranks,
+            rank: self.rank,
+            send: self.addr(lib.send)?,
+            recv: self.addr(lib.recv)?,
+            esize: lib.dtype.size(),
+        };
+        comms
+            .enqueue(&call, stream)
+            .map_err(|e| ExecError::Setup(format!("NCCL: {e}")))
+    }
+
+    /// The stand-in: every rank deposits its input, then writes its output
+    /// computed on the host, between two barriers of the world.
+    fn stand_in(&mut self, inputs: &Mutex<Vec<Vec<u8>>>, lib: LibOp) -> Result<(), ExecError> {
+        let es = lib.dtype.size();
+        self.dev.sync(self.stream).map_err(dev_err)?;
+        let mine = self.read(lib.send, lib.counts.send * es)?;
+        let poisoned = || ExecError::Setup("stand-in inputs poisoned".into());
+        inputs.lock().map_err(|_| poisoned())?[self.rank] = mine;
+        self.world.host.barrier(self.rank)?;
+        let out = {
+            let all = inputs.lock().map_err(|_| poisoned())?;
+            output(&lib, self.rank, &all)
+        };
+        if let Some(out) = out {
+            self.write(lib.recv, &out)?;
+        }
+        // Nobody deposits the next operation's input before all have read.
+        self.world.host.barrier(self.rank)
+    }
+}
+
+/// Rank `rank`'s output of `lib` from every rank's input (None: it gets none).
+fn output(lib: &LibOp, rank: usize, inputs: &[Vec<u8>]) -> Option<Vec<u8>> {
+    let (es, b, n, root) = (lib.dtype.size(), lib.counts.block, lib.nranks, lib.root);
+    let part = |q: usize, from: usize, len: usize| -> &[u8] {
+        inputs[q].get(from * es..(from + len) * es).unwrap_or(&[])
+    };
+    let reduce = |from: usize, len: usize| {
+        let mut out = vec![0u8; len * es];
+        let parts: Vec<&[u8]> = (0..n).map(|q| part(q, from, len)).collect();
+        if parts.iter().any(|p| p.len() != len * es) {
+            return out;
+        }
+        let ptrs: Vec<*const u8> = parts.iter().map(|p| p.as_ptr()).collect();
+        // SAFETY: every input holds `len` elements (checked above) and `out`
+        // is a separate buffer of the same size.
+        unsafe {
+            elem::reduce(lib.dtype, lib.op, out.as_mut_ptr(), &ptrs, len);
+            elem::finish(lib.dtype, lib.op, n, out.as_mut_ptr(), len);
+        }
+        out
+    };
+    let gather = |from: usize| (0..n).flat_map(|q| part(q, from, b).to_vec()).collect();
+    match lib.coll {
+        Collective::AllReduce => Some(reduce(0, lib.counts.recv)),
+        Collective::ReduceScatter => Some(reduce(rank * b, b)),
+        Collective::Reduce => (rank == root).then(|| reduce(0, lib.counts.recv)),
+        Collective::AllGather => Some(gather(0)),
+        Collective::Gather => (rank == root).then(|| gather(0)),
+        Collective::AllToAll => Some(gather(rank * b)),
+        Collective::Broadcast => Some(part(root, 0, lib.counts.recv).to_vec()),
+        Collective::Scatter => Some(part(root, rank * b, b).to_vec()),
+        Collective::SendRecv => Some(part((rank + n - 1) % n, 0, lib.counts.recv).to_vec()),
+    }
+}

@@ -1,0 +1,378 @@
+//! The CUDA launcher, written once against [`Device`]: a world of ranks
+//! placed on devices (one per GPU when there are enough, virtual ranks
+//! sharing a GPU otherwise), their connections, and each rank's runner:
+//! buffers and tables in device memory, one persistent `cb_collective`
+//! launch per operation on the rank's own stream, CUDA events around each,
+//! status and per-channel progress in host-mapped memory that the waiting
+//! host thread reads (for the flight recorder, the abort and the timeout
+//! record the kernels leave).
+//!
+//! Deadlock rules kept here: every rank's blocks must be resident at once
+//! (checked against the occupancy query before any launch); ranks sharing a
+//! GPU never outnumber its hardware queues; device memory is freed only once
+//! every rank has stopped (a free may wait for the whole device); data
+//! kernels finish before a rank reaches the barrier that precedes an
+//! operation.
+
+use super::abi::{CbProgress, CbStatus, ConnKey, ConnShape, Proto};
+use super::dev::{DevError, DevPtr, Device, Mapped, StreamId};
+use crate::engine::algo::MAX_PEERS;
+use crate::engine::exec::world::{ExecError, HostWorld, MAX_CHANNELS};
+use crate::engine::observe::Observer;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// Which device implementation a world runs on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Cuda,
+    Emu,
+}
+
+impl Kind {
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Cuda => "cuda",
+            Kind::Emu => "cuda-emu",
+        }
+    }
+}
+
+/// How operations are timed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Timing {
+    /// CUDA events around every operation on the rank's stream.
+    Events,
+    /// The host clock from the first launch to the end of the wait
+    /// (nccl-tests' method), shared evenly between the operations.
+    Wall,
+}
+
+/// Tunables of the CUDA executor.
+#[derive(Clone, Copy, Debug)]
+pub struct CudaOptions {
+    pub shape: ConnShape,
+    pub threads: u32,
+    pub timeout: Duration,
+    pub timing: Timing,
+    /// The protocol of every operation (None: low-latency for steps that
+    /// fit its slots, simple otherwise).
+    pub proto: Option<Proto>,
+}
+
+impl CudaOptions {
+    /// The defaults for `kind`, with simple-protocol slots of `slot_bytes`.
+    pub fn new(kind: Kind, slot_bytes: usize, timeout: Duration, timing: Timing) -> CudaOptions {
+        let slot_bytes = slot_bytes.next_multiple_of(16).max(64);
+        CudaOptions {
+            shape: ConnShape {
+                slots: 4,
+                slot_bytes,
+                // Half of a line is payload: the same payload as a simple slot, at most 16 KiB.
+                ll_slot_bytes: (2 * slot_bytes).min(32 << 10),
+            },
+            threads: match kind {
+                Kind::Cuda => threads_from_env().unwrap_or(512),
+                Kind::Emu => 1,
+            },
+            timeout,
+            timing,
+            proto: None,
+        }
+    }
+}
+
+/// `COLLBENCH_CUDA_THREADS`: threads per block of the collective kernel
+/// (a tuning knob: a multiple of 32 from 32 to 1024).
+fn threads_from_env() -> Option<u32> {
+    let t: u32 = std::env::var("COLLBENCH_CUDA_THREADS")
+        .ok()?
+        .trim()
+        .parse()
+        .ok()?;
+    (32..=1024).contains(&t).then_some(t / 32 * 32)
+}
+
+/// `CbStatus::rank` when the host (not a rank) stopped the kernels.
+const HOST: u64 = u64::MAX;
+
+fn dev_err(e: DevError) -> ExecError {
+    ExecError::Setup(format!("device: {e}"))
+}
+
+/// Ranks, the devices they run on, and their connections.
+pub struct CudaWorld {
+    kind: Kind,
+    devices: Vec<Arc<dyn Device>>,
+    /// Device index of each rank.
+    of_rank: Vec<usize>,
+    host: Arc<HostWorld>,
+    status: Mapped,
+    opts: CudaOptions,
+    /// Connections live in host-mapped memory when ranks span devices.
+    staged: bool,
+    conns: Mutex<HashMap<ConnKey, DevPtr>>,
+    /// Device allocations and mapped memory freed when the world goes.
+    owned: Mutex<Vec<(usize, Owned)>>,
+    setup_streams: Mutex<HashMap<usize, StreamId>>,
+    /// What runs `--engine nccl` operations, when the sweep has them.
+    library: Option<library::Library>,
+}
+
+enum Owned {
+    Dev(DevPtr),
+    Mapped(Mapped),
+}
+
+impl CudaWorld {
+    /// Opens the devices of `kind` and places `nranks` ranks on them; each
+    /// rank will hold buffers of `bytes`. Refuses layouts that cannot run.
+    pub fn open(
+        kind: Kind,
+        host: Arc<HostWorld>,
+        opts: CudaOptions,
+        bytes: [usize; 3],
+        nccl: bool,
+    ) -> Result<Arc<CudaWorld>, ExecError> {
+        let nranks = host.nranks();
+        let devices: Vec<Arc<dyn Device>> = match kind {
+            Kind::Cuda => super::dev::real::devices()
+                .map_err(|e| {
+                    ExecError::Setup(format!("--device cuda: no usable GPU ({})", e.detail))
+                })?
+                .into_iter()
+                .map(|d| d as Arc<dyn Device>)
+                .collect(),
+            Kind::Emu => super::dev::emu::devices()
+                .map_err(|e| ExecError::Setup(format!("--device cuda-emu: {e}")))?
+                .into_iter()
+                .map(|d| d as Arc<dyn Device>)
+                .collect(),
+        };
+        if devices.is_empty() {
+            return Err(ExecError::Setup(format!(
+                "--device {}: no device",
+                kind.name()
+            )));
+        }
+        let of_rank: Vec<usize> = (0..nranks).map(|r| r % devices.len()).collect();
+        let used = devices.len().min(nranks);
+        let devices: Vec<Arc<dyn Device>> = devices.into_iter().take(used).collect();
+        for (i, d) in devices.iter().enumerate() {
+            let here = of_rank.iter().filter(|&&x| x == i).count();
+            let desc = d.desc();
+            if here as u32 > desc.connections {
+                return Err(ExecError::Setup(format!(
+                    "{here} ranks share GPU {} ({}), more than its {} hardware queues (CUDA_DEVICE_MAX_CONNECTIONS): their persistent kernels could wait on each other forever; use --ranks {} or fewer per GPU",
+                    desc.ordinal, desc.name, desc.connections, desc.connections
+                )));
+            }
+            let per_rank: usize = bytes.iter().sum();
+            let conn = opts.shape.bytes() * 4 * MAX_PEERS;
+            let need = (here * (per_rank + conn)) as u64;
+            let (free, _) = d.mem_info().map_err(dev_err)?;
+            if need > free / 10 * 9 {
+                return Err(ExecError::Setup(format!(
+                    "not enough memory on GPU {} ({}): {here} ranks x {} of buffers and connections need {}, but {} is free; lower --sizes' maximum or --ranks",
+                    desc.ordinal,
+                    desc.name,
+                    crate::units::Bytes((per_rank + conn) as u64),
+                    crate::units::Bytes(need),
+                    crate::units::Bytes(free)
+                )));
+            }
+        }
+        let status = devices[0]
+            .alloc_mapped(std::mem::size_of::<CbStatus>())
+            .map_err(dev_err)?;
+        let mut world = CudaWorld {
+            kind,
+            staged: devices.len() > 1,
+            devices,
+            of_rank,
+            host,
+            status,
+            opts,
+            conns: Mutex::new(HashMap::new()),
+            owned: Mutex::new(Vec::new()),
+            setup_streams: Mutex::new(HashMap::new()),
+            library: None,
+        };
+        if nccl {
+            world.library = Some(library::open(&world)?);
+        }
+        Ok(Arc::new(world))
+    }
+
+    pub fn kind(&self) -> Kind {
+        self.kind
+    }
+
+    pub fn host(&self) -> &Arc<HostWorld> {
+        &self.host
+    }
+
+    /// What runs `--engine nccl` here: NCCL's version, or the stand-in.
+    pub fn library_name(&self) -> Option<String> {
+        match self.library.as_ref()? {
+            library::Library::Nccl(_) => {
+                let n = super::nccl::Nccl::get().ok()?;
+                Some(format!("NCCL {} ({})", n.version_string(), n.path))
+            }
+            library::Library::StandIn(_) => {
+                Some("nccl-standin (the emulated device computes NCCL's rows on the host)".into())
+            }
+        }
+    }
+
+    /// The devices ranks run on, described.
+    pub fn devices(&self) -> Vec<crate::engine::exec::cuda::dev::DeviceDesc> {
+        self.devices.iter().map(|d| d.desc().clone()).collect()
+    }
+
+    pub fn options(&self) -> &CudaOptions {
+        &self.opts
+    }
+
+    fn own(&self, dev: usize, o: Owned) {
+        if let Ok(mut v) = self.owned.lock() {
+            v.push((dev, o));
+        }
+    }
+
+    fn setup_stream(&self, dev: usize) -> Result<StreamId, ExecError> {
+        let mut m = self
+            .setup_streams
+            .lock()
+            .map_err(|_| ExecError::Setup("setup streams poisoned".into()))?;
+        if let Some(&s) = m.get(&dev) {
+            return Ok(s);
+        }
+        let s = self.devices[dev].stream().map_err(dev_err)?;
+        m.insert(dev, s);
+        Ok(s)
+    }
+
+    /// The memory of connection `key`, zeroed, made on first use; both
+    /// ends get the same. Connections persist (their counters with them)
+    /// for the world's life, like the host engine's FIFOs.
+    fn conn(&self, key: ConnKey) -> Result<DevPtr, ExecError> {
+        let mut m = self
+            .conns
+            .lock()
+            .map_err(|_| ExecError::Setup("connection table poisoned".into()))?;
+        if let Some(&p) = m.get(&key) {
+            return Ok(p);
+        }
+        let bytes = self.opts.shape.bytes();
+        let dev = self.of_rank[key.to];
+        let d = &self.devices[dev];
+        let p = if self.staged {
+            let mapped = d.alloc_mapped(bytes).map_err(dev_err)?;
+            self.own(dev, Owned::Mapped(mapped));
+            mapped.dev
+        } else {
+            let p = d.alloc(bytes).map_err(dev_err)?;
+            self.own(dev, Owned::Dev(p));
+            let s = self.setup_stream(dev)?;
+            d.memset(s, p, 0, bytes).map_err(dev_err)?;
+            d.sync(s).map_err(dev_err)?;
+            p
+        };
+        m.insert(key, p);
+        Ok(p)
+    }
+
+    fn status(&self) -> CbStatus {
+        // SAFETY: the mapped status outlives the world; kernels write it
+        // with system-scope stores, so a volatile read sees them.
+        unsafe { std::ptr::read_volatile(self.status.host as *const CbStatus) }
+    }
+
+    /// Tells every kernel of the world to stop (the host gives up).
+    fn stop_kernels(&self) {
+        let p = self.status.host as *mut u64;
+        // SAFETY: `abort` is the first word of the mapped status; the
+        // kernels compare-and-swap it from 0, so use an atomic here too.
+        let abort = unsafe { &*(p as *const std::sync::atomic::AtomicU64) };
+        if abort
+            .compare_exchange(
+                0,
+                1,
+                std::sync::atomic::Ordering::SeqCst,
+                std::sync::atomic::Ordering::SeqCst,
+            )
+            .is_ok()
+        {
+            // SAFETY: the record's words follow `abort`; nobody else writes them now.
+            unsafe { std::ptr::write_volatile(p.add(1), HOST) };
+            abort.store(2, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+
+    /// The rank's runner: its buffers of `bytes`, its stream and progress.
+    pub fn rank(
+        self: &Arc<CudaWorld>,
+        rank: usize,
+        observer: Arc<dyn Observer>,
+        bytes: [usize; 3],
+    ) -> Result<CudaRank, ExecError> {
+        let di = *self
+            .of_rank
+            .get(rank)
+            .ok_or_else(|| ExecError::Setup(format!("no rank {rank}")))?;
+        let dev = Arc::clone(&self.devices[di]);
+        let stream = dev.stream().map_err(dev_err)?;
+        let mut bufs = [0; 3];
+        for (b, &n) in bufs.iter_mut().zip(&bytes) {
+            *b = dev.alloc(n.max(256)).map_err(dev_err)?;
+            self.own(di, Owned::Dev(*b));
+        }
+        let progress = dev
+            .alloc_mapped(MAX_CHANNELS * std::mem::size_of::<CbProgress>())
+            .map_err(dev_err)?;
+        self.own(di, Owned::Mapped(progress));
+        let small = dev.alloc(256).map_err(dev_err)?;
+        self.own(di, Owned::Dev(small));
+        Ok(CudaRank {
+            world: Arc::clone(self),
+            rank,
+            di,
+            dev,
+            stream,
+            bufs,
+            sizes: bytes,
+            progress,
+            observer,
+            small,
+            words: (0, 0),
+            tables: (0, 0),
+            loaded: None,
+            events: Vec::new(),
+            pending: Vec::new(),
+            wall_start: None,
+            graph: None,
+        })
+    }
+}
+
+impl Drop for CudaWorld {
+    fn drop(&mut self) {
+        let owned = self.owned.get_mut().map(std::mem::take).unwrap_or_default();
+        for (dev, o) in owned {
+            let d = &self.devices[dev];
+            let _ = match o {
+                Owned::Dev(p) => d.free(p),
+                Owned::Mapped(m) => d.free_mapped(m),
+            };
+        }
+        let _ = self.devices[0].free_mapped(self.status);
+    }
+}
+
+mod data;
+mod library;
+mod rank;
+
+pub use rank::CudaRank;

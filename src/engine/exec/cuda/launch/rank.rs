@@ -1,0 +1,593 @@
+//! One rank of a CUDA world: its operation loaded (tables uploaded, the
+//! residency checked), launched on its stream between events, and waited
+//! for while the recorder is fed the kernels' progress.
+
+use super::{dev_err, CudaWorld, Kind, Owned, Timing};
+use crate::engine::algo::Program;
+use crate::engine::exec::cuda::abi::{
+    as_bytes, CbConn, CbProgress, CbRank, ConnKey, ConnShape, Proto, RankTables, PROTO_SYS,
+};
+use crate::engine::exec::cuda::dev::{DevPtr, Device, EventId, FuncId, GraphId, Mapped, StreamId};
+use crate::engine::exec::cuda::kernels::Variant;
+use crate::engine::exec::runner::{At, Data, OpDesc, RankRunner};
+use crate::engine::exec::world::{ExecError, MAX_CHANNELS};
+use crate::engine::observe::{Observer, WaitKind};
+use crate::engine::types::{Dtype, Engine, ReduceOp};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The loaded operation of a rank.
+pub(super) struct Loaded {
+    pub(super) variant: Variant,
+    pub(super) coll_fn: FuncId,
+    pub(super) arg: CbRank,
+    pub(super) step_counts: Vec<usize>,
+    /// Primitive names of every step, per channel (for timeout messages).
+    pub(super) prims: Vec<Vec<&'static str>>,
+    pub(super) dtype: Dtype,
+    /// A library's collective (`--engine nccl`) instead of the kernel.
+    pub(super) lib: Option<super::library::LibOp>,
+}
+
+/// What a launched operation is waiting to report.
+pub(super) enum Pending {
+    Timed(EventId, EventId),
+    Untimed,
+    Graph(EventId, EventId, usize),
+    /// Ran to completion when started, in this many nanoseconds.
+    Done(u64),
+}
+
+/// One rank of a CUDA world.
+pub struct CudaRank {
+    pub(super) world: Arc<CudaWorld>,
+    pub(super) rank: usize,
+    pub(super) di: usize,
+    pub(super) dev: Arc<dyn Device>,
+    pub(super) stream: StreamId,
+    pub(super) bufs: [DevPtr; 3],
+    pub(super) sizes: [usize; 3],
+    pub(super) progress: Mapped,
+    pub(super) observer: Arc<dyn Observer>,
+    /// 256 bytes for verdict counters.
+    pub(super) small: DevPtr,
+    /// Grow-only device regions (address, capacity) for input tables and programs.
+    pub(super) words: (DevPtr, usize),
+    pub(super) tables: (DevPtr, usize),
+    pub(super) loaded: Option<Loaded>,
+    /// Free events, reused.
+    pub(super) events: Vec<EventId>,
+    pub(super) pending: Vec<Pending>,
+    pub(super) wall_start: Option<Instant>,
+    /// The captured graph of the loaded operation and how many operations it holds.
+    pub(super) graph: Option<(GraphId, usize)>,
+}
+
+impl CudaRank {
+    /// A device region of at least `bytes` (grow-only; old ones are freed with the world).
+    pub(super) fn region(
+        &self,
+        r: (DevPtr, usize),
+        bytes: usize,
+    ) -> Result<(DevPtr, usize), ExecError> {
+        if r.1 >= bytes && r.0 != 0 {
+            return Ok(r);
+        }
+        let cap = bytes.next_power_of_two().max(4096);
+        let p = self.dev.alloc(cap).map_err(dev_err)?;
+        self.world.own(self.di, Owned::Dev(p));
+        Ok((p, cap))
+    }
+
+    fn event(&mut self) -> Result<EventId, ExecError> {
+        match self.events.pop() {
+            Some(e) => Ok(e),
+            None => self.dev.event().map_err(dev_err),
+        }
+    }
+
+    fn loaded(&self) -> Result<&Loaded, ExecError> {
+        self.loaded
+            .as_ref()
+            .ok_or_else(|| ExecError::Setup("no operation loaded".into()))
+    }
+
+    /// Refuses a layout whose blocks cannot all be resident at once.
+    fn check_residency(&self, f: FuncId, nchannels: usize) -> Result<(), ExecError> {
+        let threads = self.world.opts.threads;
+        let per_sm = self.dev.occupancy(f, threads).map_err(dev_err)?;
+        let desc = self.dev.desc();
+        let here = self.world.of_rank.iter().filter(|&&x| x == self.di).count();
+        let need = here * nchannels;
+        let cap = desc.multiprocessors as usize * per_sm as usize;
+        if need > cap {
+            return Err(ExecError::Setup(format!(
+                "{here} rank(s) x {nchannels} channel(s) = {need} blocks must be resident at once on GPU {} ({}), but it holds {} SMs x {per_sm} blocks of {threads} threads = {cap}: lower --ranks or --channels{}",
+                desc.ordinal,
+                desc.name,
+                desc.multiprocessors,
+                if self.world.kind == Kind::Emu { " (or raise COLLBENCH_EMU_SMS / COLLBENCH_EMU_BLOCKS_PER_SM)" } else { "" }
+            )));
+        }
+        Ok(())
+    }
+
+    /// Uploads the rank's tables; returns the kernel's argument.
+    fn upload_tables(&mut self, t: &RankTables, nranks: usize) -> Result<CbRank, ExecError> {
+        let mut ins = Vec::with_capacity(t.ins.len());
+        let mut outs = Vec::with_capacity(t.outs.len());
+        for (keys, list) in [(&t.ins, &mut ins), (&t.outs, &mut outs)] {
+            for &k in keys.iter() {
+                let base = self.world.conn(k)?;
+                list.push(conn_view(base, self.world.opts.shape, k, self.rank));
+            }
+        }
+        let mut blob: Vec<u8> = Vec::new();
+        let mut put = |bytes: &[u8]| {
+            let at = blob.len();
+            blob.extend_from_slice(bytes);
+            blob.resize(blob.len().next_multiple_of(16), 0);
+            at as u64
+        };
+        let steps = put(as_bytes(&t.steps));
+        let chan = put(as_bytes(&t.chan_start));
+        let ins_at = put(as_bytes(&ins));
+        let outs_at = put(as_bytes(&outs));
+        self.tables = self.region(self.tables, blob.len())?;
+        let base = self.tables.0;
+        self.dev.upload(self.stream, base, &blob).map_err(dev_err)?;
+        let proto = match self.world.opts.proto {
+            Some(p) => p,
+            None if t.max_step_bytes <= self.world.opts.shape.ll_max_bytes() => Proto::LowLatency,
+            None => Proto::Simple,
+        };
+        Ok(CbRank {
+            steps: base + steps,
+            chan_start: base + chan,
+            ins: base + ins_at,
+            outs: base + outs_at,
+            bufs: self.bufs,
+            progress: self.progress.dev,
+            status: self.world.status.dev,
+            timeout_ns: self.world.opts.timeout.as_nanos().min(u64::MAX as u128) as u64,
+            rank: self.rank as u32,
+            nranks: nranks as u32,
+            proto: proto as u32 | if self.world.staged { PROTO_SYS } else { 0 },
+            nchannels: t.nchannels() as u32,
+        })
+    }
+
+    /// Grid for a data kernel over `count` elements.
+    pub(super) fn data_grid(&self, count: usize) -> (u32, u32) {
+        let threads = if self.world.kind == Kind::Emu { 1 } else { 256 };
+        // At most one block per SM: data kernels never crowd out the
+        // collective's blocks.
+        let max = match self.world.kind {
+            Kind::Emu => 4,
+            Kind::Cuda => self.dev.desc().multiprocessors.max(1),
+        };
+        let blocks = count.div_ceil(threads as usize).clamp(1, max as usize) as u32;
+        (blocks, threads)
+    }
+
+    pub(super) fn data_fn(&self, name: &str) -> Result<(FuncId, Dtype), ExecError> {
+        let l = self.loaded()?;
+        let f = self.dev.function(l.variant, name).map_err(dev_err)?;
+        Ok((f, l.dtype))
+    }
+
+    pub(super) fn addr(&self, at: At) -> Result<DevPtr, ExecError> {
+        let (b, off) = at;
+        if b > 2 || off > self.sizes[b] {
+            return Err(ExecError::Setup(format!(
+                "buffer {b} offset {off} is outside the rank's buffers"
+            )));
+        }
+        Ok(self.bufs[b] + off as u64)
+    }
+
+    /// Polls the stream until done: feeds the recorder the kernels'
+    /// progress, and stops the kernels when the world aborts.
+    fn drain(&self, tick: &mut dyn FnMut(&Self) -> Result<(), ExecError>) -> Result<(), ExecError> {
+        let start = Instant::now();
+        let mut last_look = Instant::now();
+        let mut seen = [u64::MAX; MAX_CHANNELS];
+        let nch = self
+            .loaded
+            .as_ref()
+            .map_or(0, |l| l.step_counts.len())
+            .min(MAX_CHANNELS);
+        loop {
+            if self.dev.done(self.stream).map_err(dev_err)? {
+                return Ok(());
+            }
+            tick(self)?;
+            if self.world.host.aborted() {
+                self.world.stop_kernels();
+            }
+            if last_look.elapsed() >= Duration::from_millis(5) {
+                last_look = Instant::now();
+                self.observe(&mut seen[..nch]);
+            }
+            if start.elapsed() < Duration::from_millis(2) {
+                std::thread::yield_now();
+            } else {
+                std::thread::sleep(Duration::from_micros(50));
+            }
+        }
+    }
+
+    fn observe(&self, seen: &mut [u64]) {
+        let p = self.progress.host as *const CbProgress;
+        for (ch, last) in seen.iter_mut().enumerate() {
+            // SAFETY: `progress` holds MAX_CHANNELS records; kernels store
+            // them with volatile system-scope stores.
+            let rec = unsafe { std::ptr::read_volatile(p.add(ch)) };
+            if rec.step != *last && rec.step > 0 {
+                *last = rec.step;
+                self.observer.step_done(ch, rec.step as usize - 1);
+            }
+            if rec.wait_on != 0 {
+                let peer = ((rec.wait_on - 1) & 0xFFFF_FFFF) as usize;
+                let kind = if rec.wait_on >> 32 != 0 {
+                    WaitKind::Send
+                } else {
+                    WaitKind::Recv
+                };
+                self.observer.waiting(ch, peer, kind);
+            }
+        }
+    }
+
+    /// The error the kernels' status record stands for, if they stopped.
+    fn stopped(&self) -> Option<ExecError> {
+        let s = self.world.status();
+        if s.abort == 0 {
+            return None;
+        }
+        if s.rank != self.rank as u64 {
+            return Some(ExecError::Aborted);
+        }
+        let (channel, step) = (s.channel as usize, s.step as usize);
+        let prim = self
+            .loaded
+            .as_ref()
+            .and_then(|l| l.prims.get(channel)?.get(step).copied())
+            .unwrap_or("step");
+        Some(ExecError::Timeout {
+            rank: self.rank,
+            channel,
+            step,
+            prim,
+            what: if s.kind == 2 {
+                "send to"
+            } else {
+                "receive from"
+            },
+            peer: s.peer as usize,
+            waited: Duration::from_nanos(s.waited_ns),
+        })
+    }
+
+    /// Starts the loaded operation on the stream (one kernel, or NCCL's
+    /// collective), counted by the recorder.
+    fn launch_one(&mut self) -> Result<(), ExecError> {
+        let steps = self.loaded()?.step_counts.clone();
+        self.observer.begin(&steps);
+        self.enqueue_op()
+    }
+
+    /// Enqueues the loaded operation (also into a graph being captured).
+    fn enqueue_op(&mut self) -> Result<(), ExecError> {
+        let l = self.loaded()?;
+        if let Some(lib) = l.lib {
+            let world = Arc::clone(&self.world);
+            return match world.library.as_ref() {
+                Some(super::library::Library::Nccl(comms)) => self.enqueue_nccl(comms, lib),
+                _ => Err(ExecError::Setup("no NCCL in this world".into())),
+            };
+        }
+        let (f, grid, arg) = (l.coll_fn, l.arg.nchannels, l.arg);
+        self.dev
+            .launch(
+                f,
+                grid,
+                self.world.opts.threads,
+                self.stream,
+                &[as_bytes(&[arg])],
+            )
+            .map_err(dev_err)
+    }
+}
+
+/// The kernel's view of connection `key` at `base`, seen from `me`.
+fn conn_view(base: DevPtr, shape: ConnShape, key: ConnKey, me: usize) -> CbConn {
+    let flag = 128u64;
+    let buf = base + 2 * flag;
+    CbConn {
+        tail: base,
+        head: base + flag,
+        buf,
+        ll: buf + (shape.slots * shape.slot_bytes) as u64,
+        slot_bytes: shape.slot_bytes as u64,
+        ll_slot_bytes: shape.ll_slot_bytes as u64,
+        slots: shape.slots as u32,
+        peer: if key.from == me { key.to } else { key.from } as u32,
+    }
+}
+
+impl RankRunner for CudaRank {
+    fn rank(&self) -> usize {
+        self.rank
+    }
+
+    fn chunk_elems(&self, dtype: Dtype) -> usize {
+        let shape = self.world.opts.shape;
+        let bytes = match self.world.opts.proto {
+            Some(Proto::LowLatency) => shape.ll_max_bytes().min(shape.slot_bytes),
+            _ => shape.slot_bytes,
+        };
+        (bytes / dtype.size()).max(1)
+    }
+
+    fn auto_blocks(&mut self, dtype: Dtype, op: ReduceOp) -> Result<usize, ExecError> {
+        if self.world.kind == Kind::Emu {
+            // Every block is a thread: few, so the host's cores are not swamped.
+            return Ok(2);
+        }
+        let here = self
+            .world
+            .of_rank
+            .iter()
+            .filter(|&&x| x == self.di)
+            .count()
+            .max(1);
+        let f = self
+            .dev
+            .function(Variant { dtype, op }, "cb_collective")
+            .map_err(dev_err)?;
+        let per_sm = self
+            .dev
+            .occupancy(f, self.world.opts.threads)
+            .map_err(dev_err)? as usize;
+        let cap = self.dev.desc().multiprocessors as usize * per_sm.max(1);
+        // Half the resident slots: the persistent kernels never fill the
+        // GPU, so a short kernel queued ahead of another rank's blocks
+        // always finds room and cannot hold them back.
+        Ok((cap / 2 / here).clamp(1, MAX_CHANNELS))
+    }
+
+    fn load(&mut self, op: &OpDesc, program: &Program) -> Result<(), ExecError> {
+        if let Some((g, _)) = self.graph.take() {
+            self.dev.drop_graph(g).map_err(dev_err)?;
+        }
+        let t = RankTables::new(program, &op.layout, op.dtype).map_err(ExecError::Setup)?;
+        if let Some(i) = (0..3).find(|&i| self.sizes[i] < t.need[i]) {
+            return Err(ExecError::Setup(format!(
+                "buffer {i} holds {} bytes; the program needs {}",
+                self.sizes[i], t.need[i]
+            )));
+        }
+        if t.max_step_bytes > self.world.opts.shape.slot_bytes {
+            return Err(ExecError::Setup(format!(
+                "a step of {} bytes exceeds the {}-byte connection slot",
+                t.max_step_bytes, self.world.opts.shape.slot_bytes
+            )));
+        }
+        if self.world.opts.proto == Some(Proto::LowLatency)
+            && t.max_step_bytes > self.world.opts.shape.ll_max_bytes()
+        {
+            return Err(ExecError::Setup(format!(
+                "--protocol ll: a step of {} bytes exceeds the {}-byte low-latency slot payload",
+                t.max_step_bytes,
+                self.world.opts.shape.ll_max_bytes()
+            )));
+        }
+        if t.nchannels() > MAX_CHANNELS {
+            return Err(ExecError::Setup(format!(
+                "{} channels; at most {MAX_CHANNELS}",
+                t.nchannels()
+            )));
+        }
+        let variant = Variant {
+            dtype: op.dtype,
+            op: op.op,
+        };
+        let coll_fn = self
+            .dev
+            .function(variant, "cb_collective")
+            .map_err(dev_err)?;
+        self.check_residency(coll_fn, t.nchannels())?;
+        let arg = self.upload_tables(&t, op.nranks)?;
+        let step_counts: Vec<usize> = program.channels.iter().map(|c| c.steps.len()).collect();
+        let prims = program
+            .channels
+            .iter()
+            .map(|c| c.steps.iter().map(|s| s.prim.name()).collect())
+            .collect();
+        self.loaded = Some(Loaded {
+            variant,
+            coll_fn,
+            arg,
+            step_counts,
+            prims,
+            dtype: op.dtype,
+            lib: None,
+        });
+        Ok(())
+    }
+
+    fn load_library(&mut self, op: &OpDesc, engine: Engine) -> Result<(), ExecError> {
+        if engine != Engine::Nccl || self.world.library.is_none() {
+            return Err(ExecError::Setup(format!(
+                "--engine {} is not available on this executor",
+                engine.name()
+            )));
+        }
+        if let Some((g, _)) = self.graph.take() {
+            self.dev.drop_graph(g).map_err(dev_err)?;
+        }
+        let variant = Variant {
+            dtype: op.dtype,
+            op: op.op,
+        };
+        // The data kernels of the variant fill and check NCCL's buffers too.
+        let coll_fn = self
+            .dev
+            .function(variant, "cb_collective")
+            .map_err(dev_err)?;
+        self.loaded = Some(Loaded {
+            variant,
+            coll_fn,
+            arg: CbRank::default(),
+            step_counts: Vec::new(),
+            prims: Vec::new(),
+            dtype: op.dtype,
+            lib: Some(super::library::LibOp::new(op)),
+        });
+        Ok(())
+    }
+
+    fn launch(&mut self) -> Result<(), ExecError> {
+        if let (Some(lib), Kind::Emu) = (self.loaded()?.lib, self.world.kind) {
+            return self.stand_in_op(lib);
+        }
+        if self.world.opts.timing == Timing::Wall {
+            self.wall_start.get_or_insert_with(Instant::now);
+            self.launch_one()?;
+            self.pending.push(Pending::Untimed);
+            return Ok(());
+        }
+        let (a, b) = (self.event()?, self.event()?);
+        self.dev.record(a, self.stream).map_err(dev_err)?;
+        self.launch_one()?;
+        self.dev.record(b, self.stream).map_err(dev_err)?;
+        self.pending.push(Pending::Timed(a, b));
+        Ok(())
+    }
+
+    fn launch_graph(&mut self, n: usize) -> Result<(), ExecError> {
+        if let (Some(_), Kind::Emu) = (self.loaded()?.lib, self.world.kind) {
+            // The stand-in runs on the host: nothing to capture.
+            return (0..n).try_for_each(|_| self.launch());
+        }
+        let graph = match self.graph {
+            Some((g, m)) if m == n => g,
+            _ => {
+                if let Some((g, _)) = self.graph.take() {
+                    self.dev.drop_graph(g).map_err(dev_err)?;
+                }
+                self.dev.begin_capture(self.stream).map_err(dev_err)?;
+                let mut captured = Ok(());
+                for _ in 0..n {
+                    captured = self.enqueue_op();
+                    if captured.is_err() {
+                        break;
+                    }
+                }
+                let g = self.dev.end_capture(self.stream);
+                captured?;
+                let g = g.map_err(dev_err)?;
+                self.graph = Some((g, n));
+                g
+            }
+        };
+        let steps = self.loaded()?.step_counts.clone();
+        self.observer.begin(&steps);
+        let (a, b) = (self.event()?, self.event()?);
+        self.wall_start.get_or_insert_with(Instant::now);
+        self.dev.record(a, self.stream).map_err(dev_err)?;
+        self.dev.launch_graph(graph, self.stream).map_err(dev_err)?;
+        self.dev.record(b, self.stream).map_err(dev_err)?;
+        self.pending.push(Pending::Graph(a, b, n));
+        Ok(())
+    }
+
+    fn wait(&mut self, done: &mut dyn FnMut(usize)) -> Result<Vec<u64>, ExecError> {
+        let pending = std::mem::take(&mut self.pending);
+        let (mut next, mut reported) = (0, 0);
+        // Reports operations whose end event completed while no rank had
+        // given up (event first, status second: then the operation ended
+        // before any abort, so it really completed).
+        let mut tick = |me: &Self| -> Result<(), ExecError> {
+            while let Some(p) = pending.get(next) {
+                let (end, n) = match *p {
+                    Pending::Timed(_, b) => (b, 1),
+                    Pending::Graph(_, b, n) => (b, n),
+                    Pending::Untimed => break,
+                    Pending::Done(_) => {
+                        done(reported);
+                        reported += 1;
+                        next += 1;
+                        continue;
+                    }
+                };
+                if !me.dev.event_done(end).map_err(dev_err)? || me.world.status().abort != 0 {
+                    break;
+                }
+                for _ in 0..n {
+                    done(reported);
+                    reported += 1;
+                }
+                next += 1;
+            }
+            Ok(())
+        };
+        let drained = self.drain(&mut tick);
+        let wall = self.wall_start.take().map(|t| t.elapsed());
+        drained?;
+        if let Some(e) = self.stopped() {
+            return Err(e);
+        }
+        tick(self)?;
+        let mut out = Vec::with_capacity(pending.len());
+        let untimed = pending
+            .iter()
+            .filter(|p| matches!(p, Pending::Untimed))
+            .count();
+        for p in pending {
+            match p {
+                Pending::Timed(a, b) => {
+                    let ms = self.dev.elapsed_ms(a, b).map_err(dev_err)?;
+                    out.push((f64::from(ms) * 1e6) as u64);
+                    self.events.extend([a, b]);
+                }
+                Pending::Graph(a, b, n) => {
+                    let total = match (self.world.opts.timing, wall) {
+                        (Timing::Wall, Some(w)) => w.as_nanos() as f64,
+                        _ => f64::from(self.dev.elapsed_ms(a, b).map_err(dev_err)?) * 1e6,
+                    };
+                    out.extend(std::iter::repeat_n((total / n.max(1) as f64) as u64, n));
+                    self.events.extend([a, b]);
+                }
+                Pending::Done(ns) => out.push(ns),
+                Pending::Untimed => {
+                    let w = wall.map_or(0, |w| w.as_nanos() as u64);
+                    out.push(w / untimed.max(1) as u64);
+                }
+            }
+        }
+        while reported < out.len() {
+            done(reported);
+            reported += 1;
+        }
+        Ok(out)
+    }
+
+    fn data(&mut self) -> Data<'_> {
+        Data::Device(self)
+    }
+}
+
+impl Drop for CudaRank {
+    fn drop(&mut self) {
+        // Finish whatever is queued; memory goes with the world.
+        if !self.pending.is_empty() {
+            self.world.stop_kernels();
+        }
+        let _ = self.dev.sync(self.stream);
+        if let Some((g, _)) = self.graph.take() {
+            let _ = self.dev.drop_graph(g);
+        }
+    }
+}

@@ -1,0 +1,415 @@
+//! NCCL, loaded at run time with a loader of our own (`libnccl.so.2`, then
+//! `libnccl.so`, then where the PyPI wheel `nvidia-nccl-cu12` puts it), so
+//! `--engine nccl` runs NCCL's collectives on the very buffers and streams
+//! the builtin engine uses. Every call's result is checked; nothing here
+//! panics on NCCL's errors, and communicators are destroyed explicitly.
+
+use crate::engine::types::{Collective, Counts, Dtype, ReduceOp};
+use libloading::Library;
+use std::ffi::{c_char, c_int, c_void, CStr};
+use std::path::PathBuf;
+use std::sync::OnceLock;
+
+type Comm = *mut c_void;
+type Stream = *mut c_void;
+type Res = c_int;
+
+/// The NCCL functions collbench calls.
+struct Api {
+    get_version: unsafe extern "C" fn(*mut c_int) -> Res,
+    error_string: unsafe extern "C" fn(Res) -> *const c_char,
+    comm_init_all: unsafe extern "C" fn(*mut Comm, c_int, *const c_int) -> Res,
+    comm_destroy: unsafe extern "C" fn(Comm) -> Res,
+    all_reduce:
+        unsafe extern "C" fn(*const c_void, *mut c_void, usize, c_int, c_int, Comm, Stream) -> Res,
+    broadcast:
+        unsafe extern "C" fn(*const c_void, *mut c_void, usize, c_int, c_int, Comm, Stream) -> Res,
+    reduce: unsafe extern "C" fn(
+        *const c_void,
+        *mut c_void,
+        usize,
+        c_int,
+        c_int,
+        c_int,
+        Comm,
+        Stream,
+    ) -> Res,
+    all_gather: unsafe extern "C" fn(*const c_void, *mut c_void, usize, c_int, Comm, Stream) -> Res,
+    reduce_scatter:
+        unsafe extern "C" fn(*const c_void, *mut c_void, usize, c_int, c_int, Comm, Stream) -> Res,
+    send: unsafe extern "C" fn(*const c_void, usize, c_int, c_int, Comm, Stream) -> Res,
+    recv: unsafe extern "C" fn(*mut c_void, usize, c_int, c_int, Comm, Stream) -> Res,
+    group_start: unsafe extern "C" fn() -> Res,
+    group_end: unsafe extern "C" fn() -> Res,
+}
+
+/// A loaded NCCL.
+pub struct Nccl {
+    api: Api,
+    /// Where it was loaded from.
+    pub path: String,
+    /// (major, minor, patch).
+    pub version: (i32, i32, i32),
+    _lib: Library,
+}
+
+// SAFETY: NCCL's entry points may be called from any thread; the library
+// stays loaded for the value's life.
+unsafe impl Send for Nccl {}
+unsafe impl Sync for Nccl {}
+
+/// Where the loader looks, in order: the sonames (the dynamic linker's
+/// search path), then the wheel's folder under every Python site folder.
+pub fn candidates() -> Vec<String> {
+    let mut out = vec!["libnccl.so.2".to_string(), "libnccl.so".to_string()];
+    let mut roots: Vec<PathBuf> = Vec::new();
+    for base in ["/usr/lib", "/usr/local/lib", "/opt/conda/lib"] {
+        if let Ok(rd) = std::fs::read_dir(base) {
+            for e in rd.flatten() {
+                let name = e.file_name().to_string_lossy().into_owned();
+                if name.starts_with("python3") {
+                    roots.push(e.path().join("site-packages"));
+                    roots.push(e.path().join("dist-packages"));
+                }
+            }
+        }
+    }
+    if let Some(home) = std::env::var_os("HOME") {
+        if let Ok(rd) = std::fs::read_dir(PathBuf::from(home).join(".local/lib")) {
+            roots.extend(rd.flatten().map(|e| e.path().join("site-packages")));
+        }
+    }
+    if let Some(venv) = std::env::var_os("VIRTUAL_ENV") {
+        if let Ok(rd) = std::fs::read_dir(PathBuf::from(venv).join("lib")) {
+            roots.extend(rd.flatten().map(|e| e.path().join("site-packages")));
+        }
+    }
+    for r in roots {
+        let p = r.join("nvidia/nccl/lib/libnccl.so.2");
+        if p.exists() {
+            out.push(p.to_string_lossy().into_owned());
+        }
+    }
+    out
+}
+
+impl Nccl {
+    /// The process's NCCL, loaded once; the error says where it looked.
+    pub fn get() -> Result<&'static Nccl, String> {
+        static NCCL: OnceLock<Result<Nccl, String>> = OnceLock::new();
+        NCCL.get_or_init(|| Nccl::load(&candidates()))
+            .as_ref()
+            .map_err(Clone::clone)
+    }
+
+    /// Loads the first of `names` that opens and has every entry point.
+    pub fn load(names: &[String]) -> Result<Nccl, String> {
+        let mut tried = Vec::new();
+        for name in names {
+            // SAFETY: loading NCCL runs its initialisers, which only set up
+            // its own state.
+            match unsafe { Library::new(name) } {
+                Ok(lib) => match Nccl::bind(lib, name) {
+                    Ok(n) => return Ok(n),
+                    Err(e) => tried.push(format!("{name}: {e}")),
+                },
+                Err(e) => tried.push(format!("{name}: {e}")),
+            }
+        }
+        Err(format!(
+            "NCCL not found (looked for {}); install it (e.g. the nvidia-nccl-cu12 wheel) or put its folder on LD_LIBRARY_PATH",
+            tried.join("; ")
+        ))
+    }
+
+    fn bind(lib: Library, path: &str) -> Result<Nccl, String> {
+        macro_rules! sym {
+            ($name:literal) => {
+                // SAFETY: the symbol has the C signature of nccl.h that the
+                // field's type spells out.
+                *unsafe { lib.get($name) }
+                    .map_err(|e| format!("{}: {e}", String::from_utf8_lossy($name)))?
+            };
+        }
+        let api = Api {
+            get_version: sym!(b"ncclGetVersion"),
+            error_string: sym!(b"ncclGetErrorString"),
+            comm_init_all: sym!(b"ncclCommInitAll"),
+            comm_destroy: sym!(b"ncclCommDestroy"),
+            all_reduce: sym!(b"ncclAllReduce"),
+            broadcast: sym!(b"ncclBroadcast"),
+            reduce: sym!(b"ncclReduce"),
+            all_gather: sym!(b"ncclAllGather"),
+            reduce_scatter: sym!(b"ncclReduceScatter"),
+            send: sym!(b"ncclSend"),
+            recv: sym!(b"ncclRecv"),
+            group_start: sym!(b"ncclGroupStart"),
+            group_end: sym!(b"ncclGroupEnd"),
+        };
+        let mut v: c_int = 0;
+        // SAFETY: a valid out-pointer.
+        let r = unsafe { (api.get_version)(&mut v) };
+        if r != 0 {
+            return Err(format!("ncclGetVersion failed ({r})"));
+        }
+        // 2.9 and later: major * 10000 + minor * 100 + patch.
+        let version = if v >= 10000 {
+            (v / 10000, v % 10000 / 100, v % 100)
+        } else {
+            (v / 1000, v % 1000 / 100, v % 100)
+        };
+        Ok(Nccl {
+            api,
+            path: path.to_string(),
+            version,
+            _lib: lib,
+        })
+    }
+
+    pub fn version_string(&self) -> String {
+        let (a, b, c) = self.version;
+        format!("{a}.{b}.{c}")
+    }
+
+    fn check(&self, call: &str, r: Res) -> Result<(), String> {
+        if r == 0 {
+            return Ok(());
+        }
+        // SAFETY: NCCL returns a static string for any result code.
+        let text = unsafe { (self.api.error_string)(r) };
+        let what = if text.is_null() {
+            format!("error {r}")
+        } else {
+            // SAFETY: a NUL-terminated static string.
+            unsafe { CStr::from_ptr(text) }
+                .to_string_lossy()
+                .into_owned()
+        };
+        Err(format!("{call}: {what}"))
+    }
+
+    /// One communicator per device of `devices` (CUDA ordinals, each once),
+    /// rank i on `devices[i]`.
+    pub fn comms(&'static self, devices: &[i32]) -> Result<Comms, String> {
+        let mut comms = vec![std::ptr::null_mut(); devices.len()];
+        let n = c_int::try_from(devices.len()).map_err(|_| "too many ranks for NCCL")?;
+        // SAFETY: `comms` holds one slot per device.
+        let r = unsafe { (self.api.comm_init_all)(comms.as_mut_ptr(), n, devices.as_ptr()) };
+        self.check("ncclCommInitAll", r)?;
+        Ok(Comms {
+            nccl: self,
+            comms: comms.into_iter().map(|c| c as usize).collect(),
+        })
+    }
+
+    /// NCCL's data type, if this version has it.
+    pub fn dtype(&self, d: Dtype) -> Option<c_int> {
+        let fp8 = self.version >= (2, 24, 0);
+        Some(match d {
+            Dtype::I8 => 0,
+            Dtype::U8 => 1,
+            Dtype::I32 => 2,
+            Dtype::U32 => 3,
+            Dtype::I64 => 4,
+            Dtype::U64 => 5,
+            Dtype::F16 => 6,
+            Dtype::F32 => 7,
+            Dtype::F64 => 8,
+            Dtype::Bf16 => 9,
+            Dtype::F8E4M3 if fp8 => 10,
+            Dtype::F8E5M2 if fp8 => 11,
+            _ => return None,
+        })
+    }
+}
+
+/// NCCL's operator (its Max and Min are 2 and 3).
+pub fn op(o: ReduceOp) -> c_int {
+    match o {
+        ReduceOp::Sum => 0,
+        ReduceOp::Prod => 1,
+        ReduceOp::Max => 2,
+        ReduceOp::Min => 3,
+        ReduceOp::Avg => 4,
+    }
+}
+
+/// The communicators of a world, destroyed with it.
+pub struct Comms {
+    nccl: &'static Nccl,
+    /// Handles as addresses (one per rank).
+    comms: Vec<usize>,
+}
+
+/// One operation for NCCL: device addresses of the rank's send and receive views.
+pub struct Call {
+    pub coll: Collective,
+    pub dtype: c_int,
+    pub op: c_int,
+    pub counts: Counts,
+    pub root: usize,
+    pub nranks: usize,
+    pub rank: usize,
+    pub send: u64,
+    pub recv: u64,
+    /// Bytes of one element.
+    pub esize: usize,
+}
+
+impl Comms {
+    /// Enqueues `c` on `stream` (a `CUstream`).
+    pub fn enqueue(&self, c: &Call, stream: u64) -> Result<(), String> {
+        let api = &self.nccl.api;
+        let comm = *self
+            .comms
+            .get(c.rank)
+            .ok_or_else(|| format!("no NCCL communicator for rank {}", c.rank))?
+            as Comm;
+        let s = stream as Stream;
+        let (send, recv) = (c.send as *const c_void, c.recv as *mut c_void);
+        let root = c.root as c_int;
+        let block = c.counts.block;
+        let at = |base: u64, k: usize| (base + (k * block * c.esize) as u64) as *mut c_void;
+        // SAFETY: the views hold the counts the layout gives this collective,
+        // on the communicator's device; NCCL reads and writes nothing else.
+        let r = unsafe {
+            match c.coll {
+                Collective::AllReduce => {
+                    (api.all_reduce)(send, recv, c.counts.recv, c.dtype, c.op, comm, s)
+                }
+                Collective::Broadcast => {
+                    (api.broadcast)(send, recv, c.counts.recv, c.dtype, root, comm, s)
+                }
+                Collective::Reduce => {
+                    (api.reduce)(send, recv, c.counts.send, c.dtype, c.op, root, comm, s)
+                }
+                Collective::AllGather => (api.all_gather)(send, recv, block, c.dtype, comm, s),
+                Collective::ReduceScatter => {
+                    (api.reduce_scatter)(send, recv, block, c.dtype, c.op, comm, s)
+                }
+                Collective::SendRecv => {
+                    let n = c.nranks;
+                    let (to, from) = ((c.rank + 1) % n, (c.rank + n - 1) % n);
+                    let k = c.counts.recv;
+                    self.grouped(&mut || {
+                        self.nccl.check(
+                            "ncclSend",
+                            (api.send)(send, k, c.dtype, to as c_int, comm, s),
+                        )?;
+                        self.nccl.check(
+                            "ncclRecv",
+                            (api.recv)(recv, k, c.dtype, from as c_int, comm, s),
+                        )
+                    })?;
+                    0
+                }
+                Collective::AllToAll => {
+                    self.grouped(&mut || {
+                        for q in 0..c.nranks {
+                            let p = q as c_int;
+                            self.nccl.check(
+                                "ncclSend",
+                                (api.send)(at(c.send, q), block, c.dtype, p, comm, s),
+                            )?;
+                            self.nccl.check(
+                                "ncclRecv",
+                                (api.recv)(at(c.recv, q), block, c.dtype, p, comm, s),
+                            )?;
+                        }
+                        Ok(())
+                    })?;
+                    0
+                }
+                Collective::Gather => {
+                    self.grouped(&mut || {
+                        if c.rank == c.root {
+                            for q in 0..c.nranks {
+                                let p = q as c_int;
+                                self.nccl.check(
+                                    "ncclRecv",
+                                    (api.recv)(at(c.recv, q), block, c.dtype, p, comm, s),
+                                )?;
+                            }
+                        }
+                        self.nccl
+                            .check("ncclSend", (api.send)(send, block, c.dtype, root, comm, s))
+                    })?;
+                    0
+                }
+                Collective::Scatter => {
+                    self.grouped(&mut || {
+                        if c.rank == c.root {
+                            for q in 0..c.nranks {
+                                let p = q as c_int;
+                                self.nccl.check(
+                                    "ncclSend",
+                                    (api.send)(at(c.send, q), block, c.dtype, p, comm, s),
+                                )?;
+                            }
+                        }
+                        self.nccl
+                            .check("ncclRecv", (api.recv)(recv, block, c.dtype, root, comm, s))
+                    })?;
+                    0
+                }
+            }
+        };
+        self.nccl.check(c.coll.name(), r)
+    }
+
+    /// Runs `f` between ncclGroupStart and ncclGroupEnd.
+    fn grouped(&self, f: &mut dyn FnMut() -> Result<(), String>) -> Result<(), String> {
+        let api = &self.nccl.api;
+        // SAFETY: no arguments; pairs with the group end below.
+        self.nccl
+            .check("ncclGroupStart", unsafe { (api.group_start)() })?;
+        let inner = f();
+        // SAFETY: ends the group started above, also after a failed call.
+        let end = self
+            .nccl
+            .check("ncclGroupEnd", unsafe { (api.group_end)() });
+        inner.and(end)
+    }
+}
+
+impl Drop for Comms {
+    fn drop(&mut self) {
+        for &c in &self.comms {
+            if c != 0 {
+                // SAFETY: a communicator from ncclCommInitAll, no longer used.
+                let _ = unsafe { (self.nccl.api.comm_destroy)(c as Comm) };
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_library_is_a_message_naming_where_it_looked() {
+        let err = Nccl::load(&["/nonexistent/libnccl.so.2".to_string()])
+            .err()
+            .expect("no NCCL there");
+        assert!(err.contains("NCCL not found"), "{err}");
+        assert!(err.contains("/nonexistent/libnccl.so.2"), "{err}");
+    }
+
+    #[test]
+    fn the_search_starts_with_the_sonames() {
+        let c = candidates();
+        assert_eq!(&c[..2], &["libnccl.so.2", "libnccl.so"]);
+        assert!(c[2..]
+            .iter()
+            .all(|p| p.ends_with("nvidia/nccl/lib/libnccl.so.2")));
+    }
+
+    #[test]
+    fn operators_follow_nccl_h() {
+        // nccl.h: ncclSum 0, ncclProd 1, ncclMax 2, ncclMin 3, ncclAvg 4.
+        assert_eq!(op(ReduceOp::Max), 2);
+        assert_eq!(op(ReduceOp::Min), 3);
+        assert_eq!(op(ReduceOp::Avg), 4);
+    }
+}
