@@ -394,7 +394,11 @@ CB_DEVICE bool cb_run_step(CbBlock *b, const CbStep *s, CbIo *shared_io, u32 *sh
     bool ll = (r->proto & CB_PROTO_MASK) == CB_PROTO_LL;
     if (cb_tid() == 0) {
         bool ok = cb_wait_send_room(b, s);
-        if (ok && !ll) {
+        // A low-latency message of no elements has no line to poll: wait
+        // for its tail like the simple protocol, or this block would count
+        // it consumed before it was sent (and its sender would then wait
+        // for room forever).
+        if (ok && (!ll || s->len == 0)) {
             ok = cb_wait_recv(b, s);
         }
         *shared_ok = ok ? 1u : 0u;
