@@ -10,7 +10,7 @@ pub use crate::engine::exec::cuda::launch::{Kind as GpuKind, Timing};
 pub use plan::{AlgoChoice, Case, Plan, RootChoice};
 
 use crate::engine::exec::cuda::launch::{CudaOptions, CudaWorld};
-use crate::engine::exec::{mem, ExecError, HostRank, HostWorld, RankExec, RankRunner};
+use crate::engine::exec::{mem, rank_runner, ExecError, HostWorld};
 use crate::engine::transport::node::Shape;
 use crate::engine::types::Engine;
 use crate::launch::Mpi;
@@ -382,21 +382,23 @@ fn run_ranks(
                 std::thread::Builder::new()
                     .name(format!("rank{r}"))
                     .spawn_scoped(s, move || {
-                        let res = runner(&w, gpu.as_ref(), r, &rec, bytes).and_then(|runner| {
-                            RankJob {
-                                plan,
-                                cases,
-                                world: Arc::clone(&w),
-                                runner,
-                                rec,
-                                tx,
-                                mpi,
-                                lib_times: Vec::new(),
-                                open: Vec::new(),
-                                settled: Vec::new(),
-                            }
-                            .run()
-                        });
+                        let observer = Arc::clone(&rec) as _;
+                        let res =
+                            rank_runner(&w, gpu.as_ref(), r, observer, bytes).and_then(|runner| {
+                                RankJob {
+                                    plan,
+                                    cases,
+                                    world: Arc::clone(&w),
+                                    runner,
+                                    rec,
+                                    tx,
+                                    mpi,
+                                    lib_times: Vec::new(),
+                                    open: Vec::new(),
+                                    settled: Vec::new(),
+                                }
+                                .run()
+                            });
                         if res.is_err() {
                             w.abort();
                         }
@@ -434,23 +436,6 @@ fn run_ranks(
         }
         collected?;
         first.map_or(Ok(()), |e| Err(HarnessError::Exec(e)))
-    })
-}
-
-/// Rank `r`'s executor: the CUDA world's when there is one, else the host's.
-fn runner(
-    world: &Arc<HostWorld>,
-    gpu: Option<&Arc<CudaWorld>>,
-    r: usize,
-    rec: &Arc<RankRecorder>,
-    bytes: [usize; 3],
-) -> Result<Box<dyn RankRunner>, ExecError> {
-    Ok(match gpu {
-        Some(g) => Box::new(g.rank(r, Arc::clone(rec) as _, bytes)?),
-        None => {
-            let exec = RankExec::new(Arc::clone(world), r, Arc::clone(rec) as _);
-            Box::new(HostRank::new(exec, Arc::clone(world), bytes)?)
-        }
     })
 }
 

@@ -43,6 +43,9 @@ pub enum AlgoError {
     BadRoot { root: usize, nranks: usize },
     #[error("invalid generator input: {0}")]
     Invalid(String),
+    /// A step's slice lies outside its buffer.
+    #[error("{0}")]
+    OutOfBounds(String),
 }
 
 /// The program rank `spec.rank` runs.

@@ -1,7 +1,8 @@
 //! The step-program IR: what one rank does on one channel, as a list of
 //! primitive steps over slices of its buffers (NCCL's vocabulary).
 
-use crate::engine::types::{Collective, Counts, Placement};
+use super::AlgoError;
+use crate::engine::types::{Collective, Counts, Dtype, Placement};
 use std::fmt;
 
 /// A buffer of one rank, as the program sees it. In-place runs map `Send`
@@ -289,6 +290,28 @@ pub struct Program {
 impl Program {
     pub fn step_count(&self) -> usize {
         self.channels.iter().map(|c| c.steps.len()).sum()
+    }
+
+    /// Bytes each physical buffer of `layout` needs for elements of `dtype`;
+    /// a slice outside its view is an error (every executor checks this
+    /// before it runs a program).
+    pub fn bounds(&self, layout: &Layout, dtype: Dtype) -> Result<[usize; 3], AlgoError> {
+        let sizes = [layout.buf0, layout.buf1, self.scratch];
+        let mut need = sizes.map(|e| e * dtype.size());
+        for step in self.channels.iter().flat_map(|c| &c.steps) {
+            for s in [step.src, step.dst].into_iter().flatten() {
+                let (b, off) = layout.resolve(s);
+                let end = (off + step.len) * dtype.size();
+                let limit = sizes[b] * dtype.size();
+                if end > limit {
+                    return Err(AlgoError::OutOfBounds(format!(
+                        "step {step} reaches byte {end} of a {limit}-byte buffer"
+                    )));
+                }
+                need[b] = need[b].max(end);
+            }
+        }
+        Ok(need)
     }
 }
 

@@ -57,7 +57,9 @@ impl Compiled {
         let mut index: HashMap<(bool, usize, u32), u16> = HashMap::new();
         let (mut ins, mut outs) = (Vec::new(), Vec::new());
         let stable = Stability::new(program, &layout);
-        let need = bounds(program, &layout, dtype)?;
+        let need = program
+            .bounds(&layout, dtype)
+            .map_err(|e| ExecError::Setup(e.to_string()))?;
         let mut channels = Vec::with_capacity(program.channels.len());
         let mut any_direct = false;
         for (c, ch) in program.channels.iter().enumerate() {
@@ -126,29 +128,6 @@ impl Compiled {
     pub fn channels(&self) -> usize {
         self.channels.len()
     }
-}
-
-/// Bytes each physical buffer needs; a slice outside its view is an error.
-pub(crate) fn bounds(
-    program: &Program,
-    layout: &Layout,
-    dtype: Dtype,
-) -> Result<[usize; 3], ExecError> {
-    let mut need = [layout.buf0, layout.buf1, program.scratch].map(|e| e * dtype.size());
-    for step in program.channels.iter().flat_map(|c| &c.steps) {
-        for s in [step.src, step.dst].into_iter().flatten() {
-            let (b, off) = layout.resolve(s);
-            let end = (off + step.len) * dtype.size();
-            let limit = [layout.buf0, layout.buf1, program.scratch][b] * dtype.size();
-            if end > limit {
-                return Err(ExecError::Setup(format!(
-                    "step {step} reaches byte {end} of a {limit}-byte buffer"
-                )));
-            }
-            need[b] = need[b].max(end);
-        }
-    }
-    Ok(need)
 }
 
 fn lookup(

@@ -129,7 +129,7 @@ impl RankTables {
     /// by two channels (the kernel keeps its counters per block), or if the
     /// tables outgrow the kernel's index types.
     pub fn new(program: &Program, layout: &Layout, dtype: Dtype) -> Result<RankTables, String> {
-        let need = super::super::host::bounds(program, layout, dtype).map_err(|e| e.to_string())?;
+        let need = program.bounds(layout, dtype).map_err(|e| e.to_string())?;
         let rank = program.rank;
         let mut ins: Vec<ConnKey> = Vec::new();
         let mut outs: Vec<ConnKey> = Vec::new();
