@@ -21,9 +21,9 @@ pub fn info(a: &InfoArgs) -> i32 {
     let mut v = json!({
         "version": env!("CARGO_PKG_VERSION"),
         "build": {
-            "engines": if cfg!(feature = "mpi") { vec!["builtin", "mpi"] } else { vec!["builtin"] },
-            "executors": ["host"],
-            "features": {"mpi": cfg!(feature = "mpi"), "cuda": false},
+            "engines": if cfg!(feature = "mpi") { vec!["builtin", "nccl", "mpi"] } else { vec!["builtin", "nccl"] },
+            "executors": ["host", "cuda", "cuda-emu"],
+            "features": {"mpi": cfg!(feature = "mpi"), "cuda": true},
         },
         "machine": {
             "host": hostname(),
@@ -100,7 +100,7 @@ pub fn info(a: &InfoArgs) -> i32 {
     } else {
         "no"
     };
-    println!("build:    executors host; features: mpi {mpi}, cuda no");
+    println!("build:    executors host, cuda, cuda-emu; features: mpi {mpi}, cuda yes (libraries found at run time)");
     println!(
         "machine:  {} ({} cores, {} available memory)",
         cpu_model(),
@@ -148,9 +148,12 @@ pub fn info(a: &InfoArgs) -> i32 {
                     println!("  {a:>3}: {}", cells.join(" "));
                 }
             }
-            println!(
-                "          (the CUDA executor is not in this build yet: runs use the host engine)"
-            );
+            let how = if nvrtc.is_ok() {
+                "runs use the CUDA engine (--device auto or cuda)"
+            } else {
+                "NVRTC is missing, so runs use the host engine"
+            };
+            println!("          ({how})");
         }
         Err(why) => println!("devices:  none usable ({why}); runs use the host engine"),
     }
