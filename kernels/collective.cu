@@ -40,7 +40,8 @@ struct CbBlock {
 CB_DEVICE void cb_give_up(CbBlock *b, u32 peer, u32 kind, u64 waited) {
     CbStatus *s = b->r->status;
 #if defined(__CUDACC__)
-    unsigned long long prev = atomicCAS((unsigned long long *)&s->abort, 0ull, 1ull);
+    // System scope: the record is host-mapped, shared by every GPU of the world.
+    unsigned long long prev = atomicCAS_system((unsigned long long *)&s->abort, 0ull, 1ull);
 #else
     u64 prev = 0;
     __atomic_compare_exchange_n(&s->abort, &prev, 1ull, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
@@ -458,6 +459,10 @@ CB_DEVICE bool cb_run_step(CbBlock *b, const CbStep *s, CbIo *shared_io, u32 *sh
             for (u32 k = 0; k < s->nrecv; k++) {
                 const CbConn *c = &r->ins[s->recv[k]];
                 cb_flag_release(r, c->head, *c->head + 1);
+            }
+            if (b->wait_start != 0) {
+                // A long wait (of the low-latency lines, too) is over.
+                cb_st_volatile(&r->progress[b->channel].wait_on, 0);
             }
         }
     }

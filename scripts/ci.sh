@@ -98,6 +98,19 @@ done
 ./target/release/collbench all-reduce --device host --ranks 3 --dtype all --op all --sizes 8B:64K:x8 -q
 ./target/release/collbench broadcast --device host --ranks 4 --root all --sizes 8B:64K:x8 -q
 
+echo "== end-to-end: the CUDA executor on the emulated device, NCCL's stand-in beside it"
+./target/release/collbench all --device cuda-emu --ranks 3 --algo all --engine builtin,nccl \
+  --sizes 8B:64K:x8 --iters 2 --warmup 1 --json "$out/emu3.json" -q
+python3 - "$out/emu3.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+rows = r["rows"]
+assert r["meta"]["device"] == "cuda-emu", r["meta"]
+assert rows and all(x["wrong"] == 0 and x["nan"] == 0 for x in rows)
+assert {x["engine"] for x in rows} == {"builtin", "nccl-standin"}
+print(f"ci: {len(rows)} rows on the emulated device, all checked clean")
+PY
+
 echo "== end-to-end: plots, nccl-tests text, report, compare"
 ./target/release/collbench all --device host --ranks 3 --algo all --sizes 8B:1M:x8 --iters 2 \
   --json "$out/r.json" --plot "$out/r.png" --format nccl-tests > "$out/r.txt"

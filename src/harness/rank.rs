@@ -116,6 +116,9 @@ impl RankJob<'_> {
             self.op(&ready, IterKind::Warmup)?;
         }
         self.wait()?;
+        if plan.graph && ready.on_runner {
+            self.runner.prepare_graph(plan.iters)?;
+        }
         self.barrier()?;
         let start = Instant::now();
         let iter_ns = if plan.graph && ready.on_runner {

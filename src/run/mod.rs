@@ -27,6 +27,8 @@ pub const INTERRUPTED: i32 = 130;
 
 /// Runs a command; returns the process exit code.
 pub fn run(cli: Cli) -> i32 {
+    // Before anything initialises the CUDA driver.
+    crate::engine::exec::cuda::dev::real::prepare_env();
     let (coll, args) = match cli.command {
         Command::Info(a) => return info::info(&a),
         Command::Analyze(a) => return analyze::analyze(&a),

@@ -85,6 +85,13 @@ pub trait RankRunner: Send {
     fn completes_on_launch(&self) -> bool {
         false
     }
+    /// Captures `n` operations as a graph for [`RankRunner::launch_graph`],
+    /// before the barrier that precedes the timed loop (capturing may
+    /// allocate, which must not happen while peers wait on this rank).
+    fn prepare_graph(&mut self, n: usize) -> Result<(), ExecError> {
+        let _ = n;
+        Ok(())
+    }
     /// Starts `n` operations as one captured graph (`--graph`).
     fn launch_graph(&mut self, n: usize) -> Result<(), ExecError> {
         (0..n).try_for_each(|_| self.launch())

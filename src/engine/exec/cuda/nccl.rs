@@ -20,6 +20,7 @@ struct Api {
     error_string: unsafe extern "C" fn(Res) -> *const c_char,
     comm_init_all: unsafe extern "C" fn(*mut Comm, c_int, *const c_int) -> Res,
     comm_destroy: unsafe extern "C" fn(Comm) -> Res,
+    comm_abort: unsafe extern "C" fn(Comm) -> Res,
     all_reduce:
         unsafe extern "C" fn(*const c_void, *mut c_void, usize, c_int, c_int, Comm, Stream) -> Res,
     broadcast:
@@ -136,6 +137,7 @@ impl Nccl {
             error_string: sym!(b"ncclGetErrorString"),
             comm_init_all: sym!(b"ncclCommInitAll"),
             comm_destroy: sym!(b"ncclCommDestroy"),
+            comm_abort: sym!(b"ncclCommAbort"),
             all_reduce: sym!(b"ncclAllReduce"),
             broadcast: sym!(b"ncclBroadcast"),
             reduce: sym!(b"ncclReduce"),
@@ -199,6 +201,7 @@ impl Nccl {
         Ok(Comms {
             nccl: self,
             comms: comms.into_iter().map(|c| c as usize).collect(),
+            aborted: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -239,6 +242,8 @@ pub struct Comms {
     nccl: &'static Nccl,
     /// Handles as addresses (one per rank).
     comms: Vec<usize>,
+    /// Set once the communicators were aborted (they are then gone).
+    aborted: std::sync::atomic::AtomicBool,
 }
 
 /// One operation for NCCL: device addresses of the rank's send and receive views.
@@ -257,6 +262,20 @@ pub struct Call {
 }
 
 impl Comms {
+    /// Aborts every communicator (once): their uncompleted operations end,
+    /// so a rank that never joins cannot hold the others forever.
+    pub fn abort(&self) {
+        if self.aborted.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            return;
+        }
+        for &c in &self.comms {
+            if c != 0 {
+                // SAFETY: a communicator from ncclCommInitAll, aborted once.
+                let _ = unsafe { (self.nccl.api.comm_abort)(c as Comm) };
+            }
+        }
+    }
+
     /// Enqueues `c` on `stream` (a `CUstream`).
     pub fn enqueue(&self, c: &Call, stream: u64) -> Result<(), String> {
         let api = &self.nccl.api;
@@ -374,6 +393,9 @@ impl Comms {
 
 impl Drop for Comms {
     fn drop(&mut self) {
+        if *self.aborted.get_mut() {
+            return;
+        }
         for &c in &self.comms {
             if c != 0 {
                 // SAFETY: a communicator from ncclCommInitAll, no longer used.

@@ -60,17 +60,29 @@ fn check(call: &str, r: sys::CUresult) -> Result<(), DevError> {
     r.result().map_err(|e| err(call, e))
 }
 
-/// Every GPU the driver sees, opened; `Err` says why there are none.
-pub fn devices() -> Result<Vec<std::sync::Arc<RealDevice>>, DevError> {
-    // Read by the driver when a context is created: set it before any is.
+/// Asks the driver for [`CONNECTIONS`] hardware queues unless the user set
+/// `CUDA_DEVICE_MAX_CONNECTIONS`. The driver reads it when it initialises,
+/// so this runs first thing in the process, before any thread exists.
+pub fn prepare_env() {
     if std::env::var_os("CUDA_DEVICE_MAX_CONNECTIONS").is_none() {
         std::env::set_var("CUDA_DEVICE_MAX_CONNECTIONS", CONNECTIONS.to_string());
     }
-    let probed = super::super::device::probe().map_err(|why| DevError::new("probe", why))?;
-    let connections = std::env::var("CUDA_DEVICE_MAX_CONNECTIONS")
+}
+
+/// The hardware queues a context gets: the variable's value (the driver's
+/// default 8 when unset or unreadable), at most the hardware's 32.
+fn connections() -> u32 {
+    std::env::var("CUDA_DEVICE_MAX_CONNECTIONS")
         .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(8);
+        .and_then(|v| v.trim().parse::<u32>().ok())
+        .unwrap_or(8)
+        .clamp(1, 32)
+}
+
+/// Every GPU the driver sees, opened; `Err` says why there are none.
+pub fn devices() -> Result<Vec<std::sync::Arc<RealDevice>>, DevError> {
+    let probed = super::super::device::probe().map_err(|why| DevError::new("probe", why))?;
+    let connections = connections();
     let mut out = Vec::new();
     for d in probed.devices {
         let dev = result::device::get(d.ordinal as i32).map_err(|e| err("cuDeviceGet", e))?;

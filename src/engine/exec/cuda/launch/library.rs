@@ -35,6 +35,21 @@ pub(super) struct LibOp {
 }
 
 impl LibOp {
+    pub(super) fn coll(&self) -> Collective {
+        self.coll
+    }
+
+    /// Whether NCCL must read this rank's input from a copy: grouped sends
+    /// and receives on one buffer are not valid in NCCL (in-place
+    /// all-to-all and send-recv).
+    pub(super) fn needs_copy(&self) -> bool {
+        self.send == self.recv && matches!(self.coll, Collective::AllToAll | Collective::SendRecv)
+    }
+
+    pub(super) fn send_bytes(&self) -> usize {
+        self.counts.send * self.dtype.size()
+    }
+
     pub(super) fn new(op: &OpDesc) -> LibOp {
         let es = op.dtype.size();
         let at = |s| {
@@ -109,6 +124,16 @@ impl CudaRank {
             .dev
             .raw_stream(self.stream)
             .ok_or_else(|| ExecError::Setup("NCCL needs a real CUDA stream".into()))?;
+        let mut send = self.addr(lib.send)?;
+        if lib.needs_copy() {
+            // In stream order, inside the timed operation: the copy is part
+            // of what an in-place exchange costs NCCL.
+            let (stage, _) = self.stage;
+            self.dev
+                .copy(self.stream, stage, send, lib.send_bytes())
+                .map_err(dev_err)?;
+            send = stage;
+        }
         let call = Call {
             coll: lib.coll,
             dtype,
@@ -117,7 +142,7 @@ impl CudaRank {
             root: lib.root,
             nranks: lib.nranks,
             rank: self.rank,
-            send: self.addr(lib.send)?,
+            send,
             recv: self.addr(lib.recv)?,
             esize: lib.dtype.size(),
         };

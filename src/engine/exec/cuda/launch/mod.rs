@@ -16,6 +16,7 @@
 
 use super::abi::{CbProgress, CbStatus, ConnKey, ConnShape, Proto};
 use super::dev::{DevError, DevPtr, Device, Mapped, StreamId};
+use super::kernels::Variant;
 use crate::engine::algo::MAX_PEERS;
 use crate::engine::exec::world::{ExecError, HostWorld, MAX_CHANNELS};
 use crate::engine::observe::Observer;
@@ -118,6 +119,8 @@ pub struct CudaWorld {
     setup_streams: Mutex<HashMap<usize, StreamId>>,
     /// What runs `--engine nccl` operations, when the sweep has them.
     library: Option<library::Library>,
+    /// Blocks a rank's program may use when channels are `auto`, per variant.
+    auto: Mutex<HashMap<Variant, usize>>,
 }
 
 enum Owned {
@@ -198,6 +201,7 @@ impl CudaWorld {
             owned: Mutex::new(Vec::new()),
             setup_streams: Mutex::new(HashMap::new()),
             library: None,
+            auto: Mutex::new(HashMap::new()),
         };
         if nccl {
             world.library = Some(library::open(&world)?);
@@ -211,6 +215,35 @@ impl CudaWorld {
 
     pub fn host(&self) -> &Arc<HostWorld> {
         &self.host
+    }
+
+    /// Blocks each rank's program takes with `--channels auto`: the same for
+    /// every rank (their programs must match), from the most crowded
+    /// device. Half the resident slots, so the persistent kernels never
+    /// fill a GPU and a short kernel queued ahead of another rank's blocks
+    /// always finds room.
+    pub(super) fn auto_blocks(&self, variant: Variant) -> Result<usize, ExecError> {
+        if self.kind == Kind::Emu {
+            // Every block is a thread: few, so the host's cores are not swamped.
+            return Ok(2);
+        }
+        let poisoned = || ExecError::Setup("channel table poisoned".into());
+        if let Some(&n) = self.auto.lock().map_err(|_| poisoned())?.get(&variant) {
+            return Ok(n);
+        }
+        let mut blocks = MAX_CHANNELS;
+        for (i, d) in self.devices.iter().enumerate() {
+            let here = self.of_rank.iter().filter(|&&x| x == i).count().max(1);
+            let f = d.function(variant, "cb_collective").map_err(dev_err)?;
+            let per_sm = d.occupancy(f, self.opts.threads).map_err(dev_err)? as usize;
+            let cap = d.desc().multiprocessors as usize * per_sm.max(1);
+            blocks = blocks.min((cap / 2 / here).max(1));
+        }
+        self.auto
+            .lock()
+            .map_err(|_| poisoned())?
+            .insert(variant, blocks);
+        Ok(blocks)
     }
 
     /// What runs `--engine nccl` here: NCCL's version, or the stand-in.
@@ -347,6 +380,7 @@ impl CudaWorld {
             observer,
             small,
             words: (0, 0),
+            stage: (0, 0),
             tables: (0, 0),
             loaded: None,
             events: Vec::new(),

@@ -53,6 +53,8 @@ pub struct CudaRank {
     pub(super) small: DevPtr,
     /// Grow-only device regions (address, capacity) for input tables and programs.
     pub(super) words: (DevPtr, usize),
+    /// Grow-only device region for NCCL's copy of an in-place input.
+    pub(super) stage: (DevPtr, usize),
     pub(super) tables: (DevPtr, usize),
     pub(super) loaded: Option<Loaded>,
     /// Free events, reused.
@@ -197,13 +199,46 @@ impl CudaRank {
             .as_ref()
             .map_or(0, |l| l.step_counts.len())
             .min(MAX_CHANNELS);
+        // NCCL's kernels do not read our status record: past the timeout,
+        // or when the run stops, its communicators are aborted instead.
+        let nccl = match (
+            self.loaded.as_ref().and_then(|l| l.lib),
+            &self.world.library,
+        ) {
+            (Some(lib), Some(super::library::Library::Nccl(comms))) => Some((lib, comms)),
+            _ => None,
+        };
+        let mut failed: Option<(ExecError, Instant)> = None;
         loop {
             if self.dev.done(self.stream).map_err(dev_err)? {
-                return Ok(());
+                return failed.map_or(Ok(()), |(e, _)| Err(e));
             }
             tick(self)?;
             if self.world.host.aborted() {
                 self.world.stop_kernels();
+            }
+            if let (Some((lib, comms)), None) = (nccl, &failed) {
+                let waited = start.elapsed();
+                if self.world.host.aborted() || waited >= self.world.opts.timeout {
+                    comms.abort();
+                    let e = if self.world.host.aborted() {
+                        ExecError::Aborted
+                    } else {
+                        ExecError::CollectiveTimeout {
+                            rank: self.rank,
+                            collective: lib.coll().name(),
+                            call: "NCCL",
+                            waited,
+                        }
+                    };
+                    failed = Some((e, Instant::now()));
+                }
+            }
+            if let Some((_, since)) = &failed {
+                if since.elapsed() > Duration::from_secs(10) {
+                    // The aborted operations did not drain: give up waiting.
+                    return failed.map_or(Ok(()), |(e, _)| Err(e));
+                }
             }
             if last_look.elapsed() >= Duration::from_millis(5) {
                 last_look = Instant::now();
@@ -241,9 +276,18 @@ impl CudaRank {
 
     /// The error the kernels' status record stands for, if they stopped.
     fn stopped(&self) -> Option<ExecError> {
-        let s = self.world.status();
+        let mut s = self.world.status();
         if s.abort == 0 {
             return None;
+        }
+        // 1: the rank that gave up is still writing its record.
+        let t = Instant::now();
+        while s.abort == 1 && t.elapsed() < Duration::from_millis(200) {
+            std::thread::yield_now();
+            s = self.world.status();
+        }
+        if s.abort != 2 {
+            return Some(ExecError::Aborted);
         }
         if s.rank != self.rank as u64 {
             return Some(ExecError::Aborted);
@@ -331,30 +375,9 @@ impl RankRunner for CudaRank {
     }
 
     fn auto_blocks(&mut self, dtype: Dtype, op: ReduceOp) -> Result<usize, ExecError> {
-        if self.world.kind == Kind::Emu {
-            // Every block is a thread: few, so the host's cores are not swamped.
-            return Ok(2);
-        }
-        let here = self
-            .world
-            .of_rank
-            .iter()
-            .filter(|&&x| x == self.di)
-            .count()
-            .max(1);
-        let f = self
-            .dev
-            .function(Variant { dtype, op }, "cb_collective")
-            .map_err(dev_err)?;
-        let per_sm = self
-            .dev
-            .occupancy(f, self.world.opts.threads)
-            .map_err(dev_err)? as usize;
-        let cap = self.dev.desc().multiprocessors as usize * per_sm.max(1);
-        // Half the resident slots: the persistent kernels never fill the
-        // GPU, so a short kernel queued ahead of another rank's blocks
-        // always finds room and cannot hold them back.
-        Ok((cap / 2 / here).clamp(1, MAX_CHANNELS))
+        // Every rank must cut its program into the same channels: the
+        // world decides once, for its most crowded device.
+        self.world.auto_blocks(Variant { dtype, op })
     }
 
     fn load(&mut self, op: &OpDesc, program: &Program) -> Result<(), ExecError> {
@@ -431,6 +454,11 @@ impl RankRunner for CudaRank {
             dtype: op.dtype,
             op: op.op,
         };
+        let lib = super::library::LibOp::new(op);
+        if lib.needs_copy() && self.world.kind == Kind::Cuda {
+            // Allocated now, before the case's barriers, never mid-loop.
+            self.stage = self.region(self.stage, lib.send_bytes())?;
+        }
         // The data kernels of the variant fill and check NCCL's buffers too.
         let coll_fn = self
             .dev
@@ -443,7 +471,7 @@ impl RankRunner for CudaRank {
             step_counts: Vec::new(),
             prims: Vec::new(),
             dtype: op.dtype,
-            lib: Some(super::library::LibOp::new(op)),
+            lib: Some(lib),
         });
         Ok(())
     }
@@ -466,31 +494,38 @@ impl RankRunner for CudaRank {
         Ok(())
     }
 
+    fn prepare_graph(&mut self, n: usize) -> Result<(), ExecError> {
+        if let (Some(_), Kind::Emu) = (self.loaded()?.lib, self.world.kind) {
+            return Ok(());
+        }
+        if matches!(self.graph, Some((_, m)) if m == n) {
+            return Ok(());
+        }
+        if let Some((g, _)) = self.graph.take() {
+            self.dev.drop_graph(g).map_err(dev_err)?;
+        }
+        self.dev.begin_capture(self.stream).map_err(dev_err)?;
+        let mut captured = Ok(());
+        for _ in 0..n {
+            captured = self.enqueue_op();
+            if captured.is_err() {
+                break;
+            }
+        }
+        let g = self.dev.end_capture(self.stream);
+        captured?;
+        self.graph = Some((g.map_err(dev_err)?, n));
+        Ok(())
+    }
+
     fn launch_graph(&mut self, n: usize) -> Result<(), ExecError> {
         if let (Some(_), Kind::Emu) = (self.loaded()?.lib, self.world.kind) {
             // The stand-in runs on the host: nothing to capture.
             return (0..n).try_for_each(|_| self.launch());
         }
-        let graph = match self.graph {
-            Some((g, m)) if m == n => g,
-            _ => {
-                if let Some((g, _)) = self.graph.take() {
-                    self.dev.drop_graph(g).map_err(dev_err)?;
-                }
-                self.dev.begin_capture(self.stream).map_err(dev_err)?;
-                let mut captured = Ok(());
-                for _ in 0..n {
-                    captured = self.enqueue_op();
-                    if captured.is_err() {
-                        break;
-                    }
-                }
-                let g = self.dev.end_capture(self.stream);
-                captured?;
-                let g = g.map_err(dev_err)?;
-                self.graph = Some((g, n));
-                g
-            }
+        self.prepare_graph(n)?;
+        let Some((graph, _)) = self.graph else {
+            return Err(ExecError::Setup("no captured graph".into()));
         };
         let steps = self.loaded()?.step_counts.clone();
         self.observer.begin(&steps);
@@ -539,6 +574,10 @@ impl RankRunner for CudaRank {
         if let Some(e) = self.stopped() {
             return Err(e);
         }
+        // Everything completed: the next operations start from clean records.
+        // SAFETY: the mapped progress holds MAX_CHANNELS records and no
+        // kernel of this rank runs now.
+        unsafe { std::ptr::write_bytes(self.progress.host, 0, self.progress.bytes) };
         tick(self)?;
         let mut out = Vec::with_capacity(pending.len());
         let untimed = pending
@@ -581,8 +620,9 @@ impl RankRunner for CudaRank {
 
 impl Drop for CudaRank {
     fn drop(&mut self) {
-        // Finish whatever is queued; memory goes with the world.
-        if !self.pending.is_empty() {
+        // Finish whatever is queued; memory goes with the world. Kernels
+        // still running when a rank gives up would wait for it: stop them.
+        if !self.pending.is_empty() || !self.dev.done(self.stream).unwrap_or(true) {
             self.world.stop_kernels();
         }
         let _ = self.dev.sync(self.stream);
