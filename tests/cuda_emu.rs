@@ -414,3 +414,50 @@ fn nccl_side_by_side_on_the_emulated_device_comes_from_the_stand_in() {
         "{err}"
     );
 }
+
+#[test]
+fn a_sweep_too_large_for_the_device_is_capped_with_a_warning() {
+    if !have_compiler("a_sweep_too_large_for_the_device_is_capped_with_a_warning") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let out = collbench()
+        .env("COLLBENCH_EMU_MEM", "64M")
+        .args([
+            "all-reduce",
+            "--device",
+            "cuda-emu",
+            "--ranks",
+            "2",
+            "--sizes",
+            "1M:64M",
+        ])
+        .args([
+            "--placement",
+            "out",
+            "--iters",
+            "1",
+            "--warmup",
+            "0",
+            "-q",
+            "--json",
+        ])
+        .arg(&json)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains("2 size(s) from 32MiB up skipped")
+            && err.contains("64MiB of memory available"),
+        "{err}"
+    );
+    let v: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let sizes: Vec<u64> = rows(&v)
+        .iter()
+        .map(|r| r["bytes"].as_u64().unwrap())
+        .collect();
+    assert_eq!(sizes, vec![1 << 20, 2 << 20, 4 << 20, 8 << 20, 16 << 20]);
+    assert_clean(&v, "capped sweep");
+}

@@ -102,15 +102,45 @@ pub struct Outcome {
 
 /// Checks that the sweep's buffers fit in memory before anything is allocated.
 pub fn check_memory(plan: &Plan, cases: &[Case]) -> Result<(), HarnessError> {
+    check_budget(plan, cases, Budget::Host)
+}
+
+/// Where a sweep's buffers live, and the room there.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Budget {
+    /// Host memory (what the kernel says is available), for every rank.
+    Host,
+    /// The most crowded device: `free` bytes shared by `ranks` ranks, each
+    /// also holding `extra` bytes of connections and tables.
+    Device { free: u64, ranks: usize, extra: u64 },
+}
+
+impl Budget {
+    pub fn available(self) -> Option<u64> {
+        match self {
+            Budget::Host => mem::available_bytes(),
+            Budget::Device { free, .. } => Some(free),
+        }
+    }
+}
+
+/// Checks that the sweep's buffers fit `budget`.
+pub fn check_budget(plan: &Plan, cases: &[Case], budget: Budget) -> Result<(), HarnessError> {
     let per_rank: usize = rank::buffer_bytes(plan, cases).iter().sum();
-    let fifo = 16 * plan.host.slots * plan.host.slot_bytes * plan.channels.max(1);
-    let need = (per_rank as u64 + fifo as u64) * plan.ranks as u64;
-    if let Some(free) = mem::available_bytes() {
+    let (ranks, extra) = match budget {
+        Budget::Host => (
+            plan.ranks,
+            (16 * plan.host.slots * plan.host.slot_bytes * plan.channels.max(1)) as u64,
+        ),
+        Budget::Device { ranks, extra, .. } => (ranks, extra),
+    };
+    let need = (per_rank as u64 + extra) * ranks as u64;
+    if let Some(free) = budget.available() {
         if need > free / 10 * 9 {
             return Err(HarnessError::Memory {
                 need: Bytes(need),
                 per_rank: Bytes(per_rank as u64),
-                ranks: plan.ranks,
+                ranks,
                 free: Bytes(free),
             });
         }
@@ -132,12 +162,8 @@ pub struct SizeCap {
 /// Drops the largest sizes of `plan` until its buffers fit in memory.
 /// Returns what was dropped; `None` when everything fits, or when not even
 /// the smallest size fits (then [`run`] refuses with the reason).
-pub fn cap_sizes_to_memory(plan: &mut Plan) -> Option<SizeCap> {
-    if plan.gpu.is_some() {
-        // Buffers live on the device: the CUDA world checks its free memory.
-        return None;
-    }
-    let fits = |p: &Plan| check_memory(p, &plan::cases(p).0).is_ok();
+pub fn cap_sizes_to_memory(plan: &mut Plan, budget: Budget) -> Option<SizeCap> {
+    let fits = |p: &Plan| check_budget(p, &plan::cases(p).0, budget).is_ok();
     if fits(plan) {
         return None;
     }
@@ -150,7 +176,7 @@ pub fn cap_sizes_to_memory(plan: &mut Plan) -> Option<SizeCap> {
             let cap = SizeCap {
                 kept_max: trial.sizes.iter().copied().max().unwrap_or(0),
                 dropped,
-                available: mem::available_bytes().unwrap_or(0),
+                available: budget.available().unwrap_or(0),
             };
             plan.sizes = trial.sizes;
             return Some(cap);

@@ -227,12 +227,15 @@ fn sweep(coll: Option<Collective>, args: &RunArgs) -> i32 {
         Ok(x) => x,
         Err(e) => return fail(e),
     };
-    let capped = harness::cap_sizes_to_memory(&mut s.plan).map(|c| warn::Warning::SizesCapped {
-        kept_max: c.kept_max,
-        dropped: c.dropped,
-        available: c.available,
-        ranks: s.plan.ranks,
-    });
+    let room = budget(&s);
+    let capped = room
+        .and_then(|b| harness::cap_sizes_to_memory(&mut s.plan, b))
+        .map(|c| warn::Warning::SizesCapped {
+            kept_max: c.kept_max,
+            dropped: c.dropped,
+            available: c.available,
+            ranks: s.plan.ranks,
+        });
     let mut meta = meta(&s, &chosen);
     s.plan.run_info = crate::recorder::dump::RunInfo {
         host: meta.host.clone(),
@@ -273,6 +276,24 @@ fn sweep(coll: Option<Collective>, args: &RunArgs) -> i32 {
         }
     }
     exit_code(result, leader)
+}
+
+/// Where the sweep's buffers live and the room there: the GPUs' free
+/// memory on the CUDA engine (the most crowded device), else the host's;
+/// `None` when the devices cannot be opened (the run then says why).
+fn budget(s: &Sweep) -> Option<harness::Budget> {
+    use crate::engine::exec::cuda::launch::{memory_budget, CudaOptions};
+    let Some(kind) = s.plan.gpu else {
+        return Some(harness::Budget::Host);
+    };
+    let opts = CudaOptions::new(
+        kind,
+        s.plan.host.slot_bytes,
+        s.plan.timeout(),
+        s.plan.timing,
+    );
+    let (free, ranks, extra) = memory_budget(kind, s.plan.ranks, &opts)?;
+    Some(harness::Budget::Device { free, ranks, extra })
 }
 
 /// Joins the MPI world when launched into one; refuses a launcher's tasks

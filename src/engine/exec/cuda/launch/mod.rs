@@ -102,6 +102,38 @@ fn dev_err(e: DevError) -> ExecError {
     ExecError::Setup(format!("device: {e}"))
 }
 
+/// Room for buffers on the devices a world of `nranks` ranks of `kind`
+/// would use: (free bytes of the most crowded device, ranks on it, bytes
+/// each rank needs beyond its buffers). `None` when the devices cannot be
+/// opened (the world's own checks then say why).
+pub fn memory_budget(kind: Kind, nranks: usize, opts: &CudaOptions) -> Option<(u64, usize, u64)> {
+    let devices: Vec<Arc<dyn Device>> = match kind {
+        Kind::Cuda => super::dev::real::devices()
+            .ok()?
+            .into_iter()
+            .map(|d| d as Arc<dyn Device>)
+            .collect(),
+        Kind::Emu => super::dev::emu::devices()
+            .ok()?
+            .into_iter()
+            .map(|d| d as Arc<dyn Device>)
+            .collect(),
+    };
+    let used = devices.len().min(nranks).max(1);
+    let free = devices
+        .iter()
+        .take(used)
+        .filter_map(|d| d.mem_info().ok().map(|m| m.0))
+        .min()?;
+    Some((free, nranks.div_ceil(used), rank_overhead(opts) as u64))
+}
+
+/// Device bytes a rank holds beyond its buffers: connections (an
+/// estimate: four channels of up to MAX_PEERS peers each way), tables.
+fn rank_overhead(opts: &CudaOptions) -> usize {
+    opts.shape.bytes() * 4 * MAX_PEERS + (1 << 20)
+}
+
 /// Ranks, the devices they run on, and their connections.
 pub struct CudaWorld {
     kind: Kind,
@@ -172,7 +204,7 @@ impl CudaWorld {
                 )));
             }
             let per_rank: usize = bytes.iter().sum();
-            let conn = opts.shape.bytes() * 4 * MAX_PEERS;
+            let conn = rank_overhead(&opts);
             let need = (here * (per_rank + conn)) as u64;
             let (free, _) = d.mem_info().map_err(dev_err)?;
             if need > free / 10 * 9 {
