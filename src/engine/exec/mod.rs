@@ -4,7 +4,7 @@
 
 pub mod cuda;
 pub mod host;
-pub mod mem;
+pub use crate::engine::transport::mem;
 #[cfg(feature = "mpi")]
 pub mod mpi_coll;
 pub mod runner;

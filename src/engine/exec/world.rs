@@ -1,15 +1,15 @@
 //! A world of host ranks: its options, the errors its operations end in,
-//! how its ranks reach each other ([`Links`]: in this process, or across
-//! processes of a node), its barrier, and the waiting discipline every wait
-//! shares (spin, then yield; honour the timeout and the abort flag).
+//! and its ranks, reached through [`Links`] (in this process, or across
+//! processes of a node: `engine::transport`).
 
-use super::mem::HostBuf;
 use crate::engine::transport::inproc::Fifo;
+pub use crate::engine::transport::links::{spin_limit, InProcess, Links, Wait};
+use crate::engine::transport::links::{FifoShape, LinkError, WaitCtl};
+use crate::engine::transport::mem::HostBuf;
 use crate::engine::types::Dtype;
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
 
 /// The most channels one program may have.
 pub const MAX_CHANNELS: usize = 128;
@@ -76,85 +76,6 @@ pub enum ExecError {
     Mpi(String),
 }
 
-/// How a world's ranks reach each other: the FIFOs between them, their
-/// barrier, and where rank buffers live (so peers can read them directly).
-pub trait Links: Send + Sync {
-    /// The FIFO from `from` to `to` on channel `chan`: the same one every call.
-    fn fifo(
-        &self,
-        from: usize,
-        to: usize,
-        chan: u32,
-        opts: &HostOptions,
-    ) -> Result<Arc<Fifo>, ExecError>;
-    /// Waits until every rank of the world has arrived.
-    fn barrier(&self, world: &HostWorld, rank: usize) -> Result<(), ExecError>;
-    /// Rank `rank`'s physical buffers of `bytes` each.
-    fn buffers(&self, rank: usize, bytes: [usize; 3]) -> Result<[HostBuf; 3], ExecError> {
-        let _ = rank;
-        let alloc = |n| HostBuf::new(n).map_err(ExecError::Setup);
-        Ok([alloc(bytes[0])?, alloc(bytes[1])?, alloc(bytes[2])?])
-    }
-}
-
-/// Ranks that are threads of this process: FIFOs made on first use.
-#[derive(Default)]
-pub struct InProcess {
-    fifos: Mutex<HashMap<(usize, usize, u32), Arc<Fifo>>>,
-    arrived: AtomicUsize,
-    generation: AtomicUsize,
-}
-
-impl Links for InProcess {
-    fn fifo(
-        &self,
-        from: usize,
-        to: usize,
-        chan: u32,
-        opts: &HostOptions,
-    ) -> Result<Arc<Fifo>, ExecError> {
-        let mut map = self
-            .fifos
-            .lock()
-            .map_err(|_| ExecError::Setup("connection table poisoned".into()))?;
-        if let Some(f) = map.get(&(from, to, chan)) {
-            return Ok(Arc::clone(f));
-        }
-        let fifo = Fifo::new(opts.slots, opts.slot_bytes)
-            .map_err(|e| ExecError::Setup(format!("FIFO allocation: {e}")))?;
-        let fifo = Arc::new(fifo);
-        map.insert((from, to, chan), Arc::clone(&fifo));
-        Ok(fifo)
-    }
-
-    fn barrier(&self, world: &HostWorld, rank: usize) -> Result<(), ExecError> {
-        let generation = self.generation.load(Ordering::Acquire);
-        if self.arrived.fetch_add(1, Ordering::AcqRel) + 1 == world.nranks {
-            self.arrived.store(0, Ordering::Relaxed);
-            self.generation.store(generation + 1, Ordering::Release);
-            return Ok(());
-        }
-        let mut wait = Wait::new(spin_limit(world.nranks));
-        while self.generation.load(Ordering::Acquire) == generation {
-            if !wait.snooze() {
-                continue;
-            }
-            if world.aborted() {
-                return Err(ExecError::Aborted);
-            }
-            if wait.elapsed() >= world.opts.timeout {
-                return Err(ExecError::BarrierTimeout {
-                    rank,
-                    arrived: self.arrived.load(Ordering::Relaxed),
-                    nranks: world.nranks,
-                    waited: wait.elapsed(),
-                });
-            }
-        }
-        Ok(())
-    }
-}
-
 /// The ranks of one run and how they reach each other.
 pub struct HostWorld {
     nranks: usize,
@@ -181,12 +102,12 @@ impl HostWorld {
 
     /// Waits until every rank has arrived; honours the timeout and abort.
     pub fn barrier(&self, rank: usize) -> Result<(), ExecError> {
-        self.links.barrier(self, rank)
+        Ok(self.links.barrier(self, rank)?)
     }
 
     /// Rank `rank`'s physical buffers.
     pub fn buffers(&self, rank: usize, bytes: [usize; 3]) -> Result<[HostBuf; 3], ExecError> {
-        self.links.buffers(rank, bytes)
+        Ok(self.links.buffers(rank, bytes)?)
     }
 
     pub fn nranks(&self) -> usize {
@@ -207,7 +128,11 @@ impl HostWorld {
     }
 
     pub(crate) fn fifo(&self, from: usize, to: usize, chan: u32) -> Result<Arc<Fifo>, ExecError> {
-        self.links.fifo(from, to, chan, &self.opts)
+        let shape = FifoShape {
+            slots: self.opts.slots,
+            slot_bytes: self.opts.slot_bytes,
+        };
+        Ok(self.links.fifo(from, to, chan, shape)?)
     }
 
     /// Elements per step for `dtype`: what one slot holds.
@@ -216,56 +141,36 @@ impl HostWorld {
     }
 }
 
-/// Spins before yielding: long when every rank has a core, short when
-/// ranks outnumber cores (a spinning rank would starve the one it waits on).
-pub(crate) fn spin_limit(nranks: usize) -> u32 {
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    if nranks > cores {
-        32
-    } else {
-        4000
+impl WaitCtl for HostWorld {
+    fn nranks(&self) -> usize {
+        self.nranks
+    }
+
+    fn timeout(&self) -> Duration {
+        self.opts.timeout
+    }
+
+    fn aborted(&self) -> bool {
+        HostWorld::aborted(self)
     }
 }
 
-/// Spin, then yield; says when it is time to look at the clock.
-pub(crate) struct Wait {
-    pub(crate) spins: u32,
-    pub(crate) limit: u32,
-    started: Option<Instant>,
-}
-
-impl Wait {
-    pub(crate) fn new(limit: u32) -> Wait {
-        Wait {
-            spins: 0,
-            limit,
-            started: None,
+impl From<LinkError> for ExecError {
+    fn from(e: LinkError) -> ExecError {
+        match e {
+            LinkError::Aborted => ExecError::Aborted,
+            LinkError::BarrierTimeout {
+                rank,
+                arrived,
+                nranks,
+                waited,
+            } => ExecError::BarrierTimeout {
+                rank,
+                arrived,
+                nranks,
+                waited,
+            },
+            LinkError::Setup(s) => ExecError::Setup(s),
         }
-    }
-
-    pub(crate) fn reset(&mut self) {
-        self.spins = 0;
-    }
-
-    /// Returns true every so often, when checks are due.
-    pub(crate) fn snooze(&mut self) -> bool {
-        self.spins += 1;
-        if self.spins < self.limit {
-            std::hint::spin_loop();
-            return false;
-        }
-        std::thread::yield_now();
-        if self.spins % 64 != 0 {
-            return false;
-        }
-        if self.spins > self.limit + 100_000 {
-            std::thread::sleep(Duration::from_micros(50));
-        }
-        self.started.get_or_insert_with(Instant::now);
-        true
-    }
-
-    pub(crate) fn elapsed(&self) -> Duration {
-        self.started.map_or(Duration::ZERO, |t| t.elapsed())
     }
 }

@@ -5,9 +5,9 @@
 //! translate between the two mappings). The protocol is the in-process one.
 
 use super::inproc::{DirectMap, Fifo};
+use super::links::{FifoShape, LinkError, Links, WaitCtl};
+use super::mem::HostBuf;
 use super::shm::Segment;
-use crate::engine::exec::host::{ExecError, HostOptions, HostWorld, Links};
-use crate::engine::exec::HostBuf;
 use std::collections::HashMap;
 use std::ptr::NonNull;
 use std::sync::{Arc, Mutex};
@@ -122,17 +122,17 @@ impl NodeLinks {
     }
 
     /// A FIFO in this process's memory that the relay serves.
-    fn relayed(&self, from: usize, to: usize, chan: u32) -> Result<Arc<Fifo>, ExecError> {
+    fn relayed(&self, from: usize, to: usize, chan: u32) -> Result<Arc<Fifo>, LinkError> {
         let (peer, outgoing) = if from == self.me {
             (to, true)
         } else {
             (from, false)
         };
         let relay = self.relay.as_ref().ok_or_else(|| {
-            ExecError::Setup(format!("rank {} has no way to reach rank {peer}", self.me))
+            LinkError::Setup(format!("rank {} has no way to reach rank {peer}", self.me))
         })?;
         let fifo = Fifo::new(self.shape.slots, self.shape.slot_bytes)
-            .map_err(|e| ExecError::Setup(format!("FIFO allocation: {e}")))?;
+            .map_err(|e| LinkError::Setup(format!("FIFO allocation: {e}")))?;
         let fifo = Arc::new(fifo);
         relay.add(Arc::clone(&fifo), peer, chan, outgoing);
         Ok(fifo)
@@ -142,15 +142,15 @@ impl NodeLinks {
         r != self.me && self.peers.get(r).is_some_and(Option::is_none)
     }
 
-    fn peer(&self, r: usize) -> Result<&Local, ExecError> {
+    fn peer(&self, r: usize) -> Result<&Local, LinkError> {
         self.peers.get(r).and_then(Option::as_ref).ok_or_else(|| {
-            ExecError::Setup(format!("rank {} has no connection to rank {r}", self.me))
+            LinkError::Setup(format!("rank {} has no connection to rank {r}", self.me))
         })
     }
 
-    fn make(&self, from: usize, to: usize, chan: u32) -> Result<Fifo, ExecError> {
+    fn make(&self, from: usize, to: usize, chan: u32) -> Result<Fifo, LinkError> {
         if chan as usize >= self.shape.chans {
-            return Err(ExecError::Setup(format!(
+            return Err(LinkError::Setup(format!(
                 "channel {chan} beyond the {} set up",
                 self.shape.chans
             )));
@@ -174,7 +174,7 @@ impl NodeLinks {
                 },
             )
         } else {
-            return Err(ExecError::Setup(format!(
+            return Err(LinkError::Setup(format!(
                 "rank {} asked for the link {from} -> {to}",
                 self.me
             )));
@@ -183,7 +183,7 @@ impl NodeLinks {
             .shape
             .fifo_at(if to == self.me { from } else { self.me }, chan);
         let region = NonNull::new(segment.as_ptr().wrapping_add(at))
-            .ok_or_else(|| ExecError::Setup("null segment".into()))?;
+            .ok_or_else(|| LinkError::Setup("null segment".into()))?;
         // SAFETY: the region lies inside the segment (fifo_at < fifo_bytes), is
         // 64-byte aligned, zero-filled at creation, lives as long as these
         // links, and (from, to, chan) has exactly one sender and one receiver.
@@ -197,12 +197,12 @@ impl Links for NodeLinks {
         from: usize,
         to: usize,
         chan: u32,
-        _opts: &HostOptions,
-    ) -> Result<Arc<Fifo>, ExecError> {
+        _shape: FifoShape,
+    ) -> Result<Arc<Fifo>, LinkError> {
         let mut cache = self
             .cache
             .lock()
-            .map_err(|_| ExecError::Setup("connection table poisoned".into()))?;
+            .map_err(|_| LinkError::Setup("connection table poisoned".into()))?;
         if let Some(f) = cache.get(&(from, to, chan)) {
             return Ok(Arc::clone(f));
         }
@@ -216,25 +216,25 @@ impl Links for NodeLinks {
         Ok(fifo)
     }
 
-    fn barrier(&self, world: &HostWorld, rank: usize) -> Result<(), ExecError> {
-        let timeout = world.options().timeout;
-        (self.barrier)(timeout, &|| world.aborted()).map_err(|_| {
-            if world.aborted() {
-                ExecError::Aborted
+    fn barrier(&self, ctl: &dyn WaitCtl, rank: usize) -> Result<(), LinkError> {
+        let timeout = ctl.timeout();
+        (self.barrier)(timeout, &|| ctl.aborted()).map_err(|_| {
+            if ctl.aborted() {
+                LinkError::Aborted
             } else {
-                ExecError::BarrierTimeout {
+                LinkError::BarrierTimeout {
                     rank,
                     arrived: 0,
-                    nranks: world.nranks(),
+                    nranks: ctl.nranks(),
                     waited: timeout,
                 }
             }
         })
     }
 
-    fn buffers(&self, rank: usize, bytes: [usize; 3]) -> Result<[HostBuf; 3], ExecError> {
+    fn buffers(&self, rank: usize, bytes: [usize; 3]) -> Result<[HostBuf; 3], LinkError> {
         if rank != self.me || bytes.iter().zip(self.shape.bufs).any(|(b, s)| *b > s) {
-            return Err(ExecError::Setup(format!(
+            return Err(LinkError::Setup(format!(
                 "rank {rank} asked for buffers {bytes:?} beyond the shared {:?}",
                 self.shape.bufs
             )));
@@ -244,13 +244,13 @@ impl Links for NodeLinks {
         let mut views = Vec::with_capacity(3);
         for (i, &len) in bytes.iter().enumerate() {
             let ptr = NonNull::new(base.wrapping_add(at))
-                .ok_or_else(|| ExecError::Setup("null segment".into()))?;
+                .ok_or_else(|| LinkError::Setup("null segment".into()))?;
             // SAFETY: inside this rank's buffer segment, which outlives the links' users.
             views.push(unsafe { HostBuf::view(ptr, len) });
             at += self.shape.bufs[i].next_multiple_of(64);
         }
         views
             .try_into()
-            .map_err(|_| ExecError::Setup("three buffers".into()))
+            .map_err(|_| LinkError::Setup("three buffers".into()))
     }
 }

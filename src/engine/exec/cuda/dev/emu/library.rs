@@ -30,9 +30,10 @@ pub(super) struct Library {
 }
 
 /// The loaded library of `variant`, built the first time any device of the
-/// process asks for it.
+/// process asks for it. A failed build is remembered too: every rank gets
+/// the same error at once instead of compiling again in turn.
 pub(super) fn library(variant: Variant) -> Result<Arc<Library>, DevError> {
-    type Slot = Arc<Mutex<Option<Arc<Library>>>>;
+    type Slot = Arc<Mutex<Option<Result<Arc<Library>, DevError>>>>;
     static LIBS: OnceLock<Mutex<HashMap<Variant, Slot>>> = OnceLock::new();
     let call = "function";
     let slot = lock(LIBS.get_or_init(Default::default), call)?
@@ -40,12 +41,12 @@ pub(super) fn library(variant: Variant) -> Result<Arc<Library>, DevError> {
         .or_default()
         .clone();
     let mut slot = lock(&slot, call)?;
-    if let Some(lib) = &*slot {
-        return Ok(lib.clone());
+    if let Some(done) = &*slot {
+        return done.clone();
     }
-    let lib = Arc::new(build(variant)?);
-    *slot = Some(lib.clone());
-    Ok(lib)
+    let built = build(variant).map(Arc::new);
+    *slot = Some(built.clone());
+    built
 }
 
 /// The compiler's options for `variant`.

@@ -1,0 +1,175 @@
+//! How a world's ranks reach each other, whatever they run: the link
+//! interface (FIFOs, a barrier, buffers a peer may read), the in-process
+//! links of thread ranks, and the waiting discipline every wait shares
+//! (spin, then yield; honour the timeout and the abort flag).
+
+use super::inproc::Fifo;
+use super::mem::HostBuf;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Why a link could not be made, or a wait on the links ended.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum LinkError {
+    #[error("stopped because another rank failed")]
+    Aborted,
+    #[error("rank {rank} waited {waited:?} (timeout) at a barrier where {arrived} of {nranks} ranks arrived")]
+    BarrierTimeout {
+        rank: usize,
+        arrived: usize,
+        nranks: usize,
+        waited: Duration,
+    },
+    #[error("{0}")]
+    Setup(String),
+}
+
+/// What every wait of a world honours: its size, its timeout, its abort flag.
+pub trait WaitCtl {
+    fn nranks(&self) -> usize;
+    fn timeout(&self) -> Duration;
+    fn aborted(&self) -> bool;
+}
+
+/// The shape of a FIFO: its depth and slot size.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FifoShape {
+    pub slots: usize,
+    pub slot_bytes: usize,
+}
+
+/// How a world's ranks reach each other: the FIFOs between them, their
+/// barrier, and where rank buffers live (so peers can read them directly).
+pub trait Links: Send + Sync {
+    /// The FIFO from `from` to `to` on channel `chan`: the same one every call.
+    fn fifo(
+        &self,
+        from: usize,
+        to: usize,
+        chan: u32,
+        shape: FifoShape,
+    ) -> Result<Arc<Fifo>, LinkError>;
+    /// Waits until every rank of the world has arrived.
+    fn barrier(&self, ctl: &dyn WaitCtl, rank: usize) -> Result<(), LinkError>;
+    /// Rank `rank`'s physical buffers of `bytes` each.
+    fn buffers(&self, rank: usize, bytes: [usize; 3]) -> Result<[HostBuf; 3], LinkError> {
+        let _ = rank;
+        let alloc = |n| HostBuf::new(n).map_err(LinkError::Setup);
+        Ok([alloc(bytes[0])?, alloc(bytes[1])?, alloc(bytes[2])?])
+    }
+}
+
+/// Ranks that are threads of this process: FIFOs made on first use.
+#[derive(Default)]
+pub struct InProcess {
+    fifos: Mutex<HashMap<(usize, usize, u32), Arc<Fifo>>>,
+    arrived: AtomicUsize,
+    generation: AtomicUsize,
+}
+
+impl Links for InProcess {
+    fn fifo(
+        &self,
+        from: usize,
+        to: usize,
+        chan: u32,
+        shape: FifoShape,
+    ) -> Result<Arc<Fifo>, LinkError> {
+        let mut map = self
+            .fifos
+            .lock()
+            .map_err(|_| LinkError::Setup("connection table poisoned".into()))?;
+        if let Some(f) = map.get(&(from, to, chan)) {
+            return Ok(Arc::clone(f));
+        }
+        let fifo = Fifo::new(shape.slots, shape.slot_bytes)
+            .map_err(|e| LinkError::Setup(format!("FIFO allocation: {e}")))?;
+        let fifo = Arc::new(fifo);
+        map.insert((from, to, chan), Arc::clone(&fifo));
+        Ok(fifo)
+    }
+
+    fn barrier(&self, ctl: &dyn WaitCtl, rank: usize) -> Result<(), LinkError> {
+        let nranks = ctl.nranks();
+        let generation = self.generation.load(Ordering::Acquire);
+        if self.arrived.fetch_add(1, Ordering::AcqRel) + 1 == nranks {
+            self.arrived.store(0, Ordering::Relaxed);
+            self.generation.store(generation + 1, Ordering::Release);
+            return Ok(());
+        }
+        let mut wait = Wait::new(spin_limit(nranks));
+        while self.generation.load(Ordering::Acquire) == generation {
+            if !wait.snooze() {
+                continue;
+            }
+            if ctl.aborted() {
+                return Err(LinkError::Aborted);
+            }
+            if wait.elapsed() >= ctl.timeout() {
+                return Err(LinkError::BarrierTimeout {
+                    rank,
+                    arrived: self.arrived.load(Ordering::Relaxed),
+                    nranks,
+                    waited: wait.elapsed(),
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Spins before yielding: long when every rank has a core, short when
+/// ranks outnumber cores (a spinning rank would starve the one it waits on).
+pub fn spin_limit(nranks: usize) -> u32 {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if nranks > cores {
+        32
+    } else {
+        4000
+    }
+}
+
+/// Spin, then yield; says when it is time to look at the clock.
+pub struct Wait {
+    pub spins: u32,
+    pub limit: u32,
+    started: Option<Instant>,
+}
+
+impl Wait {
+    pub fn new(limit: u32) -> Wait {
+        Wait {
+            spins: 0,
+            limit,
+            started: None,
+        }
+    }
+
+    pub fn reset(&mut self) {
+        self.spins = 0;
+    }
+
+    /// Returns true every so often, when checks are due.
+    pub fn snooze(&mut self) -> bool {
+        self.spins += 1;
+        if self.spins < self.limit {
+            std::hint::spin_loop();
+            return false;
+        }
+        std::thread::yield_now();
+        if self.spins % 64 != 0 {
+            return false;
+        }
+        if self.spins > self.limit + 100_000 {
+            std::thread::sleep(Duration::from_micros(50));
+        }
+        self.started.get_or_insert_with(Instant::now);
+        true
+    }
+
+    pub fn elapsed(&self) -> Duration {
+        self.started.map_or(Duration::ZERO, |t| t.elapsed())
+    }
+}
