@@ -286,94 +286,68 @@ impl Comms {
             as Comm;
         let s = stream as Stream;
         let (send, recv) = (c.send as *const c_void, c.recv as *mut c_void);
-        let root = c.root as c_int;
-        let block = c.counts.block;
+        let (n, root, block) = (c.nranks, c.root, c.counts.block);
         let at = |base: u64, k: usize| (base + (k * block * c.esize) as u64) as *mut c_void;
-        // SAFETY: the views hold the counts the layout gives this collective,
-        // on the communicator's device; NCCL reads and writes nothing else.
-        let r = unsafe {
-            match c.coll {
-                Collective::AllReduce => {
-                    (api.all_reduce)(send, recv, c.counts.recv, c.dtype, c.op, comm, s)
-                }
-                Collective::Broadcast => {
-                    (api.broadcast)(send, recv, c.counts.recv, c.dtype, root, comm, s)
-                }
-                Collective::Reduce => {
-                    (api.reduce)(send, recv, c.counts.send, c.dtype, c.op, root, comm, s)
-                }
-                Collective::AllGather => (api.all_gather)(send, recv, block, c.dtype, comm, s),
-                Collective::ReduceScatter => {
-                    (api.reduce_scatter)(send, recv, block, c.dtype, c.op, comm, s)
-                }
-                Collective::SendRecv => {
-                    let n = c.nranks;
-                    let (to, from) = ((c.rank + 1) % n, (c.rank + n - 1) % n);
-                    let k = c.counts.recv;
-                    self.grouped(&mut || {
-                        self.nccl.check(
-                            "ncclSend",
-                            (api.send)(send, k, c.dtype, to as c_int, comm, s),
-                        )?;
-                        self.nccl.check(
-                            "ncclRecv",
-                            (api.recv)(recv, k, c.dtype, from as c_int, comm, s),
-                        )
-                    })?;
-                    0
-                }
-                Collective::AllToAll => {
-                    self.grouped(&mut || {
-                        for q in 0..c.nranks {
-                            let p = q as c_int;
-                            self.nccl.check(
-                                "ncclSend",
-                                (api.send)(at(c.send, q), block, c.dtype, p, comm, s),
-                            )?;
-                            self.nccl.check(
-                                "ncclRecv",
-                                (api.recv)(at(c.recv, q), block, c.dtype, p, comm, s),
-                            )?;
-                        }
-                        Ok(())
-                    })?;
-                    0
-                }
-                Collective::Gather => {
-                    self.grouped(&mut || {
-                        if c.rank == c.root {
-                            for q in 0..c.nranks {
-                                let p = q as c_int;
-                                self.nccl.check(
-                                    "ncclRecv",
-                                    (api.recv)(at(c.recv, q), block, c.dtype, p, comm, s),
-                                )?;
-                            }
-                        }
-                        self.nccl
-                            .check("ncclSend", (api.send)(send, block, c.dtype, root, comm, s))
-                    })?;
-                    0
-                }
-                Collective::Scatter => {
-                    self.grouped(&mut || {
-                        if c.rank == c.root {
-                            for q in 0..c.nranks {
-                                let p = q as c_int;
-                                self.nccl.check(
-                                    "ncclSend",
-                                    (api.send)(at(c.send, q), block, c.dtype, p, comm, s),
-                                )?;
-                            }
-                        }
-                        self.nccl
-                            .check("ncclRecv", (api.recv)(recv, block, c.dtype, root, comm, s))
-                    })?;
-                    0
-                }
+        // SAFETY (every call below): the views hold the counts the layout
+        // gives this collective, on the communicator's device; NCCL reads
+        // and writes nothing else.
+        let send_to = |buf: *const c_void, count: usize, peer: usize| {
+            let r = unsafe { (api.send)(buf, count, c.dtype, peer as c_int, comm, s) };
+            self.nccl.check("ncclSend", r)
+        };
+        let recv_from = |buf: *mut c_void, count: usize, peer: usize| {
+            let r = unsafe { (api.recv)(buf, count, c.dtype, peer as c_int, comm, s) };
+            self.nccl.check("ncclRecv", r)
+        };
+        let (dt, op, r) = (c.dtype, c.op, root as c_int);
+        let called = match c.coll {
+            Collective::AllReduce => unsafe {
+                (api.all_reduce)(send, recv, c.counts.recv, dt, op, comm, s)
+            },
+            Collective::Broadcast => unsafe {
+                (api.broadcast)(send, recv, c.counts.recv, dt, r, comm, s)
+            },
+            Collective::Reduce => unsafe {
+                (api.reduce)(send, recv, c.counts.send, dt, op, r, comm, s)
+            },
+            Collective::AllGather => unsafe { (api.all_gather)(send, recv, block, dt, comm, s) },
+            Collective::ReduceScatter => unsafe {
+                (api.reduce_scatter)(send, recv, block, dt, op, comm, s)
+            },
+            Collective::SendRecv => {
+                let k = c.counts.recv;
+                let (to, from) = ((c.rank + 1) % n, (c.rank + n - 1) % n);
+                return self.grouped(&mut || {
+                    send_to(send, k, to)?;
+                    recv_from(recv, k, from)
+                });
+            }
+            Collective::AllToAll => {
+                return self.grouped(&mut || {
+                    (0..n).try_for_each(|q| {
+                        send_to(at(c.send, q), block, q)?;
+                        recv_from(at(c.recv, q), block, q)
+                    })
+                });
+            }
+            Collective::Gather => {
+                return self.grouped(&mut || {
+                    if c.rank == root {
+                        (0..n).try_for_each(|q| recv_from(at(c.recv, q), block, q))?;
+                    }
+                    send_to(send, block, root)
+                });
+            }
+            Collective::Scatter => {
+                return self.grouped(&mut || {
+                    if c.rank == root {
+                        (0..n).try_for_each(|q| send_to(at(c.send, q), block, q))?;
+                    }
+                    recv_from(recv, block, root)
+                });
             }
         };
-        self.nccl.check(c.coll.name(), r)
+        self.nccl.check(c.coll.name(), called)
     }
 
     /// Runs `f` between ncclGroupStart and ncclGroupEnd.
