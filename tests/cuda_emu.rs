@@ -461,3 +461,45 @@ fn a_sweep_too_large_for_the_device_is_capped_with_a_warning() {
     assert_eq!(sizes, vec![1 << 20, 2 << 20, 4 << 20, 8 << 20, 16 << 20]);
     assert_clean(&v, "capped sweep");
 }
+
+/// Device ranks queue a whole timed loop: a rank that hangs inside it is
+/// named at the first collective it never entered, not at the newest one
+/// the others queued.
+#[test]
+fn a_hang_inside_a_queued_timed_loop_is_named_where_the_rank_stopped() {
+    if !have_compiler("a_hang_inside_a_queued_timed_loop_is_named_where_the_rank_stopped") {
+        return;
+    }
+    for timing in ["events", "wall"] {
+        let dir = tempfile::tempdir().unwrap();
+        let dumps = dir.path().join("dumps");
+        let out = collbench()
+            .args([
+                "all-reduce",
+                "--device",
+                "cuda-emu",
+                "--ranks",
+                "4",
+                "--sizes",
+                "1K",
+            ])
+            .args(["--iters", "20", "--warmup", "2", "--timing", timing])
+            .args(["--inject", "hang:rank=1,seq=10", "--timeout", "3s", "-q"])
+            .arg("--dump-dir")
+            .arg(&dumps)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(3), "{timing}: {err}");
+        let out = collbench()
+            .arg("analyze")
+            .arg(&dumps)
+            .arg("--json")
+            .output()
+            .unwrap();
+        let d: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(d["culprits"], serde_json::json!([1]), "{timing}: {d}");
+        assert_eq!(d["findings"][0]["kind"], "not-joined", "{timing}: {d}");
+        assert_eq!(d["findings"][0]["seq"], 10, "{timing}: {d}");
+    }
+}

@@ -1,8 +1,10 @@
 //! Where the ranks of a group got to, and who holds the others up:
 //!
-//! - `not-joined`: some members entered the group's newest collective S and
-//!   have not completed it, while others never entered it (their newest is
-//!   older). Those others are the culprits.
+//! - `not-joined`: some members entered a collective S and have not
+//!   completed it, while others never entered it (their newest is older).
+//!   Those others are the culprits. S is the first collective a laggard
+//!   never entered when every member that entered it is still in it (ranks
+//!   that queue ahead enter many more), else the group's newest.
 //! - `stuck`: every member entered S, some did not complete it, and the dumps
 //!   show it is a hang, not a snapshot of work in flight: another member
 //!   completed S, or a channel is blocked on a peer, or a member's dump was
@@ -32,7 +34,23 @@ const LATE_FACTOR: u64 = 10;
 const MIN_SAMPLES: usize = 3;
 
 pub fn not_joined(view: &GroupView) -> Option<Candidate> {
-    let seq = view.high;
+    // Where the laggards stopped: the first collective one of them never
+    // entered. Executors that queue ahead (CUDA streams, PyTorch's NCCL)
+    // let the others enter many more; the oldest missing one is the point.
+    let high = view.high;
+    let first_missing = view
+        .tracks
+        .values()
+        .filter(|t| t.last < high)
+        .map(|t| t.last + 1)
+        .min()
+        .unwrap_or(high);
+    let at_first = view.at(first_missing);
+    let seq = if !at_first.is_empty() && at_first.values().all(|r| r.state != State::Completed) {
+        first_missing
+    } else {
+        high
+    };
     let at = view.at(seq);
     let waiting: Vec<usize> = at
         .iter()

@@ -32,10 +32,35 @@ pub(super) struct Loaded {
 /// What a launched operation is waiting to report.
 pub(super) enum Pending {
     Timed(EventId, EventId),
-    Untimed,
+    /// Timed by the host clock (`--timing wall`); an event marks its end all
+    /// the same, so the flight recorder sees each completion as it happens
+    /// (a hang's dumps must not blame operations that completed).
+    Untimed(EventId),
     Graph(EventId, EventId, usize),
     /// Ran to completion when started, in this many nanoseconds.
     Done(u64),
+}
+
+/// Reports every pending operation before index `until` not reported yet
+/// (a graph counts as its operations).
+fn report_through(
+    pending: &[Pending],
+    next: &mut usize,
+    reported: &mut usize,
+    until: usize,
+    done: &mut dyn FnMut(usize),
+) {
+    while *next < until.min(pending.len()) {
+        let n = match pending[*next] {
+            Pending::Graph(_, _, n) => n,
+            _ => 1,
+        };
+        for _ in 0..n {
+            done(*reported);
+            *reported += 1;
+        }
+        *next += 1;
+    }
 }
 
 /// One rank of a CUDA world.
@@ -483,7 +508,9 @@ impl RankRunner for CudaRank {
         if self.world.opts.timing == Timing::Wall {
             self.wall_start.get_or_insert_with(Instant::now);
             self.launch_one()?;
-            self.pending.push(Pending::Untimed);
+            let end = self.event()?;
+            self.dev.record(end, self.stream).map_err(dev_err)?;
+            self.pending.push(Pending::Untimed(end));
             return Ok(());
         }
         let (a, b) = (self.event()?, self.event()?);
@@ -545,26 +572,22 @@ impl RankRunner for CudaRank {
         // given up (event first, status second: then the operation ended
         // before any abort, so it really completed).
         let mut tick = |me: &Self| -> Result<(), ExecError> {
-            while let Some(p) = pending.get(next) {
-                let (end, n) = match *p {
-                    Pending::Timed(_, b) => (b, 1),
-                    Pending::Graph(_, b, n) => (b, n),
-                    Pending::Untimed => break,
+            let mut k = next;
+            while let Some(p) = pending.get(k) {
+                let end = match *p {
+                    Pending::Timed(_, b) | Pending::Graph(_, b, _) | Pending::Untimed(b) => b,
                     Pending::Done(_) => {
-                        done(reported);
-                        reported += 1;
-                        next += 1;
+                        // Completed when started.
+                        k += 1;
+                        report_through(&pending, &mut next, &mut reported, k, done);
                         continue;
                     }
                 };
                 if !me.dev.event_done(end).map_err(dev_err)? || me.world.status().abort != 0 {
                     break;
                 }
-                for _ in 0..n {
-                    done(reported);
-                    reported += 1;
-                }
-                next += 1;
+                k += 1;
+                report_through(&pending, &mut next, &mut reported, k, done);
             }
             Ok(())
         };
@@ -582,7 +605,7 @@ impl RankRunner for CudaRank {
         let mut out = Vec::with_capacity(pending.len());
         let untimed = pending
             .iter()
-            .filter(|p| matches!(p, Pending::Untimed))
+            .filter(|p| matches!(p, Pending::Untimed(_)))
             .count();
         for p in pending {
             match p {
@@ -600,9 +623,10 @@ impl RankRunner for CudaRank {
                     self.events.extend([a, b]);
                 }
                 Pending::Done(ns) => out.push(ns),
-                Pending::Untimed => {
+                Pending::Untimed(end) => {
                     let w = wall.map_or(0, |w| w.as_nanos() as u64);
                     out.push(w / untimed.max(1) as u64);
+                    self.events.push(end);
                 }
             }
         }
