@@ -97,7 +97,9 @@ pub(crate) fn choose_device(s: &mut Sweep) -> Result<Chosen, String> {
             (Some(GpuKind::Cuda), None, gpus(&d))
         }
         DeviceChoice::CudaEmu => {
-            let n: usize = std::env::var("COLLBENCH_EMU_GPUS").ok().and_then(|v| v.parse().ok()).unwrap_or(8);
+            let cfg = crate::engine::exec::cuda::dev::emu::EmuConfig::from_env()
+                .map_err(|e| format!("--device cuda-emu: {e}"))?;
+            let n = cfg.gpus;
             (
                 Some(GpuKind::Emu),
                 None,

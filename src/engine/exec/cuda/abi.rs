@@ -1,10 +1,10 @@
 //! The host side of `kernels/abi.cuh`: `#[repr(C)]` twins of the structs
 //! the collective kernel reads, and the translation of a rank's [`Program`]
 //! into them (slices resolved to physical buffers, connections to table
-//! indices), plus the layout of the connections' memory (an arena any
-//! rank's kernel can reach: one device's memory for virtual ranks).
+//! indices), plus the layout of one connection's memory (flags and the two
+//! slot rings) as both of its ends see it.
 //! Pointers are `u64` addresses: device addresses on a GPU, host addresses
-//! in the emulation tests.
+//! on the emulated device.
 
 use crate::engine::algo::{Layout, Prim, Program, MAX_PEERS};
 use crate::engine::types::Dtype;
@@ -246,82 +246,27 @@ impl ConnShape {
     pub fn ll_max_bytes(&self) -> usize {
         self.ll_slot_bytes / 2
     }
+
+    /// The kernel's view of connection `key` whose memory starts at `base`,
+    /// seen from rank `me` (the peer is the other end): both ends get the
+    /// same flags and rings.
+    pub fn conn(&self, base: u64, key: ConnKey, me: usize) -> CbConn {
+        let buf = base + 2 * FLAG_LINE as u64;
+        CbConn {
+            tail: base,
+            head: base + FLAG_LINE as u64,
+            buf,
+            ll: buf + (self.slots * self.slot_bytes) as u64,
+            slot_bytes: self.slot_bytes as u64,
+            ll_slot_bytes: self.ll_slot_bytes as u64,
+            slots: self.slots as u32,
+            peer: if key.from == me { key.to } else { key.from } as u32,
+        }
+    }
 }
 
 /// Flags sit 128 bytes apart, so sender and receiver never share a line.
 const FLAG_LINE: usize = 128;
-
-/// Where every connection of a world lives in one arena.
-#[derive(Clone, Debug)]
-pub struct ConnArena {
-    pub shape: ConnShape,
-    /// Arena offset of each connection.
-    pub at: HashMap<ConnKey, usize>,
-    pub bytes: usize,
-}
-
-impl ConnArena {
-    /// Lays out every connection the ranks' tables use (each once).
-    pub fn new<'a>(
-        shape: ConnShape,
-        tables: impl IntoIterator<Item = &'a RankTables>,
-    ) -> ConnArena {
-        let mut keys: Vec<ConnKey> = tables
-            .into_iter()
-            .flat_map(|t| t.ins.iter().chain(&t.outs).copied())
-            .collect();
-        keys.sort_unstable();
-        keys.dedup();
-        let at = keys
-            .iter()
-            .enumerate()
-            .map(|(i, &k)| (k, i * shape.bytes()))
-            .collect();
-        ConnArena {
-            shape,
-            at,
-            bytes: keys.len() * shape.bytes(),
-        }
-    }
-
-    /// The kernel's view of connection `key` in an arena at `base`, seen
-    /// from rank `me` (the peer is the other end). `None` if unknown.
-    pub fn conn(&self, base: u64, key: ConnKey, me: usize) -> Option<CbConn> {
-        let off = base + *self.at.get(&key)? as u64;
-        let s = self.shape;
-        let buf = off + 2 * FLAG_LINE as u64;
-        Some(CbConn {
-            tail: off,
-            head: off + FLAG_LINE as u64,
-            buf,
-            ll: buf + (s.slots * s.slot_bytes) as u64,
-            slot_bytes: s.slot_bytes as u64,
-            ll_slot_bytes: s.ll_slot_bytes as u64,
-            slots: s.slots as u32,
-            peer: if key.from == me { key.to } else { key.from } as u32,
-        })
-    }
-
-    /// A rank's incoming and outgoing connection tables.
-    pub fn conns(
-        &self,
-        base: u64,
-        t: &RankTables,
-        me: usize,
-    ) -> Option<(Vec<CbConn>, Vec<CbConn>)> {
-        let ins = t
-            .ins
-            .iter()
-            .map(|&k| self.conn(base, k, me))
-            .collect::<Option<_>>()?;
-        let outs = t
-            .outs
-            .iter()
-            .map(|&k| self.conn(base, k, me))
-            .collect::<Option<_>>()?;
-        Some((ins, outs))
-    }
-}
 
 /// Bytes of a slice of plain-old-data structs, for uploads.
 pub fn as_bytes<T: Copy>(items: &[T]) -> &[u8] {
@@ -408,7 +353,7 @@ mod tests {
     }
 
     #[test]
-    fn the_arena_gives_both_ends_the_same_memory() {
+    fn both_ends_of_a_connection_see_the_same_memory() {
         let all: Vec<_> = (0..3)
             .map(|r| tables(Collective::AllReduce, Algo::Ring, 3, r))
             .collect();
@@ -417,12 +362,28 @@ mod tests {
             slot_bytes: 1024,
             ll_slot_bytes: 512,
         };
-        let arena = ConnArena::new(shape, &all);
+        let mut keys: Vec<ConnKey> = all
+            .iter()
+            .flat_map(|t| t.ins.iter().chain(&t.outs).copied())
+            .collect();
+        keys.sort_unstable();
+        keys.dedup();
         // 3 ranks, 2 channels, one ring edge out of each rank per channel.
-        assert_eq!(arena.at.len(), 6);
-        assert_eq!(arena.bytes, 6 * shape.bytes());
-        let (_, outs0) = arena.conns(1 << 20, &all[0], 0).unwrap();
-        let (ins1, _) = arena.conns(1 << 20, &all[1], 1).unwrap();
+        assert_eq!(keys.len(), 6);
+        // Each connection at its own base, as the launcher allocates them.
+        let base = |k: &ConnKey| {
+            (1 << 20) + keys.iter().position(|x| x == k).unwrap_or(0) as u64 * shape.bytes() as u64
+        };
+        let outs0: Vec<CbConn> = all[0]
+            .outs
+            .iter()
+            .map(|k| shape.conn(base(k), *k, 0))
+            .collect();
+        let ins1: Vec<CbConn> = all[1]
+            .ins
+            .iter()
+            .map(|k| shape.conn(base(k), *k, 1))
+            .collect();
         for o in &outs0 {
             assert!(ins1.iter().any(|i| i.tail == o.tail && i.buf == o.buf));
             assert_eq!(o.peer, 1);

@@ -79,8 +79,16 @@ fn connections() -> u32 {
         .clamp(1, 32)
 }
 
-/// Every GPU the driver sees, opened; `Err` says why there are none.
+/// Every GPU the driver sees, opened once per process (a primary context
+/// is costly to create, and the memory check and the world both need the
+/// devices); `Err` says why there are none.
 pub fn devices() -> Result<Vec<std::sync::Arc<RealDevice>>, DevError> {
+    static OPENED: std::sync::OnceLock<Result<Vec<std::sync::Arc<RealDevice>>, DevError>> =
+        std::sync::OnceLock::new();
+    OPENED.get_or_init(open_all).clone()
+}
+
+fn open_all() -> Result<Vec<std::sync::Arc<RealDevice>>, DevError> {
     let probed = super::super::device::probe().map_err(|why| DevError::new("probe", why))?;
     let connections = connections();
     let mut out = Vec::new();

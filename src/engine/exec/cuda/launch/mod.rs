@@ -102,23 +102,26 @@ fn dev_err(e: DevError) -> ExecError {
     ExecError::Setup(format!("device: {e}"))
 }
 
+/// The devices of `kind`, opened.
+fn open_devices(kind: Kind) -> Result<Vec<Arc<dyn Device>>, DevError> {
+    Ok(match kind {
+        Kind::Cuda => super::dev::real::devices()?
+            .into_iter()
+            .map(|d| d as Arc<dyn Device>)
+            .collect(),
+        Kind::Emu => super::dev::emu::devices()?
+            .into_iter()
+            .map(|d| d as Arc<dyn Device>)
+            .collect(),
+    })
+}
+
 /// Room for buffers on the devices a world of `nranks` ranks of `kind`
 /// would use: (free bytes of the most crowded device, ranks on it, bytes
 /// each rank needs beyond its buffers). `None` when the devices cannot be
 /// opened (the world's own checks then say why).
 pub fn memory_budget(kind: Kind, nranks: usize, opts: &CudaOptions) -> Option<(u64, usize, u64)> {
-    let devices: Vec<Arc<dyn Device>> = match kind {
-        Kind::Cuda => super::dev::real::devices()
-            .ok()?
-            .into_iter()
-            .map(|d| d as Arc<dyn Device>)
-            .collect(),
-        Kind::Emu => super::dev::emu::devices()
-            .ok()?
-            .into_iter()
-            .map(|d| d as Arc<dyn Device>)
-            .collect(),
-    };
+    let devices = open_devices(kind).ok()?;
     let used = devices.len().min(nranks).max(1);
     let free = devices
         .iter()
@@ -171,20 +174,10 @@ impl CudaWorld {
         nccl: bool,
     ) -> Result<Arc<CudaWorld>, ExecError> {
         let nranks = host.nranks();
-        let devices: Vec<Arc<dyn Device>> = match kind {
-            Kind::Cuda => super::dev::real::devices()
-                .map_err(|e| {
-                    ExecError::Setup(format!("--device cuda: no usable GPU ({})", e.detail))
-                })?
-                .into_iter()
-                .map(|d| d as Arc<dyn Device>)
-                .collect(),
-            Kind::Emu => super::dev::emu::devices()
-                .map_err(|e| ExecError::Setup(format!("--device cuda-emu: {e}")))?
-                .into_iter()
-                .map(|d| d as Arc<dyn Device>)
-                .collect(),
-        };
+        let devices = open_devices(kind).map_err(|e| match kind {
+            Kind::Cuda => ExecError::Setup(format!("--device cuda: no usable GPU ({})", e.detail)),
+            Kind::Emu => ExecError::Setup(format!("--device cuda-emu: {e}")),
+        })?;
         if devices.is_empty() {
             return Err(ExecError::Setup(format!(
                 "--device {}: no device",

@@ -4,9 +4,7 @@
 
 use super::{dev_err, CudaWorld, Kind, Owned, Timing};
 use crate::engine::algo::Program;
-use crate::engine::exec::cuda::abi::{
-    as_bytes, CbConn, CbProgress, CbRank, ConnKey, ConnShape, Proto, RankTables, PROTO_SYS,
-};
+use crate::engine::exec::cuda::abi::{as_bytes, CbProgress, CbRank, Proto, RankTables, PROTO_SYS};
 use crate::engine::exec::cuda::dev::{DevPtr, Device, EventId, FuncId, GraphId, Mapped, StreamId};
 use crate::engine::exec::cuda::kernels::Variant;
 use crate::engine::exec::runner::{At, Data, OpDesc, RankRunner};
@@ -24,7 +22,6 @@ pub(super) struct Loaded {
     pub(super) step_counts: Vec<usize>,
     /// Primitive names of every step, per channel (for timeout messages).
     pub(super) prims: Vec<Vec<&'static str>>,
-    pub(super) dtype: Dtype,
     /// A library's collective (`--engine nccl`) instead of the kernel.
     pub(super) lib: Option<super::library::LibOp>,
 }
@@ -146,7 +143,7 @@ impl CudaRank {
         for (keys, list) in [(&t.ins, &mut ins), (&t.outs, &mut outs)] {
             for &k in keys.iter() {
                 let base = self.world.conn(k)?;
-                list.push(conn_view(base, self.world.opts.shape, k, self.rank));
+                list.push(self.world.opts.shape.conn(base, k, self.rank));
             }
         }
         let mut blob: Vec<u8> = Vec::new();
@@ -200,7 +197,7 @@ impl CudaRank {
     pub(super) fn data_fn(&self, name: &str) -> Result<(FuncId, Dtype), ExecError> {
         let l = self.loaded()?;
         let f = self.dev.function(l.variant, name).map_err(dev_err)?;
-        Ok((f, l.dtype))
+        Ok((f, l.variant.dtype))
     }
 
     pub(super) fn addr(&self, at: At) -> Result<DevPtr, ExecError> {
@@ -341,8 +338,7 @@ impl CudaRank {
     /// Starts the loaded operation on the stream (one kernel, or NCCL's
     /// collective), counted by the recorder.
     fn launch_one(&mut self) -> Result<(), ExecError> {
-        let steps = self.loaded()?.step_counts.clone();
-        self.observer.begin(&steps);
+        self.observer.begin(&self.loaded()?.step_counts);
         self.enqueue_op()
     }
 
@@ -366,22 +362,6 @@ impl CudaRank {
                 &[as_bytes(&[arg])],
             )
             .map_err(dev_err)
-    }
-}
-
-/// The kernel's view of connection `key` at `base`, seen from `me`.
-fn conn_view(base: DevPtr, shape: ConnShape, key: ConnKey, me: usize) -> CbConn {
-    let flag = 128u64;
-    let buf = base + 2 * flag;
-    CbConn {
-        tail: base,
-        head: base + flag,
-        buf,
-        ll: buf + (shape.slots * shape.slot_bytes) as u64,
-        slot_bytes: shape.slot_bytes as u64,
-        ll_slot_bytes: shape.ll_slot_bytes as u64,
-        slots: shape.slots as u32,
-        peer: if key.from == me { key.to } else { key.from } as u32,
     }
 }
 
@@ -459,7 +439,6 @@ impl RankRunner for CudaRank {
             arg,
             step_counts,
             prims,
-            dtype: op.dtype,
             lib: None,
         });
         Ok(())
@@ -495,7 +474,6 @@ impl RankRunner for CudaRank {
             arg: CbRank::default(),
             step_counts: Vec::new(),
             prims: Vec::new(),
-            dtype: op.dtype,
             lib: Some(lib),
         });
         Ok(())
@@ -554,8 +532,7 @@ impl RankRunner for CudaRank {
         let Some((graph, _)) = self.graph else {
             return Err(ExecError::Setup("no captured graph".into()));
         };
-        let steps = self.loaded()?.step_counts.clone();
-        self.observer.begin(&steps);
+        self.observer.begin(&self.loaded()?.step_counts);
         let (a, b) = (self.event()?, self.event()?);
         self.wall_start.get_or_insert_with(Instant::now);
         self.dev.record(a, self.stream).map_err(dev_err)?;
