@@ -9,6 +9,17 @@ fn main() {
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     let cli = match collbench::cli::Cli::try_parse() {
         Ok(c) => c,
+        Err(e) if is_bad_value(&e) => {
+            // One line: the flag, the value, why, and the valid values.
+            let text = e.render().to_string();
+            let line: Vec<&str> = text
+                .lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty() && !l.starts_with("For more information"))
+                .collect();
+            eprintln!("{}", line.join(" "));
+            std::process::exit(collbench::run::USAGE);
+        }
         Err(e) => {
             // --help and --version print and exit 0; usage errors exit 2.
             let _ = e.print();
@@ -20,4 +31,13 @@ fn main() {
         }
     };
     std::process::exit(collbench::run::run(cli));
+}
+
+/// A flag's value was refused (not a missing or unknown flag).
+fn is_bad_value(e: &clap::Error) -> bool {
+    use clap::error::ErrorKind;
+    matches!(
+        e.kind(),
+        ErrorKind::InvalidValue | ErrorKind::ValueValidation
+    )
 }

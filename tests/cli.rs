@@ -244,7 +244,10 @@ fn bad_input_exits_2_with_a_reason_and_no_panic() {
         (&["all-reduce", "--dtype", "float7"], "unknown --dtype"),
         (&["all-reduce", "--op", "xor"], "unknown --op"),
         (&["all-everything"], "unrecognized subcommand"),
-        (&["all-reduce", "--device", "tpu"], "unknown --device"),
+        (
+            &["all-reduce", "--device", "tpu"],
+            "[possible values: auto, host, cuda, cuda-emu]",
+        ),
         (
             &["broadcast", "--ranks", "4", "--root", "4"],
             "outside the 4 ranks",

@@ -14,7 +14,7 @@
 use collbench::check::{fill_input, poison, verify, Rule};
 use collbench::engine::algo::{Layout, Slice};
 use collbench::engine::exec::mpi_coll::{native_in_place, run_op, unsupported};
-use collbench::engine::exec::{ExecError, HostBuf};
+use collbench::engine::exec::{ExecError, HostBuf, OpDesc};
 use collbench::engine::{Collective, Counts, Dtype, Placement, ReduceOp};
 use mpi::collective::SystemOperation;
 use mpi::topology::SimpleCommunicator;
@@ -324,18 +324,16 @@ impl Case {
         timeout: Duration,
         abort: &dyn Fn() -> bool,
     ) -> Result<(), ExecError> {
-        run_op(
-            world,
-            self.coll,
-            self.dtype,
-            self.op,
-            self.counts,
-            self.root,
-            &self.layout,
-            &mut self.bufs,
-            timeout,
-            abort,
-        )
+        let desc = OpDesc {
+            coll: self.coll,
+            dtype: self.dtype,
+            op: self.op,
+            counts: self.counts,
+            root: self.root,
+            nranks: world.size() as usize,
+            layout: self.layout,
+        };
+        run_op(world, &desc, &mut self.bufs, timeout, abort)
     }
 
     fn verify(&self, rank: usize) -> Result<(), String> {

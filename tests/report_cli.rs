@@ -293,12 +293,12 @@ fn unreadable_results_exit_2_naming_the_file() {
         ),
         (
             vec!["report", s(&a), "--format", "html"],
-            "unknown --format 'html'".into(),
+            "invalid value 'html' for '--format <FORMAT>' [possible values: table, nccl-tests, markdown]".into(),
         ),
         (vec!["all-reduce", "--plot", "x.gif"], ".png or .svg".into()),
         (
             vec!["all-reduce", "--format", "xml"],
-            "unknown --format 'xml'".into(),
+            "invalid value 'xml' for '--format".into(),
         ),
     ];
     for (args, why) in cases {

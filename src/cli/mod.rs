@@ -4,12 +4,22 @@
 
 pub mod plan;
 pub mod results;
+pub mod spec;
+pub mod values;
 
 pub use results::{CompareArgs, QualifyArgs, ReportArgs};
+pub use values::{
+    AlgoArg, Channels, DeviceChoice, FormatChoice, List, PlacementChoice, ProtocolChoice, Sizes,
+    TimingChoice,
+};
 
 use crate::engine::exec::cuda::Arch;
+use crate::engine::types::{Dtype, Engine, ReduceOp};
+use crate::harness::inject::Inject;
+use crate::harness::RootChoice;
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
+use std::time::Duration;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -19,7 +29,7 @@ use std::path::PathBuf;
     long_about = "Benchmark and diagnose collective communication: sweeps of every collective over \
 collbench's own ring/tree engine, bit-exact checks, and hang diagnosis from flight-recorder dumps.\n\n\
 Exit codes: 0 all good; 1 a check failed (wrong values, NaN/Inf) or a problem was diagnosed; \
-2 usage or runtime error; 3 a hang or timeout was detected."
+2 usage or runtime error; 3 a hang or timeout was detected; 130 interrupted (SIGINT/SIGTERM)."
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -79,136 +89,135 @@ pub struct AnalyzeArgs {
     pub json: bool,
 }
 
-/// Options of a sweep. Sizes: `--sizes MIN:MAX[:xF|:+STEP]` (B, K/KiB, M/MiB,
-/// G/GiB are powers of 1024; KB/MB/GB powers of 1000).
+/// Sizes of a sweep: `--sizes`, or nccl-tests' `-b -e -f -i`.
+#[derive(Args, Debug, Clone, Default)]
+pub struct SizeArgs {
+    /// Sizes to sweep: MIN:MAX[:xF|:+STEP], e.g. 8B:64M, 1K:1G:x4, 1M:8M:+1M
+    /// (B, K/KiB, M/MiB, G/GiB are powers of 1024; KB/MB/GB powers of 1000)
+    /// [default: 8B:64M].
+    #[arg(long, value_name = "MIN:MAX[:xF|:+STEP]", value_parser = values::sizes)]
+    pub sizes: Option<Sizes>,
+    /// Smallest size (nccl-tests -b).
+    #[arg(short = 'b', long = "minbytes", value_name = "SIZE", conflicts_with = "sizes", value_parser = values::bytes)]
+    pub minbytes: Option<u64>,
+    /// Largest size (nccl-tests -e).
+    #[arg(short = 'e', long = "maxbytes", value_name = "SIZE", conflicts_with = "sizes", value_parser = values::bytes)]
+    pub maxbytes: Option<u64>,
+    /// Growth factor between sizes (nccl-tests -f) [default: 2].
+    #[arg(short = 'f', long = "stepfactor", value_name = "F", conflicts_with_all = ["sizes", "stepbytes"], value_parser = values::factor)]
+    pub stepfactor: Option<f64>,
+    /// Growth step between sizes (nccl-tests -i).
+    #[arg(short = 'i', long = "stepbytes", value_name = "SIZE", conflicts_with = "sizes", value_parser = values::bytes)]
+    pub stepbytes: Option<u64>,
+}
+
+/// Where results go and how the terminal shows them (sweeps and `report`).
+#[derive(Args, Debug, Clone)]
+pub struct OutputArgs {
+    /// Write results as CSV (one line per row).
+    #[arg(long, value_name = "FILE")]
+    pub csv: Option<PathBuf>,
+    /// Draw busbw and time against size into FILE.png or FILE.svg.
+    #[arg(long, value_name = "FILE", value_parser = values::plot_path)]
+    pub plot: Option<PathBuf>,
+    /// Terminal output format: collbench's table, nccl-tests' text, or Markdown.
+    #[arg(long, default_value = "table", value_enum, ignore_case = true)]
+    pub format: FormatChoice,
+    /// Nothing on stdout (only the files asked for).
+    #[arg(long, short = 'q', conflicts_with = "verbose")]
+    pub quiet: bool,
+    /// More detail: the slowest rank of each row, and info logs on stderr
+    /// (-vv: debug logs; COLLBENCH_LOG takes tracing's filter syntax).
+    #[arg(long, short = 'v', action = clap::ArgAction::Count)]
+    pub verbose: u8,
+}
+
+/// Options of a sweep.
 #[derive(Args, Debug, Clone)]
 pub struct RunArgs {
-    /// Sizes to sweep: MIN:MAX[:xF|:+STEP], e.g. 8B:64M, 1K:1G:x4, 1M:8M:+1M.
-    #[arg(long, value_name = "MIN:MAX[:xF|:+STEP]")]
-    pub sizes: Option<String>,
-    /// Smallest size (nccl-tests -b).
-    #[arg(
-        short = 'b',
-        long = "minbytes",
-        value_name = "SIZE",
-        conflicts_with = "sizes"
-    )]
-    pub minbytes: Option<String>,
-    /// Largest size (nccl-tests -e).
-    #[arg(
-        short = 'e',
-        long = "maxbytes",
-        value_name = "SIZE",
-        conflicts_with = "sizes"
-    )]
-    pub maxbytes: Option<String>,
-    /// Growth factor between sizes (nccl-tests -f).
-    #[arg(short = 'f', long = "stepfactor", value_name = "F", conflicts_with_all = ["sizes", "stepbytes"])]
-    pub stepfactor: Option<String>,
-    /// Growth step between sizes (nccl-tests -i).
-    #[arg(
-        short = 'i',
-        long = "stepbytes",
-        value_name = "SIZE",
-        conflicts_with = "sizes"
-    )]
-    pub stepbytes: Option<String>,
-    /// Number of ranks (host engine: threads of this process).
-    #[arg(long, short = 'g', value_name = "N")]
-    pub ranks: Option<String>,
+    #[command(flatten)]
+    pub sizes: SizeArgs,
+    /// Number of ranks (host engine: threads of this process; under MPI:
+    /// the world's size) [default: 2].
+    #[arg(long, short = 'g', value_name = "N", value_parser = values::ranks)]
+    pub ranks: Option<usize>,
     /// Where data moves: auto (CUDA when usable, else host), host, cuda, or
     /// cuda-emu (the CUDA executor on an emulated device: CPU threads, slow;
     /// for testing and developing algorithms without a GPU).
-    #[arg(long, default_value = "auto", value_name = "auto|host|cuda|cuda-emu")]
-    pub device: String,
+    #[arg(long, default_value = "auto", value_enum, ignore_case = true)]
+    pub device: DeviceChoice,
     /// Engines to run side by side: builtin[,nccl,mpi].
-    #[arg(long, default_value = "builtin", value_name = "LIST")]
-    pub engine: String,
-    /// Algorithm: ring, tree, direct, auto (by size) or all.
-    #[arg(long, default_value = "auto", value_name = "ring|tree|direct|auto|all")]
-    pub algo: String,
+    #[arg(long, default_value = "builtin", value_name = "LIST", value_parser = values::engines)]
+    pub engine: List<Engine>,
+    /// Algorithm: ring, tree, direct (a list), auto (by size) or all.
+    #[arg(long, default_value = "auto", value_name = "ring|tree|direct|auto|all", value_parser = values::algos)]
+    pub algo: AlgoArg,
     /// Element types, comma-separated, or all (nccl-tests -d).
-    #[arg(long, short = 'd', default_value = "float", value_name = "LIST|all")]
-    pub dtype: String,
+    #[arg(long, short = 'd', default_value = "float", value_name = "LIST|all", value_parser = values::dtypes)]
+    pub dtype: List<Dtype>,
     /// Reduction operators, comma-separated, or all (nccl-tests -o).
-    #[arg(long, short = 'o', default_value = "sum", value_name = "LIST|all")]
-    pub op: String,
+    #[arg(long, short = 'o', default_value = "sum", value_name = "LIST|all", value_parser = values::ops)]
+    pub op: List<ReduceOp>,
     /// Root rank of rooted collectives, or all (nccl-tests -r).
-    #[arg(long, short = 'r', default_value = "0", value_name = "N|all")]
-    pub root: String,
+    #[arg(long, short = 'r', default_value = "0", value_name = "N|all", value_parser = values::root)]
+    pub root: RootChoice,
     /// Timed iterations per case (nccl-tests -n).
-    #[arg(long, short = 'n', default_value = "20", value_name = "N")]
-    pub iters: String,
+    #[arg(long, short = 'n', default_value = "20", value_name = "N", value_parser = values::iters)]
+    pub iters: usize,
     /// Warm-up iterations per case (nccl-tests -w).
-    #[arg(long, short = 'w', default_value = "5", value_name = "N")]
-    pub warmup: String,
+    #[arg(long, short = 'w', default_value = "5", value_name = "N", value_parser = values::warmup)]
+    pub warmup: usize,
     /// Check results (the default).
     #[arg(long, overrides_with = "no_check")]
     pub check: bool,
     /// Do not check results.
     #[arg(long, overrides_with = "check")]
     pub no_check: bool,
-    /// Checked iterations per case; 0 disables checks (nccl-tests -c).
-    #[arg(long, short = 'c', value_name = "N")]
-    pub check_iters: Option<String>,
+    /// Checked iterations per case; 0 disables checks (nccl-tests -c) [default: 1].
+    #[arg(long, short = 'c', value_name = "N", value_parser = values::check_iters)]
+    pub check_iters: Option<usize>,
     /// Buffer placement: both, out (out-of-place) or in (in-place).
-    #[arg(long, default_value = "both", value_name = "both|in|out")]
-    pub placement: String,
-    /// Timing method: events (CUDA events) or wall (host clock).
-    #[arg(long, value_name = "events|wall")]
-    pub timing: Option<String>,
+    #[arg(long, default_value = "both", value_enum, ignore_case = true)]
+    pub placement: PlacementChoice,
+    /// Timing method: events (CUDA events) or wall (host clock) [default:
+    /// events on the CUDA engine, wall on the host engine].
+    #[arg(long, value_enum, ignore_case = true)]
+    pub timing: Option<TimingChoice>,
     /// Capture the iteration loop in a CUDA graph.
     #[arg(long)]
     pub graph: bool,
     /// CUDA engine protocol: auto (low-latency for small steps, simple for
     /// large), simple, or ll (steps then fit a low-latency slot).
-    #[arg(long, default_value = "auto", value_name = "auto|simple|ll")]
-    pub protocol: String,
+    #[arg(long, default_value = "auto", value_enum, ignore_case = true)]
+    pub protocol: ProtocolChoice,
     /// Longest any wait may last before it counts as a hang (exit 3).
-    #[arg(long, default_value = "5m", value_name = "DUR")]
-    pub timeout: String,
+    #[arg(long, default_value = "5m", value_name = "DUR", value_parser = values::duration)]
+    pub timeout: Duration,
     /// Where flight-recorder dumps go on a hang, a signal or SIGUSR1
-    /// (default: a new folder under ./collbench-dumps).
+    /// [default: a new folder under ./collbench-dumps].
     #[arg(long, value_name = "DIR")]
     pub dump_dir: Option<PathBuf>,
     /// Inject a fault: hang:rank=R,seq=S | delay:rank=R,seq=S,ms=M | nan:rank=R[,seq=S] | corrupt:rank=R[,seq=S] (repeatable).
-    #[arg(long, value_name = "SPEC")]
-    pub inject: Vec<String>,
+    #[arg(long, value_name = "SPEC", value_parser = values::inject)]
+    pub inject: Vec<Inject>,
     /// Flight-recorder ring-buffer entries per rank.
-    #[arg(long, default_value_t = crate::recorder::DEFAULT_ENTRIES, value_name = "N")]
+    #[arg(long, default_value_t = crate::recorder::DEFAULT_ENTRIES, value_name = "N", value_parser = values::fr_entries)]
     pub fr_entries: usize,
-    /// Channels (data partitions run side by side): 1 to 64, or auto (host
+    /// Channels (data partitions run side by side): 1 to 128, or auto (host
     /// engine: 1; CUDA: as many as keep the GPU's SMs busy).
-    #[arg(long, default_value = "auto", value_name = "N|auto")]
-    pub channels: String,
+    #[arg(long, default_value = "auto", value_name = "N|auto", value_parser = values::channels)]
+    pub channels: Channels,
     /// Seed of the deterministic input data.
-    #[arg(long, default_value = "1", value_name = "N")]
-    pub seed: String,
+    #[arg(long, default_value = "1", value_name = "N", value_parser = values::seed)]
+    pub seed: u64,
     /// Host engine FIFO slot size (the largest step).
-    #[arg(long, default_value = "256K", value_name = "SIZE", hide = true)]
-    pub slot_size: String,
+    #[arg(long, default_value = "256K", value_name = "SIZE", hide = true, value_parser = values::slot_size)]
+    pub slot_size: usize,
     /// Write results as JSON (schema collbench.results/1), with JSONL rows beside it.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
-    /// Write results as CSV.
-    #[arg(long, value_name = "FILE")]
-    pub csv: Option<PathBuf>,
-    /// Draw busbw and time against size into FILE.png or FILE.svg.
-    #[arg(long, value_name = "FILE")]
-    pub plot: Option<PathBuf>,
-    /// Terminal output format: collbench's table, nccl-tests' text, or Markdown.
-    #[arg(
-        long,
-        default_value = "table",
-        value_name = "table|nccl-tests|markdown"
-    )]
-    pub format: String,
-    /// No table on stdout.
-    #[arg(long, short = 'q', conflicts_with = "verbose")]
-    pub quiet: bool,
-    /// More detail (the slowest rank of each row; -vv: debug logs).
-    #[arg(long, short = 'v', action = clap::ArgAction::Count)]
-    pub verbose: u8,
+    #[command(flatten)]
+    pub out: OutputArgs,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -226,7 +235,6 @@ pub struct InfoArgs {
     pub arch: Option<Arch>,
 }
 
-fn parse_arch(s: &str) -> Result<Arch, String> {
+fn parse_arch(s: &str) -> Result<Arch, crate::engine::exec::cuda::ArchError> {
     s.parse()
-        .map_err(|e: crate::engine::exec::cuda::ArchError| e.to_string())
 }

@@ -1,9 +1,8 @@
 //! Arguments of the commands that read or gate on results: `report`,
-//! `compare` and `qualify`; and the parsing of a qualify check's sweep
-//! options through the same flags as the command line.
+//! `compare` and `qualify`.
 
-use super::RunArgs;
-use clap::{Args, Parser};
+use super::OutputArgs;
+use clap::Args;
 use std::path::PathBuf;
 
 /// `collbench report RESULTS.json... [--plot F] [--csv F] [--format ...]`.
@@ -13,25 +12,8 @@ pub struct ReportArgs {
     /// interrupted sweep) to render; several are overlaid.
     #[arg(required = true, value_name = "RESULTS.json")]
     pub files: Vec<PathBuf>,
-    /// Draw busbw and time against size into FILE.png or FILE.svg.
-    #[arg(long, value_name = "FILE")]
-    pub plot: Option<PathBuf>,
-    /// Write every row of every file as CSV.
-    #[arg(long, value_name = "FILE")]
-    pub csv: Option<PathBuf>,
-    /// Text output format.
-    #[arg(
-        long,
-        default_value = "table",
-        value_name = "table|nccl-tests|markdown"
-    )]
-    pub format: String,
-    /// No text on stdout (only --plot and --csv).
-    #[arg(long, short = 'q', conflicts_with = "verbose")]
-    pub quiet: bool,
-    /// Name the slowest rank of each line.
-    #[arg(long, short = 'v', action = clap::ArgAction::Count)]
-    pub verbose: u8,
+    #[command(flatten)]
+    pub out: OutputArgs,
 }
 
 /// `collbench compare BASELINE.json CANDIDATE.json [--max-regression PCT]`.
@@ -55,9 +37,10 @@ pub struct CompareArgs {
         long,
         default_value = "5",
         value_name = "PCT",
-        allow_hyphen_values = true
+        allow_hyphen_values = true,
+        value_parser = percentage
     )]
-    pub max_regression: String,
+    pub max_regression: f64,
 }
 
 /// `collbench qualify SPEC.toml [--junit FILE]`.
@@ -78,38 +61,12 @@ pub struct QualifyArgs {
     pub junit: Option<PathBuf>,
 }
 
-#[derive(Parser, Debug)]
-#[command(name = "check", no_binary_name = true)]
-struct CheckLine {
-    #[command(flatten)]
-    run: RunArgs,
-}
-
-/// Sweep options given as flags (`["--sizes", "8B:1M", ...]`), parsed with
-/// the command line's own definitions and defaults.
-pub fn sweep_args(flags: &[String]) -> Result<RunArgs, String> {
-    CheckLine::try_parse_from(flags)
-        .map(|c| c.run)
-        .map_err(|e| {
-            let text = e.to_string();
-            let first = text.lines().next().unwrap_or("invalid options").to_string();
-            first.trim_start_matches("error: ").to_string()
-        })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn sweep_flags_get_the_command_line_defaults() {
-        let a = sweep_args(&["--sizes".into(), "1K".into(), "--ranks".into(), "3".into()]).unwrap();
-        assert_eq!(
-            (a.sizes.as_deref(), a.ranks.as_deref()),
-            (Some("1K"), Some("3"))
-        );
-        assert_eq!((a.iters.as_str(), a.dtype.as_str()), ("20", "float"));
-        let e = sweep_args(&["--colour".into()]).unwrap_err();
-        assert!(e.contains("--colour") && !e.contains('\n'), "{e}");
+/// `--max-regression`: a number >= 0, with an optional `%`.
+fn percentage(v: &str) -> Result<f64, super::values::ValueError> {
+    match v.trim().trim_end_matches('%').parse::<f64>() {
+        Ok(p) if p >= 0.0 && p.is_finite() => Ok(p),
+        _ => Err(super::values::ValueError(format!(
+            "--max-regression '{v}' is not a percentage (a number >= 0, like 5)"
+        ))),
     }
 }

@@ -8,6 +8,7 @@
 //!   collective S on (the checks report it).
 //!
 //! Sequence numbers are the ones the flight recorder writes (group "0").
+//! The grammar is parsed by `cli::values::inject`.
 
 use crate::engine::types::Dtype;
 use half::{bf16, f16};
@@ -30,54 +31,6 @@ pub struct Inject {
 }
 
 impl Inject {
-    /// Parses one SPEC; `nranks` bounds the rank.
-    pub fn parse(spec: &str, nranks: usize) -> Result<Inject, String> {
-        let bad = |why: &str| {
-            format!("--inject '{spec}': {why} (forms: hang:rank=R,seq=S  delay:rank=R,seq=S,ms=M  nan:rank=R[,seq=S]  corrupt:rank=R[,seq=S])")
-        };
-        let (kind, rest) = spec.split_once(':').ok_or_else(|| bad("missing ':'"))?;
-        let (mut rank, mut seq, mut ms) = (None, None, None);
-        for kv in rest.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-            let (k, v) = kv
-                .split_once('=')
-                .ok_or_else(|| bad(&format!("'{kv}' is not key=value")))?;
-            let v: u64 = v
-                .trim()
-                .parse()
-                .map_err(|_| bad(&format!("{k}={v} is not a whole number")))?;
-            match k.trim() {
-                "rank" => rank = Some(v),
-                "seq" => seq = Some(v),
-                "ms" => ms = Some(v),
-                other => return Err(bad(&format!("unknown key '{other}'"))),
-            }
-        }
-        let rank = rank.ok_or_else(|| bad("rank= is required"))? as usize;
-        if rank >= nranks {
-            return Err(bad(&format!("rank {rank} is outside the {nranks} ranks")));
-        }
-        let fault = match kind.trim() {
-            "hang" => Fault::Hang,
-            "delay" => Fault::Delay {
-                ms: ms.ok_or_else(|| bad("ms= is required"))?,
-            },
-            "nan" => Fault::Nan,
-            "corrupt" => Fault::Corrupt,
-            other => return Err(bad(&format!("unknown fault '{other}'"))),
-        };
-        if matches!(fault, Fault::Hang | Fault::Delay { .. }) && seq.is_none() {
-            return Err(bad("seq= is required"));
-        }
-        if ms.is_some() && !matches!(fault, Fault::Delay { .. }) {
-            return Err(bad("ms= only goes with delay"));
-        }
-        let seq = seq.unwrap_or(1);
-        if seq == 0 {
-            return Err(bad("sequence numbers start at 1"));
-        }
-        Ok(Inject { fault, rank, seq })
-    }
-
     /// Whether this fault hits rank `rank` at collective `seq`.
     pub fn hits(&self, rank: usize, seq: u64) -> bool {
         self.rank == rank
@@ -116,64 +69,17 @@ mod tests {
     use super::*;
 
     #[test]
-    fn parses_every_form() {
-        assert_eq!(
-            Inject::parse("hang:rank=2,seq=5", 4),
-            Ok(Inject {
-                fault: Fault::Hang,
-                rank: 2,
-                seq: 5
-            })
-        );
-        assert_eq!(
-            Inject::parse("delay:rank=1,seq=3,ms=8000", 4),
-            Ok(Inject {
-                fault: Fault::Delay { ms: 8000 },
-                rank: 1,
-                seq: 3
-            })
-        );
-        assert_eq!(
-            Inject::parse("nan:rank=0", 2),
-            Ok(Inject {
-                fault: Fault::Nan,
-                rank: 0,
-                seq: 1
-            })
-        );
-        assert_eq!(
-            Inject::parse("corrupt:rank=1,seq=9", 2),
-            Ok(Inject {
-                fault: Fault::Corrupt,
-                rank: 1,
-                seq: 9
-            })
-        );
-    }
-
-    #[test]
-    fn rejects_bad_specs_with_reasons() {
-        for (spec, why) in [
-            ("hang:rank=2", "seq= is required"),
-            ("hang:rank=9,seq=1", "outside"),
-            ("delay:rank=0,seq=1", "ms= is required"),
-            ("boom:rank=0", "unknown fault"),
-            ("nan:rank=0,when=3", "unknown key"),
-            ("nan", "missing ':'"),
-            ("nan:rank=x", "not a whole number"),
-            ("nan:rank=0,ms=4", "only goes with delay"),
-            ("hang:rank=0,seq=0", "start at 1"),
-        ] {
-            let e = Inject::parse(spec, 4).unwrap_err();
-            assert!(e.contains(why), "{spec}: {e}");
-        }
-    }
-
-    #[test]
     fn faults_hit_their_rank_and_sequence() {
-        let h = Inject::parse("hang:rank=1,seq=4", 2).unwrap();
+        let h = Inject {
+            fault: Fault::Hang,
+            rank: 1,
+            seq: 4,
+        };
         assert!(h.hits(1, 4) && !h.hits(1, 5) && !h.hits(0, 4));
-        let n = Inject::parse("nan:rank=1,seq=4", 2).unwrap();
+        let n = Inject {
+            fault: Fault::Nan,
+            ..h
+        };
         assert!(n.hits(1, 4) && n.hits(1, 40) && !n.hits(1, 3));
     }
 

@@ -7,13 +7,12 @@ pub mod rank;
 pub mod stats;
 
 pub use crate::engine::exec::cuda::launch::{Kind as GpuKind, Timing};
-pub use plan::{AlgoChoice, Case, Plan, RootChoice};
+pub use plan::{AlgoChoice, Case, Plan, RootChoice, Setup};
 
-use crate::engine::exec::cuda::launch::{CudaOptions, CudaWorld};
+use crate::engine::exec::cuda::launch::CudaOptions;
 use crate::engine::exec::{mem, rank_runner, ExecError, HostWorld};
-use crate::engine::transport::node::Shape;
 use crate::engine::types::Engine;
-use crate::launch::Mpi;
+use crate::launch::{Mpi, WorldSpec, Worlds};
 use crate::recorder::watchdog::{self, Fired, Watchdog};
 use crate::recorder::{dump, RankRecorder};
 use crate::report::{Row, Sink};
@@ -35,8 +34,8 @@ pub enum HarnessError {
     },
     #[error("nothing to run: {0}")]
     Empty(String),
-    #[error("{0}")]
-    Launch(String),
+    #[error(transparent)]
+    Launch(#[from] crate::launch::LaunchError),
     #[error("{detail}{}", dumps_note(.dumps))]
     Hang { detail: String, dumps: Vec<PathBuf> },
     #[error("interrupted by a signal; finished rows are kept{}", dumps_note(.dumps))]
@@ -45,6 +44,8 @@ pub enum HarnessError {
     Exec(#[from] ExecError),
     #[error("writing results: {0}")]
     Sink(#[from] std::io::Error),
+    #[error("encoding a report for rank 0: {0}")]
+    Encode(serde_json::Error),
 }
 
 fn dumps_note(dumps: &[PathBuf]) -> String {
@@ -79,14 +80,6 @@ fn wait_for_dumps(dir: &std::path::Path, ranks: usize, limit: std::time::Duratio
         }
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
-}
-
-/// Where dumps go when the user named no folder.
-fn dump_dir(plan: &Plan) -> PathBuf {
-    plan.dump_dir.clone().unwrap_or_else(|| {
-        let stamp = crate::recorder::wall_ns() / 1_000_000_000;
-        PathBuf::from("collbench-dumps").join(format!("{stamp}-{}", std::process::id()))
-    })
 }
 
 /// What a finished sweep says beyond its rows.
@@ -185,9 +178,17 @@ pub fn cap_sizes_to_memory(plan: &mut Plan, budget: Budget) -> Option<SizeCap> {
     None
 }
 
-/// Runs the sweep; rows go to `sink` as they finish. With `mpi`, this
-/// process runs its one rank and rank 0 makes the rows.
-pub fn run(plan: &Plan, sink: &mut dyn Sink, mpi: Option<&Mpi>) -> Result<Outcome, HarnessError> {
+/// The cases a sweep runs, checked against memory, and what was left out.
+#[derive(Debug)]
+pub struct Prepared {
+    pub cases: Vec<Case>,
+    /// Lines for people about cases left out.
+    pub notes: Vec<String>,
+}
+
+/// Lists the sweep's cases (with `mpi`, without those MPI's own
+/// collectives cannot run) and checks that the host engine's buffers fit.
+pub fn prepare(plan: &Plan, setup: &Setup, mpi: Option<&Mpi>) -> Result<Prepared, HarnessError> {
     let (mut cases, skipped) = plan::cases(plan);
     let mut unsupported = Vec::new();
     if let Some(m) = mpi {
@@ -206,54 +207,73 @@ pub fn run(plan: &Plan, sink: &mut dyn Sink, mpi: Option<&Mpi>) -> Result<Outcom
             "every size is smaller than one element per rank; raise --sizes".into(),
         ));
     }
-    if plan.gpu.is_none() {
+    if setup.gpu.is_none() {
         check_memory(plan, &cases)?;
     }
-    let world = make_world(plan, &cases, mpi)?;
-    let gpu = make_gpu_world(plan, &cases, &world)?;
-    if let Some(g) = &gpu {
-        let names: Vec<String> = g
-            .devices()
-            .iter()
-            .map(|d| format!("{} ({})", d.name, d.arch))
-            .collect();
-        tracing::info!(devices = ?names, "CUDA executor");
+    let mut notes: Vec<String> = unsupported
+        .into_iter()
+        .map(|w| format!("engine mpi skipped cases: {w}"))
+        .collect();
+    if skipped > 0 {
+        notes.push(format!("{skipped} size(s) skipped: fewer than one element per rank, or the same case as the size before"));
     }
+    Ok(Prepared { cases, notes })
+}
+
+/// The CUDA executor's options for a sweep on `kind`.
+pub fn cuda_options(plan: &Plan, setup: &Setup, kind: GpuKind) -> CudaOptions {
+    let mut opts = CudaOptions::new(kind, plan.host.slot_bytes, plan.timeout(), setup.timing);
+    opts.proto = plan.protocol;
+    opts
+}
+
+/// What `launch` needs to make the sweep's worlds.
+pub fn world_spec(plan: &Plan, setup: &Setup, prepared: &Prepared) -> WorldSpec {
+    WorldSpec {
+        ranks: plan.ranks,
+        host: plan.host.clone(),
+        channels: plan.channels,
+        bufs: rank::buffer_bytes(plan, &prepared.cases),
+        gpu: setup.gpu.map(|k| (k, cuda_options(plan, setup, k))),
+        nccl: plan.engines.contains(&Engine::Nccl),
+    }
+}
+
+/// Runs the sweep in `worlds`; rows go to `sink` as they finish. With
+/// `mpi`, this process runs its one rank and rank 0 makes the rows.
+pub fn run(
+    plan: &Plan,
+    setup: &Setup,
+    prepared: Prepared,
+    worlds: Worlds,
+    sink: &mut dyn Sink,
+    mpi: Option<&Mpi>,
+) -> Result<Outcome, HarnessError> {
+    let cases = prepared.cases;
     let local: Vec<usize> = mpi.map_or_else(|| (0..plan.ranks).collect(), |m| vec![m.rank()]);
     let recs: Vec<Arc<RankRecorder>> = local
         .iter()
         .map(|&r| Arc::new(RankRecorder::new(r, plan.fr_entries)))
         .collect();
-    let dir = dump_dir(plan);
+    let dir = setup.dump_dir.clone();
     watchdog::install_signal_handlers();
-    let dog = spawn_watchdog(plan, &world, &recs, &dir)?;
+    let dog = spawn_watchdog(plan, setup, &worlds.host, &recs)?;
     let mut outcome = Outcome {
-        library: gpu.as_ref().and_then(|g| g.library_name()),
+        library: worlds.gpu.as_ref().and_then(|g| g.library_name()),
+        notes: prepared.notes,
         ..Outcome::default()
     };
-    outcome.notes.extend(
-        unsupported
-            .into_iter()
-            .map(|w| format!("engine mpi skipped cases: {w}")),
-    );
-    if skipped > 0 {
-        outcome.notes.push(format!("{skipped} size(s) skipped: fewer than one element per rank, or the same case as the size before"));
-    }
-    let worlds = Worlds {
-        host: Arc::clone(&world),
-        gpu,
-    };
-    let result = run_ranks(plan, &cases, &worlds, &recs, mpi, sink, &mut outcome);
+    let result = run_ranks(plan, setup, &cases, &worlds, &recs, mpi, sink, &mut outcome);
     // The CUDA world frees device memory once every rank has stopped.
     drop(worlds);
     let fired = dog.stop();
     let dump = |reason: &str| {
-        if let Some(t) = &plan.abort_trigger {
+        if let Some(t) = &setup.abort_trigger {
             // Tell the run's other processes to stop and dump too.
             let _ = std::fs::create_dir_all(&dir).and_then(|_| std::fs::write(t, reason));
         }
-        let written = dump::write_all(&dir, &recs, &plan.run_info, reason).unwrap_or_default();
-        if plan.abort_trigger.is_some() {
+        let written = dump::write_all(&dir, &recs, &setup.run_info, reason).unwrap_or_default();
+        if setup.abort_trigger.is_some() {
             // A launcher ends the whole job when one process exits with an
             // error: leave only once every rank has dumped (or a while passed).
             wait_for_dumps(
@@ -296,15 +316,16 @@ pub fn run(plan: &Plan, sink: &mut dyn Sink, mpi: Option<&Mpi>) -> Result<Outcom
 
 fn spawn_watchdog(
     plan: &Plan,
+    setup: &Setup,
     world: &Arc<HostWorld>,
     recs: &[Arc<RankRecorder>],
-    dir: &std::path::Path,
 ) -> Result<Watchdog, HarnessError> {
-    let (w, r, d, info) = (
+    let (w, r, d, info, stuck) = (
         Arc::clone(world),
         recs.to_vec(),
-        dir.to_path_buf(),
-        plan.run_info.clone(),
+        setup.dump_dir.clone(),
+        setup.run_info.clone(),
+        setup.on_stuck,
     );
     let act = move |f: &Fired| match f {
         Fired::Timeout { .. } | Fired::Stop | Fired::Remote => w.abort(),
@@ -314,80 +335,24 @@ fn spawn_watchdog(
         Fired::Stuck => {
             // The ranks did not stop after the timeout: dump and leave.
             let _ = dump::write_all(&d, &r, &info, "timeout");
-            eprintln!(
-                "collbench: hang detected and the run did not stop; dumps in {}",
-                d.display()
-            );
-            std::process::exit(3);
+            stuck(&d);
         }
     };
     Ok(Watchdog::spawn(
         recs.to_vec(),
         plan.timeout(),
-        plan.abort_trigger.clone(),
+        setup.abort_trigger.clone(),
         Box::new(act),
     )?)
-}
-
-/// Thread ranks share this process; MPI ranks reach each other through
-/// shared memory set up over MPI.
-fn make_world(
-    plan: &Plan,
-    cases: &[Case],
-    mpi: Option<&Mpi>,
-) -> Result<Arc<HostWorld>, HarnessError> {
-    let Some(m) = mpi else {
-        return Ok(HostWorld::new(plan.ranks, plan.host.clone()));
-    };
-    let shape = Shape {
-        nranks: plan.ranks,
-        chans: 4 * plan.channels,
-        slots: plan.host.slots,
-        slot_bytes: plan.host.slot_bytes,
-        bufs: rank::buffer_bytes(plan, cases),
-    };
-    let links = m.node_links(shape).map_err(HarnessError::Launch)?;
-    Ok(HostWorld::with_links(
-        plan.ranks,
-        plan.host.clone(),
-        Box::new(links),
-    ))
-}
-
-/// The CUDA world of a `--device cuda|cuda-emu` sweep.
-fn make_gpu_world(
-    plan: &Plan,
-    cases: &[Case],
-    host: &Arc<HostWorld>,
-) -> Result<Option<Arc<CudaWorld>>, HarnessError> {
-    let Some(kind) = plan.gpu else {
-        return Ok(None);
-    };
-    let mut opts = CudaOptions::new(kind, plan.host.slot_bytes, plan.timeout(), plan.timing);
-    opts.proto = plan.protocol;
-    let bytes = rank::buffer_bytes(plan, cases);
-    let nccl = plan.engines.contains(&Engine::Nccl);
-    Ok(Some(CudaWorld::open(
-        kind,
-        Arc::clone(host),
-        opts,
-        bytes,
-        nccl,
-    )?))
 }
 
 /// MPI tag of rank reports sent to rank 0.
 const REPORT_TAG: i32 = 7;
 
-/// The worlds a sweep runs in: the host's (barrier, abort flag, host ranks)
-/// and, with `--device cuda|cuda-emu`, the CUDA executor's.
-struct Worlds {
-    host: Arc<HostWorld>,
-    gpu: Option<Arc<CudaWorld>>,
-}
-
+#[allow(clippy::too_many_arguments)] // the sweep's pieces, as `run` holds them
 fn run_ranks(
     plan: &Plan,
+    setup: &Setup,
     cases: &[Case],
     worlds: &Worlds,
     recs: &[Arc<RankRecorder>],
@@ -413,6 +378,7 @@ fn run_ranks(
                             rank_runner(&w, gpu.as_ref(), r, observer, bytes).and_then(|runner| {
                                 RankJob {
                                     plan,
+                                    setup,
                                     cases,
                                     world: Arc::clone(&w),
                                     runner,
@@ -434,12 +400,12 @@ fn run_ranks(
             .collect();
         drop(tx);
         let collected = match mpi {
-            None => collect(plan, cases, &mut || rx.recv().ok(), sink, outcome),
+            None => collect(plan, setup, cases, &mut || rx.recv().ok(), sink, outcome),
             Some(m) if m.rank() == 0 => {
                 let total = cases.len() * plan.placements.len() * plan.ranks;
                 let mut seen = 0;
                 let mut next = || poll_reports(m, &rx, world, total, &mut seen);
-                collect(plan, cases, &mut next, sink, outcome)
+                collect(plan, setup, cases, &mut next, sink, outcome)
             }
             Some(m) => forward_reports(m, &rx),
         };
@@ -497,8 +463,7 @@ fn poll_reports(
 /// Ranks other than 0 of an MPI world send their reports to rank 0.
 fn forward_reports(m: &Mpi, rx: &mpsc::Receiver<Report>) -> Result<(), HarnessError> {
     for report in rx.iter() {
-        let bytes = serde_json::to_vec(&report)
-            .map_err(|e| HarnessError::Launch(format!("encoding a report: {e}")))?;
+        let bytes = serde_json::to_vec(&report).map_err(HarnessError::Encode)?;
         m.send(0, REPORT_TAG, &bytes);
     }
     Ok(())
@@ -507,6 +472,7 @@ fn forward_reports(m: &Mpi, rx: &mpsc::Receiver<Report>) -> Result<(), HarnessEr
 /// Gathers rank reports into rows, in order, as each case completes.
 fn collect(
     plan: &Plan,
+    setup: &Setup,
     cases: &[Case],
     next: &mut dyn FnMut() -> Option<Report>,
     sink: &mut dyn Sink,
@@ -525,7 +491,7 @@ fn collect(
             continue;
         };
         reports.sort_by_key(|r| r.rank);
-        let row = make_row(plan, &cases[key.0], key.1, &reports);
+        let row = make_row(plan, setup, &cases[key.0], key.1, &reports);
         outcome.rows += 1;
         outcome.bad_rows += usize::from(row.is_bad());
         sink.row(&row)?;
@@ -537,6 +503,7 @@ fn collect(
 /// max across ranks.
 fn make_row(
     plan: &Plan,
+    setup: &Setup,
     case: &Case,
     placement: crate::engine::types::Placement,
     reports: &[Report],
@@ -586,7 +553,7 @@ fn make_row(
         });
     Row {
         collective: case.coll.name().into(),
-        engine: match (case.engine, plan.gpu) {
+        engine: match (case.engine, setup.gpu) {
             // On the emulated device NCCL's rows come from a host stand-in.
             (Engine::Nccl, Some(crate::engine::exec::cuda::launch::Kind::Emu)) => {
                 "nccl-standin".into()

@@ -1,5 +1,6 @@
-//! What a sweep runs: the validated plan (built by `cli`) and its cases in
-//! nccl-tests' order.
+//! What a sweep runs: the validated plan (built by `cli`), what `run/`
+//! decided from the world and the machine ([`Setup`]), and the cases in
+//! nccl-tests' order. Both are immutable once the sweep starts.
 
 use crate::engine::exec::cuda::launch::{Kind, Timing};
 use crate::engine::exec::HostOptions;
@@ -40,22 +41,15 @@ pub struct Plan {
     pub warmup: usize,
     /// Checked iterations per case (0: no check).
     pub check_iters: usize,
+    /// Channels per rank (0: the executor's choice).
     pub channels: usize,
     pub seed: u64,
     pub host: HostOptions,
     /// Flight-recorder entries per rank.
     pub fr_entries: usize,
-    /// Where dumps go (None: a new folder under ./collbench-dumps when needed).
+    /// Where the user asked dumps to go (None: `run/` names a new folder).
     pub dump_dir: Option<PathBuf>,
     pub injects: Vec<super::inject::Inject>,
-    /// A file whose appearance means another process of the run hung (MPI).
-    pub abort_trigger: Option<PathBuf>,
-    /// What dumps say about the run.
-    pub run_info: crate::recorder::dump::RunInfo,
-    /// The CUDA executor's device (None: the host engine).
-    pub gpu: Option<Kind>,
-    /// How operations are timed (the host engine: always the wall clock).
-    pub timing: Timing,
     /// Capture each timed loop in a CUDA graph.
     pub graph: bool,
     /// The CUDA engine's protocol (None: by step size).
@@ -66,6 +60,25 @@ impl Plan {
     pub fn timeout(&self) -> Duration {
         self.host.timeout
     }
+}
+
+/// What `run/` decided once, from the world and the machine, before the
+/// sweep starts.
+#[derive(Clone, Debug)]
+pub struct Setup {
+    /// The CUDA executor's device (None: the host engine).
+    pub gpu: Option<Kind>,
+    /// How operations are timed (the host engine: always the wall clock).
+    pub timing: Timing,
+    /// Where dumps go (every process of an MPI run agrees on it).
+    pub dump_dir: PathBuf,
+    /// A file whose appearance means another process of the run hung (MPI).
+    pub abort_trigger: Option<PathBuf>,
+    /// What dumps say about the run.
+    pub run_info: crate::recorder::dump::RunInfo,
+    /// Called when ranks did not stop after a hang was detected and the
+    /// dumps are written: the process must end (it never returns).
+    pub on_stuck: fn(&std::path::Path),
 }
 
 /// One measured configuration (both placements share it).

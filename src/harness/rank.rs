@@ -4,7 +4,7 @@
 //! device executor queues a whole timed loop before the first wait.
 
 use super::inject::{self, Fault};
-use super::plan::{Case, Plan};
+use super::plan::{Case, Plan, Setup};
 use crate::check::device::{CbVerdict, DeviceGen};
 use crate::check::{self, Rule, Verdict};
 use crate::engine::algo::{generate, Layout, Slice, Spec};
@@ -51,6 +51,7 @@ pub fn buffer_bytes(plan: &Plan, cases: &[Case]) -> [usize; 3] {
 
 pub struct RankJob<'a> {
     pub plan: &'a Plan,
+    pub setup: &'a Setup,
     pub cases: &'a [Case],
     /// The barrier and the abort flag every executor shares.
     pub world: Arc<HostWorld>,
@@ -74,6 +75,8 @@ struct Ready<'b> {
     /// the harness calls a host library (MPI).
     on_runner: bool,
     layout: Layout,
+    /// The operation as executors take it.
+    desc: OpDesc,
     info: OpInfo,
     rule: Rule,
     /// The device's input tables and their header's bytes (device ranks).
@@ -134,7 +137,7 @@ impl RankJob<'_> {
             }
             self.wait()?
         };
-        let total_ns = match plan.timing {
+        let total_ns = match self.setup.timing {
             super::Timing::Wall => start.elapsed().as_nanos() as u64,
             super::Timing::Events => iter_ns.iter().sum(),
         };
@@ -239,6 +242,7 @@ impl RankJob<'_> {
             case,
             on_runner: case.engine != Engine::Mpi,
             layout,
+            desc: op,
             info,
             rule,
             gen,
@@ -394,7 +398,6 @@ impl RankJob<'_> {
         let m = self
             .mpi
             .ok_or_else(|| ExecError::Setup("--engine mpi needs an MPI launch".into()))?;
-        let c = r.case;
         let world = Arc::clone(&self.world);
         let abort = move || world.aborted();
         let timeout = self.plan.timeout();
@@ -404,17 +407,7 @@ impl RankJob<'_> {
             ));
         };
         let t = Instant::now();
-        m.run_collective(
-            c.coll,
-            c.dtype,
-            c.op,
-            c.counts,
-            c.root.unwrap_or(0),
-            &r.layout,
-            bufs,
-            timeout,
-            &abort,
-        )?;
+        m.run_collective(&r.desc, bufs, timeout, &abort)?;
         self.lib_times.push(t.elapsed().as_nanos() as u64);
         Ok(())
     }

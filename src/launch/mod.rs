@@ -1,5 +1,6 @@
-//! Who am I: how ranks come to be. Today: threads of this process, one per
-//! rank; the host can run up to [`max_thread_ranks`] of them. Under an MPI
+//! Who am I: how ranks come to be, and the worlds they run in
+//! ([`open_worlds`]). Thread ranks of this process (up to
+//! [`max_thread_ranks`]), or one rank per process under MPI. Under an MPI
 //! or Slurm launcher with several tasks, a build without MPI would run N
 //! independent worlds and print N misleading tables: [`foreign_launcher`]
 //! notices that first.
@@ -10,7 +11,15 @@ mod mpi;
 #[path = "mpi_disabled.rs"]
 mod mpi;
 
+mod worlds;
+
 pub use self::mpi::{init as init_mpi, Mpi};
+pub use worlds::{open_worlds, LaunchError, WorldSpec, Worlds};
+
+/// Why joining or using the MPI world failed (one line).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct MpiError(pub String);
 
 /// This machine's host name.
 pub fn hostname() -> String {

@@ -2,11 +2,11 @@
 //! Bootstrap data (pids, shared-memory handles, host names) moves through
 //! MPI; every wait here polls, so it honours the timeout and the abort flag.
 
-use crate::engine::algo::Layout;
-use crate::engine::exec::{mpi_coll, ExecError, HostBuf};
+use super::MpiError;
+use crate::engine::exec::{mpi_coll, ExecError, HostBuf, OpDesc};
 use crate::engine::transport::node::{self, Barrier, NodeLinks, PeerInfo, Relay, Shape};
 use crate::engine::transport::relay::{Comm as RelayComm, MpiRelay};
-use crate::engine::types::{Collective, Counts, Dtype, ReduceOp};
+use crate::engine::types::{Collective, Dtype, ReduceOp};
 use mpi::collective::CommunicatorCollectives;
 use mpi::point_to_point::{Destination, MatchedReceiveVec, Source};
 use mpi::raw::AsRaw;
@@ -37,16 +37,16 @@ pub struct Mpi {
 pub const RECORD: usize = 256;
 
 /// Joins the MPI world when a launcher started this process; `None` otherwise.
-pub fn init() -> Result<Option<Mpi>, String> {
+pub fn init() -> Result<Option<Mpi>, MpiError> {
     if super::foreign_launcher().is_none() && std::env::var("OMPI_COMM_WORLD_SIZE").is_err() {
         return Ok(None);
     }
-    let (universe, threading) =
-        mpi::initialize_with_threading(Threading::Multiple).ok_or("MPI was already initialised")?;
+    let (universe, threading) = mpi::initialize_with_threading(Threading::Multiple)
+        .ok_or_else(|| MpiError("MPI was already initialised".into()))?;
     if threading != Threading::Multiple {
-        return Err(format!(
+        return Err(MpiError(format!(
             "this MPI gives thread support {threading:?}; collbench needs MPI_THREAD_MULTIPLE"
-        ));
+        )));
     }
     let world = universe.world();
     let (rank, size) = (world.rank() as usize, world.size() as usize);
@@ -81,12 +81,12 @@ impl Mpi {
     }
 
     /// Every rank's `mine` (at most [`RECORD`] bytes), by rank.
-    pub fn all_gather(&self, mine: &[u8]) -> Result<Vec<Vec<u8>>, String> {
+    pub fn all_gather(&self, mine: &[u8]) -> Result<Vec<Vec<u8>>, MpiError> {
         if mine.len() > RECORD - 2 {
-            return Err(format!(
+            return Err(MpiError(format!(
                 "bootstrap record of {} bytes is too long",
                 mine.len()
-            ));
+            )));
         }
         let mut send = [0u8; RECORD];
         send[..2].copy_from_slice(&(mine.len() as u16).to_le_bytes());
@@ -103,23 +103,24 @@ impl Mpi {
     }
 
     /// A barrier that gives up after `timeout` or when `abort()` says so.
-    pub fn barrier(&self, timeout: Duration, abort: &dyn Fn() -> bool) -> Result<(), String> {
+    pub fn barrier(&self, timeout: Duration, abort: &dyn Fn() -> bool) -> Result<(), MpiError> {
         barrier(&self.world, timeout, abort)
     }
 
     /// The barrier as a value other threads can call.
     pub fn barrier_fn(&self) -> Barrier {
         let world = Arc::clone(&self.world);
-        Box::new(move |timeout, abort| barrier(&world, timeout, abort))
+        Box::new(move |timeout, abort| barrier(&world, timeout, abort).map_err(|e| e.to_string()))
     }
 
     /// Links to every other rank: shared memory to the ranks of this host,
     /// a relay over MPI to the others (all of them with COLLBENCH_FORCE_RELAY=1,
     /// which tests the relay on one host).
-    pub fn node_links(&self, shape: Shape) -> Result<NodeLinks, String> {
+    pub fn node_links(&self, shape: Shape) -> Result<NodeLinks, MpiError> {
         let me = &self.hosts[self.rank];
         let force = std::env::var("COLLBENCH_FORCE_RELAY").is_ok_and(|v| v == "1");
-        let local = node::create(&shape, self.rank).map_err(|e| format!("shared memory: {e}"))?;
+        let local =
+            node::create(&shape, self.rank).map_err(|e| MpiError(format!("shared memory: {e}")))?;
         let fd = |s: &crate::engine::transport::shm::Segment| s.fd().unwrap_or(-1);
         let mine = format!(
             "{} {} {}",
@@ -146,13 +147,14 @@ impl Mpi {
         let relay: Option<Box<dyn Relay>> = if any_remote {
             let raw = self.world.0.as_raw();
             Some(Box::new(
-                MpiRelay::start(RelayComm(raw)).map_err(|e| format!("relay thread: {e}"))?,
+                MpiRelay::start(RelayComm(raw))
+                    .map_err(|e| MpiError(format!("relay thread: {e}")))?,
             ))
         } else {
             None
         };
         let links = NodeLinks::connect(self.rank, shape, local, &peers, relay, self.barrier_fn())
-            .map_err(|e| format!("mapping peers' shared memory: {e}"))?;
+            .map_err(|e| MpiError(format!("mapping peers' shared memory: {e}")))?;
         // Nobody writes into a peer's memory before every peer has mapped it.
         self.barrier(Duration::from_secs(60), &|| false)?;
         Ok(links)
@@ -166,35 +168,18 @@ impl Mpi {
     }
 
     /// One operation through MPI's own collectives (`--engine mpi`).
-    #[allow(clippy::too_many_arguments)]
     pub fn run_collective(
         &self,
-        coll: Collective,
-        dtype: Dtype,
-        op: ReduceOp,
-        counts: Counts,
-        root: usize,
-        layout: &Layout,
+        op: &OpDesc,
         bufs: &mut [HostBuf; 3],
         timeout: Duration,
         abort: &dyn Fn() -> bool,
     ) -> Result<(), ExecError> {
-        mpi_coll::run_op(
-            &self.world.0,
-            coll,
-            dtype,
-            op,
-            counts,
-            root,
-            layout,
-            bufs,
-            timeout,
-            abort,
-        )
+        mpi_coll::run_op(&self.world.0, op, bufs, timeout, abort)
     }
 }
 
-fn parse_peer(b: &[u8]) -> Result<PeerInfo, String> {
+fn parse_peer(b: &[u8]) -> Result<PeerInfo, MpiError> {
     let text = String::from_utf8_lossy(b);
     let v: Vec<i64> = text
         .split_whitespace()
@@ -206,11 +191,13 @@ fn parse_peer(b: &[u8]) -> Result<PeerInfo, String> {
             fifo_fd: *f as i32,
             buf_fd: *b as i32,
         }),
-        _ => Err(format!("bad bootstrap record from a peer: '{text}'")),
+        _ => Err(MpiError(format!(
+            "bad bootstrap record from a peer: '{text}'"
+        ))),
     }
 }
 
-fn barrier(world: &Comm, timeout: Duration, abort: &dyn Fn() -> bool) -> Result<(), String> {
+fn barrier(world: &Comm, timeout: Duration, abort: &dyn Fn() -> bool) -> Result<(), MpiError> {
     {
         let mut req = world.0.immediate_barrier();
         let start = Instant::now();
@@ -222,11 +209,14 @@ fn barrier(world: &Comm, timeout: Duration, abort: &dyn Fn() -> bool) -> Result<
             if abort() {
                 // The request cannot be cancelled; the process is ending.
                 std::mem::forget(req);
-                return Err("aborted".into());
+                return Err(MpiError("aborted".into()));
             }
             if start.elapsed() > timeout {
                 std::mem::forget(req);
-                return Err(format!("MPI barrier waited {:?}", start.elapsed()));
+                return Err(MpiError(format!(
+                    "MPI barrier waited {:?}",
+                    start.elapsed()
+                )));
             }
             std::thread::yield_now();
         }
@@ -254,7 +244,7 @@ impl Mpi {
     }
 
     /// Rank 0's `bytes` on every rank (at most [`RECORD`] - 2 bytes).
-    pub fn broadcast(&self, bytes: &[u8]) -> Result<Vec<u8>, String> {
+    pub fn broadcast(&self, bytes: &[u8]) -> Result<Vec<u8>, MpiError> {
         let all = self.all_gather(if self.rank == 0 { bytes } else { &[] })?;
         Ok(all.into_iter().next().unwrap_or_default())
     }

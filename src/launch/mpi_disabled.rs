@@ -1,25 +1,25 @@
 //! The MPI world in a build without the `mpi` feature: the same names, and
 //! no way to make one (the type has no values), so callers need no `cfg`.
 
-use crate::engine::algo::Layout;
-use crate::engine::exec::{ExecError, HostBuf};
+use super::MpiError;
+use crate::engine::exec::{ExecError, HostBuf, OpDesc};
 use crate::engine::transport::node::{NodeLinks, Shape};
-use crate::engine::types::{Collective, Counts, Dtype, ReduceOp};
+use crate::engine::types::{Collective, Dtype, ReduceOp};
 use std::time::Duration;
 
 /// No MPI in this build: this type has no values.
 pub enum Mpi {}
 
 /// Always `None`: this build runs thread ranks only.
-pub fn init() -> Result<Option<Mpi>, String> {
+pub fn init() -> Result<Option<Mpi>, MpiError> {
     Ok(None)
 }
 
 impl Mpi {
-    pub fn all_gather(&self, _mine: &[u8]) -> Result<Vec<Vec<u8>>, String> {
+    pub fn all_gather(&self, _mine: &[u8]) -> Result<Vec<Vec<u8>>, MpiError> {
         match *self {}
     }
-    pub fn barrier(&self, _timeout: Duration, _abort: &dyn Fn() -> bool) -> Result<(), String> {
+    pub fn barrier(&self, _timeout: Duration, _abort: &dyn Fn() -> bool) -> Result<(), MpiError> {
         match *self {}
     }
     pub fn send(&self, _to: usize, _tag: i32, _bytes: &[u8]) {
@@ -28,10 +28,10 @@ impl Mpi {
     pub fn try_receive(&self, _tag: i32) -> Option<(usize, Vec<u8>)> {
         match *self {}
     }
-    pub fn broadcast(&self, _bytes: &[u8]) -> Result<Vec<u8>, String> {
+    pub fn broadcast(&self, _bytes: &[u8]) -> Result<Vec<u8>, MpiError> {
         match *self {}
     }
-    pub fn node_links(&self, _shape: Shape) -> Result<NodeLinks, String> {
+    pub fn node_links(&self, _shape: Shape) -> Result<NodeLinks, MpiError> {
         match *self {}
     }
     pub fn rank(&self) -> usize {
@@ -40,15 +40,9 @@ impl Mpi {
     pub fn unsupported(&self, _coll: Collective, _dtype: Dtype, _op: ReduceOp) -> Option<String> {
         match *self {}
     }
-    #[allow(clippy::too_many_arguments)]
     pub fn run_collective(
         &self,
-        _coll: Collective,
-        _dtype: Dtype,
-        _op: ReduceOp,
-        _counts: Counts,
-        _root: usize,
-        _layout: &Layout,
+        _op: &OpDesc,
         _bufs: &mut [HostBuf; 3],
         _timeout: Duration,
         _abort: &dyn Fn() -> bool,

@@ -12,6 +12,7 @@ pub mod markdown;
 pub mod model;
 pub mod nccl;
 pub mod plot;
+pub mod progress;
 pub mod qualify;
 pub mod table;
 pub mod warn;

@@ -1,20 +1,7 @@
-//! Qualification: a spec (TOML, a list of `[[check]]` tables) says which
-//! sweeps to run and what they must reach; [`evaluate`] judges a check's
-//! measured rows against its thresholds; [`render`] prints the verdicts as a
-//! table (and `report::junit` as JUnit XML). Pure: running the sweeps is
-//! `run::qualify`'s job.
-//!
-//! ```toml
-//! [[check]]
-//! name = "all-reduce latency"      # optional; default: collective, sizes, ranks
-//! collective = "all-reduce"
-//! device = "host"                   # auto | host | cuda
-//! ranks = 4
-//! sizes = "8B:64K:x8"               # --sizes grammar
-//! dtype = "float"                   # optional, as --dtype (also op, algo, engine,
-//! max_time_us = 5000.0              #   placement, iters, warmup)
-//! min_busbw_gbps = 0.001            # at least one threshold
-//! ```
+//! Qualification verdicts: [`evaluate`] judges a check's measured rows
+//! against its thresholds; [`render`] prints the verdicts as a table (and
+//! `report::junit` as JUnit XML). Pure: the spec is read by `cli::spec`,
+//! and running the sweeps is `run::qualify`'s job.
 //!
 //! Every measured row (each size and placement) must meet every threshold,
 //! and have no wrong values.
@@ -22,82 +9,17 @@
 use super::layout::align_columns;
 use super::warn::describe;
 use super::Row;
-use serde::Deserialize;
 use std::fmt::Write as _;
 
-/// One `[[check]]` table.
-#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
+/// What a check must reach.
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Check {
-    pub name: Option<String>,
+    /// The check's name, or one made of what it runs.
+    pub title: String,
+    /// The collective's canonical name (or `all`).
     pub collective: String,
-    pub device: String,
-    pub ranks: u32,
-    pub sizes: String,
-    pub dtype: Option<String>,
-    pub op: Option<String>,
-    pub algo: Option<String>,
-    pub engine: Option<String>,
-    pub placement: Option<String>,
-    pub iters: Option<u32>,
-    pub warmup: Option<u32>,
     pub min_busbw_gbps: Option<f64>,
     pub max_time_us: Option<f64>,
-}
-
-impl Check {
-    /// The check's name, or one made of what it runs.
-    pub fn title(&self) -> String {
-        self.name
-            .clone()
-            .unwrap_or_else(|| format!("{} {} {} ranks", self.collective, self.sizes, self.ranks))
-    }
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct SpecFile {
-    #[serde(default)]
-    check: Vec<Check>,
-}
-
-/// The 1-based line of byte offset `at` in `text`.
-fn line_of(text: &str, at: usize) -> usize {
-    text.get(..at).map_or(0, |s| s.matches('\n').count()) + 1
-}
-
-/// Parses and checks a spec; the error is one line (without the file name).
-pub fn parse_spec(text: &str) -> Result<Vec<Check>, String> {
-    let spec: SpecFile = toml::from_str(text).map_err(|e| {
-        let msg = e.message().trim().replace('\n', " ");
-        match e.span() {
-            Some(span) => format!("line {}: {msg}", line_of(text, span.start)),
-            None => msg,
-        }
-    })?;
-    if spec.check.is_empty() {
-        return Err("no [[check]] tables: nothing to qualify".into());
-    }
-    for (i, c) in spec.check.iter().enumerate() {
-        let at = format!("check {} ({})", i + 1, c.title());
-        if c.min_busbw_gbps.is_none() && c.max_time_us.is_none() {
-            return Err(format!(
-                "{at}: has no threshold; give min_busbw_gbps and/or max_time_us"
-            ));
-        }
-        for (field, v) in [
-            ("min_busbw_gbps", c.min_busbw_gbps),
-            ("max_time_us", c.max_time_us),
-        ] {
-            if let Some(v) = v.filter(|v| !(v.is_finite() && *v > 0.0)) {
-                return Err(format!("{at}: {field} must be a positive number, got {v}"));
-            }
-        }
-        if c.ranks == 0 {
-            return Err(format!("{at}: ranks must be at least 1"));
-        }
-    }
-    Ok(spec.check)
 }
 
 /// One threshold of a check, against the worst row measured.
@@ -295,77 +217,26 @@ pub mod tests {
     use super::*;
     use crate::report::layout::tests::row;
 
-    const SPEC: &str = r#"
-[[check]]
-name = "small"
-collective = "all-reduce"
-device = "host"
-ranks = 2
-sizes = "8B:64K:x8"
-max_time_us = 1e9
-
-[[check]]
-collective = "all-gather"
-device = "host"
-ranks = 4
-sizes = "1M"
-dtype = "half"
-min_busbw_gbps = 100000.0
-"#;
-
-    #[test]
-    fn a_good_spec_parses() {
-        let checks = parse_spec(SPEC).unwrap();
-        assert_eq!(checks.len(), 2);
-        assert_eq!(checks[0].title(), "small");
-        assert_eq!(checks[1].title(), "all-gather 1M 4 ranks");
-        assert_eq!(checks[1].dtype.as_deref(), Some("half"));
-        assert_eq!(checks[1].min_busbw_gbps, Some(100000.0));
-    }
-
-    #[test]
-    fn bad_specs_say_what_and_where() {
-        let base = "[[check]]\ncollective = \"all-reduce\"\ndevice = \"host\"\nranks = 2\nsizes = \"1K\"\n";
-        let cases = [
-            ("", "no [[check]] tables"),
-            ("[[check]\n", "line 1"),
-            (
-                &format!("{base}max_time_us = 5\ncolour = \"red\"\n"),
-                "line 7: unknown field `colour`",
-            ),
-            (
-                &format!("{base}min_busbw_gbps = -1.0\n"),
-                "min_busbw_gbps must be a positive number, got -1",
-            ),
-            (
-                &format!("{base}max_time_us = 0\n"),
-                "max_time_us must be a positive number, got 0",
-            ),
-            (
-                &format!("{base}max_time_us = 0.0\n"),
-                "max_time_us must be a positive number",
-            ),
-            (base, "check 1 (all-reduce 1K 2 ranks): has no threshold"),
-            (
-                "[[check]]\ncollective = \"all-reduce\"\nmax_time_us = 5.0\n",
-                "missing field",
-            ),
-            (&base.replace("ranks = 2", "ranks = -2"), "line 4"),
-            (
-                &format!("{base}max_time_us = 5.0\n").replace("ranks = 2", "ranks = 0"),
-                "ranks must be at least 1",
-            ),
-        ];
-        for (text, want) in cases {
-            let e = parse_spec(text).unwrap_err();
-            assert!(e.contains(want), "{text:?}: want '{want}' in: {e}");
-            assert!(!e.contains('\n'), "one line: {e}");
-        }
+    fn checks() -> Vec<Check> {
+        vec![
+            Check {
+                title: "small".into(),
+                collective: "all-reduce".into(),
+                min_busbw_gbps: None,
+                max_time_us: Some(1e9),
+            },
+            Check {
+                title: "all-gather 1M 4 ranks".into(),
+                collective: "all-gather".into(),
+                min_busbw_gbps: Some(100000.0),
+                max_time_us: None,
+            },
+        ]
     }
 
     #[test]
     fn every_row_must_meet_every_threshold() {
-        let mut check = parse_spec(SPEC).unwrap().remove(0);
+        let mut check = checks().remove(0);
         let rows = [row(8, "out"), row(1 << 20, "out")];
         assert_eq!(evaluate(&check, &rows).0, Outcome::Passed);
         check.min_busbw_gbps = Some(1.0);
@@ -389,12 +260,12 @@ min_busbw_gbps = 100000.0
     }
 
     pub fn results() -> Vec<CheckResult> {
-        let checks = parse_spec(SPEC).unwrap();
+        let checks = checks();
         let (o0, m0) = evaluate(&checks[0], &[row(8, "out")]);
         let (o1, m1) = evaluate(&checks[1], &[row(1 << 20, "out")]);
         vec![
             CheckResult {
-                title: checks[0].title(),
+                title: checks[0].title.clone(),
                 collective: "all-reduce".into(),
                 outcome: o0,
                 measured: m0,

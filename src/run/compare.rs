@@ -9,15 +9,7 @@ use crate::report::json::read_results;
 use std::io::Write;
 
 pub fn compare(a: &CompareArgs) -> i32 {
-    let pct: f64 = match a.max_regression.trim().trim_end_matches('%').parse() {
-        Ok(p) if p >= 0.0 && f64::is_finite(p) => p,
-        _ => {
-            return fail(format!(
-                "--max-regression '{}' is not a percentage (a number >= 0, like 5)",
-                a.max_regression
-            ))
-        }
-    };
+    let pct = a.max_regression;
     let base = match read_results(&a.baseline) {
         Ok(r) => r,
         Err(e) => return fail(e),

@@ -1,21 +1,28 @@
 //! Commands, end to end: a parsed command line in, an exit code out. This
-//! is the only place that decides what goes to stdout and stderr.
+//! is the only place that decides what goes to stdout and stderr, and what
+//! needs the world or the machine (the device, the MPI world's size, the
+//! dump folder, the run's id) before the harness starts.
 
 mod analyze;
 mod compare;
 mod info;
+mod logs;
 mod qualify;
 mod report;
 
-use crate::cli::plan::{self, DeviceChoice, Sweep};
-use crate::cli::{Cli, Command, RunArgs};
+use crate::cli::plan::{self, Sweep};
+use crate::cli::{Cli, Command, DeviceChoice, RunArgs, TimingChoice};
 use crate::engine::exec::cuda::device as cuda_device;
-use crate::engine::types::Collective;
-use crate::harness;
-use crate::launch::Mpi;
+use crate::engine::types::{Collective, Engine};
+use crate::harness::{self, GpuKind, Plan, Setup, Timing};
+use crate::launch::{open_worlds, Mpi};
+use crate::report::progress::{self, Progress, ProgressSink};
 use crate::report::{csv::CsvSink, json::JsonSink, layout::LayoutSink, plot::PlotSink, warn};
 use crate::report::{Fanout, Meta, Results, Sink};
+use crate::units::Bytes;
+use anyhow::{anyhow, bail, Context};
 use std::io::Write;
+use std::path::{Path, PathBuf};
 
 /// Exit codes (documented in README and `--help`).
 pub const OK: i32 = 0;
@@ -25,10 +32,29 @@ pub const HANG: i32 = 3;
 /// Stopped by SIGINT/SIGTERM (128 + SIGINT, as shells expect).
 pub const INTERRUPTED: i32 = 130;
 
+/// How much a command line asked to be told (-v count; 0 with -q).
+fn verbosity(c: &Command) -> u8 {
+    match c {
+        Command::Report(a) => a.out.verbose,
+        Command::AllReduce(a)
+        | Command::AllGather(a)
+        | Command::ReduceScatter(a)
+        | Command::Broadcast(a)
+        | Command::Reduce(a)
+        | Command::AllToAll(a)
+        | Command::Gather(a)
+        | Command::Scatter(a)
+        | Command::SendRecv(a)
+        | Command::All(a) => a.out.verbose,
+        _ => 0,
+    }
+}
+
 /// Runs a command; returns the process exit code.
 pub fn run(cli: Cli) -> i32 {
     // Before anything initialises the CUDA driver.
     crate::engine::exec::cuda::dev::real::prepare_env();
+    logs::init(verbosity(&cli.command));
     let (coll, args) = match cli.command {
         Command::Info(a) => return info::info(&a),
         Command::Analyze(a) => return analyze::analyze(&a),
@@ -46,32 +72,34 @@ pub fn run(cli: Cli) -> i32 {
         Command::Scatter(a) => (Some(Collective::Scatter), a),
         Command::SendRecv(a) => (Some(Collective::SendRecv), a),
     };
-    sweep(coll, &args)
+    sweep(coll, &args).unwrap_or_else(fail)
 }
 
-fn fail(msg: impl std::fmt::Display) -> i32 {
-    eprintln!("collbench: error: {msg}");
+/// Says why a command could not run; the usage/runtime exit code.
+fn fail(e: impl std::fmt::Display) -> i32 {
+    progress::suspend(|| eprintln!("collbench: error: {e:#}"));
     USAGE
 }
 
 /// The engine's device, as `meta.device` names it, with a line for people
 /// (for `auto`) and the devices used, as `meta.devices` lists them.
 pub(crate) struct Chosen {
+    /// The CUDA executor's device (None: the host engine).
+    pub gpu: Option<GpuKind>,
+    pub timing: Timing,
     pub device: String,
     pub note: Option<String>,
     pub devices: Vec<String>,
 }
 
 /// Whether NVRTC loads, or why not.
-fn nvrtc_usable() -> Result<(), String> {
-    crate::engine::exec::cuda::Nvrtc::get()
-        .map(|_| ())
-        .map_err(|e| e.to_string())
+fn nvrtc_usable() -> Result<(), crate::engine::exec::cuda::LoadError> {
+    crate::engine::exec::cuda::Nvrtc::get().map(|_| ())
 }
 
-/// Picks the engine's device and fixes the plan's timing accordingly.
-pub(crate) fn choose_device(s: &mut Sweep) -> Result<Chosen, String> {
-    use crate::harness::{GpuKind, Timing};
+/// Picks the engine's device for sweep `s` (`mpi_world`: this process is
+/// one rank of an MPI world) and the timing that goes with it.
+pub(crate) fn choose_device(s: &Sweep, mpi_world: bool) -> anyhow::Result<Chosen> {
     let ranks = s.plan.ranks;
     let gpus = |d: &cuda_device::Devices| -> Vec<String> {
         let n = d.devices.len().min(ranks).max(1);
@@ -89,16 +117,16 @@ pub(crate) fn choose_device(s: &mut Sweep) -> Result<Chosen, String> {
     let (gpu, note, devices) = match s.device {
         DeviceChoice::Cuda => {
             let d = cuda_device::probe().map_err(|why| {
-                format!("--device cuda: no usable GPU ({why}); use --device host, auto, or cuda-emu")
+                anyhow!("--device cuda: no usable GPU ({why}); use --device host, auto, or cuda-emu")
             })?;
             nvrtc_usable().map_err(|why| {
-                format!("--device cuda needs NVRTC to compile its kernels: {why}")
+                anyhow!("--device cuda needs NVRTC to compile its kernels: {why}")
             })?;
             (Some(GpuKind::Cuda), None, gpus(&d))
         }
         DeviceChoice::CudaEmu => {
             let cfg = crate::engine::exec::cuda::dev::emu::EmuConfig::from_env()
-                .map_err(|e| format!("--device cuda-emu: {e}"))?;
+                .map_err(|e| anyhow!("--device cuda-emu: {e}"))?;
             let n = cfg.gpus;
             (
                 Some(GpuKind::Emu),
@@ -108,7 +136,7 @@ pub(crate) fn choose_device(s: &mut Sweep) -> Result<Chosen, String> {
         }
         DeviceChoice::Host => (None, None, Vec::new()),
         DeviceChoice::Auto => match cuda_device::probe() {
-            Ok(d) if !s.mpi_world => match nvrtc_usable() {
+            Ok(d) if !mpi_world => match nvrtc_usable() {
                 Ok(()) => {
                     let used = gpus(&d);
                     let note = format!("running on the CUDA engine: {} ({ranks} ranks)", used.join(", "));
@@ -134,75 +162,62 @@ pub(crate) fn choose_device(s: &mut Sweep) -> Result<Chosen, String> {
             ),
         },
     };
-    if gpu.is_some() && s.mpi_world {
-        return Err("--device cuda under mpirun/srun is not supported yet: run one process with --ranks N (virtual ranks share GPUs), or --device host".into());
+    if gpu.is_some() && mpi_world {
+        bail!("--device cuda under mpirun/srun is not supported yet: run one process with --ranks N (virtual ranks share GPUs), or --device host");
     }
-    if let Some(e) = s.engines.iter().find(|e| {
-        *e != "builtin"
-            && !(*e == "mpi" && s.mpi_world && gpu.is_none())
-            && !(*e == "nccl" && gpu.is_some())
+    if let Some(e) = s.plan.engines.iter().find(|e| match e {
+        Engine::Builtin => false,
+        Engine::Mpi => !(mpi_world && gpu.is_none()),
+        Engine::Nccl => gpu.is_none(),
     }) {
-        return Err(match e.as_str() {
-            "nccl" => "--engine nccl runs on the CUDA engine: add --device cuda (or cuda-emu for its stand-in)".into(),
-            "mpi" if gpu.is_some() => "--engine mpi runs on the host engine only: add --device host".into(),
-            "mpi" if cfg!(feature = "mpi") => "--engine mpi needs an MPI launch: mpirun -np N collbench ...".into(),
-            "mpi" => "--engine mpi needs a build with MPI (cargo build --release --features mpi) and an MPI launch".into(),
-            _ => format!("--engine {e}: not available in this build (it has: builtin{})", if cfg!(feature = "mpi") { ", mpi" } else { "" }),
+        bail!(match e {
+            Engine::Nccl => "--engine nccl runs on the CUDA engine: add --device cuda (or cuda-emu for its stand-in)".to_string(),
+            _ if gpu.is_some() => "--engine mpi runs on the host engine only: add --device host".into(),
+            _ if cfg!(feature = "mpi") => "--engine mpi needs an MPI launch: mpirun -np N collbench ...".into(),
+            _ => "--engine mpi needs a build with MPI (cargo build --release --features mpi) and an MPI launch".into(),
         });
     }
-    s.plan.timing =
-        match (s.timing.as_deref(), gpu) {
-            (Some("events"), None) => return Err(
-                "--timing events needs the CUDA engine; the host engine times with the wall clock"
-                    .into(),
-            ),
-            (Some("wall"), _) | (_, None) => Timing::Wall,
-            _ => Timing::Events,
-        };
-    if s.graph && gpu.is_none() {
-        return Err("--graph needs the CUDA engine (--device cuda or cuda-emu)".into());
+    let timing = match (s.timing, gpu) {
+        (Some(TimingChoice::Events), None) => bail!(
+            "--timing events needs the CUDA engine; the host engine times with the wall clock"
+        ),
+        (Some(TimingChoice::Wall), _) | (_, None) => Timing::Wall,
+        _ => Timing::Events,
+    };
+    if s.plan.graph && gpu.is_none() {
+        bail!("--graph needs the CUDA engine (--device cuda or cuda-emu)");
     }
-    s.plan.gpu = gpu;
-    if gpu.is_none() && s.plan.channels == 0 {
-        // The host engine's ranks are threads: one channel each keeps them busy.
-        s.plan.channels = 1;
-    }
+    let device = gpu.map_or("host", |k| k.name()).to_string();
+    tracing::info!(device, asked = ?s.device, ?timing, ?devices, "device chosen");
     Ok(Chosen {
-        device: gpu.map_or("host", |k| k.name()).into(),
+        gpu,
+        timing,
+        device,
         note,
         devices,
     })
 }
 
-/// Under MPI the world's size is the rank count.
-fn world_args(args: &RunArgs, mpi: Option<&Mpi>) -> Result<RunArgs, String> {
-    let Some(m) = mpi else {
-        return Ok(args.clone());
-    };
-    if let Some(r) = args
-        .ranks
-        .as_deref()
-        .filter(|r| r.trim() != m.size().to_string())
-    {
-        return Err(format!(
-            "--ranks {r}: under MPI every process is one rank, and this world has {}",
-            m.size()
-        ));
-    }
-    let mut a = args.clone();
-    a.ranks = Some(m.size().to_string());
-    Ok(a)
+/// This run's id: when it started and which process started it.
+fn run_id() -> String {
+    format!("{}-{}", rfc3339_now().replace(':', ""), std::process::id())
 }
 
-/// Every MPI rank dumps into the folder rank 0 names.
-fn agree_dump_dir(s: &mut Sweep, m: &Mpi) -> Result<(), String> {
-    let mine = s.plan.dump_dir.clone().unwrap_or_else(|| {
-        std::path::PathBuf::from("collbench-dumps").join(format!(
-            "{}-{}",
-            rfc3339_now().replace(':', ""),
-            std::process::id()
-        ))
-    });
+/// Where a run's dumps go: the user's folder, else a new one named by the
+/// run's id under ./collbench-dumps (the one policy for every command).
+fn dump_dir(plan: &Plan, run_id: &str) -> PathBuf {
+    plan.dump_dir
+        .clone()
+        .unwrap_or_else(|| Path::new("collbench-dumps").join(run_id))
+}
+
+/// The dump folder and, under MPI, the abort trigger every rank agrees on
+/// (rank 0's).
+fn agree_dump_dir(plan: &Plan, mpi: Option<&Mpi>) -> anyhow::Result<(PathBuf, Option<PathBuf>)> {
+    let mine = dump_dir(plan, &run_id());
+    let Some(m) = mpi else {
+        return Ok((mine, None));
+    };
     // The trigger's name is unique to this run, so a stale one is never seen.
     let token = format!(
         "{}\n.collbench-abort-{}-{}",
@@ -213,24 +228,86 @@ fn agree_dump_dir(s: &mut Sweep, m: &Mpi) -> Result<(), String> {
     let chosen = String::from_utf8_lossy(&m.broadcast(token.as_bytes())?).into_owned();
     let (dir, trigger) = chosen
         .split_once('\n')
-        .ok_or("bad dump folder from rank 0")?;
-    s.plan.dump_dir = Some(dir.into());
-    s.plan.abort_trigger = Some(std::path::Path::new(dir).join(trigger));
+        .ok_or_else(|| anyhow!("bad dump folder from rank 0"))?;
+    Ok((dir.into(), Some(Path::new(dir).join(trigger))))
+}
+
+/// What the harness needs beyond the plan, decided once.
+fn setup(plan: &Plan, chosen: &Chosen, meta: &Meta, mpi: Option<&Mpi>) -> anyhow::Result<Setup> {
+    let (dump_dir, abort_trigger) = agree_dump_dir(plan, mpi)?;
+    Ok(Setup {
+        gpu: chosen.gpu,
+        timing: chosen.timing,
+        dump_dir,
+        abort_trigger,
+        run_info: crate::recorder::dump::RunInfo {
+            host: meta.host.clone(),
+            world_size: meta.world_size,
+            device: meta.device.clone(),
+            command: meta.command.clone(),
+            version: meta.version.clone(),
+        },
+        on_stuck: stuck,
+    })
+}
+
+/// The ranks did not stop after a hang: the dumps are written, and the
+/// process leaves with the hang's exit code.
+fn stuck(dumps: &Path) {
+    progress::suspend(|| {
+        eprintln!(
+            "collbench: hang detected and the run did not stop; dumps in {}",
+            dumps.display()
+        )
+    });
+    std::process::exit(HANG);
+}
+
+/// A sweep's plan and setup, run: cases, worlds, the harness.
+pub(crate) fn execute(
+    plan: &Plan,
+    setup: &Setup,
+    sink: &mut dyn Sink,
+    mpi: Option<&Mpi>,
+) -> Result<harness::Outcome, harness::HarnessError> {
+    let prepared = harness::prepare(plan, setup, mpi)?;
+    let spec = harness::world_spec(plan, setup, &prepared);
+    tracing::debug!(
+        ranks = spec.ranks,
+        bufs = ?spec.bufs.map(|b| Bytes(b as u64).to_string()),
+        cases = prepared.cases.len(),
+        "opening the worlds"
+    );
+    let worlds = open_worlds(&spec, mpi)?;
+    harness::run(plan, setup, prepared, worlds, sink, mpi)
+}
+
+/// Refuses more thread ranks than this machine runs (not under MPI, where
+/// each process is one rank).
+fn check_thread_ranks(plan: &Plan, mpi: Option<&Mpi>) -> anyhow::Result<()> {
+    let max = crate::launch::max_thread_ranks();
+    if mpi.is_none() && plan.ranks > max {
+        bail!(
+            "--ranks {}: this host runs at most {max} thread ranks (32 per core); use more nodes with MPI",
+            plan.ranks
+        );
+    }
     Ok(())
 }
 
-fn sweep(coll: Option<Collective>, args: &RunArgs) -> i32 {
-    let mpi = match join_world() {
-        Ok(m) => m,
-        Err(e) => return fail(e),
-    };
+fn sweep(coll: Option<Collective>, args: &RunArgs) -> anyhow::Result<i32> {
+    let mpi = join_world()?;
     let leader = mpi.as_ref().is_none_or(|m| m.rank() == 0);
-    let (mut s, chosen) = match prepare(coll, args, mpi.as_ref(), leader) {
-        Ok(x) => x,
-        Err(e) => return fail(e),
-    };
-    let room = budget(&s);
-    let capped = room
+    let mut s = plan::build(coll, args, mpi.as_ref().map(Mpi::size))?;
+    check_thread_ranks(&s.plan, mpi.as_ref())?;
+    if !leader {
+        (s.quiet, s.json, s.csv, s.plot) = (true, None, None, None);
+    }
+    let chosen = choose_device(&s, mpi.is_some())?;
+    if let Some(n) = chosen.note.as_ref().filter(|_| leader) {
+        eprintln!("collbench: {n}");
+    }
+    let capped = budget(&s.plan, &chosen)
         .and_then(|b| harness::cap_sizes_to_memory(&mut s.plan, b))
         .map(|c| warn::Warning::SizesCapped {
             kept_max: c.kept_max,
@@ -239,22 +316,11 @@ fn sweep(coll: Option<Collective>, args: &RunArgs) -> i32 {
             ranks: s.plan.ranks,
         });
     let mut meta = meta(&s, &chosen);
-    s.plan.run_info = crate::recorder::dump::RunInfo {
-        host: meta.host.clone(),
-        world_size: meta.world_size,
-        device: meta.device.clone(),
-        command: meta.command.clone(),
-        version: meta.version.clone(),
-    };
-    let mut sink = match sinks(&s).and_then(|mut f| {
-        f.start(&meta)
-            .map(|_| f)
-            .map_err(|e| format!("writing results: {e}"))
-    }) {
-        Ok(f) => f,
-        Err(e) => return fail(e),
-    };
-    let result = harness::run(&s.plan, &mut sink, mpi.as_ref());
+    let setup = setup(&s.plan, &chosen, &meta, mpi.as_ref())?;
+    let (s, plan) = (&s, &s.plan);
+    let mut sink = sinks(s, leader)?;
+    sink.start(&meta).context("writing results")?;
+    let result = execute(plan, &setup, &mut sink, mpi.as_ref());
     if result
         .as_ref()
         .is_err_and(|e| e.is_hang() || e.is_interrupt())
@@ -269,71 +335,50 @@ fn sweep(coll: Option<Collective>, args: &RunArgs) -> i32 {
         meta.nccl = o.library.clone();
     }
     let results = Results::new(meta, std::mem::take(&mut sink.rows));
-    if let Err(e) = sink.finish(&results) {
-        return fail(format!("writing results: {e}"));
-    }
+    sink.finish(&results).context("writing results")?;
     if leader {
         for w in capped.iter().chain(&warn::scan(&results.rows)) {
             eprintln!("collbench: warning: {w}");
         }
     }
-    exit_code(result, leader)
+    Ok(exit_code(result, leader))
 }
 
 /// Where the sweep's buffers live and the room there: the GPUs' free
 /// memory on the CUDA engine (the most crowded device), else the host's;
 /// `None` when the devices cannot be opened (the run then says why).
-fn budget(s: &Sweep) -> Option<harness::Budget> {
+fn budget(plan: &Plan, chosen: &Chosen) -> Option<harness::Budget> {
     use crate::engine::exec::cuda::launch::{memory_budget, CudaOptions};
-    let Some(kind) = s.plan.gpu else {
-        return Some(harness::Budget::Host);
+    let Some(kind) = chosen.gpu else {
+        let b = harness::Budget::Host;
+        tracing::info!(available = ?b.available().map(Bytes), "memory budget: host");
+        return Some(b);
     };
-    let opts = CudaOptions::new(
-        kind,
-        s.plan.host.slot_bytes,
-        s.plan.timeout(),
-        s.plan.timing,
+    let opts = CudaOptions::new(kind, plan.host.slot_bytes, plan.timeout(), chosen.timing);
+    let (free, ranks, extra) = memory_budget(kind, plan.ranks, &opts)?;
+    tracing::info!(
+        free = %Bytes(free),
+        ranks_on_busiest = ranks,
+        per_rank_extra = %Bytes(extra),
+        "memory budget: device"
     );
-    let (free, ranks, extra) = memory_budget(kind, s.plan.ranks, &opts)?;
     Some(harness::Budget::Device { free, ranks, extra })
 }
 
 /// Joins the MPI world when launched into one; refuses a launcher's tasks
 /// in a build that cannot join.
-fn join_world() -> Result<Option<Mpi>, String> {
+fn join_world() -> anyhow::Result<Option<Mpi>> {
     let mpi = crate::launch::init_mpi()?;
     if mpi.is_none() {
         if let Some((launcher, n)) = crate::launch::foreign_launcher() {
-            return Err(format!(
+            bail!(
                 "started by {launcher} as one of {n} tasks, but this build has no MPI support: each task would \
                  run its own independent world and print a misleading table. Rebuild with \
                  `cargo build --release --features mpi`, or run one task with --ranks N"
-            ));
+            );
         }
     }
     Ok(mpi)
-}
-
-/// The validated sweep for this process, and the device it runs on.
-fn prepare(
-    coll: Option<Collective>,
-    args: &RunArgs,
-    mpi: Option<&Mpi>,
-    leader: bool,
-) -> Result<(Sweep, Chosen), String> {
-    let mut s = world_args(args, mpi).and_then(|a| plan::build(coll, &a))?;
-    if !leader {
-        (s.quiet, s.json, s.csv, s.plot) = (true, None, None, None);
-    }
-    s.mpi_world = mpi.is_some();
-    if let Some(m) = mpi {
-        agree_dump_dir(&mut s, m)?;
-    }
-    let chosen = choose_device(&mut s)?;
-    if let Some(n) = chosen.note.as_ref().filter(|_| leader) {
-        eprintln!("collbench: {n}");
-    }
-    Ok((s, chosen))
 }
 
 /// The process's exit code, with the closing message for people.
@@ -365,13 +410,30 @@ fn exit_code(result: Result<harness::Outcome, harness::HarnessError>, leader: bo
     }
 }
 
-fn sinks(s: &Sweep) -> Result<Fanout, String> {
+/// What a case is, for the progress bar.
+fn case_label(c: &harness::Case) -> String {
+    let mut l = format!(
+        "{} {} {} {}",
+        c.coll.name(),
+        c.engine.name(),
+        c.dtype.name(),
+        Bytes(c.bytes)
+    );
+    if c.engine == Engine::Builtin {
+        l = format!("{l} {}", c.algo.name());
+    }
+    l
+}
+
+fn sinks(s: &Sweep, leader: bool) -> anyhow::Result<Fanout> {
     let mut f = Fanout::default();
     if !s.quiet {
         let out = Box::new(|line: &str| {
-            let mut o = std::io::stdout().lock();
-            // A closed stdout (a pipe into `head`) is not an error worth dying for.
-            let _ = writeln!(o, "{line}");
+            progress::suspend(|| {
+                let mut o = std::io::stdout().lock();
+                // A closed stdout (a pipe into `head`) is not an error worth dying for.
+                let _ = writeln!(o, "{line}");
+            })
         });
         let names = s
             .plan
@@ -383,18 +445,29 @@ fn sinks(s: &Sweep) -> Result<Fanout, String> {
         f.sinks.push(Box::new(LayoutSink::new(layout, out)));
     }
     if let Some(p) = &s.csv {
-        let file = std::fs::File::create(p).map_err(|e| format!("--csv {}: {e}", p.display()))?;
+        let file = std::fs::File::create(p).with_context(|| format!("--csv {}", p.display()))?;
         f.sinks.push(Box::new(
-            CsvSink::new(file).map_err(|e| format!("--csv {}: {e}", p.display()))?,
+            CsvSink::new(file).with_context(|| format!("--csv {}", p.display()))?,
         ));
     }
     if let Some(p) = &s.json {
         f.sinks.push(Box::new(
-            JsonSink::create(p).map_err(|e| format!("--json {}: {e}", p.display()))?,
+            JsonSink::create(p).with_context(|| format!("--json {}", p.display()))?,
         ));
     }
     if let Some(p) = &s.plot {
         f.sinks.push(Box::new(PlotSink { path: p.clone() }));
+    }
+    let wanted = leader && !s.quiet && s.format != crate::report::layout::Format::NcclTests;
+    let cases = harness::plan::cases(&s.plan).0;
+    let progress = Progress::new(cases.len() as u64, "cases", wanted);
+    if progress.visible() {
+        let labels = cases.iter().map(case_label).collect();
+        f.sinks.push(Box::new(ProgressSink::new(
+            progress,
+            labels,
+            s.plan.placements.len(),
+        )));
     }
     Ok(f)
 }
@@ -417,9 +490,9 @@ fn meta(s: &Sweep, chosen: &Chosen) -> Meta {
         iters: s.plan.iters,
         warmup: s.plan.warmup,
         seed: s.plan.seed,
-        timing: match s.plan.timing {
-            crate::harness::Timing::Events => "events",
-            crate::harness::Timing::Wall => "wall",
+        timing: match chosen.timing {
+            Timing::Events => "events",
+            Timing::Wall => "wall",
         }
         .into(),
         notes: Vec::new(),

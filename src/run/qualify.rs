@@ -7,66 +7,31 @@
 //! check this build or machine cannot run (such as `device = "cuda"` or an
 //! engine other than builtin), which is reported as a JUnit `error`.
 
-use super::{choose_device, fail, rfc3339_now, CHECK_FAILED, OK, USAGE};
-use crate::cli::plan::{self, Sweep};
-use crate::cli::{results::sweep_args, QualifyArgs};
-use crate::engine::types::Collective;
-use crate::harness;
+use super::{choose_device, execute, fail, rfc3339_now, setup, CHECK_FAILED, OK, USAGE};
+use crate::cli::plan::Sweep;
+use crate::cli::spec::{parse_spec, CheckSpec};
+use crate::cli::QualifyArgs;
 use crate::report::junit::junit;
-use crate::report::qualify::{evaluate, parse_spec, render, Check, CheckResult, Outcome};
+use crate::report::progress::{self, Progress};
+use crate::report::qualify::{evaluate, render, Check, CheckResult, Outcome};
 use crate::report::{json::write_atomic, Fanout, Row};
 use std::io::Write;
 use std::time::Instant;
 
-/// The check's sweep options as command-line flags.
-fn flags(c: &Check) -> Vec<String> {
-    let mut f: Vec<String> = vec![
-        "--sizes".into(),
-        c.sizes.clone(),
-        "--ranks".into(),
-        c.ranks.to_string(),
-        "--device".into(),
-        c.device.clone(),
-    ];
-    let optional = [
-        ("--dtype", c.dtype.clone()),
-        ("--op", c.op.clone()),
-        ("--algo", c.algo.clone()),
-        ("--engine", c.engine.clone()),
-        ("--placement", c.placement.clone()),
-        ("--iters", c.iters.map(|n| n.to_string())),
-        ("--warmup", c.warmup.map(|n| n.to_string())),
-    ];
-    for (flag, v) in optional {
-        if let Some(v) = v {
-            f.push(flag.into());
-            f.push(v);
-        }
-    }
-    f
-}
-
-/// Validates a check into a sweep with the command line's own rules; the
-/// check's collective gets its canonical name.
-fn build(c: &mut Check) -> Result<Sweep, String> {
-    let coll = match c.collective.trim() {
-        "all" => None,
-        name => Some(Collective::parse(name).ok_or_else(|| {
-            let known: Vec<&str> = Collective::ALL.iter().map(|c| c.name()).collect();
-            format!(
-                "unknown collective '{name}' (known: {}, all)",
-                known.join(", ")
-            )
-        })?),
-    };
-    c.collective = coll.map_or("all", |c| c.name()).to_string();
-    plan::build(coll, &sweep_args(&flags(c))?)
-}
-
 /// One run of a check's sweep: its rows, or how it went wrong.
 fn measure(s: &Sweep) -> Result<Vec<Row>, Outcome> {
+    let ready = super::check_thread_ranks(&s.plan, None)
+        .and_then(|()| choose_device(s, false))
+        .and_then(|chosen| {
+            let meta = super::meta(s, &chosen);
+            setup(&s.plan, &chosen, &meta, None)
+        });
+    let setup = match ready {
+        Ok(x) => x,
+        Err(e) => return Err(Outcome::Error(format!("cannot run here: {e:#}"))),
+    };
     let mut sink = Fanout::default();
-    match harness::run(&s.plan, &mut sink, None) {
+    match execute(&s.plan, &setup, &mut sink, None) {
         Ok(_) => Ok(sink.rows),
         Err(e) if e.is_hang() => Err(Outcome::Failed(format!("hang detected: {e}"))),
         Err(e) => Err(Outcome::Error(e.to_string())),
@@ -74,20 +39,16 @@ fn measure(s: &Sweep) -> Result<Vec<Row>, Outcome> {
 }
 
 /// Runs a check, and once more if it fails.
-fn run_check(c: &Check, s: &mut Sweep) -> CheckResult {
+fn run_check(c: &Check, s: &Sweep) -> CheckResult {
     let start = Instant::now();
     let mut result = CheckResult {
-        title: c.title(),
+        title: c.title.clone(),
         collective: c.collective.clone(),
         outcome: Outcome::Passed,
         measured: Vec::new(),
         retried: false,
         seconds: 0.0,
     };
-    if let Err(e) = choose_device(s) {
-        result.outcome = Outcome::Error(format!("cannot run here: {e}"));
-        return result;
-    }
     for attempt in 0..2 {
         let (outcome, measured) = match measure(s) {
             Ok(rows) => evaluate(c, &rows),
@@ -97,12 +58,12 @@ fn run_check(c: &Check, s: &mut Sweep) -> CheckResult {
         result.measured = measured;
         result.retried = attempt > 0;
         match &result.outcome {
-            Outcome::Failed(why) if attempt == 0 => {
+            Outcome::Failed(why) if attempt == 0 => progress::suspend(|| {
                 eprintln!(
                     "collbench: qualify: '{}' failed ({why}); running it once more",
                     result.title
-                );
-            }
+                )
+            }),
             _ => break,
         }
     }
@@ -110,34 +71,49 @@ fn run_check(c: &Check, s: &mut Sweep) -> CheckResult {
     result
 }
 
+/// Every check of the spec, validated: its verdict's terms and its sweep.
+fn checks(specs: &[CheckSpec]) -> anyhow::Result<Vec<(Check, Sweep)>> {
+    specs
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            c.check()
+                .and_then(|check| Ok((check, c.sweep()?)))
+                .map_err(|e| anyhow::anyhow!("check {} ({}): {e}", i + 1, c.title()))
+        })
+        .collect()
+}
+
 pub fn qualify(a: &QualifyArgs) -> i32 {
     let spec = a.spec.display();
     let text = match std::fs::read_to_string(&a.spec) {
         Ok(t) => t,
-        Err(e) => return fail(format!("{spec}: {e}")),
+        Err(e) => return fail(anyhow::anyhow!("{spec}: {e}")),
     };
-    let mut checks = match parse_spec(&text) {
+    let checks = match parse_spec(&text)
+        .map_err(anyhow::Error::from)
+        .and_then(|s| checks(&s))
+    {
         Ok(c) => c,
-        Err(e) => return fail(format!("{spec}: {e}")),
+        Err(e) => return fail(e.context(spec.to_string())),
     };
-    let mut sweeps = Vec::new();
-    for (i, c) in checks.iter_mut().enumerate() {
-        match build(c) {
-            Ok(s) => sweeps.push(s),
-            Err(e) => return fail(format!("{spec}: check {} ({}): {e}", i + 1, c.title())),
-        }
-    }
     let started = rfc3339_now();
     let mut results = Vec::new();
-    for (i, (c, s)) in checks.iter().zip(&mut sweeps).enumerate() {
-        eprintln!(
-            "collbench: qualify: check {}/{}: {}",
-            i + 1,
-            checks.len(),
-            c.title()
-        );
+    let bar = Progress::new(checks.len() as u64, "checks", true);
+    for (i, (c, s)) in checks.iter().enumerate() {
+        bar.current(c.title.clone());
+        progress::suspend(|| {
+            eprintln!(
+                "collbench: qualify: check {}/{}: {}",
+                i + 1,
+                checks.len(),
+                c.title
+            )
+        });
         results.push(run_check(c, s));
+        bar.done_one();
     }
+    bar.finish();
     // A closed stdout (a pipe into `head`) is not an error worth dying for.
     let _ = write!(std::io::stdout().lock(), "{}", render(&results));
     if let Some(path) = &a.junit {
@@ -147,7 +123,7 @@ pub fn qualify(a: &QualifyArgs) -> i32 {
             .map_or(spec.to_string(), |n| n.to_string_lossy().into_owned());
         let xml = junit(&name, &super::hostname(), &started, &results);
         if let Err(e) = write_atomic(path, xml.as_bytes()) {
-            return fail(format!("--junit {}: {e}", path.display()));
+            return fail(anyhow::anyhow!("--junit {}: {e}", path.display()));
         }
     }
     if results

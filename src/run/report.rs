@@ -7,7 +7,7 @@ use crate::cli::ReportArgs;
 use crate::report::csv::CsvSink;
 use crate::report::json::read_results;
 use crate::report::layout::{render, Format};
-use crate::report::plot::{self, PlotKind, Source};
+use crate::report::plot::{self, Source};
 use crate::report::{warn, Results, Sink};
 use std::io::Write;
 use std::path::Path;
@@ -40,18 +40,12 @@ fn print_text(a: &ReportArgs, format: Format, files: &[(String, Results)]) {
             let _ = writeln!(out, "{}", format.heading(name));
         }
         // A closed stdout (a pipe into `head`) is not an error worth dying for.
-        let _ = write!(out, "{}", render(format, r, a.verbose > 0));
+        let _ = write!(out, "{}", render(format, r, a.out.verbose > 0));
     }
 }
 
 pub fn report(a: &ReportArgs) -> i32 {
-    let format = match Format::parse(&a.format) {
-        Ok(f) => f,
-        Err(e) => return fail(e),
-    };
-    if let Some(Err(e)) = a.plot.as_deref().map(PlotKind::of) {
-        return fail(e);
-    }
+    let format: Format = a.out.format.into();
     let mut files = Vec::new();
     for path in &a.files {
         match read_results(path) {
@@ -59,7 +53,7 @@ pub fn report(a: &ReportArgs) -> i32 {
             Err(e) => return fail(e),
         }
     }
-    if !a.quiet {
+    if !a.out.quiet {
         print_text(a, format, &files);
     }
     for (name, r) in &files {
@@ -67,13 +61,13 @@ pub fn report(a: &ReportArgs) -> i32 {
             eprintln!("collbench: warning: {name}: {w}");
         }
     }
-    if let Some(p) = &a.csv {
+    if let Some(p) = &a.out.csv {
         let all: Vec<Results> = files.iter().map(|f| f.1.clone()).collect();
         if let Err(e) = write_csv(p, &all) {
             return fail(e);
         }
     }
-    if let Some(p) = &a.plot {
+    if let Some(p) = &a.out.plot {
         let overlay = files.len() > 1;
         let sources: Vec<Source<'_>> = a
             .files

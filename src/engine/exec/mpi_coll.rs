@@ -56,6 +56,7 @@ mod library;
 
 use super::host::ExecError;
 use super::mem::HostBuf;
+use super::runner::OpDesc;
 use crate::engine::algo::{Layout, Slice};
 use crate::engine::elem;
 use crate::engine::types::{Collective, Counts, Dtype, ReduceOp};
@@ -122,20 +123,17 @@ pub fn native_in_place() -> bool {
 /// the views, a root outside the communicator, counts beyond MPI's `int`
 /// and unsupported types are [`ExecError::Setup`]; a failing MPI call is
 /// [`ExecError::Mpi`].
-#[allow(clippy::too_many_arguments)] // one case's fields, flat, as the harness holds them
 pub fn run_op(
     comm: &SimpleCommunicator,
-    coll: Collective,
-    dtype: Dtype,
-    op: ReduceOp,
-    counts: Counts,
-    root: usize,
-    layout: &Layout,
+    desc: &OpDesc,
     bufs: &mut [HostBuf; 3],
     timeout: Duration,
     abort: &dyn Fn() -> bool,
 ) -> Result<(), ExecError> {
-    let cx = Cx::new(comm, coll, dtype, op, counts, root, layout)?;
+    let (layout, counts) = (&desc.layout, desc.counts);
+    let cx = Cx::new(
+        comm, desc.coll, desc.dtype, desc.op, counts, desc.root, layout,
+    )?;
     let views = Views::resolve(layout, counts, cx.es, bufs)?;
     let mut pending = Pending::default();
     let result = start(&cx, &views, &mut pending)

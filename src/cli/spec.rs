@@ -1,0 +1,285 @@
+//! The qualification spec (`collbench qualify SPEC.toml`): a list of
+//! `[[check]]` tables, each a sweep and the thresholds it must meet.
+//!
+//! ```toml
+//! [[check]]
+//! name = "all-reduce latency"      # optional; default: collective, sizes, ranks
+//! collective = "all-reduce"
+//! device = "host"                   # auto | host | cuda | cuda-emu
+//! ranks = 4
+//! sizes = "8B:64K:x8"               # --sizes grammar
+//! dtype = "float"                   # optional, as --dtype (also op, algo, engine,
+//! max_time_us = 5000.0              #   placement, iters, warmup)
+//! min_busbw_gbps = 0.001            # at least one threshold
+//! ```
+//!
+//! A check's sweep is built through the command line's own typed path: the
+//! flags' defaults, each key parsed by the flag's value parser, and the
+//! same validation ([`super::plan::build`]).
+
+use super::plan::{self, Sweep};
+use super::values::{self, DeviceChoice, PlacementChoice, ValueError};
+use super::RunArgs;
+use crate::engine::types::Collective;
+use crate::report::qualify::Check;
+use clap::{Parser, ValueEnum};
+use serde::Deserialize;
+
+/// Why a spec or one of its checks is refused (one line, without the file).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct SpecError(pub String);
+
+/// One `[[check]]` table as written.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct CheckSpec {
+    pub name: Option<String>,
+    pub collective: String,
+    pub device: String,
+    pub ranks: u32,
+    pub sizes: String,
+    pub dtype: Option<String>,
+    pub op: Option<String>,
+    pub algo: Option<String>,
+    pub engine: Option<String>,
+    pub placement: Option<String>,
+    pub iters: Option<u32>,
+    pub warmup: Option<u32>,
+    pub min_busbw_gbps: Option<f64>,
+    pub max_time_us: Option<f64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SpecFile {
+    #[serde(default)]
+    check: Vec<CheckSpec>,
+}
+
+/// The 1-based line of byte offset `at` in `text`.
+fn line_of(text: &str, at: usize) -> usize {
+    text.get(..at).map_or(0, |s| s.matches('\n').count()) + 1
+}
+
+/// Parses and checks a spec's structure and thresholds.
+pub fn parse_spec(text: &str) -> Result<Vec<CheckSpec>, SpecError> {
+    let spec: SpecFile = toml::from_str(text).map_err(|e| {
+        let msg = e.message().trim().replace('\n', " ");
+        SpecError(match e.span() {
+            Some(span) => format!("line {}: {msg}", line_of(text, span.start)),
+            None => msg,
+        })
+    })?;
+    if spec.check.is_empty() {
+        return Err(SpecError("no [[check]] tables: nothing to qualify".into()));
+    }
+    for (i, c) in spec.check.iter().enumerate() {
+        let at = format!("check {} ({})", i + 1, c.title());
+        if c.min_busbw_gbps.is_none() && c.max_time_us.is_none() {
+            return Err(SpecError(format!(
+                "{at}: has no threshold; give min_busbw_gbps and/or max_time_us"
+            )));
+        }
+        for (field, v) in [
+            ("min_busbw_gbps", c.min_busbw_gbps),
+            ("max_time_us", c.max_time_us),
+        ] {
+            if let Some(v) = v.filter(|v| !(v.is_finite() && *v > 0.0)) {
+                return Err(SpecError(format!(
+                    "{at}: {field} must be a positive number, got {v}"
+                )));
+            }
+        }
+        if c.ranks == 0 {
+            return Err(SpecError(format!("{at}: ranks must be at least 1")));
+        }
+    }
+    Ok(spec.check)
+}
+
+/// The sweep flags' defaults, as clap declares them.
+#[derive(Parser)]
+#[command(name = "check", no_binary_name = true)]
+struct Defaults {
+    #[command(flatten)]
+    run: RunArgs,
+}
+
+/// A key's value, parsed by its flag's parser (whose message names the flag).
+fn key<T>(v: Result<T, ValueError>) -> Result<T, SpecError> {
+    v.map_err(|e| SpecError(e.0))
+}
+
+impl CheckSpec {
+    /// The check's name, or one made of what it runs.
+    pub fn title(&self) -> String {
+        self.name
+            .clone()
+            .unwrap_or_else(|| format!("{} {} {} ranks", self.collective, self.sizes, self.ranks))
+    }
+
+    /// The collective it sweeps (None: all).
+    fn coll(&self) -> Result<Option<Collective>, SpecError> {
+        match self.collective.trim() {
+            "all" => Ok(None),
+            name => Collective::parse(name).map(Some).ok_or_else(|| {
+                let known: Vec<&str> = Collective::ALL.iter().map(|c| c.name()).collect();
+                SpecError(format!(
+                    "unknown collective '{name}' (known: {}, all)",
+                    known.join(", ")
+                ))
+            }),
+        }
+    }
+
+    /// What the judge needs: the title, the canonical collective name and
+    /// the thresholds.
+    pub fn check(&self) -> Result<Check, SpecError> {
+        Ok(Check {
+            title: self.title(),
+            collective: self.coll()?.map_or("all", |c| c.name()).to_string(),
+            min_busbw_gbps: self.min_busbw_gbps,
+            max_time_us: self.max_time_us,
+        })
+    }
+
+    /// The check's sweep, validated as the command line's would be.
+    pub fn sweep(&self) -> Result<Sweep, SpecError> {
+        let coll = self.coll()?;
+        let mut a = Defaults::try_parse_from::<[&str; 0], &str>([])
+            .map_err(|e| SpecError(e.to_string()))?
+            .run;
+        a.sizes.sizes = Some(key(values::sizes(&self.sizes))?);
+        a.ranks = Some(self.ranks as usize);
+        a.device = DeviceChoice::from_str(self.device.trim(), true).map_err(|_| {
+            SpecError(format!(
+                "unknown --device '{}' (known: auto, host, cuda, cuda-emu)",
+                self.device
+            ))
+        })?;
+        if let Some(v) = &self.dtype {
+            a.dtype = key(values::dtypes(v))?;
+        }
+        if let Some(v) = &self.op {
+            a.op = key(values::ops(v))?;
+        }
+        if let Some(v) = &self.algo {
+            a.algo = key(values::algos(v))?;
+        }
+        if let Some(v) = &self.engine {
+            a.engine = key(values::engines(v))?;
+        }
+        if let Some(v) = &self.placement {
+            a.placement = PlacementChoice::from_str(v.trim(), true).map_err(|_| {
+                SpecError(format!("unknown --placement '{v}' (known: both, in, out)"))
+            })?;
+        }
+        if let Some(n) = self.iters {
+            a.iters = key(values::iters(&n.to_string()))?;
+        }
+        if let Some(n) = self.warmup {
+            a.warmup = n as usize;
+        }
+        plan::build(coll, &a, None).map_err(|e| SpecError(e.to_string()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SPEC: &str = r#"
+[[check]]
+name = "small"
+collective = "all-reduce"
+device = "host"
+ranks = 2
+sizes = "8B:1K"
+max_time_us = 1e6
+
+[[check]]
+collective = "all-gather"
+device = "host"
+ranks = 4
+sizes = "1M"
+dtype = "half"
+min_busbw_gbps = 100000.0
+"#;
+
+    #[test]
+    fn a_good_spec_parses_into_typed_sweeps() {
+        let checks = parse_spec(SPEC).unwrap();
+        assert_eq!(checks.len(), 2);
+        assert_eq!(checks[0].title(), "small");
+        assert_eq!(checks[1].title(), "all-gather 1M 4 ranks");
+        let s = checks[1].sweep().unwrap();
+        assert_eq!(s.plan.dtypes, vec![crate::engine::types::Dtype::F16]);
+        assert_eq!((s.plan.ranks, s.plan.sizes.clone()), (4, vec![1 << 20]));
+        assert_eq!(s.plan.iters, 20, "the flag's default");
+        let c = checks[1].check().unwrap();
+        assert_eq!(c.min_busbw_gbps, Some(100000.0));
+        assert_eq!(c.collective, "all-gather");
+    }
+
+    #[test]
+    fn bad_specs_say_what_and_where() {
+        let base = "[[check]]\ncollective = \"all-reduce\"\ndevice = \"host\"\nranks = 2\nsizes = \"1K\"\n";
+        let cases = [
+            ("", "no [[check]] tables"),
+            ("[[check]\n", "line 1"),
+            (
+                &format!("{base}max_time_us = 5\ncolour = \"red\"\n"),
+                "line 7: unknown field `colour`",
+            ),
+            (
+                &format!("{base}min_busbw_gbps = -1.0\n"),
+                "min_busbw_gbps must be a positive number, got -1",
+            ),
+            (
+                &format!("{base}max_time_us = 0\n"),
+                "max_time_us must be a positive number, got 0",
+            ),
+            (
+                &format!("{base}max_time_us = 0.0\n"),
+                "max_time_us must be a positive number",
+            ),
+            (base, "check 1 (all-reduce 1K 2 ranks): has no threshold"),
+            (
+                "[[check]]\ncollective = \"all-reduce\"\nmax_time_us = 5.0\n",
+                "missing field",
+            ),
+            (&base.replace("ranks = 2", "ranks = -2"), "line 4"),
+            (
+                &format!("{base}max_time_us = 5.0\n").replace("ranks = 2", "ranks = 0"),
+                "ranks must be at least 1",
+            ),
+        ];
+        for (text, want) in cases {
+            let e = parse_spec(text).unwrap_err().0;
+            assert!(e.contains(want), "{text:?}: want '{want}' in: {e}");
+            assert!(!e.contains('\n'), "one line: {e}");
+        }
+    }
+
+    #[test]
+    fn bad_keys_are_the_flags_errors() {
+        let mut c = parse_spec(SPEC).unwrap().remove(0);
+        c.dtype = Some("float7".into());
+        assert!(c
+            .sweep()
+            .unwrap_err()
+            .0
+            .contains("unknown --dtype 'float7'"));
+        c.dtype = None;
+        c.collective = "all-everything".into();
+        assert!(c.sweep().unwrap_err().0.contains("unknown collective"));
+        c.collective = "gather".into();
+        c.algo = Some("tree".into());
+        assert!(c
+            .sweep()
+            .unwrap_err()
+            .0
+            .contains("not an algorithm for gather"));
+    }
+}

@@ -1,0 +1,451 @@
+//! Value parsers: every flag value with a closed set or a grammar is parsed
+//! here, by clap, into a typed value. A bad value is clap's error, worded by
+//! collbench, with the valid values listed.
+
+use crate::engine::exec::cuda::abi::Proto;
+use crate::engine::types::{Algo, Dtype, Engine, Placement, ReduceOp};
+use crate::harness::inject::{Fault, Inject};
+use crate::harness::RootChoice;
+use crate::report::{layout::Format, plot::PlotKind};
+use crate::units::{parse_bytes, parse_duration, parse_sweep};
+use clap::ValueEnum;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Why a flag's value was refused (clap prints it after the value).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct ValueError(pub String);
+
+fn bad<T>(msg: String) -> Result<T, ValueError> {
+    Err(ValueError(msg))
+}
+
+/// Where the user asked data to move.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum DeviceChoice {
+    /// CUDA when a GPU and NVRTC are usable, else the host engine.
+    Auto,
+    /// The host engine (CPU threads or processes).
+    #[value(alias = "cpu")]
+    Host,
+    /// The CUDA executor on this machine's GPUs.
+    #[value(alias = "gpu")]
+    Cuda,
+    /// The CUDA executor on the emulated device (CPU threads; slow).
+    CudaEmu,
+}
+
+/// `--placement`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum PlacementChoice {
+    Both,
+    #[value(alias = "out-of-place")]
+    Out,
+    #[value(alias = "in-place")]
+    In,
+}
+
+impl PlacementChoice {
+    pub fn placements(self) -> Vec<Placement> {
+        match self {
+            PlacementChoice::Both => vec![Placement::OutOfPlace, Placement::InPlace],
+            PlacementChoice::Out => vec![Placement::OutOfPlace],
+            PlacementChoice::In => vec![Placement::InPlace],
+        }
+    }
+}
+
+/// `--timing`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum TimingChoice {
+    /// CUDA events around the iteration loop.
+    Events,
+    /// The host's monotonic clock.
+    Wall,
+}
+
+/// `--protocol`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ProtocolChoice {
+    Auto,
+    Simple,
+    #[value(alias = "low-latency")]
+    Ll,
+}
+
+impl ProtocolChoice {
+    pub fn proto(self) -> Option<Proto> {
+        match self {
+            ProtocolChoice::Auto => None,
+            ProtocolChoice::Simple => Some(Proto::Simple),
+            ProtocolChoice::Ll => Some(Proto::LowLatency),
+        }
+    }
+}
+
+/// `--format`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum FormatChoice {
+    Table,
+    #[value(alias = "nccl", alias = "nccl_tests")]
+    NcclTests,
+    #[value(alias = "md")]
+    Markdown,
+}
+
+impl From<FormatChoice> for Format {
+    fn from(f: FormatChoice) -> Format {
+        match f {
+            FormatChoice::Table => Format::Table,
+            FormatChoice::NcclTests => Format::NcclTests,
+            FormatChoice::Markdown => Format::Markdown,
+        }
+    }
+}
+
+/// `--algo`: `auto`, or a list (`all` expands to every algorithm).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AlgoArg {
+    Auto,
+    List(Vec<Algo>),
+}
+
+/// A comma list of `T`, or `all`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct List<T>(pub Vec<T>);
+
+/// The sizes of `--sizes MIN:MAX[:xF|:+STEP]`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Sizes(pub Vec<u64>);
+
+/// `--channels N|auto` (`Auto`: the executor's choice).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Channels {
+    Auto,
+    N(usize),
+}
+
+impl Channels {
+    /// As the plan holds it: 0 for auto.
+    pub fn count(self) -> usize {
+        match self {
+            Channels::Auto => 0,
+            Channels::N(n) => n,
+        }
+    }
+}
+
+fn names<T>(all: &[T], name: impl Fn(&T) -> &'static str) -> String {
+    all.iter().map(name).collect::<Vec<_>>().join(", ")
+}
+
+/// Splits a comma list, or expands `all`.
+fn list<T: Copy>(
+    flag: &str,
+    v: &str,
+    all: &[T],
+    parse: impl Fn(&str) -> Option<T>,
+    known: &str,
+) -> Result<Vec<T>, ValueError> {
+    if v.trim().eq_ignore_ascii_case("all") {
+        return Ok(all.to_vec());
+    }
+    let mut out = Vec::new();
+    for item in v.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        match parse(item) {
+            Some(x) => out.push(x),
+            None => return bad(format!("unknown {flag} '{item}' (known: {known}, all)")),
+        }
+    }
+    if out.is_empty() {
+        return bad(format!("{flag} is empty"));
+    }
+    Ok(out)
+}
+
+pub fn dtypes(v: &str) -> Result<List<Dtype>, ValueError> {
+    let known = names(&Dtype::ALL, |d| d.name());
+    list("--dtype", v, &Dtype::ALL, Dtype::parse, &known).map(List)
+}
+
+pub fn ops(v: &str) -> Result<List<ReduceOp>, ValueError> {
+    let known = names(&ReduceOp::ALL, |o| o.name());
+    list("--op", v, &ReduceOp::ALL, ReduceOp::parse, &known).map(List)
+}
+
+pub fn engines(v: &str) -> Result<List<Engine>, ValueError> {
+    const ALL: [Engine; 3] = [Engine::Builtin, Engine::Nccl, Engine::Mpi];
+    let parse = |s: &str| ALL.into_iter().find(|e| e.name().eq_ignore_ascii_case(s));
+    let mut l = list("--engine", v, &ALL, parse, &names(&ALL, |e| e.name()))?;
+    l.dedup();
+    Ok(List(l))
+}
+
+pub fn algos(v: &str) -> Result<AlgoArg, ValueError> {
+    if v.trim().eq_ignore_ascii_case("auto") {
+        return Ok(AlgoArg::Auto);
+    }
+    let known = format!("{}, auto", names(&Algo::ALL, |a| a.name()));
+    list("--algo", v, &Algo::ALL, Algo::parse, &known).map(AlgoArg::List)
+}
+
+/// A whole number, at least 0.
+fn whole<T: std::str::FromStr>(flag: &str, v: &str) -> Result<T, ValueError> {
+    v.trim()
+        .parse()
+        .or_else(|_| bad(format!("{flag} '{v}' is not a non-negative whole number")))
+}
+
+/// A whole number, at least 1.
+fn positive(flag: &str, v: &str) -> Result<usize, ValueError> {
+    match whole(flag, v)? {
+        0 => bad(format!("{flag} must be at least 1")),
+        n => Ok(n),
+    }
+}
+
+pub fn ranks(v: &str) -> Result<usize, ValueError> {
+    positive("--ranks", v)
+}
+
+pub fn iters(v: &str) -> Result<usize, ValueError> {
+    positive("--iters", v)
+}
+
+pub fn warmup(v: &str) -> Result<usize, ValueError> {
+    whole("--warmup", v)
+}
+
+pub fn check_iters(v: &str) -> Result<usize, ValueError> {
+    whole("--check-iters", v)
+}
+
+pub fn fr_entries(v: &str) -> Result<usize, ValueError> {
+    positive("--fr-entries", v)
+}
+
+pub fn seed(v: &str) -> Result<u64, ValueError> {
+    whole("--seed", v)
+}
+
+pub fn root(v: &str) -> Result<RootChoice, ValueError> {
+    if v.trim().eq_ignore_ascii_case("all") {
+        return Ok(RootChoice::All);
+    }
+    whole("--root", v).map(RootChoice::One)
+}
+
+pub fn channels(v: &str) -> Result<Channels, ValueError> {
+    use crate::engine::exec::world::MAX_CHANNELS;
+    if v.trim().eq_ignore_ascii_case("auto") {
+        return Ok(Channels::Auto);
+    }
+    let n: usize = whole("--channels", v)?;
+    if !(1..=MAX_CHANNELS).contains(&n) {
+        return bad(format!(
+            "--channels {n}: must be 1 to {MAX_CHANNELS}, or auto"
+        ));
+    }
+    Ok(Channels::N(n))
+}
+
+pub fn sizes(v: &str) -> Result<Sizes, ValueError> {
+    parse_sweep(v)
+        .map(Sizes)
+        .map_err(|e| ValueError(format!("--sizes: {e}")))
+}
+
+pub fn bytes(v: &str) -> Result<u64, ValueError> {
+    parse_bytes(v).map_err(|e| ValueError(e.to_string()))
+}
+
+pub fn factor(v: &str) -> Result<f64, ValueError> {
+    match v.trim().parse::<f64>() {
+        Ok(f) if f.is_finite() => Ok(f),
+        _ => bad(format!("-f '{v}' is not a number")),
+    }
+}
+
+pub fn slot_size(v: &str) -> Result<usize, ValueError> {
+    let b = bytes(v).map_err(|e| ValueError(format!("--slot-size: {e}")))?;
+    if !(64..=64 << 20).contains(&b) {
+        return bad("--slot-size must be 64B to 64MiB".into());
+    }
+    Ok(b as usize)
+}
+
+pub fn duration(v: &str) -> Result<Duration, ValueError> {
+    parse_duration(v).map_err(|e| ValueError(e.to_string()))
+}
+
+/// `--plot FILE.png|FILE.svg`.
+pub fn plot_path(v: &str) -> Result<PathBuf, ValueError> {
+    let p = PathBuf::from(v);
+    PlotKind::of(&p).map_err(|e| ValueError(e.to_string()))?;
+    Ok(p)
+}
+
+/// The forms of `--inject`, for messages.
+const INJECT_FORMS: &str =
+    "forms: hang:rank=R,seq=S  delay:rank=R,seq=S,ms=M  nan:rank=R[,seq=S]  corrupt:rank=R[,seq=S]";
+
+/// One `--inject SPEC`: its grammar (the rank's bound is checked against
+/// `--ranks` when the plan is built).
+pub fn inject(spec: &str) -> Result<Inject, ValueError> {
+    let fail = |why: &str| ValueError(format!("--inject '{spec}': {why} ({INJECT_FORMS})"));
+    let (kind, rest) = spec.split_once(':').ok_or_else(|| fail("missing ':'"))?;
+    let (mut rank, mut seq, mut ms) = (None, None, None);
+    for kv in rest.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let (k, v) = kv
+            .split_once('=')
+            .ok_or_else(|| fail(&format!("'{kv}' is not key=value")))?;
+        let v: u64 = v
+            .trim()
+            .parse()
+            .map_err(|_| fail(&format!("{k}={v} is not a whole number")))?;
+        let slot = match k.trim() {
+            "rank" => &mut rank,
+            "seq" => &mut seq,
+            "ms" => &mut ms,
+            other => return Err(fail(&format!("unknown key '{other}'"))),
+        };
+        if slot.replace(v).is_some() {
+            return Err(fail(&format!("{} is given twice", k.trim())));
+        }
+    }
+    let rank = rank.ok_or_else(|| fail("rank= is required"))? as usize;
+    let fault = match kind.trim() {
+        "hang" => Fault::Hang,
+        "delay" => Fault::Delay {
+            ms: ms.ok_or_else(|| fail("ms= is required"))?,
+        },
+        "nan" => Fault::Nan,
+        "corrupt" => Fault::Corrupt,
+        other => return Err(fail(&format!("unknown fault '{other}'"))),
+    };
+    if matches!(fault, Fault::Hang | Fault::Delay { .. }) && seq.is_none() {
+        return Err(fail("seq= is required"));
+    }
+    if ms.is_some() && !matches!(fault, Fault::Delay { .. }) {
+        return Err(fail("ms= only goes with delay"));
+    }
+    let seq = seq.unwrap_or(1);
+    if seq == 0 {
+        return Err(fail("sequence numbers start at 1"));
+    }
+    Ok(Inject { fault, rank, seq })
+}
+
+/// An injection's rank against the world's size.
+pub fn inject_in_world(i: &Inject, nranks: usize) -> Result<(), ValueError> {
+    if i.rank >= nranks {
+        return bad(format!(
+            "--inject: rank {} is outside the {nranks} ranks ({INJECT_FORMS})",
+            i.rank
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn injections_parse_in_every_form() {
+        assert_eq!(
+            inject("hang:rank=2,seq=5"),
+            Ok(Inject {
+                fault: Fault::Hang,
+                rank: 2,
+                seq: 5
+            })
+        );
+        assert_eq!(
+            inject("delay:rank=1,seq=3,ms=8000"),
+            Ok(Inject {
+                fault: Fault::Delay { ms: 8000 },
+                rank: 1,
+                seq: 3
+            })
+        );
+        assert_eq!(
+            inject("nan:rank=0"),
+            Ok(Inject {
+                fault: Fault::Nan,
+                rank: 0,
+                seq: 1
+            })
+        );
+        assert_eq!(
+            inject("corrupt:rank=1,seq=9"),
+            Ok(Inject {
+                fault: Fault::Corrupt,
+                rank: 1,
+                seq: 9
+            })
+        );
+    }
+
+    #[test]
+    fn bad_injections_say_why() {
+        for (spec, why) in [
+            ("hang:rank=2", "seq= is required"),
+            ("delay:rank=0,seq=1", "ms= is required"),
+            ("boom:rank=0", "unknown fault"),
+            ("nan:rank=0,when=3", "unknown key"),
+            ("nan", "missing ':'"),
+            ("nan:rank=x", "not a whole number"),
+            ("nan:rank=0,ms=4", "only goes with delay"),
+            ("hang:rank=0,seq=0", "start at 1"),
+            ("hang:rank=0,seq=1,rank=1", "rank is given twice"),
+        ] {
+            let e = inject(spec).unwrap_err().to_string();
+            assert!(e.contains(why) && e.contains("forms:"), "{spec}: {e}");
+        }
+        let far = inject("hang:rank=9,seq=1").unwrap();
+        let e = inject_in_world(&far, 4).unwrap_err().to_string();
+        assert!(e.contains("outside the 4 ranks"), "{e}");
+        assert!(inject_in_world(&far, 10).is_ok());
+    }
+
+    #[test]
+    fn lists_expand_all_and_name_the_known_values() {
+        assert_eq!(dtypes("all").unwrap().0, Dtype::ALL.to_vec());
+        assert_eq!(
+            ops("sum, max").unwrap().0,
+            vec![ReduceOp::Sum, ReduceOp::Max]
+        );
+        let e = dtypes("float7").unwrap_err().to_string();
+        assert!(
+            e.contains("unknown --dtype 'float7'") && e.contains("bfloat16"),
+            "{e}"
+        );
+        assert_eq!(dtypes(",").unwrap_err().to_string(), "--dtype is empty");
+        assert_eq!(algos("auto"), Ok(AlgoArg::Auto));
+        assert_eq!(algos("all"), Ok(AlgoArg::List(Algo::ALL.to_vec())));
+        assert_eq!(
+            engines("builtin,nccl").unwrap().0,
+            vec![Engine::Builtin, Engine::Nccl]
+        );
+    }
+
+    #[test]
+    fn numbers_have_their_bounds() {
+        assert_eq!(
+            ranks("0").unwrap_err().to_string(),
+            "--ranks must be at least 1"
+        );
+        assert!(warmup("x")
+            .unwrap_err()
+            .to_string()
+            .contains("not a non-negative"));
+        assert_eq!(root("all"), Ok(RootChoice::All));
+        assert_eq!(root("3"), Ok(RootChoice::One(3)));
+        assert_eq!(channels("auto"), Ok(Channels::Auto));
+        assert!(channels("0").is_err() && channels("129").is_err());
+        assert!(slot_size("32").is_err() && slot_size("256K") == Ok(256 << 10));
+        assert!(plot_path("x.pdf").is_err() && plot_path("x.svg").is_ok());
+    }
+}
