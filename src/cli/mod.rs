@@ -201,7 +201,7 @@ pub struct RunArgs {
     #[arg(long, value_name = "SPEC", value_parser = values::inject)]
     pub inject: Vec<Inject>,
     /// Flight-recorder ring-buffer entries per rank.
-    #[arg(long, default_value_t = crate::recorder::DEFAULT_ENTRIES, value_name = "N", value_parser = values::fr_entries)]
+    #[arg(long, default_value_t = crate::harness::DEFAULT_FR_ENTRIES, value_name = "N", value_parser = values::fr_entries)]
     pub fr_entries: usize,
     /// Channels (data partitions run side by side): 1 to 128, or auto (host
     /// engine: 1; CUDA: as many as keep the GPU's SMs busy).

@@ -1,12 +1,11 @@
 //! Arguments to a validated sweep: every error a user can make is found
 //! here and said in one line.
 
-use super::values::{inject_in_world, AlgoArg, DeviceChoice, TimingChoice};
+use super::values::{inject_in_world, AlgoArg, DeviceChoice, FormatChoice, TimingChoice};
 use super::{RunArgs, SizeArgs};
 use crate::engine::exec::HostOptions;
 use crate::engine::types::Collective;
 use crate::harness::{AlgoChoice, Plan, RootChoice};
-use crate::report::layout::Format;
 use crate::units::{sweep, Growth};
 use std::path::PathBuf;
 
@@ -29,7 +28,7 @@ pub struct Sweep {
     pub json: Option<PathBuf>,
     pub csv: Option<PathBuf>,
     pub plot: Option<PathBuf>,
-    pub format: Format,
+    pub format: FormatChoice,
     pub quiet: bool,
     pub verbose: u8,
 }
@@ -144,7 +143,7 @@ pub fn build(
         json: a.json.clone(),
         csv: a.out.csv.clone(),
         plot: a.out.plot.clone(),
-        format: a.out.format.into(),
+        format: a.out.format,
         quiet: a.out.quiet,
         verbose: a.out.verbose,
     })

@@ -7,6 +7,7 @@ pub mod rank;
 pub mod stats;
 
 pub use crate::engine::exec::cuda::launch::{Kind as GpuKind, Timing};
+pub use crate::recorder::DEFAULT_ENTRIES as DEFAULT_FR_ENTRIES;
 pub use plan::{AlgoChoice, Case, Plan, RootChoice, Setup};
 
 use crate::engine::exec::cuda::launch::CudaOptions;
@@ -128,6 +129,14 @@ pub fn check_budget(plan: &Plan, cases: &[Case], budget: Budget) -> Result<(), H
         Budget::Device { ranks, extra, .. } => (ranks, extra),
     };
     let need = (per_rank as u64 + extra) * ranks as u64;
+    tracing::debug!(
+        need = %Bytes(need),
+        per_rank = %Bytes(per_rank as u64),
+        extra = %Bytes(extra),
+        ranks,
+        available = budget.available().map_or("unknown".into(), |a| Bytes(a).to_string()),
+        "memory check"
+    );
     if let Some(free) = budget.available() {
         if need > free / 10 * 9 {
             return Err(HarnessError::Memory {
@@ -209,6 +218,18 @@ pub fn prepare(plan: &Plan, setup: &Setup, mpi: Option<&Mpi>) -> Result<Prepared
     }
     if setup.gpu.is_none() {
         check_memory(plan, &cases)?;
+    }
+    if plan.algos == AlgoChoice::Auto {
+        for c in cases.iter().filter(|c| c.engine == Engine::Builtin) {
+            tracing::debug!(
+                coll = c.coll.name(),
+                bytes = c.bytes,
+                ranks = plan.ranks,
+                algo = c.algo.name(),
+                why = plan::auto_reason(c.coll, c.bytes, plan.ranks),
+                "auto algorithm"
+            );
+        }
     }
     let mut notes: Vec<String> = unsupported
         .into_iter()
@@ -373,6 +394,7 @@ fn run_ranks(
                 std::thread::Builder::new()
                     .name(format!("rank{r}"))
                     .spawn_scoped(s, move || {
+                        let _rank = tracing::info_span!("rank", rank = r).entered();
                         let observer = Arc::clone(&rec) as _;
                         let res =
                             rank_runner(&w, gpu.as_ref(), r, observer, bytes).and_then(|runner| {

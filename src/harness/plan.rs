@@ -112,6 +112,19 @@ pub fn auto_algo(coll: Collective, bytes: u64, nranks: usize) -> Algo {
     }
 }
 
+/// Why [`auto_algo`] picks what it picks, for the logs.
+pub fn auto_reason(coll: Collective, bytes: u64, nranks: usize) -> &'static str {
+    let small = bytes <= 64 << 10;
+    match auto_algo(coll, bytes, nranks) {
+        Algo::Direct if coll == Collective::AllReduce => {
+            "latency-bound (<= 64 KiB) on <= 4 ranks: one hop, every peer read directly"
+        }
+        Algo::Tree if small => "latency-bound (<= 64 KiB) on > 2 ranks: log n hops over a tree",
+        _ if small => "latency-bound, and the collective's only or first algorithm",
+        _ => "bandwidth-bound (> 64 KiB): the collective's first algorithm, which moves the least data per rank",
+    }
+}
+
 /// Cases in sweep order: collective, engine, algorithm, dtype, op, root, size.
 /// Sizes too small to give every rank an element are skipped, and so are
 /// sizes that round to the same case as the previous one; the count of the

@@ -94,8 +94,23 @@ impl RankJob<'_> {
         self.world.barrier(self.rank())?;
         self.rec.complete("bootstrap", seq);
         for (i, case) in self.cases.iter().enumerate() {
+            let _case = tracing::debug_span!(
+                "case",
+                n = i,
+                coll = case.coll.name(),
+                engine = case.engine.name(),
+                algo = case.algo.name(),
+                dtype = case.dtype.name(),
+                bytes = case.bytes
+            )
+            .entered();
             for &pl in &self.plan.placements {
                 let report = self.run_case(i, case, pl)?;
+                tracing::debug!(
+                    placement = pl.name(),
+                    total_us = report.total_ns / 1000,
+                    "case done"
+                );
                 // The collector outlives the ranks unless it failed itself.
                 if self.tx.send(report).is_err() {
                     return Err(ExecError::Aborted);

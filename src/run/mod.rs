@@ -11,13 +11,14 @@ mod qualify;
 mod report;
 
 use crate::cli::plan::{self, Sweep};
-use crate::cli::{Cli, Command, DeviceChoice, RunArgs, TimingChoice};
+use crate::cli::{Cli, Command, DeviceChoice, FormatChoice, RunArgs, TimingChoice};
 use crate::engine::exec::cuda::device as cuda_device;
 use crate::engine::types::{Collective, Engine};
 use crate::harness::{self, GpuKind, Plan, Setup, Timing};
 use crate::launch::{open_worlds, Mpi};
+use crate::report::layout::{Format, LayoutSink};
 use crate::report::progress::{self, Progress, ProgressSink};
-use crate::report::{csv::CsvSink, json::JsonSink, layout::LayoutSink, plot::PlotSink, warn};
+use crate::report::{csv::CsvSink, json::JsonSink, plot::PlotSink, warn};
 use crate::report::{Fanout, Meta, Results, Sink};
 use crate::units::Bytes;
 use anyhow::{anyhow, bail, Context};
@@ -47,6 +48,16 @@ fn verbosity(c: &Command) -> u8 {
         | Command::SendRecv(a)
         | Command::All(a) => a.out.verbose,
         _ => 0,
+    }
+}
+
+impl From<FormatChoice> for Format {
+    fn from(f: FormatChoice) -> Format {
+        match f {
+            FormatChoice::Table => Format::Table,
+            FormatChoice::NcclTests => Format::NcclTests,
+            FormatChoice::Markdown => Format::Markdown,
+        }
     }
 }
 
@@ -351,7 +362,10 @@ fn budget(plan: &Plan, chosen: &Chosen) -> Option<harness::Budget> {
     use crate::engine::exec::cuda::launch::{memory_budget, CudaOptions};
     let Some(kind) = chosen.gpu else {
         let b = harness::Budget::Host;
-        tracing::info!(available = ?b.available().map(Bytes), "memory budget: host");
+        let available = b
+            .available()
+            .map_or("unknown".into(), |a| Bytes(a).to_string());
+        tracing::info!(available, "memory budget: host");
         return Some(b);
     };
     let opts = CudaOptions::new(kind, plan.host.slot_bytes, plan.timeout(), chosen.timing);
@@ -441,7 +455,8 @@ fn sinks(s: &Sweep, leader: bool) -> anyhow::Result<Fanout> {
             .iter()
             .map(|p| p.name().to_string())
             .collect();
-        let layout = s.format.layout(names, s.verbose > 0, s.plan.sizes.clone());
+        let format: Format = s.format.into();
+        let layout = format.layout(names, s.verbose > 0, s.plan.sizes.clone());
         f.sinks.push(Box::new(LayoutSink::new(layout, out)));
     }
     if let Some(p) = &s.csv {
@@ -458,7 +473,7 @@ fn sinks(s: &Sweep, leader: bool) -> anyhow::Result<Fanout> {
     if let Some(p) = &s.plot {
         f.sinks.push(Box::new(PlotSink { path: p.clone() }));
     }
-    let wanted = leader && !s.quiet && s.format != crate::report::layout::Format::NcclTests;
+    let wanted = leader && !s.quiet && s.format != FormatChoice::NcclTests;
     let cases = harness::plan::cases(&s.plan).0;
     let progress = Progress::new(cases.len() as u64, "cases", wanted);
     if progress.visible() {

@@ -77,8 +77,16 @@ fn checks(specs: &[CheckSpec]) -> anyhow::Result<Vec<(Check, Sweep)>> {
         .iter()
         .enumerate()
         .map(|(i, c)| {
-            c.check()
-                .and_then(|check| Ok((check, c.sweep()?)))
+            c.collective_name()
+                .and_then(|name| {
+                    let check = Check {
+                        title: c.title(),
+                        collective: name.to_string(),
+                        min_busbw_gbps: c.min_busbw_gbps,
+                        max_time_us: c.max_time_us,
+                    };
+                    Ok((check, c.sweep()?))
+                })
                 .map_err(|e| anyhow::anyhow!("check {} ({}): {e}", i + 1, c.title()))
         })
         .collect()
