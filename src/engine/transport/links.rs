@@ -56,7 +56,7 @@ pub trait Links: Send + Sync {
     /// Rank `rank`'s physical buffers of `bytes` each.
     fn buffers(&self, rank: usize, bytes: [usize; 3]) -> Result<[HostBuf; 3], LinkError> {
         let _ = rank;
-        let alloc = |n| HostBuf::new(n).map_err(LinkError::Setup);
+        let alloc = |n| HostBuf::new(n).map_err(|e| LinkError::Setup(e.to_string()));
         Ok([alloc(bytes[0])?, alloc(bytes[1])?, alloc(bytes[2])?])
     }
 }

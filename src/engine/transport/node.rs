@@ -64,8 +64,15 @@ pub trait Relay: Send + Sync {
     fn add(&self, fifo: Arc<Fifo>, peer: usize, chan: u32, outgoing: bool);
 }
 
+/// Why a barrier across processes gave up: the launcher's own words (a
+/// timeout, an abort, a failed call).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct BarrierError(pub String);
+
 /// A barrier across processes: gives up after the timeout or on abort.
-pub type Barrier = Box<dyn Fn(Duration, &dyn Fn() -> bool) -> Result<(), String> + Send + Sync>;
+pub type Barrier =
+    Box<dyn Fn(Duration, &dyn Fn() -> bool) -> Result<(), BarrierError> + Send + Sync>;
 
 /// Creates this rank's segments (pages are only touched when used).
 pub fn create(shape: &Shape, rank: usize) -> std::io::Result<Local> {
@@ -218,7 +225,8 @@ impl Links for NodeLinks {
 
     fn barrier(&self, ctl: &dyn WaitCtl, rank: usize) -> Result<(), LinkError> {
         let timeout = ctl.timeout();
-        (self.barrier)(timeout, &|| ctl.aborted()).map_err(|_| {
+        (self.barrier)(timeout, &|| ctl.aborted()).map_err(|e| {
+            tracing::debug!(rank, reason = %e, "node barrier gave up");
             if ctl.aborted() {
                 LinkError::Aborted
             } else {

@@ -389,7 +389,8 @@ impl RankRunner for CudaRank {
         if let Some((g, _)) = self.graph.take() {
             self.dev.drop_graph(g).map_err(dev_err)?;
         }
-        let t = RankTables::new(program, &op.layout, op.dtype).map_err(ExecError::Setup)?;
+        let t = RankTables::new(program, &op.layout, op.dtype)
+            .map_err(|e| ExecError::Setup(e.to_string()))?;
         if let Some(i) = (0..3).find(|&i| self.sizes[i] < t.need[i]) {
             return Err(ExecError::Setup(format!(
                 "buffer {i} holds {} bytes; the program needs {}",
