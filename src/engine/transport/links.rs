@@ -87,6 +87,15 @@ impl Links for InProcess {
         let fifo = Fifo::new(shape.slots, shape.slot_bytes)
             .map_err(|e| LinkError::Setup(format!("FIFO allocation: {e}")))?;
         let fifo = Arc::new(fifo);
+        tracing::debug!(
+            from,
+            to,
+            chan,
+            slots = shape.slots,
+            slot_bytes = shape.slot_bytes,
+            transport = "in-process",
+            "FIFO connected"
+        );
         map.insert((from, to, chan), Arc::clone(&fifo));
         Ok(fifo)
     }

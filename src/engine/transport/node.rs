@@ -117,6 +117,21 @@ impl NodeLinks {
                 _ => Ok(None),
             })
             .collect::<std::io::Result<Vec<_>>>()?;
+        let local_peers: Vec<usize> = (0..peers.len())
+            .filter(|&r| r != me && matches!(mapped.get(r), Some(Some(_))))
+            .collect();
+        let remote_peers: Vec<usize> = (0..peers.len())
+            .filter(|&r| r != me && matches!(mapped.get(r), Some(None) | None))
+            .collect();
+        tracing::info!(
+            rank = me,
+            shared_memory = ?local_peers,
+            relayed = ?remote_peers,
+            relay = relay.is_some(),
+            fifo_bytes = shape.fifo_bytes(),
+            buf_bytes = shape.buf_bytes(),
+            "node links: peers on this host through shared memory, the others through the relay"
+        );
         Ok(NodeLinks {
             me,
             shape,
@@ -214,7 +229,16 @@ impl Links for NodeLinks {
             return Ok(Arc::clone(f));
         }
         let peer = if from == self.me { to } else { from };
-        let fifo = if self.is_remote(peer) {
+        let remote = self.is_remote(peer);
+        tracing::debug!(
+            rank = self.me,
+            from,
+            to,
+            chan,
+            transport = if remote { "relay" } else { "shared memory" },
+            "FIFO connected"
+        );
+        let fifo = if remote {
             self.relayed(from, to, chan)?
         } else {
             Arc::new(self.make(from, to, chan)?)

@@ -138,6 +138,7 @@ fn probe_driver() -> Result<Devices, Unusable> {
                 .collect()
         })
         .collect();
+    tracing::debug!(p2p = ?p2p, "P2P access between GPUs (row can reach column)");
     Ok(Devices {
         driver: (version / 1000, (version % 1000) / 10),
         devices,

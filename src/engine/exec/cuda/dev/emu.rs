@@ -35,6 +35,13 @@ const ALIGN: usize = 256;
 /// Every emulated device of this process's configuration.
 pub fn devices() -> Result<Vec<Arc<EmuDevice>>, DevError> {
     let cfg = EmuConfig::from_env()?;
+    tracing::debug!(
+        gpus = cfg.gpus,
+        sms = cfg.multiprocessors,
+        blocks_per_sm = cfg.blocks_per_sm,
+        memory_bytes = cfg.memory_bytes,
+        "emulated devices"
+    );
     Ok((0..cfg.gpus)
         .map(|i| Arc::new(EmuDevice::new(i, cfg)))
         .collect())

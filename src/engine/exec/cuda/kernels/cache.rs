@@ -78,6 +78,7 @@ impl Cache {
     }
 
     fn warn(&self, w: String) {
+        tracing::debug!(warning = %w, "kernel cache problem");
         if let Ok(mut ws) = self.warnings.lock() {
             if !ws.contains(&w) {
                 ws.push(w);
@@ -96,6 +97,7 @@ impl Cache {
         arch: Arch,
     ) -> Result<(Ptx, Origin), CompileError> {
         let key = cache_key(source, options, arch, nvrtc.version());
+        tracing::debug!(program = name, %arch, key = %format_args!("{key:016x}"), "kernel cache lookup");
         self.get_or_insert_with(key, || nvrtc.compile(source, name, options))
     }
 
@@ -106,14 +108,27 @@ impl Cache {
         key: u64,
         compile: impl FnOnce() -> Result<Ptx, CompileError>,
     ) -> Result<(Ptx, Origin), CompileError> {
+        let key_hex = format_args!("{key:016x}");
         if let Some(p) = self.mem.lock().ok().and_then(|m| m.get(&key).cloned()) {
+            tracing::debug!(key = %key_hex, "kernel cache hit (memory)");
             return Ok((p, Origin::Memory));
         }
         if let Some(p) = self.read(key) {
+            tracing::debug!(key = %key_hex, file = ?self.file(key), "kernel cache hit (disk)");
             self.remember(key, &p);
             return Ok((p, Origin::Disk));
         }
-        let ptx = compile()?;
+        tracing::debug!(key = %key_hex, dir = ?self.dir, "kernel cache miss: compiling");
+        let start = std::time::Instant::now();
+        let ptx = compile().inspect_err(|e| {
+            tracing::debug!(key = %key_hex, error = %e.message, "kernel compile failed");
+        })?;
+        tracing::debug!(
+            key = %key_hex,
+            ms = start.elapsed().as_secs_f64() * 1e3,
+            ptx_bytes = ptx.as_str().len(),
+            "kernel compiled"
+        );
         self.remember(key, &ptx);
         self.write(key, &ptx);
         Ok((ptx, Origin::Compiled))

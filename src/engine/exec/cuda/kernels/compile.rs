@@ -112,5 +112,15 @@ pub fn compile_variants(
     }
     report.seconds = start.elapsed().as_secs_f64();
     report.warnings.extend(cache.take_warnings());
+    tracing::info!(
+        %arch,
+        nvrtc = %format_args!("{}.{}", report.nvrtc_version.0, report.nvrtc_version.1),
+        variants = variants.len(),
+        compiled = report.compiled,
+        cached = report.cached,
+        failed = report.failed.len(),
+        seconds = report.seconds,
+        "kernel variants compiled"
+    );
     report
 }
