@@ -135,17 +135,17 @@ impl Nccl {
         for name in names {
             // SAFETY: loading NCCL runs its initialisers, which only set up
             // its own state.
-            let failed = match unsafe { Library::new(name) } {
+            let (failed, reason) = match unsafe { Library::new(name) } {
                 Ok(lib) => match Nccl::bind(lib, name) {
                     Ok(n) => {
                         tracing::info!(path = %name, version = %n.version_string(), "NCCL loaded");
                         return Ok(n);
                     }
-                    Err(e) => e.to_string(),
+                    Err(e) => (e.to_string(), e.to_string()),
                 },
-                Err(e) => e.to_string(),
+                Err(e) => (e.to_string(), super::nvrtc::dl_reason(&e)),
             };
-            tracing::debug!(candidate = %name, reason = %failed, "NCCL candidate failed");
+            tracing::debug!(candidate = %name, reason = %reason, "NCCL candidate failed");
             tried.push(format!("{name}: {failed}"));
         }
         tracing::info!(candidates = names.len(), "NCCL not found");

@@ -165,6 +165,15 @@ impl std::fmt::Debug for Nvrtc {
     }
 }
 
+/// The dynamic linker's own words for a failed load or lookup (libloading
+/// keeps them as the error's source, behind a generic "dlopen failed").
+pub(crate) fn dl_reason(e: &libloading::Error) -> String {
+    match std::error::Error::source(e) {
+        Some(s) => s.to_string(),
+        None => e.to_string(),
+    }
+}
+
 /// The sonames tried, in order (those of the probe's "nvrtc" family).
 pub fn sonames() -> &'static [&'static str] {
     probe::CANDIDATES
@@ -204,8 +213,9 @@ impl Nvrtc {
             match lib {
                 Ok(lib) => return Nvrtc::bind(lib.into(), s),
                 Err(e) => {
-                    tracing::debug!(soname = %s, reason = %e, "NVRTC candidate did not load");
-                    reasons.push(e.to_string());
+                    let reason = dl_reason(&e);
+                    tracing::debug!(soname = %s, reason = %reason, "NVRTC candidate did not load");
+                    reasons.push(reason);
                 }
             }
         }
@@ -228,7 +238,12 @@ impl Nvrtc {
                 match unsafe { lib.get::<$ty>(concat!($name, "\0").as_bytes()) } {
                     Ok(f) => *f,
                     Err(e) => {
-                        tracing::debug!(soname, symbol = $name, reason = %e, "NVRTC symbol missing");
+                        tracing::debug!(
+                            soname,
+                            symbol = $name,
+                            reason = %dl_reason(&e),
+                            "NVRTC symbol missing"
+                        );
                         return Err(LoadError::MissingSymbol {
                             soname: soname.to_string(),
                             symbol: $name.to_string(),
@@ -457,6 +472,11 @@ mod tests {
         assert!(text.contains("libnvrtc-not-here.so.99"), "{text}");
         assert!(text.contains("LD_LIBRARY_PATH"), "{text}");
         assert!(text.contains("nvidia-cuda-nvrtc-cu12"), "{text}");
+        // The dynamic linker's reason, not libloading's generic words.
+        assert!(
+            text.contains("libnvrtc-not-here.so.99: cannot open"),
+            "{text}"
+        );
     }
 
     #[test]
