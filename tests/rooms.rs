@@ -168,7 +168,7 @@ fn references(text: &str, module: &[String]) -> Vec<Vec<String>> {
 }
 
 /// The longest prefix of `path` that is a module with a file.
-fn resolve<'a>(path: &[String], modules: &'a BTreeMap<Vec<String>, usize>) -> Option<usize> {
+fn resolve(path: &[String], modules: &BTreeMap<Vec<String>, usize>) -> Option<usize> {
     (1..=path.len())
         .rev()
         .find_map(|n| modules.get(&path[..n]).copied())

@@ -40,9 +40,10 @@ pub fn loadable(soname: &str) -> bool {
 pub fn libraries() -> Vec<Library> {
     CANDIDATES
         .iter()
-        .map(|(name, sonames)| Library {
-            name,
-            found: sonames.iter().find(|s| loadable(s)).map(|s| s.to_string()),
+        .map(|(name, sonames)| {
+            let found = sonames.iter().find(|s| loadable(s)).map(|s| s.to_string());
+            tracing::debug!(library = name, tried = ?sonames, found = ?found, "library probe");
+            Library { name, found }
         })
         .collect()
 }

@@ -110,7 +110,9 @@ impl Mpi {
     /// The barrier as a value other threads can call.
     pub fn barrier_fn(&self) -> Barrier {
         let world = Arc::clone(&self.world);
-        Box::new(move |timeout, abort| barrier(&world, timeout, abort).map_err(|e| e.to_string()))
+        Box::new(move |timeout, abort| {
+            barrier(&world, timeout, abort).map_err(|e| node::BarrierError(e.to_string()))
+        })
     }
 
     /// Links to every other rank: shared memory to the ranks of this host,

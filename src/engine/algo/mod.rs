@@ -31,7 +31,7 @@ pub struct Spec {
 }
 
 /// Why no program exists for a request.
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[derive(Clone, Debug, thiserror::Error, PartialEq, Eq)]
 pub enum AlgoError {
     #[error("{algo} is not an algorithm for {coll} (it has: {have})")]
     Unsupported {

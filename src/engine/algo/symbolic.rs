@@ -7,7 +7,7 @@
 //! out-of-place inputs left untouched.
 
 use super::program::{Layout, Program, Slice, Step};
-use super::{generate, Spec};
+use super::{generate, AlgoError, Buf, Spec};
 use crate::engine::types::{Algo, Collective, Counts, Placement};
 use std::collections::{HashMap, VecDeque};
 
@@ -54,14 +54,65 @@ struct RankState {
 
 type ConnKey = (usize, usize, u32);
 
+/// Why a case is not proved: the first check that failed.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ProofError {
+    /// No program for a rank.
+    #[error(transparent)]
+    Generate(#[from] AlgoError),
+    /// A step failed: where, and why.
+    #[error("rank {rank} channel {channel} step {index} ({step}): {source}")]
+    Step {
+        rank: usize,
+        channel: usize,
+        index: usize,
+        /// The step, as it prints.
+        step: String,
+        source: Box<ProofError>,
+    },
+    /// No rank can make progress; each blocked step as ` [rank r ch c step i: step]`.
+    #[error("deadlock:{0}")]
+    Deadlock(String),
+    #[error("{count} unreceived message(s) on {conn:?}")]
+    Unreceived { count: usize, conn: ConnKey },
+    #[error("connection {conn:?} used by channels {first} and {second} of rank {rank}")]
+    SharedConnection {
+        conn: ConnKey,
+        first: usize,
+        second: usize,
+        rank: usize,
+    },
+    #[error("{buf:?} slice {off}+{len} out of bounds")]
+    OutOfBounds { buf: Buf, off: usize, len: usize },
+    #[error("received {got} elements, step expects {want}")]
+    Length { got: usize, want: usize },
+    #[error("a copying step with {0} inputs")]
+    CopyInputs(usize),
+    #[error("a reducing step with {0} input(s)")]
+    ReduceInputs(usize),
+    /// A step that breaks a rule of the vocabulary (e.g. reads an unwritten element).
+    #[error("{0}")]
+    Malformed(&'static str),
+    #[error("rank {rank} recv[{index}]: expected {expected:?} finished {finished}, got {got:?}")]
+    WrongOutput {
+        rank: usize,
+        index: usize,
+        expected: Vec<u64>,
+        finished: u8,
+        got: Val,
+    },
+    #[error("rank {rank} send[{index}] was modified")]
+    InputModified { rank: usize, index: usize },
+}
+
 /// Runs the case; `Ok(steps executed)` when every check holds.
-pub fn prove(case: &Case) -> Result<usize, String> {
+pub fn prove(case: &Case) -> Result<usize, ProofError> {
     let ranks = setup(case)?;
     check_single_writer(&ranks)?;
     run(case, ranks)
 }
 
-fn run(case: &Case, mut ranks: Vec<RankState>) -> Result<usize, String> {
+fn run(case: &Case, mut ranks: Vec<RankState>) -> Result<usize, ProofError> {
     let mut conns: HashMap<ConnKey, VecDeque<Vec<Val>>> = HashMap::new();
     let mut executed = 0;
     loop {
@@ -74,8 +125,12 @@ fn run(case: &Case, mut ranks: Vec<RankState>) -> Result<usize, String> {
                         all_done = false;
                         break;
                     }
-                    exec(case, st, &mut conns, r, &step).map_err(|e| {
-                        format!("rank {r} channel {c} step {} ({step}): {e}", st.pc[c])
+                    exec(case, st, &mut conns, r, &step).map_err(|e| ProofError::Step {
+                        rank: r,
+                        channel: c,
+                        index: st.pc[c],
+                        step: step.to_string(),
+                        source: Box::new(e),
                     })?;
                     st.pc[c] += 1;
                     executed += 1;
@@ -91,7 +146,10 @@ fn run(case: &Case, mut ranks: Vec<RankState>) -> Result<usize, String> {
         }
     }
     if let Some((k, q)) = conns.iter().find(|(_, q)| !q.is_empty()) {
-        return Err(format!("{} unreceived message(s) on {:?}", q.len(), k));
+        return Err(ProofError::Unreceived {
+            count: q.len(),
+            conn: *k,
+        });
     }
     for (r, st) in ranks.iter().enumerate() {
         check_outputs(case, r, st)?;
@@ -99,7 +157,7 @@ fn run(case: &Case, mut ranks: Vec<RankState>) -> Result<usize, String> {
     Ok(executed)
 }
 
-fn setup(case: &Case) -> Result<Vec<RankState>, String> {
+fn setup(case: &Case) -> Result<Vec<RankState>, ProofError> {
     (0..case.nranks)
         .map(|rank| {
             let spec = Spec {
@@ -113,7 +171,7 @@ fn setup(case: &Case) -> Result<Vec<RankState>, String> {
                 channels: case.channels,
                 chunk: case.chunk,
             };
-            let program = generate(&spec).map_err(|e| e.to_string())?;
+            let program = generate(&spec)?;
             let layout = Layout::new(case.coll, case.counts, case.placement, rank);
             let mut mem = [
                 vec![None; layout.buf0],
@@ -139,7 +197,7 @@ fn setup(case: &Case) -> Result<Vec<RankState>, String> {
 }
 
 /// Each outgoing and incoming connection end belongs to one channel program.
-fn check_single_writer(ranks: &[RankState]) -> Result<(), String> {
+fn check_single_writer(ranks: &[RankState]) -> Result<(), ProofError> {
     let mut owner: HashMap<(bool, ConnKey), usize> = HashMap::new();
     for (r, st) in ranks.iter().enumerate() {
         for (c, ch) in st.program.channels.iter().enumerate() {
@@ -155,10 +213,12 @@ fn check_single_writer(ranks: &[RankState]) -> Result<(), String> {
                 for key in sends.chain(recvs) {
                     let prev = *owner.entry(key).or_insert(c);
                     if prev != c {
-                        return Err(format!(
-                            "connection {:?} used by channels {prev} and {c} of rank {r}",
-                            key.1
-                        ));
+                        return Err(ProofError::SharedConnection {
+                            conn: key.1,
+                            first: prev,
+                            second: c,
+                            rank: r,
+                        });
                     }
                 }
             }
@@ -186,9 +246,13 @@ fn view_len(st: &RankState, case: &Case, s: Slice) -> usize {
     }
 }
 
-fn read(case: &Case, st: &RankState, s: Slice, len: usize) -> Result<Vec<Val>, String> {
+fn read(case: &Case, st: &RankState, s: Slice, len: usize) -> Result<Vec<Val>, ProofError> {
     if s.off + len > view_len(st, case, s) {
-        return Err(format!("{:?} slice {}+{len} out of bounds", s.buf, s.off));
+        return Err(ProofError::OutOfBounds {
+            buf: s.buf,
+            off: s.off,
+            len,
+        });
     }
     let (b, o) = st.layout.resolve(s);
     Ok(st.mem[b][o..o + len].to_vec())
@@ -200,41 +264,45 @@ fn exec(
     conns: &mut HashMap<ConnKey, VecDeque<Vec<Val>>>,
     r: usize,
     step: &Step,
-) -> Result<(), String> {
+) -> Result<(), ProofError> {
     let mut inputs: Vec<Vec<Val>> = Vec::new();
     if let Some(s) = step.src {
         inputs.push(read(case, st, s, step.len)?);
     }
     if step.prim == super::Prim::LocalReduce {
-        let d = step.dst.ok_or("local-reduce without dst")?;
+        let d = step
+            .dst
+            .ok_or(ProofError::Malformed("local-reduce without dst"))?;
         inputs.push(read(case, st, d, step.len)?);
     }
     for p in step.recv.iter() {
         let msg = conns
             .get_mut(&(p.rank as usize, r, p.chan))
             .and_then(|q| q.pop_front())
-            .ok_or("receive from an empty connection")?;
+            .ok_or(ProofError::Malformed("receive from an empty connection"))?;
         if msg.len() != step.len {
-            return Err(format!(
-                "received {} elements, step expects {}",
-                msg.len(),
-                step.len
-            ));
+            return Err(ProofError::Length {
+                got: msg.len(),
+                want: step.len,
+            });
         }
         inputs.push(msg);
     }
     let mut out = combine(step, inputs)?;
     if step.finish {
         for v in out.iter_mut() {
-            v.as_mut().ok_or("finish on an unwritten element")?.finished += 1;
+            v.as_mut()
+                .ok_or(ProofError::Malformed("finish on an unwritten element"))?
+                .finished += 1;
         }
     }
     if let Some(d) = step.dst {
         if d.off + step.len > view_len(st, case, d) {
-            return Err(format!(
-                "{:?} slice {}+{} out of bounds",
-                d.buf, d.off, step.len
-            ));
+            return Err(ProofError::OutOfBounds {
+                buf: d.buf,
+                off: d.off,
+                len: step.len,
+            });
         }
         let (b, o) = st.layout.resolve(d);
         st.mem[b][o..o + step.len].clone_from_slice(&out);
@@ -246,17 +314,17 @@ fn exec(
             .push_back(out.clone());
     }
     if step.dst.is_none() && step.send.is_empty() {
-        return Err("step writes nothing".into());
+        return Err(ProofError::Malformed("step writes nothing"));
     }
     Ok(())
 }
 
-fn combine(step: &Step, inputs: Vec<Vec<Val>>) -> Result<Vec<Val>, String> {
+fn combine(step: &Step, inputs: Vec<Vec<Val>>) -> Result<Vec<Val>, ProofError> {
     let reduces = step.prim.reduces();
     match (reduces, inputs.len()) {
         (false, 1) => {}
-        (false, k) => return Err(format!("a copying step with {k} inputs")),
-        (true, k) if k < 2 => return Err(format!("a reducing step with {k} input(s)")),
+        (false, k) => return Err(ProofError::CopyInputs(k)),
+        (true, k) if k < 2 => return Err(ProofError::ReduceInputs(k)),
         _ => {}
     }
     let mut it = inputs.into_iter();
@@ -267,10 +335,10 @@ fn combine(step: &Step, inputs: Vec<Vec<Val>>) -> Result<Vec<Val>, String> {
     for next in it {
         for (a, b) in acc.iter_mut().zip(next) {
             let (Some(x), Some(y)) = (a.as_mut(), b) else {
-                return Err("reduces an unwritten element".into());
+                return Err(ProofError::Malformed("reduces an unwritten element"));
             };
             if x.finished > 0 || y.finished > 0 {
-                return Err("reduces an already finished value".into());
+                return Err(ProofError::Malformed("reduces an already finished value"));
             }
             x.parts.extend(y.parts);
             x.parts.sort_unstable();
@@ -279,8 +347,8 @@ fn combine(step: &Step, inputs: Vec<Vec<Val>>) -> Result<Vec<Val>, String> {
     Ok(acc)
 }
 
-fn deadlock_report(ranks: &[RankState]) -> String {
-    let mut s = String::from("deadlock:");
+fn deadlock_report(ranks: &[RankState]) -> ProofError {
+    let mut s = String::new();
     for (r, st) in ranks.iter().enumerate() {
         for (c, ch) in st.program.channels.iter().enumerate() {
             if let Some(step) = ch.steps.get(st.pc[c]) {
@@ -288,7 +356,7 @@ fn deadlock_report(ranks: &[RankState]) -> String {
             }
         }
     }
-    s
+    ProofError::Deadlock(s)
 }
 
 /// What element `i` of rank `r`'s receive buffer must hold, if defined.
@@ -310,7 +378,7 @@ fn expected(case: &Case, r: usize, i: usize) -> Option<Vec<u64>> {
     Some(v)
 }
 
-fn check_outputs(case: &Case, r: usize, st: &RankState) -> Result<(), String> {
+fn check_outputs(case: &Case, r: usize, st: &RankState) -> Result<(), ProofError> {
     let want_finish = u8::from(case.coll.reduces());
     for i in 0..case.counts.recv {
         let Some(mut want) = expected(case, r, i) else {
@@ -321,10 +389,13 @@ fn check_outputs(case: &Case, r: usize, st: &RankState) -> Result<(), String> {
         match &st.mem[b][o] {
             Some(v) if v.parts == want && v.finished == want_finish => {}
             got => {
-                return Err(format!(
-                    "rank {r} recv[{i}]: expected {:?} finished {want_finish}, got {got:?}",
-                    want
-                ))
+                return Err(ProofError::WrongOutput {
+                    rank: r,
+                    index: i,
+                    expected: want,
+                    finished: want_finish,
+                    got: got.clone(),
+                })
             }
         }
     }
@@ -333,7 +404,7 @@ fn check_outputs(case: &Case, r: usize, st: &RankState) -> Result<(), String> {
             let ok =
                 matches!(&st.mem[0][i], Some(v) if v.parts == [contrib(r, i)] && v.finished == 0);
             if !ok {
-                return Err(format!("rank {r} send[{i}] was modified"));
+                return Err(ProofError::InputModified { rank: r, index: i });
             }
         }
     }
@@ -419,7 +490,7 @@ mod tests {
             .unwrap();
         step.finish = false;
         // Run the mutated programs by hand through prove's machinery.
-        let err = run(&case, ranks).unwrap_err();
+        let err = run(&case, ranks).unwrap_err().to_string();
         assert!(err.contains("finished"), "{err}");
     }
 
@@ -431,7 +502,7 @@ mod tests {
         for st in ranks.iter_mut() {
             st.program.channels[0].steps.reverse();
         }
-        let err = run(&case, ranks).unwrap_err();
+        let err = run(&case, ranks).unwrap_err().to_string();
         assert!(
             err.contains("deadlock") || err.contains("expected"),
             "{err}"

@@ -110,6 +110,16 @@ impl Compiled {
                 out_peers[i as usize] = peer;
             }
         }
+        tracing::debug!(
+            rank,
+            channels = channels.len(),
+            steps = channels.iter().map(Vec::len).sum::<usize>(),
+            direct_steps = channels.iter().flatten().filter(|x| x.direct).count(),
+            direct_min_bytes = world.options().direct_min_bytes,
+            ins = ins.len(),
+            outs = outs.len(),
+            "host program loaded (direct: payload read from the sender's buffer)"
+        );
         Ok(Compiled {
             dtype,
             op,

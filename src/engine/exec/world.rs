@@ -92,6 +92,14 @@ impl HostWorld {
 
     /// A world whose ranks are reached through `links`.
     pub fn with_links(nranks: usize, opts: HostOptions, links: Box<dyn Links>) -> Arc<HostWorld> {
+        tracing::debug!(
+            nranks,
+            slots = opts.slots,
+            slot_bytes = opts.slot_bytes,
+            direct_min_bytes = opts.direct_min_bytes,
+            timeout = ?opts.timeout,
+            "host world"
+        );
         Arc::new(HostWorld {
             nranks,
             opts,

@@ -56,7 +56,7 @@ pub trait Links: Send + Sync {
     /// Rank `rank`'s physical buffers of `bytes` each.
     fn buffers(&self, rank: usize, bytes: [usize; 3]) -> Result<[HostBuf; 3], LinkError> {
         let _ = rank;
-        let alloc = |n| HostBuf::new(n).map_err(LinkError::Setup);
+        let alloc = |n| HostBuf::new(n).map_err(|e| LinkError::Setup(e.to_string()));
         Ok([alloc(bytes[0])?, alloc(bytes[1])?, alloc(bytes[2])?])
     }
 }
@@ -87,6 +87,15 @@ impl Links for InProcess {
         let fifo = Fifo::new(shape.slots, shape.slot_bytes)
             .map_err(|e| LinkError::Setup(format!("FIFO allocation: {e}")))?;
         let fifo = Arc::new(fifo);
+        tracing::debug!(
+            from,
+            to,
+            chan,
+            slots = shape.slots,
+            slot_bytes = shape.slot_bytes,
+            transport = "in-process",
+            "FIFO connected"
+        );
         map.insert((from, to, chan), Arc::clone(&fifo));
         Ok(fifo)
     }

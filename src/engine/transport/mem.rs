@@ -3,6 +3,18 @@
 use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::ptr::NonNull;
 
+/// Why a host buffer could not be allocated.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum AllocError {
+    #[error("cannot lay out {len} bytes: {source}")]
+    Layout {
+        len: usize,
+        source: std::alloc::LayoutError,
+    },
+    #[error("out of memory allocating {len} bytes")]
+    OutOfMemory { len: usize },
+}
+
 /// A zeroed, 64-byte aligned allocation. Pages are touched first by whoever
 /// writes them (the rank's own thread), which places them near it.
 pub struct HostBuf {
@@ -19,13 +31,12 @@ unsafe impl Sync for HostBuf {}
 
 impl HostBuf {
     /// Allocates `len` bytes, or says why not.
-    pub fn new(len: usize) -> Result<HostBuf, String> {
+    pub fn new(len: usize) -> Result<HostBuf, AllocError> {
         let layout = Layout::from_size_align(len.max(64), 64)
-            .map_err(|e| format!("cannot lay out {len} bytes: {e}"))?;
+            .map_err(|source| AllocError::Layout { len, source })?;
         // SAFETY: non-zero size.
         let raw = unsafe { alloc_zeroed(layout) };
-        let ptr =
-            NonNull::new(raw).ok_or_else(|| format!("out of memory allocating {len} bytes"))?;
+        let ptr = NonNull::new(raw).ok_or(AllocError::OutOfMemory { len })?;
         Ok(HostBuf {
             ptr,
             len,

@@ -64,8 +64,15 @@ pub trait Relay: Send + Sync {
     fn add(&self, fifo: Arc<Fifo>, peer: usize, chan: u32, outgoing: bool);
 }
 
+/// Why a barrier across processes gave up: the launcher's own words (a
+/// timeout, an abort, a failed call).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct BarrierError(pub String);
+
 /// A barrier across processes: gives up after the timeout or on abort.
-pub type Barrier = Box<dyn Fn(Duration, &dyn Fn() -> bool) -> Result<(), String> + Send + Sync>;
+pub type Barrier =
+    Box<dyn Fn(Duration, &dyn Fn() -> bool) -> Result<(), BarrierError> + Send + Sync>;
 
 /// Creates this rank's segments (pages are only touched when used).
 pub fn create(shape: &Shape, rank: usize) -> std::io::Result<Local> {
@@ -110,6 +117,21 @@ impl NodeLinks {
                 _ => Ok(None),
             })
             .collect::<std::io::Result<Vec<_>>>()?;
+        let local_peers: Vec<usize> = (0..peers.len())
+            .filter(|&r| r != me && matches!(mapped.get(r), Some(Some(_))))
+            .collect();
+        let remote_peers: Vec<usize> = (0..peers.len())
+            .filter(|&r| r != me && matches!(mapped.get(r), Some(None) | None))
+            .collect();
+        tracing::info!(
+            rank = me,
+            shared_memory = ?local_peers,
+            relayed = ?remote_peers,
+            relay = relay.is_some(),
+            fifo_bytes = shape.fifo_bytes(),
+            buf_bytes = shape.buf_bytes(),
+            "node links: peers on this host through shared memory, the others through the relay"
+        );
         Ok(NodeLinks {
             me,
             shape,
@@ -207,7 +229,16 @@ impl Links for NodeLinks {
             return Ok(Arc::clone(f));
         }
         let peer = if from == self.me { to } else { from };
-        let fifo = if self.is_remote(peer) {
+        let remote = self.is_remote(peer);
+        tracing::debug!(
+            rank = self.me,
+            from,
+            to,
+            chan,
+            transport = if remote { "relay" } else { "shared memory" },
+            "FIFO connected"
+        );
+        let fifo = if remote {
             self.relayed(from, to, chan)?
         } else {
             Arc::new(self.make(from, to, chan)?)
@@ -218,7 +249,8 @@ impl Links for NodeLinks {
 
     fn barrier(&self, ctl: &dyn WaitCtl, rank: usize) -> Result<(), LinkError> {
         let timeout = ctl.timeout();
-        (self.barrier)(timeout, &|| ctl.aborted()).map_err(|_| {
+        (self.barrier)(timeout, &|| ctl.aborted()).map_err(|e| {
+            tracing::debug!(rank, reason = %e, "node barrier gave up");
             if ctl.aborted() {
                 LinkError::Aborted
             } else {

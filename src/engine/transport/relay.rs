@@ -52,6 +52,7 @@ impl MpiRelay {
         let handle = std::thread::Builder::new()
             .name("relay".into())
             .spawn(move || run(comm, &r, &s))?;
+        tracing::debug!("MPI relay thread started");
         Ok(MpiRelay {
             routes,
             stop,

@@ -107,6 +107,30 @@ pub struct ConnKey {
     pub chan: u32,
 }
 
+/// Why a program cannot be translated for the kernel.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum TableError {
+    /// A slice lies outside its buffer.
+    #[error(transparent)]
+    Bounds(#[from] crate::engine::algo::AlgoError),
+    /// More steps than the kernel's `u32` channel table holds.
+    #[error("too many steps")]
+    TooManySteps,
+    /// A connection end used by two channels (the kernel keeps its
+    /// counters per block).
+    #[error("connection {from}->{to} (channel {chan}) is used by channels {first} and {second}")]
+    SharedConnection {
+        from: usize,
+        to: usize,
+        chan: u32,
+        first: usize,
+        second: usize,
+    },
+    /// More connections than the kernel's `u16` indices reach.
+    #[error("more than 65535 connections")]
+    TooManyConnections,
+}
+
 /// A rank's program as the kernel reads it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RankTables {
@@ -128,8 +152,8 @@ impl RankTables {
     /// Fails if a slice lies outside its buffer, if a connection end is used
     /// by two channels (the kernel keeps its counters per block), or if the
     /// tables outgrow the kernel's index types.
-    pub fn new(program: &Program, layout: &Layout, dtype: Dtype) -> Result<RankTables, String> {
-        let need = program.bounds(layout, dtype).map_err(|e| e.to_string())?;
+    pub fn new(program: &Program, layout: &Layout, dtype: Dtype) -> Result<RankTables, TableError> {
+        let need = program.bounds(layout, dtype)?;
         let rank = program.rank;
         let mut ins: Vec<ConnKey> = Vec::new();
         let mut outs: Vec<ConnKey> = Vec::new();
@@ -138,7 +162,7 @@ impl RankTables {
         let mut chan_start = Vec::with_capacity(program.channels.len() + 1);
         let mut max_step_bytes = 0;
         for (c, ch) in program.channels.iter().enumerate() {
-            chan_start.push(u32::try_from(steps.len()).map_err(|_| "too many steps")?);
+            chan_start.push(u32::try_from(steps.len()).map_err(|_| TableError::TooManySteps)?);
             for s in &ch.steps {
                 let mut x = CbStep {
                     len: s.len as u64,
@@ -187,7 +211,7 @@ impl RankTables {
                 steps.push(x);
             }
         }
-        chan_start.push(u32::try_from(steps.len()).map_err(|_| "too many steps")?);
+        chan_start.push(u32::try_from(steps.len()).map_err(|_| TableError::TooManySteps)?);
         Ok(RankTables {
             steps,
             chan_start,
@@ -209,17 +233,20 @@ fn slot(
     out: bool,
     key: ConnKey,
     chan: usize,
-) -> Result<u16, String> {
+) -> Result<u16, TableError> {
     if let Some(&(i, owner)) = index.get(&(out, key)) {
         if owner != chan {
-            return Err(format!(
-                "connection {}->{} (channel {}) is used by channels {owner} and {chan}",
-                key.from, key.to, key.chan
-            ));
+            return Err(TableError::SharedConnection {
+                from: key.from,
+                to: key.to,
+                chan: key.chan,
+                first: owner,
+                second: chan,
+            });
         }
         return Ok(i);
     }
-    let i = u16::try_from(list.len()).map_err(|_| "more than 65535 connections".to_string())?;
+    let i = u16::try_from(list.len()).map_err(|_| TableError::TooManyConnections)?;
     list.push(key);
     index.insert((out, key), (i, chan));
     Ok(i)

@@ -29,34 +29,80 @@ pub struct Devices {
     pub p2p: Vec<Vec<bool>>,
 }
 
-/// Why no GPU is usable.
-pub type Unusable = String;
+/// Why no GPU is usable. Serialized as its message.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Unusable {
+    /// The driver library does not load.
+    #[error("no CUDA driver (libcuda.so.1 not found)")]
+    NoDriver,
+    /// `cuInit` failed.
+    #[error("the CUDA driver did not initialise: {0}")]
+    Init(String),
+    /// A driver call failed: which (with its arguments), and the driver's error.
+    #[error("{call}: {detail}")]
+    Call { call: String, detail: String },
+    /// The driver works but counts no device.
+    #[error("the CUDA driver sees no GPU")]
+    NoGpu,
+}
+
+impl Unusable {
+    fn call(call: impl Into<String>, e: impl std::fmt::Display) -> Unusable {
+        Unusable::Call {
+            call: call.into(),
+            detail: e.to_string(),
+        }
+    }
+}
+
+impl serde::Serialize for Unusable {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
 
 /// The GPUs, or why there are none to use.
 pub fn probe() -> Result<Devices, Unusable> {
+    let probed = probe_driver();
+    match &probed {
+        Ok(d) => tracing::info!(
+            driver = %format_args!("{}.{}", d.driver.0, d.driver.1),
+            gpus = d.devices.len(),
+            names = ?d.devices.iter().map(|x| format!("{} ({})", x.name, x.arch)).collect::<Vec<_>>(),
+            "CUDA driver probed"
+        ),
+        Err(why) => tracing::info!(reason = %why, "no usable GPU"),
+    }
+    probed
+}
+
+fn probe_driver() -> Result<Devices, Unusable> {
     // SAFETY: only checks whether the library loads.
     if !unsafe { sys::is_culib_present() } {
-        return Err("no CUDA driver (libcuda.so.1 not found)".into());
+        tracing::debug!("libcuda did not load (cudarc's is_culib_present)");
+        return Err(Unusable::NoDriver);
     }
-    result::init().map_err(|e| format!("the CUDA driver did not initialise: {e}"))?;
+    tracing::debug!("libcuda loaded");
+    result::init().map_err(|e| Unusable::Init(e.to_string()))?;
     let mut version = 0;
     // SAFETY: a valid out-pointer; the driver is initialised.
     unsafe { sys::cuDriverGetVersion(&mut version) }
         .result()
-        .map_err(|e| format!("cuDriverGetVersion: {e}"))?;
-    let count = result::device::get_count().map_err(|e| format!("cuDeviceGetCount: {e}"))?;
+        .map_err(|e| Unusable::call("cuDriverGetVersion", e))?;
+    let count = result::device::get_count().map_err(|e| Unusable::call("cuDeviceGetCount", e))?;
+    tracing::debug!(driver_version = version, count, "CUDA driver initialised");
     if count <= 0 {
-        return Err("the CUDA driver sees no GPU".into());
+        return Err(Unusable::NoGpu);
     }
     let mut devices = Vec::new();
     let mut handles = Vec::new();
     for ordinal in 0..count {
-        let dev =
-            result::device::get(ordinal).map_err(|e| format!("cuDeviceGet({ordinal}): {e}"))?;
+        let dev = result::device::get(ordinal)
+            .map_err(|e| Unusable::call(format!("cuDeviceGet({ordinal})"), e))?;
         let attr = |a| {
             // SAFETY: `dev` came from cuDeviceGet.
             unsafe { result::device::get_attribute(dev, a) }
-                .map_err(|e| format!("device {ordinal} attribute {a:?}: {e}"))
+                .map_err(|e| Unusable::call(format!("device {ordinal} attribute {a:?}"), e))
         };
         use sys::CUdevice_attribute as A;
         let major = attr(A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?;
@@ -64,7 +110,7 @@ pub fn probe() -> Result<Devices, Unusable> {
         let sms = attr(A::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?;
         // SAFETY: `dev` came from cuDeviceGet.
         let memory = unsafe { result::device::total_mem(dev) }
-            .map_err(|e| format!("device {ordinal} memory: {e}"))?;
+            .map_err(|e| Unusable::call(format!("device {ordinal} memory"), e))?;
         devices.push(DeviceInfo {
             ordinal: ordinal as usize,
             name: result::device::get_name(dev).unwrap_or_else(|_| "unknown".into()),
@@ -92,6 +138,7 @@ pub fn probe() -> Result<Devices, Unusable> {
                 .collect()
         })
         .collect();
+    tracing::debug!(p2p = ?p2p, "P2P access between GPUs (row can reach column)");
     Ok(Devices {
         driver: (version / 1000, (version % 1000) / 10),
         devices,
@@ -112,7 +159,7 @@ mod tests {
                 assert!(d.devices.iter().all(|x| x.arch.starts_with("sm_")));
             }
             Err(why) => {
-                assert!(!why.is_empty());
+                assert!(!why.to_string().is_empty());
                 if std::env::var("COLLBENCH_REQUIRE_GPU").as_deref() == Ok("1") {
                     panic!("COLLBENCH_REQUIRE_GPU=1 but no GPU is usable: {why}");
                 }

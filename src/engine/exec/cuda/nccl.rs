@@ -44,6 +44,32 @@ struct Api {
     group_end: unsafe extern "C" fn() -> Res,
 }
 
+/// Why NCCL could not be loaded or one of its calls failed.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum NcclError {
+    /// No candidate loaded with every entry point; each `"where: why"`.
+    #[error(
+        "NCCL not found (looked for {}); install it (e.g. the nvidia-nccl-cu12 wheel) or put its folder on LD_LIBRARY_PATH",
+        tried.join("; ")
+    )]
+    NotFound { tried: Vec<String> },
+    /// The library lacks an entry point collbench calls.
+    #[error("{symbol}: {reason}")]
+    MissingSymbol { symbol: String, reason: String },
+    /// `ncclGetVersion` failed.
+    #[error("ncclGetVersion failed ({code})")]
+    Version { code: i32 },
+    /// An NCCL call returned an error: the call and NCCL's text for it.
+    #[error("{call}: {what}")]
+    Call { call: String, what: String },
+    /// More ranks than NCCL's `int` holds.
+    #[error("too many ranks for NCCL")]
+    TooManyRanks,
+    /// No communicator was made for this rank.
+    #[error("no NCCL communicator for rank {0}")]
+    NoCommunicator(usize),
+}
+
 /// A loaded NCCL.
 pub struct Nccl {
     api: Api,
@@ -96,40 +122,45 @@ pub fn candidates() -> Vec<String> {
 
 impl Nccl {
     /// The process's NCCL, loaded once; the error says where it looked.
-    pub fn get() -> Result<&'static Nccl, String> {
-        static NCCL: OnceLock<Result<Nccl, String>> = OnceLock::new();
+    pub fn get() -> Result<&'static Nccl, NcclError> {
+        static NCCL: OnceLock<Result<Nccl, NcclError>> = OnceLock::new();
         NCCL.get_or_init(|| Nccl::load(&candidates()))
             .as_ref()
             .map_err(Clone::clone)
     }
 
     /// Loads the first of `names` that opens and has every entry point.
-    pub fn load(names: &[String]) -> Result<Nccl, String> {
+    pub fn load(names: &[String]) -> Result<Nccl, NcclError> {
         let mut tried = Vec::new();
         for name in names {
             // SAFETY: loading NCCL runs its initialisers, which only set up
             // its own state.
-            match unsafe { Library::new(name) } {
+            let (failed, reason) = match unsafe { Library::new(name) } {
                 Ok(lib) => match Nccl::bind(lib, name) {
-                    Ok(n) => return Ok(n),
-                    Err(e) => tried.push(format!("{name}: {e}")),
+                    Ok(n) => {
+                        tracing::info!(path = %name, version = %n.version_string(), "NCCL loaded");
+                        return Ok(n);
+                    }
+                    Err(e) => (e.to_string(), e.to_string()),
                 },
-                Err(e) => tried.push(format!("{name}: {e}")),
-            }
+                Err(e) => (e.to_string(), super::nvrtc::dl_reason(&e)),
+            };
+            tracing::debug!(candidate = %name, reason = %reason, "NCCL candidate failed");
+            tried.push(format!("{name}: {failed}"));
         }
-        Err(format!(
-            "NCCL not found (looked for {}); install it (e.g. the nvidia-nccl-cu12 wheel) or put its folder on LD_LIBRARY_PATH",
-            tried.join("; ")
-        ))
+        tracing::info!(candidates = names.len(), "NCCL not found");
+        Err(NcclError::NotFound { tried })
     }
 
-    fn bind(lib: Library, path: &str) -> Result<Nccl, String> {
+    fn bind(lib: Library, path: &str) -> Result<Nccl, NcclError> {
         macro_rules! sym {
             ($name:literal) => {
                 // SAFETY: the symbol has the C signature of nccl.h that the
                 // field's type spells out.
-                *unsafe { lib.get($name) }
-                    .map_err(|e| format!("{}: {e}", String::from_utf8_lossy($name)))?
+                *unsafe { lib.get($name) }.map_err(|e| NcclError::MissingSymbol {
+                    symbol: String::from_utf8_lossy($name).into_owned(),
+                    reason: e.to_string(),
+                })?
             };
         }
         let api = Api {
@@ -152,7 +183,7 @@ impl Nccl {
         // SAFETY: a valid out-pointer.
         let r = unsafe { (api.get_version)(&mut v) };
         if r != 0 {
-            return Err(format!("ncclGetVersion failed ({r})"));
+            return Err(NcclError::Version { code: r });
         }
         // 2.9 and later: major * 10000 + minor * 100 + patch.
         let version = if v >= 10000 {
@@ -173,7 +204,7 @@ impl Nccl {
         format!("{a}.{b}.{c}")
     }
 
-    fn check(&self, call: &str, r: Res) -> Result<(), String> {
+    fn check(&self, call: &str, r: Res) -> Result<(), NcclError> {
         if r == 0 {
             return Ok(());
         }
@@ -187,17 +218,21 @@ impl Nccl {
                 .to_string_lossy()
                 .into_owned()
         };
-        Err(format!("{call}: {what}"))
+        Err(NcclError::Call {
+            call: call.to_string(),
+            what,
+        })
     }
 
     /// One communicator per device of `devices` (CUDA ordinals, each once),
     /// rank i on `devices[i]`.
-    pub fn comms(&'static self, devices: &[i32]) -> Result<Comms, String> {
+    pub fn comms(&'static self, devices: &[i32]) -> Result<Comms, NcclError> {
         let mut comms = vec![std::ptr::null_mut(); devices.len()];
-        let n = c_int::try_from(devices.len()).map_err(|_| "too many ranks for NCCL")?;
+        let n = c_int::try_from(devices.len()).map_err(|_| NcclError::TooManyRanks)?;
         // SAFETY: `comms` holds one slot per device.
         let r = unsafe { (self.api.comm_init_all)(comms.as_mut_ptr(), n, devices.as_ptr()) };
         self.check("ncclCommInitAll", r)?;
+        tracing::debug!(devices = ?devices, "NCCL communicators made");
         Ok(Comms {
             nccl: self,
             comms: comms.into_iter().map(|c| c as usize).collect(),
@@ -277,13 +312,12 @@ impl Comms {
     }
 
     /// Enqueues `c` on `stream` (a `CUstream`).
-    pub fn enqueue(&self, c: &Call, stream: u64) -> Result<(), String> {
+    pub fn enqueue(&self, c: &Call, stream: u64) -> Result<(), NcclError> {
         let api = &self.nccl.api;
         let comm = *self
             .comms
             .get(c.rank)
-            .ok_or_else(|| format!("no NCCL communicator for rank {}", c.rank))?
-            as Comm;
+            .ok_or(NcclError::NoCommunicator(c.rank))? as Comm;
         let s = stream as Stream;
         let (send, recv) = (c.send as *const c_void, c.recv as *mut c_void);
         let (n, root, block) = (c.nranks, c.root, c.counts.block);
@@ -351,7 +385,7 @@ impl Comms {
     }
 
     /// Runs `f` between ncclGroupStart and ncclGroupEnd.
-    fn grouped(&self, f: &mut dyn FnMut() -> Result<(), String>) -> Result<(), String> {
+    fn grouped(&self, f: &mut dyn FnMut() -> Result<(), NcclError>) -> Result<(), NcclError> {
         let api = &self.nccl.api;
         // SAFETY: no arguments; pairs with the group end below.
         self.nccl
@@ -387,7 +421,8 @@ mod tests {
     fn a_missing_library_is_a_message_naming_where_it_looked() {
         let err = Nccl::load(&["/nonexistent/libnccl.so.2".to_string()])
             .err()
-            .expect("no NCCL there");
+            .expect("no NCCL there")
+            .to_string();
         assert!(err.contains("NCCL not found"), "{err}");
         assert!(err.contains("/nonexistent/libnccl.so.2"), "{err}");
     }

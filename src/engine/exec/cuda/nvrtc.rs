@@ -1,4 +1,4 @@
-//! NVRTC, loaded explicitly at run time with `dlopen`.
+//! NVRTC, loaded explicitly at run time with `libloading`.
 //!
 //! cudarc's own loader looks for the sonames of the CUDA major version its
 //! `cuda-*` feature names, so a 12.x feature misses `libnvrtc.so.13`; here
@@ -10,6 +10,7 @@
 //! threads at once.
 
 use crate::engine::probe;
+use libloading::Library;
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::sync::OnceLock;
 
@@ -142,21 +143,18 @@ impl Ptx {
 
 /// A loaded NVRTC library. The process-wide one comes from [`Nvrtc::get`].
 pub struct Nvrtc {
-    handle: *mut c_void,
     soname: String,
     version: (i32, i32),
     /// The compute capabilities NVRTC targets (`nvrtcGetSupportedArchs`,
     /// CUDA 11.2 and newer), when it says.
     archs: Option<Vec<u32>>,
     fns: Fns,
+    /// The library the function pointers point into: closed when the value
+    /// goes (after them; no program outlives `self`, programs borrow it).
+    /// NVRTC's API is thread-safe for distinct programs (each `compile`
+    /// creates its own), so `Nvrtc` is `Send` and `Sync`.
+    _lib: Library,
 }
-
-// SAFETY: the handle is only used to close the library on drop, the
-// function pointers are plain code addresses, and NVRTC's API is
-// thread-safe for distinct programs (each `compile` creates its own).
-unsafe impl Send for Nvrtc {}
-// SAFETY: as above; `&Nvrtc` gives access to nothing mutable.
-unsafe impl Sync for Nvrtc {}
 
 impl std::fmt::Debug for Nvrtc {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -167,25 +165,21 @@ impl std::fmt::Debug for Nvrtc {
     }
 }
 
+/// The dynamic linker's own words for a failed load or lookup (libloading
+/// keeps them as the error's source, behind a generic "dlopen failed").
+pub(crate) fn dl_reason(e: &libloading::Error) -> String {
+    match std::error::Error::source(e) {
+        Some(s) => s.to_string(),
+        None => e.to_string(),
+    }
+}
+
 /// The sonames tried, in order (those of the probe's "nvrtc" family).
 pub fn sonames() -> &'static [&'static str] {
     probe::CANDIDATES
         .iter()
         .find(|(name, _)| *name == "nvrtc")
         .map_or(&[], |(_, s)| *s)
-}
-
-fn dlerror_text() -> String {
-    // SAFETY: dlerror returns null or a NUL-terminated string owned by libc,
-    // valid until the next dl* call on this thread; it is copied at once.
-    unsafe {
-        let e = libc::dlerror();
-        if e.is_null() {
-            "unknown dynamic linker error".into()
-        } else {
-            CStr::from_ptr(e).to_string_lossy().into_owned()
-        }
-    }
 }
 
 impl Nvrtc {
@@ -202,52 +196,59 @@ impl Nvrtc {
     pub fn load(sonames: &[&str]) -> Result<Nvrtc, LoadError> {
         let mut reasons = Vec::new();
         for s in sonames {
-            let Ok(c) = CString::new(*s) else {
+            if s.contains('\0') {
                 reasons.push(format!("{s:?}: not a valid library name"));
-                continue;
-            };
-            // SAFETY: dlopen with a valid C string.
-            let handle = unsafe { libc::dlopen(c.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
-            if handle.is_null() {
-                reasons.push(dlerror_text());
+                tracing::debug!(soname = ?s, "NVRTC candidate skipped: not a valid library name");
                 continue;
             }
-            return Nvrtc::from_handle(handle, s);
+            // SAFETY: loading NVRTC runs its initialisers, which only set up
+            // its own state. RTLD_NOW: every symbol resolves now or the load
+            // fails (as collbench's loader always did).
+            let lib = unsafe {
+                libloading::os::unix::Library::open(
+                    Some(*s),
+                    libloading::os::unix::RTLD_NOW | libloading::os::unix::RTLD_LOCAL,
+                )
+            };
+            match lib {
+                Ok(lib) => return Nvrtc::bind(lib.into(), s),
+                Err(e) => {
+                    let reason = dl_reason(&e);
+                    tracing::debug!(soname = %s, reason = %reason, "NVRTC candidate did not load");
+                    reasons.push(reason);
+                }
+            }
         }
-        Err(LoadError::NotFound {
+        let e = LoadError::NotFound {
             tried: sonames.iter().map(|s| s.to_string()).collect(),
             reasons,
-        })
+        };
+        tracing::info!(tried = ?sonames, "NVRTC not found");
+        Err(e)
     }
 
-    /// Binds every symbol of a freshly opened library; closes it on failure.
-    fn from_handle(handle: *mut c_void, soname: &str) -> Result<Nvrtc, LoadError> {
-        let close = |e: LoadError| {
-            // SAFETY: the handle came from dlopen and nothing from it is kept.
-            unsafe { libc::dlclose(handle) };
-            Err(e)
-        };
-        let sym = |name: &str| -> Result<*mut c_void, LoadError> {
-            let missing = || LoadError::MissingSymbol {
-                soname: soname.to_string(),
-                symbol: name.to_string(),
-            };
-            let c = CString::new(name).map_err(|_| missing())?;
-            // SAFETY: a valid handle and C string.
-            let p = unsafe { libc::dlsym(handle, c.as_ptr()) };
-            if p.is_null() {
-                Err(missing())
-            } else {
-                Ok(p)
-            }
-        };
+    /// Binds every symbol of a freshly opened library (closed again, by
+    /// dropping it, on failure).
+    fn bind(lib: Library, soname: &str) -> Result<Nvrtc, LoadError> {
         macro_rules! bind {
             ($name:literal, $ty:ty) => {
-                match sym($name) {
-                    // SAFETY: the symbol is NVRTC's function of this name,
-                    // whose C signature `$ty` transcribes (nvrtc.h).
-                    Ok(p) => unsafe { std::mem::transmute::<*mut c_void, $ty>(p) },
-                    Err(e) => return close(e),
+                // SAFETY: the symbol is NVRTC's function of this name, whose
+                // C signature `$ty` transcribes (nvrtc.h); the copied
+                // pointer is kept next to `lib`, which outlives it.
+                match unsafe { lib.get::<$ty>(concat!($name, "\0").as_bytes()) } {
+                    Ok(f) => *f,
+                    Err(e) => {
+                        tracing::debug!(
+                            soname,
+                            symbol = $name,
+                            reason = %dl_reason(&e),
+                            "NVRTC symbol missing"
+                        );
+                        return Err(LoadError::MissingSymbol {
+                            soname: soname.to_string(),
+                            symbol: $name.to_string(),
+                        });
+                    }
                 }
             };
         }
@@ -266,30 +267,36 @@ impl Nvrtc {
         // SAFETY: two valid out-pointers.
         let code = unsafe { (fns.version)(&mut major, &mut minor) };
         if code != NVRTC_SUCCESS {
-            return close(LoadError::Version {
+            tracing::debug!(soname, code, "nvrtcVersion failed");
+            return Err(LoadError::Version {
                 soname: soname.to_string(),
                 code,
             });
         }
-        let archs = Nvrtc::supported_archs(&sym);
+        let archs = Nvrtc::supported_archs(&lib);
+        tracing::info!(
+            soname,
+            version = %format_args!("{major}.{minor}"),
+            archs = ?archs,
+            "NVRTC loaded"
+        );
         Ok(Nvrtc {
-            handle,
             soname: soname.to_string(),
             version: (major, minor),
             archs,
             fns,
+            _lib: lib,
         })
     }
 
     /// Asks NVRTC which architectures it targets; `None` when it cannot say.
-    fn supported_archs(sym: &dyn Fn(&str) -> Result<*mut c_void, LoadError>) -> Option<Vec<u32>> {
-        // SAFETY: NVRTC's functions of these names, with these signatures (nvrtc.h).
+    fn supported_archs(lib: &Library) -> Option<Vec<u32>> {
+        // SAFETY: NVRTC's functions of these names, with these signatures
+        // (nvrtc.h); used only while `lib` is loaded.
         let (num, list) = unsafe {
             (
-                std::mem::transmute::<*mut c_void, NumArchsFn>(
-                    sym("nvrtcGetNumSupportedArchs").ok()?,
-                ),
-                std::mem::transmute::<*mut c_void, ArchsFn>(sym("nvrtcGetSupportedArchs").ok()?),
+                *lib.get::<NumArchsFn>(b"nvrtcGetNumSupportedArchs\0").ok()?,
+                *lib.get::<ArchsFn>(b"nvrtcGetSupportedArchs\0").ok()?,
             )
         };
         let mut n: c_int = 0;
@@ -446,14 +453,6 @@ impl Drop for ProgramGuard<'_> {
     }
 }
 
-impl Drop for Nvrtc {
-    fn drop(&mut self) {
-        // SAFETY: the handle came from dlopen; no program outlives `self`
-        // (programs borrow it), and the function pointers go with it.
-        unsafe { libc::dlclose(self.handle) };
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -473,6 +472,11 @@ mod tests {
         assert!(text.contains("libnvrtc-not-here.so.99"), "{text}");
         assert!(text.contains("LD_LIBRARY_PATH"), "{text}");
         assert!(text.contains("nvidia-cuda-nvrtc-cu12"), "{text}");
+        // The dynamic linker's reason, not libloading's generic words.
+        assert!(
+            text.contains("libnvrtc-not-here.so.99: cannot open"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -42,10 +42,13 @@ pub(super) fn in_place_sentinel() -> Option<*const c_void> {
     static SENTINEL: OnceLock<Option<usize>> = OnceLock::new();
     let value = *SENTINEL.get_or_init(|| {
         if std::env::var("COLLBENCH_MPI_IN_PLACE").is_ok_and(|v| v == "stage") {
+            tracing::debug!(
+                "MPI_IN_PLACE not used (COLLBENCH_MPI_IN_PLACE=stage): in-place runs stage a copy"
+            );
             return None;
         }
         let lib = mpi::environment::library_version().unwrap_or_default();
-        if lib.contains("Open MPI") {
+        let sentinel = if lib.contains("Open MPI") {
             Some(1) // ompi/include/mpi.h.in: ((void *) 1)
         } else if ["MPICH", "Intel(R) MPI", "MVAPICH"]
             .iter()
@@ -54,7 +57,13 @@ pub(super) fn in_place_sentinel() -> Option<*const c_void> {
             Some(usize::MAX) // mpich/src/include/mpi.h.in: (void *) -1
         } else {
             None
-        }
+        };
+        tracing::debug!(
+            library = %lib.lines().next().unwrap_or(""),
+            in_place = ?sentinel,
+            "MPI_IN_PLACE from the library's version (None: in-place runs stage a copy)"
+        );
+        sentinel
     });
     value.map(std::ptr::without_provenance::<c_void>)
 }

@@ -35,6 +35,13 @@ const ALIGN: usize = 256;
 /// Every emulated device of this process's configuration.
 pub fn devices() -> Result<Vec<Arc<EmuDevice>>, DevError> {
     let cfg = EmuConfig::from_env()?;
+    tracing::debug!(
+        gpus = cfg.gpus,
+        sms = cfg.multiprocessors,
+        blocks_per_sm = cfg.blocks_per_sm,
+        memory_bytes = cfg.memory_bytes,
+        "emulated devices"
+    );
     Ok((0..cfg.gpus)
         .map(|i| Arc::new(EmuDevice::new(i, cfg)))
         .collect())
@@ -174,11 +181,9 @@ fn worker(st: Arc<Stream>) {
         let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(op)));
         q = lock_any(&st.q);
         q.busy = false;
-        if let Some(e) = r
-            .unwrap_or_else(|_| Err("the operation panicked".into()))
-            .err()
-        {
-            q.error.get_or_insert(e);
+        if let Some(e) = r.unwrap_or(Err(OpError::Panicked)).err() {
+            tracing::debug!(error = %e, "emulated stream operation failed");
+            q.error.get_or_insert(e.to_string());
         }
         if q.ops.is_empty() {
             st.cv.notify_all();
@@ -188,7 +193,21 @@ fn worker(st: Arc<Stream>) {
     q.ops.clear();
 }
 
-fn run(op: Op) -> Result<(), String> {
+/// Why an emulated operation failed (kept, as text, as the stream's sticky error).
+#[derive(Debug, thiserror::Error)]
+enum OpError {
+    #[error("the operation panicked")]
+    Panicked,
+    #[error("{kernel}: starting block {block} of {grid}: {source}")]
+    Spawn {
+        kernel: String,
+        block: u32,
+        grid: u32,
+        source: std::io::Error,
+    },
+}
+
+fn run(op: Op) -> Result<(), OpError> {
     match op {
         Op::Memset { dst, value, bytes } => {
             // SAFETY: the range was checked against a live allocation when enqueued.
@@ -220,7 +239,12 @@ fn run(op: Op) -> Result<(), String> {
                             // runtime only reads them, while `args` lives.
                             unsafe { (k.lib.run)(k.id, params.as_mut_ptr(), b, grid) }
                         })
-                        .map_err(|e| format!("{}: starting block {b} of {grid}: {e}", k.name))?;
+                        .map_err(|source| OpError::Spawn {
+                            kernel: k.name.clone(),
+                            block: b,
+                            grid,
+                            source,
+                        })?;
                 }
                 Ok(())
             })

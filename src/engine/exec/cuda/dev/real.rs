@@ -66,6 +66,10 @@ fn check(call: &str, r: sys::CUresult) -> Result<(), DevError> {
 pub fn prepare_env() {
     if std::env::var_os("CUDA_DEVICE_MAX_CONNECTIONS").is_none() {
         std::env::set_var("CUDA_DEVICE_MAX_CONNECTIONS", CONNECTIONS.to_string());
+        tracing::debug!(
+            connections = CONNECTIONS,
+            "CUDA_DEVICE_MAX_CONNECTIONS set for the driver"
+        );
     }
 }
 
@@ -91,6 +95,10 @@ pub fn devices() -> Result<Vec<std::sync::Arc<RealDevice>>, DevError> {
 fn open_all() -> Result<Vec<std::sync::Arc<RealDevice>>, DevError> {
     let probed = super::super::device::probe().map_err(|why| DevError::new("probe", why))?;
     let connections = connections();
+    tracing::debug!(
+        connections,
+        "hardware queues per context (CUDA_DEVICE_MAX_CONNECTIONS)"
+    );
     let mut out = Vec::new();
     for d in probed.devices {
         let dev = result::device::get(d.ordinal as i32).map_err(|e| err("cuDeviceGet", e))?;
@@ -100,6 +108,15 @@ fn open_all() -> Result<Vec<std::sync::Arc<RealDevice>>, DevError> {
         let arch: Arch = d.arch.parse().map_err(|e: kernels::ArchError| {
             DevError::new("architecture", format!("{}: {}", d.arch, e.0))
         })?;
+        tracing::info!(
+            ordinal = d.ordinal,
+            name = %d.name,
+            %arch,
+            sms = d.multiprocessors,
+            memory_bytes = d.memory_bytes,
+            connections,
+            "GPU opened"
+        );
         out.push(std::sync::Arc::new(RealDevice {
             desc: DeviceDesc {
                 ordinal: d.ordinal,
@@ -160,7 +177,7 @@ impl RealDevice {
             return Ok(m);
         }
         let nvrtc = Nvrtc::get().map_err(|e| DevError::new("NVRTC", e))?;
-        let (ptx, _) = Cache::process()
+        let (ptx, origin) = Cache::process()
             .get_or_compile(
                 nvrtc,
                 kernels::source(),
@@ -175,6 +192,13 @@ impl RealDevice {
         // SAFETY: a NUL-terminated PTX image; the context is bound.
         let m = unsafe { result::module::load_data(text.as_ptr().cast()) }
             .map_err(|e| err("cuModuleLoadData", e))?;
+        tracing::debug!(
+            ordinal = self.desc.ordinal,
+            %variant,
+            arch = %self.arch,
+            ptx = ?origin,
+            "kernel module loaded"
+        );
         let mut t = self.tables()?;
         Ok(*t.modules.entry(variant).or_insert(m))
     }

@@ -1,5 +1,8 @@
 use super::*;
+use crate::engine::exec::cuda::nvrtc::{CompileError, Nvrtc, Ptx};
+use crate::engine::types::{Dtype, ReduceOp};
 use std::ffi::OsString;
+use std::path::PathBuf;
 
 fn arch(s: &str) -> Arch {
     s.parse().unwrap()

@@ -112,7 +112,7 @@ impl CudaRank {
     /// Enqueues NCCL's collective on the rank's stream (also into a graph
     /// being captured).
     pub(super) fn enqueue_nccl(&mut self, comms: &Comms, lib: LibOp) -> Result<(), ExecError> {
-        let nccl = Nccl::get().map_err(ExecError::Setup)?;
+        let nccl = Nccl::get().map_err(|e| ExecError::Setup(e.to_string()))?;
         let dtype = nccl.dtype(lib.dtype).ok_or_else(|| {
             ExecError::Setup(format!(
                 "NCCL {} has no {} (fp8 needs NCCL 2.24 or later)",

@@ -87,12 +87,18 @@ impl CudaOptions {
 /// `COLLBENCH_CUDA_THREADS`: threads per block of the collective kernel
 /// (a tuning knob: a multiple of 32 from 32 to 1024).
 fn threads_from_env() -> Option<u32> {
-    let t: u32 = std::env::var("COLLBENCH_CUDA_THREADS")
-        .ok()?
+    let v = std::env::var("COLLBENCH_CUDA_THREADS").ok()?;
+    let t = v
         .trim()
-        .parse()
-        .ok()?;
-    (32..=1024).contains(&t).then_some(t / 32 * 32)
+        .parse::<u32>()
+        .ok()
+        .filter(|t| (32..=1024).contains(t))
+        .map(|t| t / 32 * 32);
+    match t {
+        Some(t) => tracing::debug!(threads = t, "COLLBENCH_CUDA_THREADS: threads per block"),
+        None => tracing::debug!(value = %v, "COLLBENCH_CUDA_THREADS ignored: not 32..=1024"),
+    }
+    t
 }
 
 /// `CbStatus::rank` when the host (not a rank) stopped the kernels.
@@ -121,14 +127,30 @@ fn open_devices(kind: Kind) -> Result<Vec<Arc<dyn Device>>, DevError> {
 /// each rank needs beyond its buffers). `None` when the devices cannot be
 /// opened (the world's own checks then say why).
 pub fn memory_budget(kind: Kind, nranks: usize, opts: &CudaOptions) -> Option<(u64, usize, u64)> {
-    let devices = open_devices(kind).ok()?;
+    let devices = match open_devices(kind) {
+        Ok(d) => d,
+        Err(e) => {
+            tracing::debug!(kind = kind.name(), error = %e, "memory budget: devices do not open");
+            return None;
+        }
+    };
     let used = devices.len().min(nranks).max(1);
     let free = devices
         .iter()
         .take(used)
         .filter_map(|d| d.mem_info().ok().map(|m| m.0))
         .min()?;
-    Some((free, nranks.div_ceil(used), rank_overhead(opts) as u64))
+    let (per_device, overhead) = (nranks.div_ceil(used), rank_overhead(opts) as u64);
+    tracing::debug!(
+        kind = kind.name(),
+        nranks,
+        devices = used,
+        free_bytes = free,
+        ranks_per_device = per_device,
+        overhead_bytes_per_rank = overhead,
+        "memory budget"
+    );
+    Some((free, per_device, overhead))
 }
 
 /// Device bytes a rank holds beyond its buffers: connections (an
@@ -186,6 +208,15 @@ impl CudaWorld {
         }
         let of_rank: Vec<usize> = (0..nranks).map(|r| r % devices.len()).collect();
         let used = devices.len().min(nranks);
+        tracing::info!(
+            kind = kind.name(),
+            nranks,
+            devices = used,
+            virtual_ranks = nranks > used,
+            staged_connections = used > 1,
+            threads = opts.threads,
+            "CUDA world: ranks placed round-robin on devices"
+        );
         let devices: Vec<Arc<dyn Device>> = devices.into_iter().take(used).collect();
         for (i, d) in devices.iter().enumerate() {
             let here = of_rank.iter().filter(|&&x| x == i).count();
@@ -200,6 +231,16 @@ impl CudaWorld {
             let conn = rank_overhead(&opts);
             let need = (here * (per_rank + conn)) as u64;
             let (free, _) = d.mem_info().map_err(dev_err)?;
+            tracing::debug!(
+                ordinal = desc.ordinal,
+                ranks = here,
+                queues = desc.connections,
+                buffer_bytes_per_rank = per_rank,
+                connection_bytes_per_rank = conn,
+                need_bytes = need,
+                free_bytes = free,
+                "device memory check (need <= 90% of free)"
+            );
             if need > free / 10 * 9 {
                 return Err(ExecError::Setup(format!(
                     "not enough memory on GPU {} ({}): {here} ranks x {} of buffers and connections need {}, but {} is free; lower --sizes' maximum or --ranks",
@@ -230,6 +271,9 @@ impl CudaWorld {
         };
         if nccl {
             world.library = Some(library::open(&world)?);
+            if let Some(name) = world.library_name() {
+                tracing::info!(library = %name, "--engine nccl runs on");
+            }
         }
         Ok(Arc::new(world))
     }
@@ -250,6 +294,7 @@ impl CudaWorld {
     pub(super) fn auto_blocks(&self, variant: Variant) -> Result<usize, ExecError> {
         if self.kind == Kind::Emu {
             // Every block is a thread: few, so the host's cores are not swamped.
+            tracing::debug!(%variant, blocks = 2, "auto channels on the emulated device");
             return Ok(2);
         }
         let poisoned = || ExecError::Setup("channel table poisoned".into());
@@ -263,7 +308,23 @@ impl CudaWorld {
             let per_sm = d.occupancy(f, self.opts.threads).map_err(dev_err)? as usize;
             let cap = d.desc().multiprocessors as usize * per_sm.max(1);
             blocks = blocks.min((cap / 2 / here).max(1));
+            tracing::debug!(
+                %variant,
+                ordinal = d.desc().ordinal,
+                sms = d.desc().multiprocessors,
+                blocks_per_sm = per_sm,
+                threads = self.opts.threads,
+                ranks = here,
+                resident_cap = cap,
+                "occupancy for auto channels"
+            );
         }
+        tracing::info!(
+            %variant,
+            blocks,
+            max = MAX_CHANNELS,
+            "auto channels: half the resident blocks of the most crowded device, per rank"
+        );
         self.auto
             .lock()
             .map_err(|_| poisoned())?

@@ -124,6 +124,19 @@ impl CudaRank {
         let here = self.world.of_rank.iter().filter(|&&x| x == self.di).count();
         let need = here * nchannels;
         let cap = desc.multiprocessors as usize * per_sm as usize;
+        tracing::debug!(
+            rank = self.rank,
+            ordinal = desc.ordinal,
+            ranks_on_device = here,
+            channels = nchannels,
+            need_blocks = need,
+            sms = desc.multiprocessors,
+            blocks_per_sm = per_sm,
+            threads,
+            cap_blocks = cap,
+            fits = need <= cap,
+            "residency check"
+        );
         if need > cap {
             return Err(ExecError::Setup(format!(
                 "{here} rank(s) x {nchannels} channel(s) = {need} blocks must be resident at once on GPU {} ({}), but it holds {} SMs x {per_sm} blocks of {threads} threads = {cap}: lower --ranks or --channels{}",
@@ -160,11 +173,23 @@ impl CudaRank {
         self.tables = self.region(self.tables, blob.len())?;
         let base = self.tables.0;
         self.dev.upload(self.stream, base, &blob).map_err(dev_err)?;
-        let proto = match self.world.opts.proto {
-            Some(p) => p,
-            None if t.max_step_bytes <= self.world.opts.shape.ll_max_bytes() => Proto::LowLatency,
-            None => Proto::Simple,
+        let ll_max = self.world.opts.shape.ll_max_bytes();
+        let (proto, why) = match self.world.opts.proto {
+            Some(p) => (p, "asked for"),
+            None if t.max_step_bytes <= ll_max => {
+                (Proto::LowLatency, "every step fits the low-latency slot")
+            }
+            None => (Proto::Simple, "a step exceeds the low-latency slot"),
         };
+        tracing::debug!(
+            rank = self.rank,
+            proto = ?proto,
+            max_step_bytes = t.max_step_bytes,
+            ll_max_bytes = ll_max,
+            system_scope = self.world.staged,
+            why,
+            "protocol"
+        );
         Ok(CbRank {
             steps: base + steps,
             chan_start: base + chan,
@@ -389,7 +414,8 @@ impl RankRunner for CudaRank {
         if let Some((g, _)) = self.graph.take() {
             self.dev.drop_graph(g).map_err(dev_err)?;
         }
-        let t = RankTables::new(program, &op.layout, op.dtype).map_err(ExecError::Setup)?;
+        let t = RankTables::new(program, &op.layout, op.dtype)
+            .map_err(|e| ExecError::Setup(e.to_string()))?;
         if let Some(i) = (0..3).find(|&i| self.sizes[i] < t.need[i]) {
             return Err(ExecError::Setup(format!(
                 "buffer {i} holds {} bytes; the program needs {}",
@@ -425,6 +451,15 @@ impl RankRunner for CudaRank {
             .dev
             .function(variant, "cb_collective")
             .map_err(dev_err)?;
+        tracing::debug!(
+            rank = self.rank,
+            %variant,
+            channels = t.nchannels(),
+            steps = t.steps.len(),
+            ins = t.ins.len(),
+            outs = t.outs.len(),
+            "program loaded for the kernel"
+        );
         self.check_residency(coll_fn, t.nchannels())?;
         let arg = self.upload_tables(&t, op.nranks)?;
         let step_counts: Vec<usize> = program.channels.iter().map(|c| c.steps.len()).collect();

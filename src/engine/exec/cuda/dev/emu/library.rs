@@ -44,7 +44,16 @@ pub(super) fn library(variant: Variant) -> Result<Arc<Library>, DevError> {
     if let Some(done) = &*slot {
         return done.clone();
     }
+    let start = std::time::Instant::now();
     let built = build(variant).map(Arc::new);
+    match &built {
+        Ok(_) => tracing::info!(
+            %variant,
+            ms = start.elapsed().as_secs_f64() * 1e3,
+            "emulated kernel library ready"
+        ),
+        Err(e) => tracing::info!(%variant, error = %e, "emulated kernel library failed"),
+    }
     *slot = Some(built.clone());
     built
 }
@@ -68,6 +77,7 @@ fn cache_dir() -> Option<PathBuf> {
     use std::os::unix::fs::{DirBuilderExt, MetadataExt};
     let home = kernels::default_cache_dir().map(|d| d.join("emu"));
     if let Some(d) = home.filter(|d| std::fs::create_dir_all(d).is_ok()) {
+        tracing::debug!(dir = %d.display(), "emulated kernel cache folder");
         return Some(d);
     }
     // SAFETY: getuid has no preconditions and cannot fail.
@@ -76,6 +86,11 @@ fn cache_dir() -> Option<PathBuf> {
     let _ = std::fs::DirBuilder::new().mode(0o700).create(&tmp);
     let meta = std::fs::symlink_metadata(&tmp).ok()?;
     let private = meta.is_dir() && meta.uid() == uid && meta.mode() & 0o022 == 0;
+    if private {
+        tracing::debug!(dir = %tmp.display(), "emulated kernel cache folder (temporary)");
+    } else {
+        tracing::debug!(dir = %tmp.display(), "emulated kernel cache folder refused: not private to this user");
+    }
     private.then_some(tmp)
 }
 
@@ -104,6 +119,12 @@ fn build(variant: Variant) -> Result<Library, DevError> {
     if !version.status.success() {
         return Err(missing(format!("`--version` failed: {}", version.status)));
     }
+    tracing::debug!(
+        %variant,
+        cxx = %cxx,
+        version = %String::from_utf8_lossy(&version.stdout).lines().next().unwrap_or(""),
+        "emulated kernels: C++ compiler"
+    );
     let opts = options(variant);
     let src = format!(
         "{}\n#line 1 \"kernels/emu.cpp\"\n{RUNTIME}",
@@ -121,10 +142,22 @@ fn build(variant: Variant) -> Result<Library, DevError> {
     let path = dir.join(format!("{key:016x}.so"));
     if path.is_file() {
         // A file that does not load is built again and replaced.
-        if let Ok(lib) = load(&path) {
-            return Ok(lib);
+        match load(&path) {
+            Ok(lib) => {
+                tracing::debug!(%variant, path = %path.display(), "emulated kernel cache hit");
+                return Ok(lib);
+            }
+            Err(e) => tracing::debug!(
+                %variant,
+                path = %path.display(),
+                error = %e,
+                "emulated kernel cache entry does not load: building again"
+            ),
         }
+    } else {
+        tracing::debug!(%variant, path = %path.display(), "emulated kernel cache miss: building");
     }
+    let start = std::time::Instant::now();
     let n = UNIQUE.fetch_add(1, Ordering::Relaxed);
     let stem = format!("{key:016x}.{}.{n}", std::process::id());
     let (cpp, tmp) = (
@@ -150,6 +183,12 @@ fn build(variant: Variant) -> Result<Library, DevError> {
             String::from_utf8_lossy(&out.stderr)
         )));
     }
+    tracing::debug!(
+        %variant,
+        seconds = start.elapsed().as_secs_f64(),
+        path = %path.display(),
+        "emulated kernels built"
+    );
     std::fs::rename(&tmp, &path).map_err(|e| {
         let _ = std::fs::remove_file(&tmp);
         fail(format!("{}: {e}", path.display()))

@@ -1,0 +1,235 @@
+//! PTX kept in memory and on disk: entries are written to a temporary file
+//! and renamed into place; a file that fails its checks is compiled again;
+//! a cache folder that cannot be read or written costs a warning (returned,
+//! never printed), not the compile.
+
+use super::key::{cache_key, Fnv1a, CACHE_FORMAT};
+use super::Arch;
+use crate::engine::exec::cuda::nvrtc::{CompileError, Nvrtc, Ptx};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock};
+
+/// The default kernel cache folder from an environment lookup:
+/// `$COLLBENCH_CACHE_DIR`, else `$XDG_CACHE_HOME/collbench/kernels`, else
+/// `$HOME/.cache/collbench/kernels`; `None` when none of them is set.
+pub fn cache_dir_from(env: impl Fn(&str) -> Option<std::ffi::OsString>) -> Option<PathBuf> {
+    let set = |k: &str| env(k).filter(|v| !v.is_empty()).map(PathBuf::from);
+    if let Some(d) = set("COLLBENCH_CACHE_DIR") {
+        return Some(d);
+    }
+    if let Some(d) = set("XDG_CACHE_HOME").filter(|d| d.is_absolute()) {
+        return Some(d.join("collbench").join("kernels"));
+    }
+    set("HOME").map(|h| h.join(".cache").join("collbench").join("kernels"))
+}
+
+/// The kernel cache folder of this process's environment.
+pub fn default_cache_dir() -> Option<PathBuf> {
+    cache_dir_from(|k| std::env::var_os(k))
+}
+
+/// Where a PTX came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Origin {
+    Compiled,
+    Memory,
+    Disk,
+}
+
+/// PTX kept in memory for the process and, when a folder is given, on disk.
+#[derive(Debug)]
+pub struct Cache {
+    dir: Option<PathBuf>,
+    mem: Mutex<HashMap<u64, Ptx>>,
+    warnings: Mutex<Vec<String>>,
+    /// Set once the folder proved unusable: no more disk attempts.
+    disk_off: std::sync::atomic::AtomicBool,
+}
+
+impl Cache {
+    /// A cache in `dir` (created when first written), or in memory only.
+    pub fn new(dir: Option<PathBuf>) -> Cache {
+        Cache {
+            dir,
+            mem: Mutex::new(HashMap::new()),
+            warnings: Mutex::new(Vec::new()),
+            disk_off: false.into(),
+        }
+    }
+
+    /// The process's cache, in [`default_cache_dir`].
+    pub fn process() -> &'static Cache {
+        static CACHE: OnceLock<Cache> = OnceLock::new();
+        CACHE.get_or_init(|| Cache::new(default_cache_dir()))
+    }
+
+    pub fn dir(&self) -> Option<&Path> {
+        self.dir.as_deref()
+    }
+
+    /// The warnings so far (each once), leaving none behind.
+    pub fn take_warnings(&self) -> Vec<String> {
+        self.warnings
+            .lock()
+            .map(|mut w| std::mem::take(&mut *w))
+            .unwrap_or_default()
+    }
+
+    fn warn(&self, w: String) {
+        tracing::debug!(warning = %w, "kernel cache problem");
+        if let Ok(mut ws) = self.warnings.lock() {
+            if !ws.contains(&w) {
+                ws.push(w);
+            }
+        }
+    }
+
+    /// The PTX of `source` with `options` for `arch`: from memory, from
+    /// disk, or compiled now (and then stored in both).
+    pub fn get_or_compile(
+        &self,
+        nvrtc: &Nvrtc,
+        source: &str,
+        name: &str,
+        options: &[String],
+        arch: Arch,
+    ) -> Result<(Ptx, Origin), CompileError> {
+        let key = cache_key(source, options, arch, nvrtc.version());
+        tracing::debug!(program = name, %arch, key = %format_args!("{key:016x}"), "kernel cache lookup");
+        self.get_or_insert_with(key, || nvrtc.compile(source, name, options))
+    }
+
+    /// The PTX under `key`: from memory, from disk, or from `compile` (and
+    /// then stored in both).
+    pub fn get_or_insert_with(
+        &self,
+        key: u64,
+        compile: impl FnOnce() -> Result<Ptx, CompileError>,
+    ) -> Result<(Ptx, Origin), CompileError> {
+        let key_hex = format_args!("{key:016x}");
+        if let Some(p) = self.mem.lock().ok().and_then(|m| m.get(&key).cloned()) {
+            tracing::debug!(key = %key_hex, "kernel cache hit (memory)");
+            return Ok((p, Origin::Memory));
+        }
+        if let Some(p) = self.read(key) {
+            tracing::debug!(key = %key_hex, file = ?self.file(key), "kernel cache hit (disk)");
+            self.remember(key, &p);
+            return Ok((p, Origin::Disk));
+        }
+        tracing::debug!(key = %key_hex, dir = ?self.dir, "kernel cache miss: compiling");
+        let start = std::time::Instant::now();
+        let ptx = compile().inspect_err(|e| {
+            tracing::debug!(key = %key_hex, error = %e.message, "kernel compile failed");
+        })?;
+        tracing::debug!(
+            key = %key_hex,
+            ms = start.elapsed().as_secs_f64() * 1e3,
+            ptx_bytes = ptx.as_str().len(),
+            "kernel compiled"
+        );
+        self.remember(key, &ptx);
+        self.write(key, &ptx);
+        Ok((ptx, Origin::Compiled))
+    }
+
+    /// The disk file of `key`, if the cache has a usable folder.
+    pub fn file(&self, key: u64) -> Option<PathBuf> {
+        if self.disk_off.load(Ordering::Relaxed) {
+            return None;
+        }
+        self.dir.as_ref().map(|d| d.join(format!("{key:016x}.ptx")))
+    }
+
+    fn remember(&self, key: u64, ptx: &Ptx) {
+        if let Ok(mut m) = self.mem.lock() {
+            m.insert(key, ptx.clone());
+        }
+    }
+
+    /// A cache file's header: the key, the body's length and its hash.
+    fn header(key: u64, body: &str) -> String {
+        let sum = Fnv1a::new().write(body.as_bytes()).finish();
+        format!(
+            "// {CACHE_FORMAT} key={key:016x} len={} fnv={sum:016x}\n",
+            body.len()
+        )
+    }
+
+    fn read(&self, key: u64) -> Option<Ptx> {
+        let path = self.file(key)?;
+        let text = match std::fs::read(&path) {
+            Ok(t) => t,
+            // Not there yet (a missing folder too): a miss, not a problem.
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
+                ) =>
+            {
+                return None
+            }
+            Err(e) => {
+                self.warn(format!(
+                    "kernel cache: cannot read {}: {e}; compiling instead",
+                    path.display()
+                ));
+                return None;
+            }
+        };
+        let parsed = String::from_utf8(text).ok().and_then(|t| {
+            let (head, body) = t.split_once('\n')?;
+            (format!("{head}\n") == Cache::header(key, body)).then(|| body.to_string())
+        });
+        match parsed {
+            Some(body) => Some(Ptx(body)),
+            None => {
+                self.warn(format!(
+                    "kernel cache: {} is corrupt; compiled again",
+                    path.display()
+                ));
+                None
+            }
+        }
+    }
+
+    fn write(&self, key: u64, ptx: &Ptx) {
+        let Some(path) = self.file(key) else {
+            return;
+        };
+        if let Err(e) = Cache::write_atomic(&path, &Cache::header(key, ptx.as_str()), ptx.as_str())
+        {
+            self.disk_off.store(true, Ordering::Relaxed);
+            self.warn(format!(
+                "kernel cache: cannot write {}: {e}; kernels are compiled again next time \
+                 (set COLLBENCH_CACHE_DIR to a writable folder)",
+                path.display()
+            ));
+        }
+    }
+
+    fn write_atomic(path: &Path, header: &str, body: &str) -> std::io::Result<()> {
+        static SEQ: AtomicU64 = AtomicU64::new(0);
+        let dir = path.parent().unwrap_or(Path::new("."));
+        std::fs::create_dir_all(dir)?;
+        let tmp = dir.join(format!(
+            ".tmp-{}-{}-{}",
+            std::process::id(),
+            SEQ.fetch_add(1, Ordering::Relaxed),
+            path.file_name().and_then(|n| n.to_str()).unwrap_or("ptx")
+        ));
+        let result = (|| {
+            use std::io::Write;
+            let mut f = std::fs::File::create(&tmp)?;
+            f.write_all(header.as_bytes())?;
+            f.write_all(body.as_bytes())?;
+            f.sync_all()?;
+            std::fs::rename(&tmp, path)
+        })();
+        if result.is_err() {
+            let _ = std::fs::remove_file(&tmp);
+        }
+        result
+    }
+}

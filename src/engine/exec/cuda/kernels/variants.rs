@@ -1,0 +1,133 @@
+//! What is compiled: GPU architectures and the (element type, operator)
+//! variants of the kernels, with the NVRTC options of each.
+
+use crate::engine::types::{Dtype, ReduceOp};
+use std::fmt;
+use std::str::FromStr;
+
+/// A GPU architecture: compute capability major*10 + minor, with the
+/// architecture-specific `a` suffix (e.g. `sm_90a`) when asked for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Arch {
+    pub cc: u32,
+    pub specific: bool,
+}
+
+impl Arch {
+    /// What is compiled for when no GPU says otherwise.
+    pub const DEFAULT: Arch = Arch {
+        cc: 90,
+        specific: false,
+    };
+
+    /// NVRTC's option selecting this architecture (PTX for the virtual one).
+    pub fn nvrtc_option(self) -> String {
+        format!("--gpu-architecture=compute_{}", self.suffix())
+    }
+
+    fn suffix(self) -> String {
+        format!("{}{}", self.cc, if self.specific { "a" } else { "" })
+    }
+}
+
+impl fmt::Display for Arch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "sm_{}", self.suffix())
+    }
+}
+
+/// Why an architecture did not parse.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0:?} is not a GPU architecture: expected e.g. sm_90, sm_80, 90 or compute_90 (compute capability 5.0 or newer)")]
+pub struct ArchError(pub String);
+
+impl FromStr for Arch {
+    type Err = ArchError;
+
+    /// `sm_90`, `SM_90`, `compute_90`, `sm90`, `90`, `sm_90a`; also `9.0`.
+    fn from_str(s: &str) -> Result<Arch, ArchError> {
+        let err = || ArchError(s.to_string());
+        let t = s.trim().to_ascii_lowercase();
+        let t = ["compute_", "compute", "sm_", "sm"]
+            .iter()
+            .find_map(|p| t.strip_prefix(p))
+            .unwrap_or(&t);
+        let (digits, specific) = match t.strip_suffix('a') {
+            Some(d) => (d, true),
+            None => (t, false),
+        };
+        let digits = match digits.split_once('.') {
+            Some((major, minor)) if minor.len() == 1 && !specific => format!("{major}{minor}"),
+            Some(_) => return Err(err()),
+            None => digits.to_string(),
+        };
+        if !(2..=3).contains(&digits.len()) || !digits.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(err());
+        }
+        let cc: u32 = digits.parse().map_err(|_| err())?;
+        if cc < 50 {
+            return Err(err());
+        }
+        Ok(Arch { cc, specific })
+    }
+}
+
+/// One compiled unit: the kernels for one element type and one operator.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Variant {
+    pub dtype: Dtype,
+    pub op: ReduceOp,
+}
+
+impl Variant {
+    /// Every variant: 12 types x 5 operators.
+    pub fn all() -> Vec<Variant> {
+        Dtype::ALL
+            .into_iter()
+            .flat_map(|dtype| {
+                ReduceOp::ALL
+                    .into_iter()
+                    .map(move |op| Variant { dtype, op })
+            })
+            .collect()
+    }
+
+    /// The type's id in kernels/abi.cuh (its position in [`Dtype::ALL`]).
+    pub fn dtype_id(self) -> usize {
+        Dtype::ALL
+            .iter()
+            .position(|d| *d == self.dtype)
+            .unwrap_or(0)
+    }
+
+    /// The operator's id in kernels/abi.cuh (its position in [`ReduceOp::ALL`]).
+    pub fn op_id(self) -> usize {
+        ReduceOp::ALL
+            .iter()
+            .position(|o| *o == self.op)
+            .unwrap_or(0)
+    }
+
+    /// NVRTC's options for this variant on `arch`.
+    pub fn options(self, arch: Arch) -> Vec<String> {
+        vec![
+            arch.nvrtc_option(),
+            format!("-DCB_DT={}", self.dtype_id()),
+            format!("-DCB_OP={}", self.op_id()),
+            // Bit-exact with the host engine: no fused multiply-add.
+            "--fmad=false".into(),
+            "--std=c++17".into(),
+        ]
+    }
+
+    /// The program name NVRTC's diagnostics use.
+    pub fn program_name(self) -> String {
+        format!("collbench_{}_{}.cu", self.dtype.name(), self.op.name())
+    }
+}
+
+impl fmt::Display for Variant {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.dtype, self.op)
+    }
+}
