@@ -2,6 +2,8 @@
 //! residency checked), launched on its stream between events, and waited
 //! for while the recorder is fed the kernels' progress.
 
+mod library;
+
 use super::{dev_err, CudaWorld, Kind, Owned, Timing};
 use crate::engine::algo::Program;
 use crate::engine::exec::cuda::abi::{as_bytes, CbProgress, CbRank, Proto, RankTables, PROTO_SYS};
