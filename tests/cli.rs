@@ -347,3 +347,128 @@ fn a_build_without_mpi_refuses_a_real_mpirun() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--features mpi"));
 }
+
+fn stderr_of(args: &[&str], env: &[(&str, &str)]) -> String {
+    let mut c = collbench();
+    c.env_remove("COLLBENCH_LOG").args(args);
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    let out = c.output().unwrap();
+    assert!(out.status.success(), "{args:?}: {out:?}");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn logs_say_the_decisions_only_when_asked() {
+    let base = ["all-reduce", "--sizes", "8B:1K", "--iters", "1"];
+    let vv = stderr_of(&[&base[..], &["-vv"]].concat(), &[]);
+    for want in [
+        "device chosen",
+        "libcuda",
+        "auto algorithm",
+        "bytes=1024",
+        "memory budget",
+    ] {
+        assert!(vv.contains(want), "-vv lacks '{want}':\n{vv}");
+    }
+    let v = stderr_of(&[&base[..], &["-v"]].concat(), &[]);
+    assert!(v.contains("device chosen") && !v.contains("DEBUG"), "{v}");
+    let quiet = stderr_of(&base, &[]);
+    for never in ["INFO", "DEBUG", "device chosen", "auto algorithm"] {
+        assert!(!quiet.contains(never), "no logs without -v:\n{quiet}");
+    }
+    let env = stderr_of(&base, &[("COLLBENCH_LOG", "collbench=debug")]);
+    assert!(env.contains("auto algorithm"), "COLLBENCH_LOG: {env}");
+}
+
+/// What a terminal shows at the end of `transcript`: ANSI sequences gone,
+/// and of each line what the last carriage return left.
+fn screen(transcript: &str) -> Vec<String> {
+    let mut plain = String::new();
+    let mut chars = transcript.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            // CSI: ESC [ parameters final-byte.
+            if chars.peek() == Some(&'[') {
+                chars.next();
+                for d in chars.by_ref() {
+                    if d.is_ascii_alphabetic() {
+                        break;
+                    }
+                }
+            }
+            continue;
+        }
+        plain.push(c);
+    }
+    plain
+        .split('\n')
+        .map(|l| {
+            let l = l.strip_suffix('\r').unwrap_or(l);
+            l.rsplit('\r').next().unwrap_or("").trim_end().to_string()
+        })
+        .filter(|l| !l.is_empty())
+        .collect()
+}
+
+#[test]
+fn a_terminal_shows_progress_that_clears_and_a_pipe_never_does() {
+    let bin = assert_cmd::cargo::cargo_bin("collbench");
+    let run = format!(
+        "{} all-reduce --device host --sizes 8B:1M --iters 20",
+        bin.display()
+    );
+    let script = std::process::Command::new("script")
+        .args(["-qefc", &run, "/dev/null"])
+        .env_remove("COLLBENCH_LOG")
+        .output();
+    let Some(out) = script.ok().filter(|o| o.status.success()) else {
+        if std::env::var_os("COLLBENCH_REQUIRE_PTY").is_some() {
+            panic!("`script` (util-linux) is needed for the pty test");
+        }
+        eprintln!("skipped: no `script` (util-linux) to run collbench on a pty");
+        return;
+    };
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains(" cases ") && text.contains("ETA"),
+        "no bar on a terminal:\n{text}"
+    );
+    let shown = screen(&text);
+    assert!(
+        shown.iter().all(|l| !l.contains("ETA")),
+        "the bar stays on screen:\n{shown:#?}"
+    );
+    let table: Vec<&String> = shown
+        .iter()
+        .filter(|l| !l.starts_with("collbench:"))
+        .collect();
+    assert!(
+        table
+            .last()
+            .is_some_and(|l| l.starts_with("# Avg bus bandwidth")),
+        "the table ends the screen whole:\n{shown:#?}"
+    );
+    assert!(
+        shown.iter().any(|l| l.trim_start().starts_with("1048576 ")),
+        "every row is whole:\n{shown:#?}"
+    );
+    // Piped, neither stream has the bar.
+    let out = collbench()
+        .env_remove("COLLBENCH_LOG")
+        .args([
+            "all-reduce",
+            "--device",
+            "host",
+            "--sizes",
+            "8B:64K",
+            "--iters",
+            "2",
+        ])
+        .output()
+        .unwrap();
+    let both = [out.stdout, out.stderr].concat();
+    let both = String::from_utf8_lossy(&both);
+    assert!(!both.contains("ETA") && !both.contains('\u{1b}'), "{both}");
+}
