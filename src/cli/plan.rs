@@ -153,7 +153,7 @@ pub fn build(coll: Option<Collective>, a: &RunArgs) -> Result<Sweep, String> {
     {
         return Err(format!("unknown --timing '{t}' (known: events, wall)"));
     }
-    let format = Format::parse(&a.format)?;
+    let format = Format::parse(&a.format).map_err(|e| e.to_string())?;
     if let Some(p) = &a.plot {
         PlotKind::of(p)?;
     }

@@ -222,7 +222,7 @@ impl Comparison {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::layout::tests::{results, row};
+    use crate::report::fixtures::{results, row};
 
     fn scaled(rows: &[Row], time: f64) -> Vec<Row> {
         rows.iter()

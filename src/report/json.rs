@@ -120,7 +120,7 @@ impl Sink for JsonSink {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::layout::tests::{results, row};
+    use crate::report::fixtures::{results, row};
 
     #[test]
     fn jsonl_of_an_interrupted_sweep_reads_back() {

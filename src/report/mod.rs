@@ -5,6 +5,8 @@
 
 pub mod compare;
 pub mod csv;
+#[cfg(test)]
+pub(crate) mod fixtures;
 pub mod json;
 pub mod junit;
 pub mod layout;
@@ -14,6 +16,7 @@ pub mod nccl;
 pub mod plot;
 pub mod qualify;
 pub mod table;
+pub mod text;
 pub mod warn;
 
 pub use model::{Meta, Results, Row, Stats};

@@ -293,7 +293,7 @@ pub fn render(results: &[CheckResult]) -> String {
 #[cfg(test)]
 pub mod tests {
     use super::*;
-    use crate::report::layout::tests::row;
+    use crate::report::fixtures::row;
 
     const SPEC: &str = r#"
 [[check]]

@@ -417,7 +417,7 @@ impl Sink for PlotSink {
 mod tests {
     use super::series::tests::sweep;
     use super::*;
-    use crate::report::layout::tests::results;
+    use crate::report::fixtures::results;
 
     #[test]
     fn plot_kind_is_the_extension() {
