@@ -119,32 +119,6 @@ pub fn render(format: Format, results: &Results, verbose: bool) -> String {
     render_with(layout, results)
 }
 
-/// Cells laid out in columns two spaces apart, each as wide as its widest
-/// cell; `right[i]`: column i is right-aligned (numbers). One line per row.
-pub fn align_columns(rows: &[Vec<String>], right: &[bool]) -> String {
-    let mut widths: Vec<usize> = Vec::new();
-    for r in rows {
-        widths.resize(widths.len().max(r.len()), 0);
-        for (w, c) in widths.iter_mut().zip(r) {
-            *w = (*w).max(c.chars().count());
-        }
-    }
-    let mut out = String::new();
-    for r in rows {
-        let mut line = String::new();
-        for (i, (c, w)) in r.iter().zip(&widths).enumerate() {
-            if right.get(i).copied().unwrap_or(false) {
-                line.push_str(&format!("{c:>w$}  "));
-            } else {
-                line.push_str(&format!("{c:<w$}  "));
-            }
-        }
-        out.push_str(line.trim_end());
-        out.push('\n');
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

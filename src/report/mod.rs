@@ -7,6 +7,7 @@ pub mod compare;
 pub mod csv;
 #[cfg(test)]
 pub(crate) mod fixtures;
+pub mod grid;
 pub mod json;
 pub mod junit;
 pub mod layout;
