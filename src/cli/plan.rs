@@ -155,7 +155,7 @@ pub fn build(coll: Option<Collective>, a: &RunArgs) -> Result<Sweep, String> {
     }
     let format = Format::parse(&a.format).map_err(|e| e.to_string())?;
     if let Some(p) = &a.plot {
-        PlotKind::of(p)?;
+        PlotKind::of(p).map_err(|e| e.to_string())?;
     }
     let plan = Plan {
         sizes: sizes(a)?,
