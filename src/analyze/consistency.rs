@@ -10,8 +10,8 @@
 
 use std::collections::BTreeMap;
 
-use super::diagnose::{priority, Candidate};
-use super::diagnosis::{Finding, FindingKind};
+use super::candidate::{priority, Candidate};
+use super::diagnosis::FindingKind;
 use super::group::{ranks_text, GroupView};
 use super::model::Record;
 
@@ -133,16 +133,14 @@ impl Split {
             FindingKind::SizeMismatch => priority::SIZE_MISMATCH,
             _ => priority::DTYPE_MISMATCH,
         };
-        Candidate {
+        Candidate::new(
             priority,
-            finding: Finding {
-                kind,
-                pg: Some(view.name.clone()),
-                seq: Some(seq),
-                ranks: self.blamed.clone(),
-                detail,
-            },
-        }
+            kind,
+            Some(view.name.clone()),
+            Some(seq),
+            self.blamed.clone(),
+            detail,
+        )
     }
 }
 

@@ -16,6 +16,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use super::candidate::{priority, Candidate};
 use super::diagnosis::{
     Diagnosis, Finding, FindingKind, GroupProgress, RankSummary, Verdict, Waiting, DIAGNOSIS_SCHEMA,
 };
@@ -23,25 +24,6 @@ use super::group::{ranks_text, GroupView};
 use super::load::Loaded;
 use super::model::{RankDump, State};
 use super::{consistency, progress};
-
-/// Finding order: lower comes first.
-pub mod priority {
-    pub const OP_MISMATCH: u8 = 0;
-    pub const SIZE_MISMATCH: u8 = 1;
-    pub const DTYPE_MISMATCH: u8 = 2;
-    pub const NOT_JOINED: u8 = 10;
-    pub const MISSING_WAITED: u8 = 20;
-    pub const STUCK_BLAMED: u8 = 30;
-    pub const LATE: u8 = 35;
-    pub const STUCK_UNBLAMED: u8 = 40;
-    pub const MISSING: u8 = 50;
-}
-
-/// A finding and where it ranks among the others.
-pub struct Candidate {
-    pub priority: u8,
-    pub finding: Finding,
-}
 
 /// Diagnoses what was loaded.
 pub fn diagnose(loaded: &Loaded) -> Diagnosis {
@@ -191,8 +173,9 @@ fn missing_dumps(
             continue;
         };
         let detail = b.detail(&ranks);
-        out.push(missing_candidate(
+        out.push(Candidate::new(
             priority::MISSING_WAITED,
+            FindingKind::MissingDump,
             Some(pg),
             Some(seq),
             ranks,
@@ -209,8 +192,9 @@ fn missing_dumps(
             "no readable dump of {} (world of {world}); no rank with a dump is seen waiting for it",
             ranks_text(&rest)
         );
-        out.push(missing_candidate(
+        out.push(Candidate::new(
             priority::MISSING,
+            FindingKind::MissingDump,
             None,
             None,
             rest,
@@ -269,25 +253,6 @@ fn blocked_on(
         }
     }
     blocked
-}
-
-fn missing_candidate(
-    priority: u8,
-    pg: Option<String>,
-    seq: Option<u64>,
-    ranks: Vec<usize>,
-    detail: String,
-) -> Candidate {
-    Candidate {
-        priority,
-        finding: Finding {
-            kind: FindingKind::MissingDump,
-            pg,
-            seq,
-            ranks,
-            detail,
-        },
-    }
 }
 
 /// One rank's standing in each of its groups, and its blocked channels.

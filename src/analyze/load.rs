@@ -170,11 +170,9 @@ pub fn load_bytes(bytes: &[u8], path: &Path, limits: &Limits) -> Result<RankDump
                     root.kind()
                 )));
             }
-            pytorch::read_dump(&root, path, Format::PytorchPickle).map_err(|what| {
-                LoadError::Invalid {
-                    format: Format::PytorchPickle,
-                    what,
-                }
+            pytorch::read_dump(&root, path, Format::PytorchPickle).map_err(|e| LoadError::Invalid {
+                format: Format::PytorchPickle,
+                what: e.to_string(),
             })
         }
         (_, Some(b'{')) => load_json(bytes, path),
@@ -201,11 +199,9 @@ fn load_json(bytes: &[u8], path: &Path) -> Result<RankDump, LoadError> {
                         .into(),
                 ));
             }
-            pytorch::read_dump(&root, path, Format::PytorchJson).map_err(|what| {
-                LoadError::Invalid {
-                    format: Format::PytorchJson,
-                    what,
-                }
+            pytorch::read_dump(&root, path, Format::PytorchJson).map_err(|e| LoadError::Invalid {
+                format: Format::PytorchJson,
+                what: e.to_string(),
             })
         }
     }

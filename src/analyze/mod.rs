@@ -41,6 +41,7 @@
 
 use std::path::PathBuf;
 
+pub mod candidate;
 pub mod consistency;
 pub mod diagnose;
 pub mod diagnosis;

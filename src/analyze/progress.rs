@@ -21,8 +21,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::diagnose::{priority, Candidate};
-use super::diagnosis::{Finding, FindingKind};
+use super::candidate::{priority, Candidate};
+use super::diagnosis::FindingKind;
 use super::group::{ranks_text, GroupView};
 use super::model::{state_name, Format, Record, State};
 
@@ -86,11 +86,11 @@ pub fn not_joined(view: &GroupView) -> Option<Candidate> {
         ranks_text(&behind),
         newest.join("; ")
     );
-    Some(candidate(
+    Some(Candidate::new(
         priority::NOT_JOINED,
         FindingKind::NotJoined,
-        view,
-        seq,
+        Some(view.name.clone()),
+        Some(seq),
         behind,
         detail,
     ))
@@ -130,11 +130,11 @@ pub fn stuck(view: &GroupView, missing: &BTreeSet<usize>) -> Option<Candidate> {
         } else {
             priority::STUCK_BLAMED
         };
-        return Some(candidate(
+        return Some(Candidate::new(
             prio,
             FindingKind::Stuck,
-            view,
-            seq,
+            Some(view.name.clone()),
+            Some(seq),
             blamed,
             detail,
         ));
@@ -260,11 +260,11 @@ pub fn late(view: &GroupView) -> Option<Candidate> {
         samples.len()
     );
     let blamed = ranks.iter().map(|(r, _)| *r).collect();
-    Some(candidate(
+    Some(Candidate::new(
         priority::LATE,
         FindingKind::Late,
-        view,
-        *seq,
+        Some(view.name.clone()),
+        Some(*seq),
         blamed,
         detail,
     ))
@@ -331,24 +331,4 @@ fn op_of(at: &BTreeMap<usize, &Record>) -> String {
     at.values()
         .next()
         .map_or_else(|| "?".into(), |r| r.op.clone())
-}
-
-fn candidate(
-    priority: u8,
-    kind: FindingKind,
-    view: &GroupView,
-    seq: u64,
-    ranks: Vec<usize>,
-    detail: String,
-) -> Candidate {
-    Candidate {
-        priority,
-        finding: Finding {
-            kind,
-            pg: Some(view.name.clone()),
-            seq: Some(seq),
-            ranks,
-            detail,
-        },
-    }
 }

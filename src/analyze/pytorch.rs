@@ -23,6 +23,36 @@ use std::path::Path;
 use super::model::{Format, RankDump, Record, State, MAX_RANKS};
 use super::value::Value;
 
+/// Why a PyTorch dump cannot be read.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum DumpError {
+    #[error("bad rank {0}")]
+    BadRank(i128),
+    #[error("the dump does not say its rank and the file name does not end with one (PyTorch names them like nccl_trace_rank_3)")]
+    NoRank,
+    #[error("`entries` is not a list")]
+    EntriesNotList,
+    #[error("entry {index}: {source}")]
+    Entry { index: usize, source: EntryError },
+    #[error("it names ranks beyond the limit of {MAX_RANKS}")]
+    TooManyRanks,
+}
+
+/// Why one entry of a PyTorch dump cannot be read.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum EntryError {
+    #[error("a {0} where a dict was expected")]
+    NotDict(&'static str),
+    #[error("no collective_seq_id")]
+    NoSeq,
+    #[error("bad collective_seq_id {0}")]
+    BadSeq(i128),
+    #[error("unknown state {0:?}")]
+    UnknownState(String),
+    #[error("no state")]
+    NoState,
+}
+
 /// True when the tree has the keys of a PyTorch flight-recorder dump.
 pub fn looks_like_dump(root: &Value) -> bool {
     root.get("entries").is_some()
@@ -30,29 +60,26 @@ pub fn looks_like_dump(root: &Value) -> bool {
 }
 
 /// Reads one dump; the error says what is wrong with it.
-pub fn read_dump(root: &Value, path: &Path, format: Format) -> Result<RankDump, String> {
+pub fn read_dump(root: &Value, path: &Path, format: Format) -> Result<RankDump, DumpError> {
     let rank = match root.get("rank").and_then(Value::as_int) {
-        Some(r) => usize::try_from(r).map_err(|_| format!("bad rank {r}"))?,
-        None => rank_from_file_name(path).ok_or(
-            "the dump does not say its rank and the file name does not end with one \
-             (PyTorch names them like nccl_trace_rank_3)",
-        )?,
+        Some(r) => usize::try_from(r).map_err(|_| DumpError::BadRank(r))?,
+        None => rank_from_file_name(path).ok_or(DumpError::NoRank)?,
     };
     let entries: &[Value] = match root.get("entries") {
         None | Some(Value::None) => &[],
-        Some(v) => v.as_seq().ok_or("`entries` is not a list")?,
+        Some(v) => v.as_seq().ok_or(DumpError::EntriesNotList)?,
     };
     let mut records = Vec::with_capacity(entries.len());
     let mut first_record_id = None;
     for (i, entry) in entries.iter().enumerate() {
-        records.push(read_entry(entry).map_err(|e| format!("entry {i}: {e}"))?);
+        records.push(read_entry(entry).map_err(|source| DumpError::Entry { index: i, source })?);
         if first_record_id.is_none() {
             first_record_id = entry.get("record_id").and_then(Value::as_int);
         }
     }
     let groups = read_groups(root, &records);
     if rank >= MAX_RANKS || groups.values().flatten().any(|&r| r >= MAX_RANKS) {
-        return Err(format!("it names ranks beyond the limit of {MAX_RANKS}"));
+        return Err(DumpError::TooManyRanks);
     }
     let world_size = world_size(&groups);
     Ok(RankDump {
@@ -82,22 +109,22 @@ pub fn rank_from_file_name(path: &Path) -> Option<usize> {
     stem[stem.len() - digits..].parse().ok()
 }
 
-fn read_entry(entry: &Value) -> Result<Record, String> {
+fn read_entry(entry: &Value) -> Result<Record, EntryError> {
     if entry.as_dict().is_none() {
-        return Err(format!("a {} where a dict was expected", entry.kind()));
+        return Err(EntryError::NotDict(entry.kind()));
     }
     let seq = entry
         .get("collective_seq_id")
         .or_else(|| entry.get("seq_id"))
         .and_then(Value::as_int)
-        .ok_or("no collective_seq_id")?;
-    let seq = u64::try_from(seq).map_err(|_| format!("bad collective_seq_id {seq}"))?;
+        .ok_or(EntryError::NoSeq)?;
+    let seq = u64::try_from(seq).map_err(|_| EntryError::BadSeq(seq))?;
     let state = match entry.get("state").and_then(Value::as_str) {
         Some("scheduled") => State::Scheduled,
         Some("started") => State::Started,
         Some("completed") => State::Completed,
-        Some(other) => return Err(format!("unknown state {other:?}")),
-        None => return Err("no state".into()),
+        Some(other) => return Err(EntryError::UnknownState(other.to_owned())),
+        None => return Err(EntryError::NoState),
     };
     let name = entry
         .get("profiling_name")
@@ -337,7 +364,9 @@ mod tests {
             pairs.push((s("state"), s("exploded")));
         }
         let root = dict(vec![("entries", Value::List(vec![bad]))]);
-        let err = read_dump(&root, Path::new("rank0"), Format::PytorchJson).unwrap_err();
+        let err = read_dump(&root, Path::new("rank0"), Format::PytorchJson)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("entry 0") && err.contains("exploded"), "{err}");
     }
 }

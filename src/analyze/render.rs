@@ -4,6 +4,8 @@
 
 use std::fmt::Write;
 
+use comfy_table::{presets, CellAlignment, Table};
+
 use super::diagnosis::{Diagnosis, Verdict};
 use super::group::ranks_text;
 use super::model::state_name;
@@ -86,20 +88,24 @@ fn findings(out: &mut String, d: &Diagnosis) {
     }
 }
 
+/// Where each rank got to in each group: a plain comfy-table (no borders,
+/// rules or colour), columns two spaces apart, numbers aligned right.
 fn table(out: &mut String, d: &Diagnosis) {
-    let mut rows = vec![[
-        "rank".to_owned(),
-        "group".into(),
-        "entered".into(),
-        "started".into(),
-        "completed".into(),
-        "state".into(),
-        "last op".into(),
-    ]];
+    let mut t = Table::new();
+    t.load_preset(presets::NOTHING).force_no_tty();
+    t.set_header([
+        "rank",
+        "group",
+        "entered",
+        "started",
+        "completed",
+        "state",
+        "last op",
+    ]);
     let opt = |v: Option<u64>| v.map_or_else(|| "-".to_owned(), |v| v.to_string());
     for r in &d.per_rank {
         for g in &r.groups {
-            rows.push([
+            t.add_row([
                 r.rank.to_string(),
                 g.pg.clone(),
                 opt(g.last_entered),
@@ -111,29 +117,17 @@ fn table(out: &mut String, d: &Diagnosis) {
         }
     }
     for rank in &d.ranks_missing {
-        let mut row: [String; 7] = Default::default();
-        row[0] = rank.to_string();
-        row[1] = "(no dump)".into();
-        rows.push(row);
+        t.add_row([rank.to_string(), "(no dump)".into()]);
     }
-    let mut widths = [0usize; 7];
-    for row in &rows {
-        for (w, cell) in widths.iter_mut().zip(row) {
-            *w = (*w).max(cell.chars().count());
+    for (i, column) in t.column_iter_mut().enumerate() {
+        column.set_padding((0, 2));
+        if ![1, 5, 6].contains(&i) {
+            column.set_cell_alignment(CellAlignment::Right);
         }
     }
     let _ = writeln!(out);
-    for row in &rows {
-        let cells: Vec<String> = row
-            .iter()
-            .zip(widths)
-            .enumerate()
-            .map(|(i, (cell, w))| match i {
-                1 | 5 | 6 => format!("{cell:<w$}"),
-                _ => format!("{cell:>w$}"),
-            })
-            .collect();
-        let _ = writeln!(out, "{}", cells.join("  ").trim_end());
+    for line in t.lines() {
+        let _ = writeln!(out, "{}", line.trim_end());
     }
 }
 

@@ -6,7 +6,7 @@
 //! so their time is compared. A pair regressed when that number got worse by
 //! more than the allowed percentage, or when the candidate has wrong values.
 
-use super::layout::align_columns;
+use super::grid;
 use super::warn::describe;
 use super::{Results, Row};
 use std::collections::HashMap;
@@ -172,14 +172,15 @@ impl Comparison {
             "change",
             "verdict",
         ];
-        let mut rows = vec![head.map(String::from).to_vec()];
+        let mut table = grid::plain();
+        table.set_header(head);
         for p in &self.pairs {
             let (b, c) = (p.metric.value(&p.base), p.metric.value(&p.cand));
             let change = match p.metric {
                 Metric::Busbw => (p.ratio - 1.0) * 100.0,
                 Metric::Time => p.worse_pct,
             };
-            rows.push(vec![
+            table.add_row([
                 describe(&p.base),
                 p.metric.name().to_string(),
                 format!("{b:.2}"),
@@ -189,7 +190,7 @@ impl Comparison {
                 p.verdict(self.max_regression_pct).to_string(),
             ]);
         }
-        let mut out = align_columns(&rows, &[false, false, true, true, true, true]);
+        let mut out = grid::render(table, &[2, 3, 4, 5], 2);
         out.push_str(&self.summary());
         out.push('\n');
         out
@@ -222,7 +223,7 @@ impl Comparison {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::layout::tests::{results, row};
+    use crate::report::fixtures::{results, row};
 
     fn scaled(rows: &[Row], time: f64) -> Vec<Row> {
         rows.iter()

@@ -33,23 +33,54 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
     std::fs::rename(&tmp, path)
 }
 
+/// Why a results file cannot be read.
+#[derive(Debug, thiserror::Error)]
+pub enum ResultsError {
+    #[error("{}: {source}", path.display())]
+    Io { path: PathBuf, source: io::Error },
+    #[error("{}: not a collbench results file: {source}", path.display())]
+    Parse { path: PathBuf, source: ParseError },
+    #[error("{}: schema '{schema}' is not {RESULTS_SCHEMA}", path.display())]
+    Schema { path: PathBuf, schema: String },
+}
+
+/// Why results text (JSON or JSONL) does not parse.
+#[derive(Debug, thiserror::Error)]
+pub enum ParseError {
+    #[error(transparent)]
+    Json(#[from] serde_json::Error),
+    #[error("empty file")]
+    Empty,
+    /// A JSONL line (1-based) that is not what it should be.
+    #[error("line {line}: {source}")]
+    Line {
+        line: usize,
+        source: serde_json::Error,
+    },
+}
+
 /// Reads a results file, checking its schema: the JSON, or the JSONL beside
 /// it (what an interrupted sweep leaves: schema and meta on the first line,
 /// one row per further line).
-pub fn read_results(path: &Path) -> Result<Results, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+pub fn read_results(path: &Path) -> Result<Results, ResultsError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ResultsError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
     let parsed = if path.extension().is_some_and(|e| e == "jsonl") {
         parse_jsonl(&text)
     } else {
-        serde_json::from_str::<Results>(&text).map_err(|e| e.to_string())
+        serde_json::from_str::<Results>(&text).map_err(ParseError::from)
     };
-    let r = parsed.map_err(|e| format!("{}: not a collbench results file: {e}", path.display()))?;
+    let r = parsed.map_err(|source| ResultsError::Parse {
+        path: path.to_path_buf(),
+        source,
+    })?;
     if r.schema != RESULTS_SCHEMA {
-        return Err(format!(
-            "{}: schema '{}' is not {RESULTS_SCHEMA}",
-            path.display(),
-            r.schema
-        ));
+        return Err(ResultsError::Schema {
+            path: path.to_path_buf(),
+            schema: r.schema,
+        });
     }
     Ok(r)
 }
@@ -62,17 +93,22 @@ struct Head {
 
 /// Results from JSONL text; a torn last line (the sweep was killed while
 /// writing it) is left out.
-fn parse_jsonl(text: &str) -> Result<Results, String> {
+fn parse_jsonl(text: &str) -> Result<Results, ParseError> {
     let mut lines = text.lines().filter(|l| !l.trim().is_empty());
-    let head: Head = serde_json::from_str(lines.next().ok_or("empty file")?)
-        .map_err(|e| format!("line 1: {e}"))?;
+    let head: Head = serde_json::from_str(lines.next().ok_or(ParseError::Empty)?)
+        .map_err(|source| ParseError::Line { line: 1, source })?;
     let lines: Vec<&str> = lines.collect();
     let mut rows = Vec::new();
     for (i, l) in lines.iter().enumerate() {
         match serde_json::from_str::<Row>(l) {
             Ok(r) => rows.push(r),
             Err(_) if i + 1 == lines.len() => {}
-            Err(e) => return Err(format!("line {}: {e}", i + 2)),
+            Err(source) => {
+                return Err(ParseError::Line {
+                    line: i + 2,
+                    source,
+                })
+            }
         }
     }
     Ok(Results {
@@ -120,7 +156,7 @@ impl Sink for JsonSink {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::layout::tests::{results, row};
+    use crate::report::fixtures::{results, row};
 
     #[test]
     fn jsonl_of_an_interrupted_sweep_reads_back() {
@@ -136,7 +172,10 @@ mod tests {
         assert_eq!((back.meta, back.rows.len()), (r.meta, 2));
         assert_eq!(back.rows[1].placement, "in");
         let bad = format!("{head}\n{{}}\n{}\n", rows[0]);
-        assert!(parse_jsonl(&bad).unwrap_err().starts_with("line 2:"));
+        assert!(parse_jsonl(&bad)
+            .unwrap_err()
+            .to_string()
+            .starts_with("line 2:"));
         assert!(parse_jsonl("").is_err());
     }
 }

@@ -2,8 +2,10 @@
 //! ran, one table per collective and engine (out-of-place and in-place side
 //! by side), and the verdict with the average bus bandwidth.
 
-use super::layout::{avg_busbw, bad_values, wrong_cell, Layout};
-use super::table::{fmt_time, placement_title, slowest};
+use super::text::{
+    avg_busbw, fmt_gbps, fmt_time, machine_line, placement_title, slowest, values_verdict,
+    wrong_cell, Layout, Line, TimeDigits,
+};
 use super::{Meta, Results, Row};
 use crate::units::Bytes;
 
@@ -22,17 +24,14 @@ impl Markdown {
     }
 }
 
-/// One line saying where and how a sweep ran (also the plots' subtitle).
-pub fn machine_line(meta: &Meta) -> String {
-    format!(
-        "{} · {} · {} ranks · {} engine · {} · collbench {}",
-        meta.host,
-        meta.devices.join(", "),
-        meta.world_size,
-        meta.device,
-        meta.started_at,
-        meta.version
-    )
+/// A table row: `| a | b |`.
+fn row() -> Line {
+    Line::new("| ", " | ")
+}
+
+/// Times as the table prints them: two decimals, fewer when large.
+fn time(us: f64) -> String {
+    fmt_time(us, TimeDigits::TABLE)
 }
 
 impl Layout for Markdown {
@@ -45,24 +44,32 @@ impl Layout for Markdown {
     }
 
     fn open(&self, row: &Row, _meta: Option<&Meta>) -> Vec<String> {
-        let mut head = "| size | count | type | redop | root | algo |".to_string();
-        let mut rule = "|---:|---:|---|---|---:|---|".to_string();
+        let mut head =
+            self::row().rights(&[0; 6], ["size", "count", "type", "redop", "root", "algo"]);
+        let mut rule =
+            Line::new("|", "|").rights(&[0; 6], ["---:", "---:", "---", "---", "---:", "---"]);
         for p in &self.placements {
             let t = placement_title(p);
-            head.push_str(&format!(
-                " {t} time (us) | {t} algbw (GB/s) | {t} busbw (GB/s) | {t} #wrong |"
-            ));
-            rule.push_str("---:|---:|---:|---:|");
+            head = head.rights(
+                &[0; 4],
+                [
+                    format!("{t} time (us)"),
+                    format!("{t} algbw (GB/s)"),
+                    format!("{t} busbw (GB/s)"),
+                    format!("{t} #wrong"),
+                ],
+            );
+            rule = rule.rights(&[0; 4], ["---:"; 4]);
         }
         if self.verbose {
-            head.push_str(" slowest rank |");
-            rule.push_str("---|");
+            head = head.right(0, "slowest rank");
+            rule = rule.right(0, "---");
         }
         vec![
             format!("### {} ({} engine)", row.collective, row.engine),
             String::new(),
-            head,
-            rule,
+            head.end(" |"),
+            rule.end("|"),
         ]
     }
 
@@ -70,34 +77,38 @@ impl Layout for Markdown {
         let Some(first) = cells.iter().flatten().next() else {
             return String::new();
         };
-        let mut s = format!(
-            "| {} | {} | {} | {} | {} | {} |",
-            Bytes(first.bytes),
-            first.count,
-            first.dtype,
-            first.op,
-            first.root,
-            first.algo
+        let mut line = row().rights(
+            &[0; 6],
+            [
+                Bytes(first.bytes).to_string(),
+                first.count.to_string(),
+                first.dtype.clone(),
+                first.op.clone(),
+                first.root.to_string(),
+                first.algo.clone(),
+            ],
         );
         for cell in cells {
-            match cell {
-                Some(r) => s.push_str(&format!(
-                    " {} | {:.2} | {:.2} | {} |",
-                    fmt_time(r.time_us),
-                    r.algbw_gbps,
-                    r.busbw_gbps,
-                    wrong_cell(r)
-                )),
-                None => s.push_str(" - | - | - | - |"),
-            }
+            line = match cell {
+                Some(r) => line.rights(
+                    &[0; 4],
+                    [
+                        time(r.time_us),
+                        fmt_gbps(r.algbw_gbps),
+                        fmt_gbps(r.busbw_gbps),
+                        wrong_cell(r),
+                    ],
+                ),
+                None => line.rights(&[0; 4], ["-"; 4]),
+            };
         }
         if self.verbose {
-            match slowest(cells) {
-                Some((rank, us)) => s.push_str(&format!(" {rank} ({} us) |", fmt_time(us))),
-                None => s.push_str(" - |"),
-            }
+            line = match slowest(cells) {
+                Some((rank, us)) => line.right(0, format!("{rank} ({} us)", time(us))),
+                None => line.right(0, "-"),
+            };
         }
-        s
+        line.end(" |")
     }
 
     fn close(&self, _rows: &[Row]) -> Vec<String> {
@@ -105,14 +116,9 @@ impl Layout for Markdown {
     }
 
     fn footer(&self, results: &Results) -> Vec<String> {
-        let (bad, unchecked) = bad_values(&results.rows);
-        let verdict = match (bad, unchecked) {
-            (0, true) => "not checked".to_string(),
-            (0, false) => "OK".to_string(),
-            (n, _) => format!("{n} FAILED"),
-        };
         let mut out = vec![format!(
-            "**Wrong or NaN/Inf values:** {verdict} · **Avg bus bandwidth:** {:.3} GB/s",
+            "**Wrong or NaN/Inf values:** {} · **Avg bus bandwidth:** {:.3} GB/s",
+            values_verdict(&results.rows),
             avg_busbw(&results.rows)
         )];
         for r in &results.rows {
@@ -134,13 +140,14 @@ impl Layout for Markdown {
 
 #[cfg(test)]
 mod tests {
-    use crate::report::layout::tests::{results, row};
-    use crate::report::layout::{render, Format};
+    use super::Markdown;
+    use crate::report::fixtures::{results, row};
+    use crate::report::text::{placements_of, render_with};
 
     #[test]
     fn markdown_table_is_well_formed() {
         let r = results(vec![row(1024, "out"), row(1024, "in"), row(1 << 20, "out")]);
-        let text = render(Format::Markdown, &r, true);
+        let text = render_with(Box::new(Markdown::new(placements_of(&r.rows), true)), &r);
         assert!(
             text.starts_with("**node1 · Test CPU (2 cores) · 4 ranks"),
             "{text}"

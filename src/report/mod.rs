@@ -5,6 +5,9 @@
 
 pub mod compare;
 pub mod csv;
+#[cfg(test)]
+pub(crate) mod fixtures;
+pub mod grid;
 pub mod json;
 pub mod junit;
 pub mod layout;
@@ -15,6 +18,7 @@ pub mod plot;
 pub mod progress;
 pub mod qualify;
 pub mod table;
+pub mod text;
 pub mod warn;
 
 pub use model::{Meta, Results, Row, Stats};

@@ -7,8 +7,16 @@
 //! nccl-tests; the only additions are `#` comment lines, which its parsers
 //! skip. There is no process id to print for a thread rank, so `Pid` is 0.
 
-use super::layout::{avg_busbw, bad_values, wrong_cell, Layout};
+use super::text::{
+    avg_busbw, bad_values, fmt_gbps, fmt_time, wrong_cell, Layout, Line, TimeDigits,
+};
 use super::{Meta, Results, Row};
+
+/// Widths of the case's columns: size, count, type, redop, root.
+const CASE: [usize; 5] = [12, 12, 8, 6, 6];
+/// Widths of one placement's columns: time, algbw, busbw, #wrong.
+const PLACEMENT: [usize; 4] = [7, 6, 6, 5];
+const SEP: &str = "  ";
 
 /// nccl-tests' layout.
 pub struct NcclTests {
@@ -63,15 +71,9 @@ pub fn fmt_g(x: f64) -> String {
     trim(format!("{x:.decimals$}"))
 }
 
-/// Times as nccl-tests prints them: fewer decimals as they grow, in 7 columns.
-pub fn fmt_time(us: f64) -> String {
-    if us >= 10_000.0 {
-        format!("{us:7.0}")
-    } else if us >= 100.0 {
-        format!("{us:7.1}")
-    } else {
-        format!("{us:7.2}")
-    }
+/// Times as nccl-tests prints them: fewer decimals as they grow.
+fn time(us: f64) -> String {
+    fmt_time(us, TimeDigits::NCCL_TESTS)
 }
 
 /// nccl-tests' `step:` field: `F(factor)` or `N(bytes)`.
@@ -143,26 +145,24 @@ impl Layout for NcclTests {
     fn open(&self, first: &Row, meta: Option<&Meta>) -> Vec<String> {
         let mut out = self.header(first, meta);
         // nccl-tests always shows both placements; a missing one prints dashes.
-        let mut top = format!("#{:>62}{:<12}", "", "out-of-place");
-        top.push_str(&format!("{:>23}{:<18}", "", "in-place"));
-        let mut cols = format!(
-            "# {:>10}  {:>12}  {:>8}  {:>6}  {:>6}",
-            "size", "count", "type", "redop", "root"
-        );
-        let mut units = format!(
-            "# {:>10}  {:>12}  {:>8}  {:>6}  {:>6}",
-            "(B)", "(elements)", "", "", ""
-        );
+        let top = Line::new("#", "")
+            .right(63, "")
+            .left(12, "out-of-place")
+            .right(23, "")
+            .left(18, "in-place");
+        let mut cols =
+            Line::new("# ", SEP).rights(&CASE, ["size", "count", "type", "redop", "root"]);
+        let mut units = Line::new("# ", SEP).rights(&CASE, ["(B)", "(elements)", "", "", ""]);
         for _ in 0..2 {
-            cols.push_str(&format!(
-                "  {:>7}  {:>6}  {:>6} {:>6}",
-                "time", "algbw", "busbw", "#wrong"
-            ));
-            units.push_str(&format!(
-                "  {:>7}  {:>6}  {:>6}  {:>5}",
-                "(us)", "(GB/s)", "(GB/s)", ""
-            ));
+            // nccl-tests' header puts `#wrong` one column left of its values.
+            cols = cols
+                .rights(&PLACEMENT[..3], ["time", "algbw", "busbw"])
+                .sep(" ")
+                .right(PLACEMENT[3] + 1, "#wrong")
+                .sep(SEP);
+            units = units.rights(&PLACEMENT, ["(us)", "(GB/s)", "(GB/s)", ""]);
         }
+        let (top, cols, units) = (top.into(), cols.into(), units.into());
         out.extend([top, cols, units]);
         out
     }
@@ -171,9 +171,15 @@ impl Layout for NcclTests {
         let Some(first) = cells.iter().flatten().next() else {
             return String::new();
         };
-        let mut s = format!(
-            "{:>12}  {:>12}  {:>8}  {:>6}  {:>6}",
-            first.bytes, first.count, first.dtype, first.op, first.root
+        let mut line = Line::new("", SEP).rights(
+            &CASE,
+            [
+                first.bytes.to_string(),
+                first.count.to_string(),
+                first.dtype.clone(),
+                first.op.clone(),
+                first.root.to_string(),
+            ],
         );
         for placement in ["out", "in"] {
             let cell = self
@@ -181,18 +187,20 @@ impl Layout for NcclTests {
                 .iter()
                 .position(|p| p == placement)
                 .and_then(|i| cells.get(i).copied().flatten());
-            match cell {
-                Some(r) => s.push_str(&format!(
-                    "  {}  {:>6.2}  {:>6.2}  {:>5}",
-                    fmt_time(r.time_us),
-                    r.algbw_gbps,
-                    r.busbw_gbps,
-                    wrong_cell(r)
-                )),
-                None => s.push_str(&format!("  {:>7}  {:>6}  {:>6}  {:>5}", "-", "-", "-", "-")),
-            }
+            line = match cell {
+                Some(r) => line.rights(
+                    &PLACEMENT,
+                    [
+                        time(r.time_us),
+                        fmt_gbps(r.algbw_gbps),
+                        fmt_gbps(r.busbw_gbps),
+                        wrong_cell(r),
+                    ],
+                ),
+                None => line.rights(&PLACEMENT, ["-"; 4]),
+            };
         }
-        s
+        line.into()
     }
 
     fn close(&self, rows: &[Row]) -> Vec<String> {
@@ -233,8 +241,13 @@ impl Layout for NcclTests {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::layout::tests::{results, row};
-    use crate::report::layout::{render, Format};
+    use crate::report::fixtures::{results, row};
+    use crate::report::text::{placements_of, render_with, sizes_of};
+
+    fn render(r: &Results) -> String {
+        let layout = NcclTests::new(placements_of(&r.rows), sizes_of(&r.rows));
+        render_with(Box::new(layout), r)
+    }
 
     #[test]
     fn g_format_matches_printf() {
@@ -249,9 +262,10 @@ mod tests {
 
     #[test]
     fn times_and_steps_as_nccl_tests() {
-        assert_eq!(fmt_time(48.812), "  48.81");
-        assert_eq!(fmt_time(2374.14), " 2374.1");
-        assert_eq!(fmt_time(173736.2), " 173736");
+        let cell = |us| String::from(Line::new("", "").right(PLACEMENT[0], time(us)));
+        assert_eq!(cell(48.812), "  48.81");
+        assert_eq!(cell(2374.14), " 2374.1");
+        assert_eq!(cell(173736.2), " 173736");
         assert_eq!(step(&[8, 64, 512]), "8(factor)");
         assert_eq!(step(&[1024, 2048, 3072]), "1024(bytes)");
         assert_eq!(step(&[8]), "2(factor)");
@@ -269,7 +283,7 @@ mod tests {
             row(2048, "out"),
             bad,
         ]);
-        let text = render(Format::NcclTests, &r, false);
+        let text = render(&r);
         let lines: Vec<&str> = text.lines().collect();
         let header = "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong";
         assert!(lines.contains(&header), "{text}");
@@ -304,7 +318,7 @@ mod tests {
         let mut tree = row(1024, "out");
         tree.algo = "tree".into();
         let r = results(vec![row(1024, "out"), tree]);
-        let text = render(Format::NcclTests, &r, false);
+        let text = render(&r);
         assert_eq!(
             text.matches("# Collective test starting: all_reduce_perf")
                 .count(),

@@ -127,7 +127,7 @@ impl Sink for ProgressSink {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::layout::tests::row;
+    use crate::report::fixtures::row;
 
     #[test]
     fn a_hidden_bar_still_counts_cases_and_names_the_next() {

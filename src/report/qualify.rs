@@ -6,7 +6,7 @@
 //! Every measured row (each size and placement) must meet every threshold,
 //! and have no wrong values.
 
-use super::layout::align_columns;
+use super::grid;
 use super::warn::describe;
 use super::Row;
 use std::fmt::Write as _;
@@ -192,9 +192,10 @@ pub fn render(results: &[CheckResult]) -> String {
         "expected",
         "worst case",
     ];
-    let mut rows = vec![head.map(String::from).to_vec()];
-    rows.extend(results.iter().flat_map(table_rows));
-    let mut out = align_columns(&rows, &[]);
+    let mut table = grid::plain();
+    table.set_header(head);
+    table.add_rows(results.iter().flat_map(table_rows));
+    let mut out = grid::render(table, &[], 2);
     let failed = results
         .iter()
         .filter(|r| matches!(r.outcome, Outcome::Failed(_)))
@@ -215,7 +216,7 @@ pub fn render(results: &[CheckResult]) -> String {
 #[cfg(test)]
 pub mod tests {
     use super::*;
-    use crate::report::layout::tests::row;
+    use crate::report::fixtures::row;
 
     fn checks() -> Vec<Check> {
         vec![

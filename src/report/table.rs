@@ -1,8 +1,17 @@
 //! The terminal table: nccl-tests' columns plus the algorithm, one line per
 //! case with out-of-place and in-place side by side, printed as cases finish.
 
-use super::layout::{avg_busbw, bad_values, wrong_cell, Layout};
+use super::text::{
+    avg_busbw, fmt_gbps, fmt_time, placement_title, slowest, values_verdict, wrong_cell, Layout,
+    Line, TimeDigits,
+};
 use super::{Meta, Results, Row};
+
+/// Widths of the case's columns: size, count, type, redop, root, algo.
+const CASE: [usize; 6] = [12, 12, 9, 6, 5, 6];
+/// Widths of one placement's columns: time, algbw, busbw, #wrong.
+const PLACEMENT: [usize; 4] = [9, 7, 7, 7];
+const SEP: &str = " ";
 
 /// collbench's own table.
 pub struct Table {
@@ -21,22 +30,9 @@ impl Table {
     }
 }
 
-/// `in` -> `in-place`, anything else -> `out-of-place`.
-pub fn placement_title(p: &str) -> &'static str {
-    if p == "in" {
-        "in-place"
-    } else {
-        "out-of-place"
-    }
-}
-
-/// The slowest rank among a line's rows, if per-rank times were kept.
-pub fn slowest(cells: &[Option<&Row>]) -> Option<(usize, f64)> {
-    cells
-        .iter()
-        .flatten()
-        .filter_map(|r| r.slowest_rank())
-        .max_by(|a, b| a.1.total_cmp(&b.1))
+/// Times as the table prints them: two decimals, fewer when large.
+fn time(us: f64) -> String {
+    fmt_time(us, TimeDigits::TABLE)
 }
 
 impl Layout for Table {
@@ -45,32 +41,21 @@ impl Layout for Table {
     }
 
     fn open(&self, row: &Row, _meta: Option<&Meta>) -> Vec<String> {
-        let mut top = format!("#{:>49}", "");
-        let mut cols = format!(
-            "#{:>11} {:>12} {:>9} {:>6} {:>5} {:>6}",
-            "size", "count", "type", "redop", "root", "algo"
-        );
-        let mut units = format!(
-            "#{:>11} {:>12} {:>9} {:>6} {:>5} {:>6}",
-            "(B)", "(elements)", "", "", "", ""
-        );
+        let mut top = Line::new("#", "").right(50, "");
+        let mut cols =
+            Line::new("#", SEP).rights(&CASE, ["size", "count", "type", "redop", "root", "algo"]);
+        let mut units = Line::new("#", SEP).rights(&CASE, ["(B)", "(elements)", "", "", "", ""]);
         for p in &self.placements {
-            top.push_str(&format!("{:>34}", placement_title(p)));
-            cols.push_str(&format!(
-                " {:>9} {:>7} {:>7} {:>7}",
-                "time", "algbw", "busbw", "#wrong"
-            ));
-            units.push_str(&format!(
-                " {:>9} {:>7} {:>7} {:>7}",
-                "(us)", "(GB/s)", "(GB/s)", ""
-            ));
+            top = top.right(34, placement_title(p));
+            cols = cols.rights(&PLACEMENT, ["time", "algbw", "busbw", "#wrong"]);
+            units = units.rights(&PLACEMENT, ["(us)", "(GB/s)", "(GB/s)", ""]);
         }
         vec![
             "#".to_string(),
             format!("# {} ({} engine)", row.collective, row.engine),
-            top,
-            cols,
-            units,
+            top.into(),
+            cols.into(),
+            units.into(),
         ]
     }
 
@@ -78,39 +63,43 @@ impl Layout for Table {
         let Some(first) = cells.iter().flatten().next() else {
             return String::new();
         };
-        let mut s = format!(
-            "{:>12} {:>12} {:>9} {:>6} {:>5} {:>6}",
-            first.bytes, first.count, first.dtype, first.op, first.root, first.algo
+        let mut line = Line::new("", SEP).rights(
+            &CASE,
+            [
+                first.bytes.to_string(),
+                first.count.to_string(),
+                first.dtype.clone(),
+                first.op.clone(),
+                first.root.to_string(),
+                first.algo.clone(),
+            ],
         );
         for cell in cells {
-            match cell {
-                Some(r) => s.push_str(&format!(
-                    " {:>9} {:>7.2} {:>7.2} {:>7}",
-                    fmt_time(r.time_us),
-                    r.algbw_gbps,
-                    r.busbw_gbps,
-                    wrong_cell(r)
-                )),
-                None => s.push_str(&format!(" {:>9} {:>7} {:>7} {:>7}", "-", "-", "-", "-")),
-            }
+            line = match cell {
+                Some(r) => line.rights(
+                    &PLACEMENT,
+                    [
+                        time(r.time_us),
+                        fmt_gbps(r.algbw_gbps),
+                        fmt_gbps(r.busbw_gbps),
+                        wrong_cell(r),
+                    ],
+                ),
+                None => line.rights(&PLACEMENT, ["-"; 4]),
+            };
         }
-        if self.verbose {
-            if let Some((rank, us)) = slowest(cells) {
-                s.push_str(&format!("  slowest: rank {rank} ({} us)", fmt_time(us)));
-            }
-        }
-        s
+        let slowest = slowest(cells)
+            .filter(|_| self.verbose)
+            .map(|(rank, us)| format!("  slowest: rank {rank} ({} us)", time(us)));
+        line.end(slowest.as_deref().unwrap_or(""))
     }
 
     fn footer(&self, results: &Results) -> Vec<String> {
-        let (bad, unchecked) = bad_values(&results.rows);
-        let verdict = match (bad, unchecked) {
-            (0, true) => "not checked".to_string(),
-            (0, false) => "OK".to_string(),
-            (n, _) => format!("{n} FAILED"),
-        };
         let mut out = vec![
-            format!("# Wrong or NaN/Inf values : {verdict}"),
+            format!(
+                "# Wrong or NaN/Inf values : {}",
+                values_verdict(&results.rows)
+            ),
             format!(
                 "# Avg bus bandwidth    : {:.3} GB/s",
                 avg_busbw(&results.rows)
@@ -128,26 +117,16 @@ impl Layout for Table {
     }
 }
 
-/// Times as the table prints them: two decimals, fewer when large.
-pub fn fmt_time(us: f64) -> String {
-    if us >= 1e6 {
-        format!("{us:.0}")
-    } else if us >= 1e4 {
-        format!("{us:.1}")
-    } else {
-        format!("{us:.2}")
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use crate::report::layout::tests::{results, row};
-    use crate::report::layout::{render, Format};
+    use super::Table;
+    use crate::report::fixtures::{results, row};
+    use crate::report::text::{placements_of, render_with};
 
     #[test]
     fn table_has_header_rows_footer_and_slowest_rank() {
         let r = results(vec![row(1024, "out"), row(1024, "in")]);
-        let text = render(Format::Table, &r, true);
+        let text = render_with(Box::new(Table::new(placements_of(&r.rows), true)), &r);
         assert!(text.contains("# all-reduce (builtin engine)"), "{text}");
         assert!(text.contains("out-of-place") && text.contains("in-place"));
         assert!(text.contains("slowest: rank 1 (10.00 us)"), "{text}");

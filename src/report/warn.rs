@@ -151,7 +151,7 @@ pub fn scan(rows: &[Row]) -> Vec<Warning> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::layout::tests::row;
+    use crate::report::fixtures::row;
 
     #[test]
     fn quiet_rows_have_no_warnings() {

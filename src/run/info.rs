@@ -1,23 +1,139 @@
 //! `collbench info`: what this build has and what this machine has; with
 //! `--compile-kernels`, whether every CUDA kernel variant compiles.
+//! [`gather`] finds the facts, [`compile`] adds the kernels' report,
+//! [`to_json`] and [`to_text`] render them.
 
 use super::{cpu_model, hostname, CHECK_FAILED, OK, USAGE};
 use crate::cli::InfoArgs;
-use crate::engine::exec::cuda::{self, kernels, Arch, Cache, Nvrtc, Report};
-use crate::engine::probe;
+use crate::engine::exec::cuda::{self, kernels, Arch, Cache, LoadError, Nvrtc, Report};
+use crate::engine::probe::{self, Library};
+use crate::report::grid;
+use crate::units::Bytes;
 use serde_json::{json, Value};
 
 /// Failures shown with their whole log in the table; the rest get one line.
 const FULL_LOGS: usize = 3;
 
-pub fn info(a: &InfoArgs) -> i32 {
-    let libs = probe::libraries();
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let mem = crate::engine::exec::mem::available_bytes();
-    let nvrtc = Nvrtc::get();
+/// Everything `info` says about this build and this machine.
+pub struct Facts {
+    pub host: String,
+    pub cpu: String,
+    pub cores: usize,
+    pub mem_available: Option<u64>,
+    pub max_thread_ranks: usize,
+    /// The CUDA libraries looked for, and the sonames found.
+    pub libraries: Vec<Library>,
+    pub nvrtc: Result<&'static Nvrtc, LoadError>,
+    pub cache: &'static Cache,
+    /// The kernel cache's folder (none: memory only).
+    pub cache_dir: Option<String>,
+    /// The GPUs, or why none is usable.
+    pub gpus: Result<cuda::device::Devices, cuda::device::Unusable>,
+    /// With `--compile-kernels`: how every variant compiled.
+    pub kernels: Option<Compiled>,
+}
+
+/// The outcome of `--compile-kernels`.
+pub struct Compiled {
+    pub report: Report,
+    /// Why this architecture was chosen, when nobody chose it.
+    pub note: Option<String>,
+}
+
+/// Why `--compile-kernels` could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum CompileKernelsError {
+    #[error("--compile-kernels: {0}")]
+    NoNvrtc(String),
+    #[error(
+        "--arch {arch}: NVRTC {version} ({soname}) cannot compile for it; it supports {known}"
+    )]
+    Unsupported {
+        arch: Arch,
+        version: String,
+        soname: String,
+        known: String,
+    },
+}
+
+/// Probes the build, the machine, its CUDA libraries and GPUs.
+pub fn gather() -> Facts {
     let cache = Cache::process();
-    let cache_dir = cache.dir().map(|d| d.display().to_string());
-    let gpus = cuda::device::probe();
+    Facts {
+        host: hostname(),
+        cpu: cpu_model(),
+        cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        mem_available: crate::engine::exec::mem::available_bytes(),
+        max_thread_ranks: crate::launch::max_thread_ranks(),
+        libraries: probe::libraries(),
+        nvrtc: Nvrtc::get(),
+        cache,
+        cache_dir: cache.dir().map(|d| d.display().to_string()),
+        gpus: cuda::device::probe(),
+        kernels: None,
+    }
+}
+
+/// Compiles every kernel variant for `arch` (else the GPU's, else the
+/// default), saying on stderr what was chosen and what went wrong with the
+/// cache.
+pub fn compile(facts: &Facts, arch: Option<Arch>) -> Result<Compiled, CompileKernelsError> {
+    let nv = match &facts.nvrtc {
+        Ok(n) => *n,
+        Err(e) => return Err(CompileKernelsError::NoNvrtc(e.to_string())),
+    };
+    let (arch, note) = choose_arch(arch, facts.gpus.as_ref().ok());
+    if nv.supports(arch.cc) == Some(false) {
+        let known = nv.archs().unwrap_or_default();
+        return Err(CompileKernelsError::Unsupported {
+            arch,
+            version: version(nv.version()),
+            soname: nv.soname().to_string(),
+            known: known
+                .iter()
+                .map(|cc| format!("sm_{cc}"))
+                .collect::<Vec<_>>()
+                .join(" "),
+        });
+    }
+    if let Some(n) = &note {
+        eprintln!("collbench: note: {n}");
+    }
+    let threads = facts.cores.min(kernels::Variant::all().len());
+    let report = kernels::compile_all(nv, facts.cache, arch, threads);
+    for w in &report.warnings {
+        eprintln!("collbench: warning: {w}");
+    }
+    Ok(Compiled { report, note })
+}
+
+pub fn info(a: &InfoArgs) -> i32 {
+    let mut facts = gather();
+    if a.compile_kernels {
+        match compile(&facts, a.arch) {
+            Ok(k) => facts.kernels = Some(k),
+            Err(e) => {
+                eprintln!("collbench: error: {e}");
+                return USAGE;
+            }
+        }
+    }
+    if a.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&to_json(&facts)).unwrap_or_default()
+        );
+    } else {
+        print!("{}", to_text(&facts));
+    }
+    match &facts.kernels {
+        Some(k) if !k.report.failed.is_empty() => CHECK_FAILED,
+        _ => OK,
+    }
+}
+
+/// The facts as `info --json` prints them.
+pub fn to_json(f: &Facts) -> Value {
     let mut v = json!({
         "version": env!("CARGO_PKG_VERSION"),
         "build": {
@@ -26,138 +142,117 @@ pub fn info(a: &InfoArgs) -> i32 {
             "features": {"mpi": cfg!(feature = "mpi"), "cuda": true},
         },
         "machine": {
-            "host": hostname(),
-            "cpu": cpu_model(),
-            "cores": cores,
-            "mem_available_bytes": mem,
-            "max_thread_ranks": crate::launch::max_thread_ranks(),
+            "host": f.host,
+            "cpu": f.cpu,
+            "cores": f.cores,
+            "mem_available_bytes": f.mem_available,
+            "max_thread_ranks": f.max_thread_ranks,
         },
-        "libraries": libs,
-        "nvrtc": match &nvrtc {
+        "libraries": f.libraries,
+        "nvrtc": match &f.nvrtc {
             Ok(n) => json!({"library": n.soname(), "version": version(n.version())}),
             Err(e) => json!({"library": null, "version": null, "error": e.to_string()}),
         },
-        "kernel_cache": {"dir": cache_dir},
-        "devices": match &gpus {
+        "kernel_cache": {"dir": f.cache_dir},
+        "devices": match &f.gpus {
             Ok(g) => json!(g.devices),
             Err(_) => json!([]),
         },
-        "gpu": match &gpus {
+        "gpu": match &f.gpus {
             Ok(g) => json!({"driver": version(g.driver), "p2p": g.p2p}),
             Err(why) => json!({"driver": null, "unusable": why}),
         },
     });
-
-    let mut code = OK;
-    let mut compiled = None;
-    if a.compile_kernels {
-        let nv = match &nvrtc {
-            Ok(n) => *n,
-            Err(e) => {
-                eprintln!("collbench: error: --compile-kernels: {e}");
-                return USAGE;
-            }
-        };
-        let (arch, note) = choose_arch(a.arch, gpus.as_ref().ok());
-        if nv.supports(arch.cc) == Some(false) {
-            let known = nv.archs().unwrap_or_default();
-            eprintln!(
-                "collbench: error: --arch {arch}: NVRTC {} ({}) cannot compile for it; it supports {}",
-                version(nv.version()),
-                nv.soname(),
-                known
-                    .iter()
-                    .map(|cc| format!("sm_{cc}"))
-                    .collect::<Vec<_>>()
-                    .join(" ")
-            );
-            return USAGE;
-        }
-        if let Some(n) = &note {
-            eprintln!("collbench: note: {n}");
-        }
-        let threads = std::thread::available_parallelism()
-            .map_or(1, |n| n.get())
-            .min(kernels::Variant::all().len());
-        let r = kernels::compile_all(nv, cache, arch, threads);
-        for w in &r.warnings {
-            eprintln!("collbench: warning: {w}");
-        }
-        if !r.failed.is_empty() {
-            code = CHECK_FAILED;
-        }
-        v["kernels"] = kernels_json(&r, note.as_deref());
-        compiled = Some(r);
+    if let Some(k) = &f.kernels {
+        v["kernels"] = kernels_json(&k.report, k.note.as_deref());
     }
+    v
+}
 
-    if a.json {
-        println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
-        return code;
-    }
-    println!("collbench {}", env!("CARGO_PKG_VERSION"));
+/// The facts for people: a title line, then a plain table of what and how.
+pub fn to_text(f: &Facts) -> String {
+    let mut t = grid::plain();
     let mpi = if cfg!(feature = "mpi") {
         "yes (engines builtin, mpi)"
     } else {
         "no"
     };
-    println!("build:    executors host, cuda, cuda-emu; features: mpi {mpi}, cuda yes (libraries found at run time)");
-    println!(
-        "machine:  {} ({} cores, {} available memory)",
-        cpu_model(),
-        cores,
-        mem.map_or("unknown".into(), |m| crate::units::Bytes(m).to_string())
-    );
-    println!(
-        "ranks:    up to {} thread ranks on this host",
-        crate::launch::max_thread_ranks()
-    );
-    for l in libs {
-        let found = l.found.unwrap_or_else(|| "not found".into());
-        let found = match (&nvrtc, l.name) {
+    t.add_row(["build:".to_string(), format!("executors host, cuda, cuda-emu; features: mpi {mpi}, cuda yes (libraries found at run time)")]);
+    t.add_row([
+        "machine:".to_string(),
+        format!(
+            "{} ({} cores, {} available memory)",
+            f.cpu,
+            f.cores,
+            f.mem_available
+                .map_or("unknown".into(), |m| Bytes(m).to_string())
+        ),
+    ]);
+    t.add_row([
+        "ranks:".to_string(),
+        format!("up to {} thread ranks on this host", f.max_thread_ranks),
+    ]);
+    for l in &f.libraries {
+        let found = l.found.clone().unwrap_or_else(|| "not found".into());
+        let found = match (&f.nvrtc, l.name) {
             (Ok(n), "nvrtc") => format!("{found} (NVRTC {})", version(n.version())),
             _ => found,
         };
-        println!("{:<9} {found}", format!("{}:", l.name));
+        t.add_row([format!("{}:", l.name), found]);
     }
-    println!(
-        "kernels:  cache in {}",
-        cache_dir
-            .as_deref()
-            .unwrap_or("memory only (no HOME, XDG_CACHE_HOME or COLLBENCH_CACHE_DIR)")
-    );
-    if let Some(r) = &compiled {
-        print_report(r);
+    t.add_row([
+        "kernels:".to_string(),
+        format!(
+            "cache in {}",
+            f.cache_dir
+                .as_deref()
+                .unwrap_or("memory only (no HOME, XDG_CACHE_HOME or COLLBENCH_CACHE_DIR)")
+        ),
+    ]);
+    if let Some(k) = &f.kernels {
+        t.add_rows(report_rows(&k.report));
     }
-    match &gpus {
+    match &f.gpus {
         Ok(g) => {
-            println!("driver:   CUDA {}", version(g.driver));
+            t.add_row(["driver:".to_string(), format!("CUDA {}", version(g.driver))]);
             for d in &g.devices {
-                println!(
-                    "device {}: {} ({}, {} SMs, {})",
-                    d.ordinal,
-                    d.name,
-                    d.arch,
-                    d.multiprocessors,
-                    crate::units::Bytes(d.memory_bytes)
-                );
+                t.add_row([
+                    format!("device {}:", d.ordinal),
+                    format!(
+                        "{} ({}, {} SMs, {})",
+                        d.name,
+                        d.arch,
+                        d.multiprocessors,
+                        Bytes(d.memory_bytes)
+                    ),
+                ]);
             }
             if g.devices.len() > 1 {
-                println!("p2p:      (row can access column)");
+                t.add_row(["p2p:", "(row can access column)"]);
                 for (a, row) in g.p2p.iter().enumerate() {
                     let cells: Vec<&str> = row.iter().map(|&p| if p { "Y" } else { "." }).collect();
-                    println!("  {a:>3}: {}", cells.join(" "));
+                    t.add_row([String::new(), format!("{a:>3}: {}", cells.join(" "))]);
                 }
             }
-            let how = if nvrtc.is_ok() {
+            let how = if f.nvrtc.is_ok() {
                 "runs use the CUDA engine (--device auto or cuda)"
             } else {
                 "NVRTC is missing, so runs use the host engine"
             };
-            println!("          ({how})");
+            t.add_row([String::new(), format!("({how})")]);
         }
-        Err(why) => println!("devices:  none usable ({why}); runs use the host engine"),
+        Err(why) => {
+            t.add_row([
+                "devices:".to_string(),
+                format!("none usable ({why}); runs use the host engine"),
+            ]);
+        }
     }
-    code
+    format!(
+        "collbench {}\n{}",
+        env!("CARGO_PKG_VERSION"),
+        grid::render(t, &[], 1)
+    )
 }
 
 /// The architecture to compile for: `--arch`, else the GPU's, else the
@@ -206,30 +301,37 @@ fn kernels_json(r: &Report, note: Option<&str>) -> Value {
     k
 }
 
-fn print_report(r: &Report) {
+/// The kernels' table rows: a summary, then each failure (the first few
+/// with their whole log).
+fn report_rows(r: &Report) -> Vec<[String; 2]> {
     let total = r.compiled + r.failed.len();
     let cached = if r.cached > 0 {
         format!(" ({} from the cache)", r.cached)
     } else {
         String::new()
     };
-    println!(
-        "kernels:  {} of {total} variants compiled for {} with NVRTC {}{cached} in {:.1} s{}",
-        r.compiled,
-        r.arch,
-        version(r.nvrtc_version),
-        r.seconds,
-        if r.failed.is_empty() {
-            String::new()
-        } else {
-            format!("; {} failed:", r.failed.len())
-        }
-    );
+    let mut rows = vec![[
+        "kernels:".to_string(),
+        format!(
+            "{} of {total} variants compiled for {} with NVRTC {}{cached} in {:.1} s{}",
+            r.compiled,
+            r.arch,
+            version(r.nvrtc_version),
+            r.seconds,
+            if r.failed.is_empty() {
+                String::new()
+            } else {
+                format!("; {} failed:", r.failed.len())
+            }
+        ),
+    ]];
     for (i, (v, e)) in r.failed.iter().enumerate() {
-        if i < FULL_LOGS {
-            println!("  {v}: {}", e.detail().replace('\n', "\n    "));
+        let why = if i < FULL_LOGS {
+            e.detail()
         } else {
-            println!("  {v}: {}", e.message);
-        }
+            e.message.clone()
+        };
+        rows.push([String::new(), format!("{v}: {why}")]);
     }
+    rows
 }

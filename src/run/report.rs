@@ -9,6 +9,7 @@ use crate::report::json::read_results;
 use crate::report::layout::{render, Format};
 use crate::report::plot::{self, Source};
 use crate::report::{warn, Results, Sink};
+use anyhow::Context;
 use std::io::Write;
 use std::path::Path;
 
@@ -20,12 +21,12 @@ fn label(path: &Path) -> String {
     )
 }
 
-fn write_csv(path: &Path, all: &[Results]) -> Result<(), String> {
-    let at = |e: std::io::Error| format!("--csv {}: {e}", path.display());
-    let file = std::fs::File::create(path).map_err(at)?;
-    let mut sink = CsvSink::new(file).map_err(at)?;
+fn write_csv(path: &Path, all: &[Results]) -> anyhow::Result<()> {
+    let at = || format!("--csv {}", path.display());
+    let file = std::fs::File::create(path).with_context(at)?;
+    let mut sink = CsvSink::new(file).with_context(at)?;
     for r in all.iter().flat_map(|r| &r.rows) {
-        sink.row(r).map_err(at)?;
+        sink.row(r).with_context(at)?;
     }
     Ok(())
 }

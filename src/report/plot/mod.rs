@@ -69,6 +69,32 @@ impl Style {
     }
 }
 
+/// A `--plot` file name that ends in neither `.png` nor `.svg`.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("--plot {}: the file name must end in .png or .svg", .0.display())]
+pub struct PlotKindError(pub PathBuf);
+
+/// Why a plot was not drawn.
+#[derive(Debug, thiserror::Error)]
+pub enum PlotError {
+    #[error(transparent)]
+    Kind(#[from] PlotKindError),
+    /// plotters failed (its errors are generic over the backend: kept as text).
+    #[error("drawing the plot: {0}")]
+    Draw(String),
+    #[error("nothing to plot: the results have no rows")]
+    Empty,
+    #[error("the embedded font did not load")]
+    Font,
+    #[error("--plot {}: {source}", path.display())]
+    At {
+        path: PathBuf,
+        source: Box<PlotError>,
+    },
+    #[error("--plot {}: {source}", path.display())]
+    Write { path: PathBuf, source: io::Error },
+}
+
 /// The image formats `--plot` writes, by file extension.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PlotKind {
@@ -78,7 +104,7 @@ pub enum PlotKind {
 
 impl PlotKind {
     /// The kind of `path`, or why it has none.
-    pub fn of(path: &Path) -> Result<PlotKind, String> {
+    pub fn of(path: &Path) -> Result<PlotKind, PlotKindError> {
         let ext = path
             .extension()
             .and_then(|e| e.to_str())
@@ -86,10 +112,7 @@ impl PlotKind {
         match ext.as_deref() {
             Some("png") => Ok(PlotKind::Png),
             Some("svg") => Ok(PlotKind::Svg),
-            _ => Err(format!(
-                "--plot {}: the file name must end in .png or .svg",
-                path.display()
-            )),
+            _ => Err(PlotKindError(path.to_path_buf())),
         }
     }
 }
@@ -133,8 +156,8 @@ impl Ranged for Ticks {
 
 type Chart<'a, DB, Y> = ChartContext<'a, DB, Cartesian2d<Ticks, Y>>;
 
-fn err(e: impl std::fmt::Display) -> String {
-    format!("drawing the plot: {e}")
+fn err(e: impl std::fmt::Display) -> PlotError {
+    PlotError::Draw(e.to_string())
 }
 
 /// Draws each series as a line with a marker per point; the marker's shape
@@ -143,7 +166,7 @@ fn draw_series<DB, Y>(
     chart: &mut Chart<'_, DB, Y>,
     series: &[Series],
     y: impl Fn(&(u64, f64, f64)) -> f64,
-) -> Result<(), String>
+) -> Result<(), PlotError>
 where
     DB: DrawingBackend,
     Y: Ranged<ValueType = f64>,
@@ -176,7 +199,7 @@ fn busbw_chart<DB: DrawingBackend>(
     area: &DrawingArea<DB, Shift>,
     series: &[Series],
     (x0, x1): (f64, f64),
-) -> Result<(), String> {
+) -> Result<(), PlotError> {
     let ymax = series
         .iter()
         .flat_map(|s| s.points.iter().map(|p| p.1))
@@ -222,7 +245,7 @@ fn time_chart<DB: DrawingBackend>(
     area: &DrawingArea<DB, Shift>,
     series: &[Series],
     (x0, x1): (f64, f64),
-) -> Result<(), String> {
+) -> Result<(), PlotError> {
     let times = series
         .iter()
         .flat_map(|s| s.points.iter().map(|p| p.2))
@@ -274,7 +297,7 @@ fn legend_col_w(series: &[Series]) -> u32 {
 fn legend<DB: DrawingBackend>(
     area: &DrawingArea<DB, Shift>,
     series: &[Series],
-) -> Result<(), String> {
+) -> Result<(), PlotError> {
     let per_col = legend_rows(area.dim_in_pixel().1);
     let col_w = legend_col_w(series) as i32;
     area.draw(&Text::new(
@@ -315,10 +338,10 @@ fn legend<DB: DrawingBackend>(
 fn figure<DB: DrawingBackend>(
     root: DrawingArea<DB, Shift>,
     sources: &[Source<'_>],
-) -> Result<(), String> {
+) -> Result<(), PlotError> {
     let series = series(sources);
     if series.is_empty() {
-        return Err("nothing to plot: the results have no rows".into());
+        return Err(PlotError::Empty);
     }
     root.fill(&WHITE).map_err(err)?;
     let (w, h) = root.dim_in_pixel();
@@ -349,18 +372,18 @@ fn figure<DB: DrawingBackend>(
     root.present().map_err(err)
 }
 
-fn register() -> Result<(), String> {
+fn register() -> Result<(), PlotError> {
     static ONCE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     let ok = *ONCE.get_or_init(|| register_font(FAMILY, FontStyle::Normal, FONT).is_ok());
     if ok {
         Ok(())
     } else {
-        Err("the embedded font did not load".into())
+        Err(PlotError::Font)
     }
 }
 
 /// The figure as SVG text.
-pub fn svg(sources: &[Source<'_>]) -> Result<String, String> {
+pub fn svg(sources: &[Source<'_>]) -> Result<String, PlotError> {
     register()?;
     let mut text = String::new();
     figure(
@@ -371,12 +394,18 @@ pub fn svg(sources: &[Source<'_>]) -> Result<String, String> {
 }
 
 /// Draws the figure into `path`, PNG or SVG by its extension.
-pub fn write(path: &Path, sources: &[Source<'_>]) -> Result<(), String> {
-    let at = |e: String| format!("--plot {}: {e}", path.display());
+pub fn write(path: &Path, sources: &[Source<'_>]) -> Result<(), PlotError> {
+    let at = |e: PlotError| PlotError::At {
+        path: path.to_path_buf(),
+        source: Box::new(e),
+    };
     match PlotKind::of(path)? {
         PlotKind::Svg => {
             let text = svg(sources).map_err(at)?;
-            super::json::write_atomic(path, text.as_bytes()).map_err(|e| at(e.to_string()))
+            super::json::write_atomic(path, text.as_bytes()).map_err(|source| PlotError::Write {
+                path: path.to_path_buf(),
+                source,
+            })
         }
         PlotKind::Png => {
             register().map_err(at)?;
@@ -417,15 +446,16 @@ impl Sink for PlotSink {
 mod tests {
     use super::series::tests::sweep;
     use super::*;
-    use crate::report::layout::tests::results;
+    use crate::report::fixtures::results;
 
     #[test]
     fn plot_kind_is_the_extension() {
         assert_eq!(PlotKind::of(Path::new("a.PNG")), Ok(PlotKind::Png));
         assert_eq!(PlotKind::of(Path::new("b.svg")), Ok(PlotKind::Svg));
-        assert!(PlotKind::of(Path::new("a.jpg"))
-            .unwrap_err()
-            .contains(".png or .svg"));
+        assert_eq!(
+            PlotKind::of(Path::new("a.jpg")).unwrap_err().to_string(),
+            "--plot a.jpg: the file name must end in .png or .svg"
+        );
     }
 
     #[test]
@@ -471,6 +501,7 @@ mod tests {
             }],
         )
         .unwrap_err();
+        let e = e.to_string();
         assert!(e.contains("nothing to plot"), "{e}");
     }
 }

@@ -1,7 +1,7 @@
 //! What the plots show, apart from how they are drawn: the series made of
 //! results rows, the title, the axes' ticks and their labels.
 
-use crate::report::markdown::machine_line;
+use crate::report::text::machine_line;
 use crate::report::{Results, Row};
 use crate::units::Bytes;
 
@@ -202,7 +202,7 @@ pub(super) fn decade_minors(lo: f64, hi: f64) -> Vec<f64> {
 #[cfg(test)]
 pub mod tests {
     use super::*;
-    use crate::report::layout::tests::{results, row};
+    use crate::report::fixtures::{results, row};
 
     pub fn sweep(algo: &str) -> Vec<Row> {
         [8u64, 64, 512, 4096, 1 << 20]
