@@ -60,9 +60,22 @@ pub enum LoadError {
 /// Reads every file named by `paths`: a file, or a directory whose files
 /// and whose subdirectories' files (one level down) are all read.
 pub fn load_paths(paths: &[PathBuf], limits: &Limits) -> Loaded {
+    load_paths_observed(paths, limits, &mut |_, _, _| {})
+}
+
+/// [`load_paths`], telling `on_file(index, total, path)` before each file
+/// is read (for a progress display).
+pub fn load_paths_observed(
+    paths: &[PathBuf],
+    limits: &Limits,
+    on_file: &mut dyn FnMut(usize, usize, &Path),
+) -> Loaded {
     let mut loaded = Loaded::default();
     let mut by_rank: BTreeMap<usize, RankDump> = BTreeMap::new();
-    for file in expand(paths, &mut loaded.unreadable) {
+    let files = expand(paths, &mut loaded.unreadable);
+    let total = files.len();
+    for (i, file) in files.into_iter().enumerate() {
+        on_file(i, total, &file);
         match load_file(&file, limits) {
             Ok(dump) => match by_rank.get(&dump.rank) {
                 Some(first) => loaded.ignored.push(Unreadable {

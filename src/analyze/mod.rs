@@ -59,7 +59,9 @@ pub use diagnose::diagnose;
 pub use diagnosis::{
     Diagnosis, Finding, FindingKind, GroupProgress, RankSummary, Verdict, Waiting, DIAGNOSIS_SCHEMA,
 };
-pub use load::{load_bytes, load_file, load_paths, LoadError, Loaded, Unreadable};
+pub use load::{
+    load_bytes, load_file, load_paths, load_paths_observed, LoadError, Loaded, Unreadable,
+};
 pub use model::{Format, RankDump, Record};
 pub use pickle::{Limits, PickleError};
 pub use render::render_text;
@@ -101,10 +103,20 @@ pub fn analyze_paths(paths: &[PathBuf]) -> Result<Diagnosis, AnalyzeError> {
 
 /// [`analyze_paths`] with explicit caps on file size, nesting and element count.
 pub fn analyze_paths_with(paths: &[PathBuf], limits: &Limits) -> Result<Diagnosis, AnalyzeError> {
+    analyze_paths_observed(paths, limits, &mut |_, _, _| {})
+}
+
+/// [`analyze_paths_with`], telling `on_file(index, total, path)` before
+/// each file is read.
+pub fn analyze_paths_observed(
+    paths: &[PathBuf],
+    limits: &Limits,
+    on_file: &mut dyn FnMut(usize, usize, &std::path::Path),
+) -> Result<Diagnosis, AnalyzeError> {
     if paths.is_empty() {
         return Err(AnalyzeError::NoPaths);
     }
-    let loaded = load_paths(paths, limits);
+    let loaded = load_paths_observed(paths, limits, on_file);
     if loaded.dumps.is_empty() {
         if loaded.unreadable.is_empty() {
             return Err(AnalyzeError::NoFiles(paths.to_vec()));

@@ -1,12 +1,30 @@
 //! `collbench analyze DIR|FILE... [--json]`: diagnose a hang from dumps.
 
 use super::{OK, USAGE};
-use crate::analyze::{analyze_paths, render_text};
+use crate::analyze::{analyze_paths_observed, render_text, Limits};
 use crate::cli::AnalyzeArgs;
+use crate::report::progress::Progress;
 
 /// Exit 0 healthy, 1 problem, 2 nothing readable.
 pub fn analyze(a: &AnalyzeArgs) -> i32 {
-    match analyze_paths(&a.paths) {
+    // A bar when there are enough files for reading them to take a while.
+    let mut bar: Option<Progress> = None;
+    let mut on_file = |i: usize, total: usize, path: &std::path::Path| {
+        if i == 0 && total >= 16 {
+            bar = Some(Progress::new(total as u64, "files", true));
+        }
+        if let Some(b) = &bar {
+            if i > 0 {
+                b.done_one();
+            }
+            b.current(path.display().to_string());
+        }
+    };
+    let result = analyze_paths_observed(&a.paths, &Limits::default(), &mut on_file);
+    if let Some(b) = &bar {
+        b.finish();
+    }
+    match result {
         Ok(d) => {
             if a.json {
                 match serde_json::to_string_pretty(&d) {
