@@ -13,6 +13,8 @@ export CARGO_TERM_COLOR=never
 # rather than a skip.
 if [ "${CI:-}" = "true" ]; then
   export COLLBENCH_REQUIRE_FIXTURES=1 COLLBENCH_REQUIRE_MPI=1 COLLBENCH_REQUIRE_CXX=1
+  # The progress-bar test runs collbench on a pty through util-linux's `script`.
+  export COLLBENCH_REQUIRE_PTY=1
 fi
 # Open MPI refuses root without these; CI machines run as root.
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -22,6 +24,7 @@ command -v mpicc >/dev/null 2>&1 || need="$need libopenmpi-dev openmpi-bin"
 [ -n "$(ls /usr/lib/llvm-*/lib/libclang*.so* 2>/dev/null)" ] || need="$need libclang-dev"
 # The kernel emulation tests compile kernels/ with the host C++ compiler.
 command -v c++ >/dev/null 2>&1 || need="$need g++"
+command -v script >/dev/null 2>&1 || need="$need bsdutils"
 if [ -n "$need" ]; then
   echo "ci: installing$need"
   export DEBIAN_FRONTEND=noninteractive
