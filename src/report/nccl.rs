@@ -7,9 +7,7 @@
 //! nccl-tests; the only additions are `#` comment lines, which its parsers
 //! skip. There is no process id to print for a thread rank, so `Pid` is 0.
 
-use super::text::{
-    avg_busbw, bad_values, fmt_gbps, fmt_time, wrong_cell, Layout, Line, TimeDigits,
-};
+use super::text::{avg_busbw, bad_values, Layout, Line, TimeDigits};
 use super::{Meta, Results, Row};
 
 /// Widths of the case's columns: size, count, type, redop, root.
@@ -69,11 +67,6 @@ pub fn fmt_g(x: f64) -> String {
     }
     let decimals = (5 - exp).max(0) as usize;
     trim(format!("{x:.decimals$}"))
-}
-
-/// Times as nccl-tests prints them: fewer decimals as they grow.
-fn time(us: f64) -> String {
-    fmt_time(us, TimeDigits::NCCL_TESTS)
 }
 
 /// nccl-tests' `step:` field: `F(factor)` or `N(bytes)`.
@@ -187,18 +180,7 @@ impl Layout for NcclTests {
                 .iter()
                 .position(|p| p == placement)
                 .and_then(|i| cells.get(i).copied().flatten());
-            line = match cell {
-                Some(r) => line.rights(
-                    &PLACEMENT,
-                    [
-                        time(r.time_us),
-                        fmt_gbps(r.algbw_gbps),
-                        fmt_gbps(r.busbw_gbps),
-                        wrong_cell(r),
-                    ],
-                ),
-                None => line.rights(&PLACEMENT, ["-"; 4]),
-            };
+            line = line.placement(&PLACEMENT, cell, TimeDigits::NCCL_TESTS);
         }
         line.into()
     }
@@ -242,6 +224,7 @@ impl Layout for NcclTests {
 mod tests {
     use super::*;
     use crate::report::fixtures::{results, row};
+    use crate::report::text::fmt_time;
     use crate::report::text::{placements_of, render_with, sizes_of};
 
     fn render(r: &Results) -> String {
@@ -262,7 +245,11 @@ mod tests {
 
     #[test]
     fn times_and_steps_as_nccl_tests() {
-        let cell = |us| String::from(Line::new("", "").right(PLACEMENT[0], time(us)));
+        let cell = |us| {
+            String::from(
+                Line::new("", "").right(PLACEMENT[0], fmt_time(us, TimeDigits::NCCL_TESTS)),
+            )
+        };
         assert_eq!(cell(48.812), "  48.81");
         assert_eq!(cell(2374.14), " 2374.1");
         assert_eq!(cell(173736.2), " 173736");

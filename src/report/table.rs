@@ -2,8 +2,7 @@
 //! case with out-of-place and in-place side by side, printed as cases finish.
 
 use super::text::{
-    avg_busbw, fmt_gbps, fmt_time, placement_title, slowest, values_verdict, wrong_cell, Layout,
-    Line, TimeDigits,
+    avg_busbw, fmt_time, placement_title, slowest, values_verdict, Layout, Line, TimeDigits,
 };
 use super::{Meta, Results, Row};
 
@@ -75,18 +74,7 @@ impl Layout for Table {
             ],
         );
         for cell in cells {
-            line = match cell {
-                Some(r) => line.rights(
-                    &PLACEMENT,
-                    [
-                        time(r.time_us),
-                        fmt_gbps(r.algbw_gbps),
-                        fmt_gbps(r.busbw_gbps),
-                        wrong_cell(r),
-                    ],
-                ),
-                None => line.rights(&PLACEMENT, ["-"; 4]),
-            };
+            line = line.placement(&PLACEMENT, *cell, TimeDigits::TABLE);
         }
         let slowest = slowest(cells)
             .filter(|_| self.verbose)

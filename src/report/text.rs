@@ -233,6 +233,23 @@ impl Line {
             .fold(self, |line, (w, c)| line.right(*w, c))
     }
 
+    /// One placement's cells of `r` (time, algbw, busbw, #wrong) in
+    /// `widths`, or dashes when the line has no row for it.
+    pub fn placement(self, widths: &[usize; 4], r: Option<&Row>, digits: TimeDigits) -> Line {
+        match r {
+            Some(r) => self.rights(
+                widths,
+                [
+                    fmt_time(r.time_us, digits),
+                    fmt_gbps(r.algbw_gbps),
+                    fmt_gbps(r.busbw_gbps),
+                    wrong_cell(r),
+                ],
+            ),
+            None => self.rights(widths, ["-"; 4]),
+        }
+    }
+
     /// The line, ending with `tail`.
     pub fn end(mut self, tail: &str) -> String {
         self.text.push_str(tail);
