@@ -1,8 +1,6 @@
 //! Which GPU and communication libraries this machine has, found without
 //! loading any of their symbols (a missing library is a fact, not a panic).
 
-use std::ffi::CString;
-
 /// A library family and the first of its names that loads, if any.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct Library {
@@ -22,18 +20,19 @@ pub const CANDIDATES: [(&str, &[&str]); 3] = [
 
 /// Whether `soname` can be loaded by the dynamic linker.
 pub fn loadable(soname: &str) -> bool {
-    let Ok(c) = CString::new(soname) else {
-        return false;
-    };
-    // SAFETY: dlopen with a valid C string; the handle is closed at once.
-    unsafe {
-        let h = libc::dlopen(c.as_ptr(), libc::RTLD_LAZY | libc::RTLD_LOCAL);
-        if h.is_null() {
-            return false;
+    use libloading::os::unix::{Library, RTLD_LAZY, RTLD_LOCAL};
+    // SAFETY: opening a system library runs its initialisers, as loading
+    // it for use would; nothing from it is called, and it is closed at once.
+    match unsafe { Library::open(Some(soname), RTLD_LAZY | RTLD_LOCAL) } {
+        Ok(lib) => {
+            drop(lib);
+            true
         }
-        libc::dlclose(h);
+        Err(e) => {
+            tracing::debug!(soname, error = %e, "not loadable");
+            false
+        }
     }
-    true
 }
 
 /// Every library family with what was found.
