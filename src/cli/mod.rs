@@ -2,6 +2,7 @@
 //! nccl-tests' short flags as aliases. `plan` turns them into a validated
 //! [`crate::harness::Plan`].
 
+pub mod aliases;
 pub mod plan;
 pub mod results;
 pub mod spec;
@@ -77,6 +78,19 @@ pub enum Command {
     Compare(CompareArgs),
     /// Run the checks of a spec against thresholds; JUnit XML for CI.
     Qualify(QualifyArgs),
+    /// Make links named as nccl-tests' binaries (all_reduce_perf, ...) to
+    /// this collbench in DIR: run by those names it behaves as them.
+    InstallAliases(InstallArgs),
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct InstallArgs {
+    /// The folder for the links (created if missing).
+    #[arg(value_name = "DIR")]
+    pub dir: PathBuf,
+    /// Replace files of those names that are not already links to collbench.
+    #[arg(long)]
+    pub force: bool,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -120,9 +134,10 @@ pub struct OutputArgs {
     /// Draw busbw and time against size into FILE.png or FILE.svg.
     #[arg(long, value_name = "FILE", value_parser = values::plot_path)]
     pub plot: Option<PathBuf>,
-    /// Terminal output format: collbench's table, nccl-tests' text, or Markdown.
-    #[arg(long, default_value = "table", value_enum, ignore_case = true)]
-    pub format: FormatChoice,
+    /// Terminal output format: collbench's table, nccl-tests' text, or
+    /// Markdown [default: table; nccl-tests under nccl-tests' binary names].
+    #[arg(long, value_enum, ignore_case = true)]
+    pub format: Option<FormatChoice>,
     /// Nothing on stdout (only the files asked for).
     #[arg(long, short = 'q', conflicts_with = "verbose")]
     pub quiet: bool,
@@ -138,8 +153,8 @@ pub struct RunArgs {
     #[command(flatten)]
     pub sizes: SizeArgs,
     /// Number of ranks (host engine: threads of this process; under MPI:
-    /// the world's size) [default: 2].
-    #[arg(long, short = 'g', value_name = "N", value_parser = values::ranks)]
+    /// the world's size) [default: 2; nccl-tests' -t x -g].
+    #[arg(long, value_name = "N", value_parser = values::ranks)]
     pub ranks: Option<usize>,
     /// Where data moves: auto (CUDA when usable, else host), host, cuda, or
     /// cuda-emu (the CUDA executor on an emulated device: CPU threads, slow;
@@ -153,7 +168,7 @@ pub struct RunArgs {
     #[arg(long, default_value = "auto", value_name = "ring|tree|direct|auto|all", value_parser = values::algos)]
     pub algo: AlgoArg,
     /// Element types, comma-separated, or all (nccl-tests -d).
-    #[arg(long, short = 'd', default_value = "float", value_name = "LIST|all", value_parser = values::dtypes)]
+    #[arg(long, short = 'd', alias = "datatype", default_value = "float", value_name = "LIST|all", value_parser = values::dtypes)]
     pub dtype: List<Dtype>,
     /// Reduction operators, comma-separated, or all (nccl-tests -o).
     #[arg(long, short = 'o', default_value = "sum", value_name = "LIST|all", value_parser = values::ops)]
@@ -165,7 +180,7 @@ pub struct RunArgs {
     #[arg(long, short = 'n', default_value = "20", value_name = "N", value_parser = values::iters)]
     pub iters: usize,
     /// Warm-up iterations per case (nccl-tests -w).
-    #[arg(long, short = 'w', default_value = "5", value_name = "N", value_parser = values::warmup)]
+    #[arg(long, short = 'w', alias = "warmup_iters", default_value = "5", value_name = "N", value_parser = values::warmup)]
     pub warmup: usize,
     /// Check results (the default).
     #[arg(long, overrides_with = "no_check")]
@@ -190,8 +205,9 @@ pub struct RunArgs {
     /// large), simple, or ll (steps then fit a low-latency slot).
     #[arg(long, default_value = "auto", value_enum, ignore_case = true)]
     pub protocol: ProtocolChoice,
-    /// Longest any wait may last before it counts as a hang (exit 3).
-    #[arg(long, default_value = "5m", value_name = "DUR", value_parser = values::duration)]
+    /// Longest any wait may last before it counts as a hang (exit 3); a bare
+    /// number is seconds, 0 never times out (nccl-tests -T).
+    #[arg(long, short = 'T', default_value = "5m", value_name = "DUR", value_parser = values::timeout)]
     pub timeout: Duration,
     /// Where flight-recorder dumps go on a hang, a signal or SIGUSR1
     /// [default: a new folder under ./collbench-dumps].
@@ -218,6 +234,64 @@ pub struct RunArgs {
     pub json: Option<PathBuf>,
     #[command(flatten)]
     pub out: OutputArgs,
+    #[command(flatten)]
+    pub nccl_tests: NcclTestsArgs,
+}
+
+/// nccl-tests' own flags, so that its command lines run unchanged: each
+/// does what it does in nccl-tests, or, where it cannot apply here, is
+/// accepted with a one-line note.
+#[derive(Args, Debug, Clone, Default)]
+#[command(next_help_heading = "nccl-tests flags")]
+pub struct NcclTestsArgs {
+    /// Threads per process (nccl-tests -t); ranks = threads x GPUs per thread.
+    #[arg(short = 't', long = "nthreads", value_name = "N", value_parser = values::ranks)]
+    pub nthreads: Option<usize>,
+    /// GPUs per thread (nccl-tests -g); ranks = threads x GPUs per thread.
+    #[arg(short = 'g', long = "ngpus", value_name = "N", value_parser = values::ranks)]
+    pub ngpus: Option<usize>,
+    /// CUDA graph launches (nccl-tests -G): above 0, the timed loop is
+    /// captured in a CUDA graph (CUDA engine; a note elsewhere).
+    #[arg(short = 'G', long = "cudagraph", value_name = "N", value_parser = values::count)]
+    pub cudagraph: Option<usize>,
+    /// How ranks' times make a row's time (nccl-tests -a): 0 rank 0's, 1 the
+    /// mean, 2 the least, 3 the most [default: 3; 1 under nccl-tests' names].
+    #[arg(short = 'a', long = "average", value_name = "0-3", value_parser = values::average)]
+    pub average: Option<values::RankTime>,
+    /// Operations per timed iteration (nccl-tests -m); times stay per operation.
+    #[arg(short = 'm', long = "agg_iters", value_name = "N", value_parser = values::ranks)]
+    pub agg_iters: Option<usize>,
+    /// nccl-tests -z: wait for each operation before the next (0 or 1).
+    #[arg(short = 'z', long = "blocking", value_name = "0|1", value_parser = values::flag01)]
+    pub blocking: Option<bool>,
+    /// nccl-tests -C: report CPU time (0 or 1).
+    #[arg(short = 'C', long = "report_cputime", value_name = "0|1", value_parser = values::flag01)]
+    pub report_cputime: Option<bool>,
+    /// nccl-tests -R: register buffers with NCCL (0, 1 or 2).
+    #[arg(short = 'R', long = "local_register", value_name = "0-2", value_parser = values::count)]
+    pub local_register: Option<usize>,
+    /// nccl-tests -p: initialise NCCL from threads in parallel (0 or 1).
+    #[arg(short = 'p', long = "parallel_init", value_name = "0|1", value_parser = values::flag01)]
+    pub parallel_init: Option<bool>,
+    /// nccl-tests -y: run on the default (NULL) stream (0 or 1).
+    #[arg(short = 'y', long = "stream_null", value_name = "0|1", value_parser = values::flag01)]
+    pub stream_null: Option<bool>,
+    /// nccl-tests -N: run the sweep this many times (0: forever).
+    #[arg(short = 'N', long = "run_cycles", value_name = "N", value_parser = values::count)]
+    pub run_cycles: Option<usize>,
+    /// nccl-tests -M: report memory use (0 or 1).
+    #[arg(short = 'M', long = "memory_report", alias = "memory", value_name = "0|1", value_parser = values::flag01)]
+    pub memory_report: Option<bool>,
+    /// nccl-tests -u: unaligned buffers (RCCL: a CU mask).
+    #[arg(short = 'u', long = "unalign", alias = "cumask", value_name = "N")]
+    pub unalign: Option<String>,
+    /// nccl-tests -k: side computation (NCCL forks).
+    #[arg(short = 'k', long = "side_comp", value_name = "N")]
+    pub side_comp: Option<String>,
+    /// Behave as nccl-tests' binary of the same collective (set when
+    /// collbench is run as `all_reduce_perf`, ...).
+    #[arg(long = "as-nccl-tests", hide = true)]
+    pub as_nccl_tests: bool,
 }
 
 #[derive(Args, Debug, Clone)]

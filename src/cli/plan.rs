@@ -2,10 +2,11 @@
 //! here and said in one line.
 
 use super::values::{inject_in_world, AlgoArg, DeviceChoice, FormatChoice, TimingChoice};
-use super::{RunArgs, SizeArgs};
+use super::{NcclTestsArgs, PlacementChoice, RunArgs, SizeArgs};
 use crate::engine::exec::HostOptions;
 use crate::engine::types::Collective;
 use crate::harness::{AlgoChoice, Plan, RootChoice};
+use crate::harness::{GraphAsk, RankTime};
 use crate::units::{sweep, Growth};
 use std::path::PathBuf;
 
@@ -31,13 +32,19 @@ pub struct Sweep {
     pub format: FormatChoice,
     pub quiet: bool,
     pub verbose: u8,
+    /// One line each about flags accepted without effect here.
+    pub notes: Vec<String>,
 }
 
-fn sizes(a: &SizeArgs) -> Result<Vec<u64>, PlanError> {
+/// nccl-tests' default size (its `-b` and `-e` both default to 32 MiB).
+const NCCL_TESTS_SIZE: u64 = 32 << 20;
+
+fn sizes(a: &SizeArgs, as_nccl_tests: bool) -> Result<Vec<u64>, PlanError> {
     if let Some(s) = &a.sizes {
         return Ok(s.0.clone());
     }
     let (min, max) = match (a.minbytes, a.maxbytes) {
+        (None, None) if as_nccl_tests => (NCCL_TESTS_SIZE, NCCL_TESTS_SIZE),
         (None, None) => (8, 64 << 20),
         (Some(m), None) => (m, m.max(64 << 20)),
         (None, Some(m)) => (8.min(m), m),
@@ -86,15 +93,26 @@ pub fn build(
     world: Option<usize>,
 ) -> Result<Sweep, PlanError> {
     let collectives = coll.map_or(Collective::ALL.to_vec(), |c| vec![c]);
-    let ranks = match (a.ranks, world) {
-        (Some(r), Some(w)) if r != w => {
-            return bad(format!(
-                "--ranks {r}: under MPI every process is one rank, and this world has {w}"
-            ))
-        }
-        (_, Some(w)) => w,
-        (r, None) => r.unwrap_or(2),
+    let nt = &a.nccl_tests;
+    let ranks = ranks(a.ranks, nt, world)?;
+    let format = match a.out.format {
+        Some(f) => f,
+        None if nt.as_nccl_tests => FormatChoice::NcclTests,
+        None => FormatChoice::Table,
     };
+    // nccl-tests' text has both placements on every line, never a dash.
+    let both = format == FormatChoice::NcclTests && a.placement != PlacementChoice::Both;
+    let placements = if both {
+        PlacementChoice::Both
+    } else {
+        a.placement
+    }
+    .placements();
+    let agg = nt.agg_iters.unwrap_or(1);
+    let iters = a
+        .iters
+        .checked_mul(agg)
+        .ok_or_else(|| PlanError(format!("-n {} x -m {agg}: too many iterations", a.iters)))?;
     if let RootChoice::One(root) = a.root {
         if root >= ranks {
             return bad(format!(
@@ -107,15 +125,20 @@ pub fn build(
         inject_in_world(i, ranks).map_err(|e| PlanError(e.to_string()))?;
     }
     let plan = Plan {
-        sizes: sizes(&a.sizes)?,
+        sizes: sizes(&a.sizes, nt.as_nccl_tests)?,
         ranks,
         algos: algos(&a.algo, &collectives)?,
         dtypes: a.dtype.0.clone(),
         ops: a.op.0.clone(),
         roots: a.root,
-        placements: a.placement.placements(),
-        iters: a.iters,
+        placements,
+        iters,
         warmup: a.warmup,
+        rank_time: nt.average.unwrap_or(if nt.as_nccl_tests {
+            RankTime::Mean
+        } else {
+            RankTime::Max
+        }),
         check_iters: match (a.check_iters, a.no_check) {
             (_, true) => 0,
             (Some(c), false) => c,
@@ -131,7 +154,11 @@ pub fn build(
         fr_entries: a.fr_entries,
         dump_dir: a.dump_dir.clone(),
         injects: a.inject.clone(),
-        graph: a.graph,
+        graph: match (a.graph, nt.cudagraph) {
+            (true, _) => GraphAsk::Required,
+            (false, Some(n)) if n > 0 => GraphAsk::IfCuda,
+            _ => GraphAsk::No,
+        },
         protocol: a.protocol.proto(),
         engines: a.engine.0.clone(),
         collectives,
@@ -143,10 +170,88 @@ pub fn build(
         json: a.json.clone(),
         csv: a.out.csv.clone(),
         plot: a.out.plot.clone(),
-        format: a.out.format,
+        format,
         quiet: a.out.quiet,
         verbose: a.out.verbose,
+        notes: flag_notes(a.iters, nt)
+            .into_iter()
+            .chain(both.then(|| {
+                "--format nccl-tests shows out-of-place and in-place side by side, as nccl-tests does: both run".to_string()
+            }))
+            .collect(),
     })
+}
+
+/// The rank count: `--ranks`, or nccl-tests' threads x GPUs per thread;
+/// under MPI (`world`) the world's size, one rank per process.
+fn ranks(
+    asked: Option<usize>,
+    nt: &NcclTestsArgs,
+    world: Option<usize>,
+) -> Result<usize, PlanError> {
+    let per_process = match (nt.nthreads, nt.ngpus) {
+        (None, None) => None,
+        (t, g) => Some(t.unwrap_or(1).saturating_mul(g.unwrap_or(1))),
+    };
+    match (asked, per_process, world) {
+        (_, Some(n), Some(w)) if n != 1 => bad(format!(
+            "-t x -g = {n}: under MPI every process is one rank (this world has {w}); \
+             run with -t 1 -g 1 and one process per GPU"
+        )),
+        (Some(r), _, Some(w)) if r != w => bad(format!(
+            "--ranks {r}: under MPI every process is one rank, and this world has {w}"
+        )),
+        (_, _, Some(w)) => Ok(w),
+        (Some(r), Some(n), None) if r != n => bad(format!(
+            "--ranks {r} and -t x -g = {n} disagree: give one of them"
+        )),
+        (Some(r), _, None) => Ok(r),
+        (None, Some(n), None) => Ok(n),
+        (None, None, None) => Ok(2),
+    }
+}
+
+/// One line for each nccl-tests flag given that changes nothing here.
+fn flag_notes(iters: usize, nt: &NcclTestsArgs) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Some(m) = nt.agg_iters.filter(|&m| m > 1) {
+        out.push(format!(
+            "-m {m}: each case times {iters} x {m} = {} operations; times are per operation",
+            iters * m
+        ));
+    }
+    if nt.blocking == Some(true) {
+        out.push("-z 1: collbench's ranks already wait for every operation of the timed loop before the next case; operations inside the loop stay back to back".into());
+    }
+    if nt.report_cputime == Some(true) {
+        out.push(
+            "-C 1: times are CUDA-event or wall-clock times, not CPU time (see --timing)".into(),
+        );
+    }
+    if nt.local_register.is_some_and(|r| r > 0) {
+        out.push("-R: buffer registration is NCCL's; collbench's engine reads peers' buffers directly where it can".into());
+    }
+    if nt.parallel_init.is_some() {
+        out.push("-p: collbench sets its ranks up in parallel always".into());
+    }
+    if nt.stream_null == Some(true) {
+        out.push("-y 1: every rank runs on a stream of its own".into());
+    }
+    if let Some(n) = nt.run_cycles.filter(|&n| n != 1) {
+        out.push(format!(
+            "-N {n}: collbench runs the sweep once; run it again for more cycles"
+        ));
+    }
+    if nt.memory_report == Some(true) {
+        out.push("-M 1: the memory budget is in the -v logs".into());
+    }
+    if nt.unalign.is_some() {
+        out.push("-u: buffers are always aligned".into());
+    }
+    if nt.side_comp.is_some() {
+        out.push("-k: no side computation runs beside the collectives".into());
+    }
+    out
 }
 
 #[cfg(test)]

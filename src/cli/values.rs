@@ -5,6 +5,7 @@
 use crate::engine::exec::cuda::abi::Proto;
 use crate::engine::types::{Algo, Dtype, Engine, Placement, ReduceOp};
 use crate::harness::inject::{Fault, Inject};
+pub use crate::harness::RankTime;
 use crate::harness::RootChoice;
 use crate::units::{parse_bytes, parse_duration, parse_sweep};
 use clap::ValueEnum;
@@ -266,6 +267,44 @@ pub fn slot_size(v: &str) -> Result<usize, ValueError> {
 
 pub fn duration(v: &str) -> Result<Duration, ValueError> {
     parse_duration(v).map_err(|e| ValueError(e.to_string()))
+}
+
+/// How long "never" lasts for `--timeout 0` (nccl-tests' `-T 0`): a year.
+pub const NO_TIMEOUT: Duration = Duration::from_secs(365 * 86_400);
+
+/// `--timeout`: a duration, or 0 for none.
+pub fn timeout(v: &str) -> Result<Duration, ValueError> {
+    if v.trim().parse::<f64>().is_ok_and(|x| x == 0.0) {
+        return Ok(NO_TIMEOUT);
+    }
+    duration(v)
+}
+
+/// A whole number, 0 included.
+pub fn count(v: &str) -> Result<usize, ValueError> {
+    whole("the value", v)
+}
+
+/// nccl-tests' 0/1 switches.
+pub fn flag01(v: &str) -> Result<bool, ValueError> {
+    match v.trim() {
+        "0" => Ok(false),
+        "1" => Ok(true),
+        other => bad(format!("'{other}' is not 0 or 1")),
+    }
+}
+
+/// nccl-tests' `-a`: 0 rank 0, 1 mean, 2 min, 3 max.
+pub fn average(v: &str) -> Result<RankTime, ValueError> {
+    match v.trim() {
+        "0" => Ok(RankTime::Rank0),
+        "1" => Ok(RankTime::Mean),
+        "2" => Ok(RankTime::Min),
+        "3" => Ok(RankTime::Max),
+        other => bad(format!(
+            "'{other}' is not an averaging mode (0 rank 0, 1 mean, 2 min, 3 max)"
+        )),
+    }
 }
 
 /// `--plot FILE.png|FILE.svg`.

@@ -159,6 +159,20 @@ impl Counts {
         };
         (elems * elem) as u64
     }
+
+    /// The element count nccl-tests prints: per rank (one block) for the
+    /// collectives whose size is the whole of every rank's data, the
+    /// buffer's otherwise.
+    pub fn reported_count(&self, c: Collective) -> u64 {
+        match c {
+            Collective::AllGather
+            | Collective::Gather
+            | Collective::ReduceScatter
+            | Collective::Scatter
+            | Collective::AllToAll => self.block as u64,
+            _ => self.send as u64,
+        }
+    }
 }
 
 /// How data moves between ranks.
@@ -301,8 +315,8 @@ impl ReduceOp {
     pub const ALL: [ReduceOp; 5] = [
         ReduceOp::Sum,
         ReduceOp::Prod,
-        ReduceOp::Min,
         ReduceOp::Max,
+        ReduceOp::Min,
         ReduceOp::Avg,
     ];
 
@@ -371,6 +385,28 @@ impl Placement {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn counts_are_what_nccl_tests_prints() {
+        // 1 MiB of floats on 4 ranks: the per-rank count where the size is
+        // every rank's data (the genuine logs' rule), the buffer's otherwise.
+        let mib = 1 << 20;
+        for (c, want) in [
+            (Collective::AllGather, 65536),
+            (Collective::ReduceScatter, 65536),
+            (Collective::AllToAll, 65536),
+            (Collective::Gather, 65536),
+            (Collective::Scatter, 65536),
+            (Collective::AllReduce, 262144),
+            (Collective::Broadcast, 262144),
+            (Collective::Reduce, 262144),
+            (Collective::SendRecv, 262144),
+        ] {
+            let counts = c.counts(mib, 4, 4);
+            assert_eq!(counts.reported_bytes(c, 4), mib, "{c}");
+            assert_eq!(counts.reported_count(c), want, "{c}");
+        }
+    }
 
     #[test]
     fn busbw_factors_match_nccl_tests() {

@@ -8,7 +8,7 @@ pub mod stats;
 
 pub use crate::engine::exec::cuda::launch::{Kind as GpuKind, Timing};
 pub use crate::recorder::DEFAULT_ENTRIES as DEFAULT_FR_ENTRIES;
-pub use plan::{AlgoChoice, Case, Plan, RootChoice, Setup};
+pub use plan::{AlgoChoice, Case, GraphAsk, Plan, RankTime, RootChoice, Setup};
 
 use crate::engine::exec::cuda::launch::CudaOptions;
 use crate::engine::exec::{mem, rank_runner, ExecError, HostWorld};
@@ -535,7 +535,7 @@ fn make_row(
         .iter()
         .map(|r| r.total_ns as f64 / iters / 1e3)
         .collect();
-    let time_us = per_rank_us.iter().copied().fold(0.0, f64::max);
+    let time_us = plan.rank_time.combine(&per_rank_us);
     let samples: Vec<f64> = (0..plan.iters)
         .map(|i| {
             reports
@@ -594,7 +594,7 @@ fn make_row(
         },
         root: case.root.map_or(-1, |r| r as i64),
         bytes: case.bytes,
-        count: case.bytes / case.dtype.size() as u64,
+        count: case.counts.reported_count(case.coll),
         placement: placement.name().into(),
         time_us,
         algbw_gbps: algbw,

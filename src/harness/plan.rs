@@ -24,6 +24,43 @@ pub enum RootChoice {
     All,
 }
 
+/// How the ranks' times of one case make the row's time (nccl-tests' `-a`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum RankTime {
+    /// Rank 0's time.
+    Rank0,
+    /// The mean over ranks (nccl-tests' default).
+    Mean,
+    /// The fastest rank's.
+    Min,
+    /// The slowest rank's (collbench's default: the collective is done
+    /// when the last rank is).
+    #[default]
+    Max,
+}
+
+impl RankTime {
+    /// The row's time from every rank's, by rank.
+    pub fn combine(self, per_rank: &[f64]) -> f64 {
+        match self {
+            RankTime::Rank0 => per_rank.first().copied().unwrap_or(0.0),
+            RankTime::Mean if per_rank.is_empty() => 0.0,
+            RankTime::Mean => per_rank.iter().sum::<f64>() / per_rank.len() as f64,
+            RankTime::Min => per_rank.iter().copied().fold(f64::INFINITY, f64::min),
+            RankTime::Max => per_rank.iter().copied().fold(0.0, f64::max),
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            RankTime::Rank0 => "rank0",
+            RankTime::Mean => "mean",
+            RankTime::Min => "min",
+            RankTime::Max => "max",
+        }
+    }
+}
+
 /// A validated sweep.
 #[derive(Clone, Debug)]
 pub struct Plan {
@@ -37,8 +74,11 @@ pub struct Plan {
     pub ops: Vec<ReduceOp>,
     pub roots: RootChoice,
     pub placements: Vec<Placement>,
+    /// Timed operations per case.
     pub iters: usize,
     pub warmup: usize,
+    /// How ranks' times make a row's time.
+    pub rank_time: RankTime,
     /// Checked iterations per case (0: no check).
     pub check_iters: usize,
     /// Channels per rank (0: the executor's choice).
@@ -50,8 +90,9 @@ pub struct Plan {
     /// Where the user asked dumps to go (None: `run/` names a new folder).
     pub dump_dir: Option<PathBuf>,
     pub injects: Vec<super::inject::Inject>,
-    /// Capture each timed loop in a CUDA graph.
-    pub graph: bool,
+    /// Capture each timed loop in a CUDA graph: required (`--graph`), or
+    /// where the engine has graphs (nccl-tests' `-G`).
+    pub graph: GraphAsk,
     /// The CUDA engine's protocol (None: by step size).
     pub protocol: Option<crate::engine::exec::cuda::abi::Proto>,
 }
@@ -62,6 +103,17 @@ impl Plan {
     }
 }
 
+/// Whether the timed loop is captured in a CUDA graph.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum GraphAsk {
+    #[default]
+    No,
+    /// `--graph`: the CUDA engine is required.
+    Required,
+    /// nccl-tests' `-G N`: on the CUDA engine; elsewhere a note.
+    IfCuda,
+}
+
 /// What `run/` decided once, from the world and the machine, before the
 /// sweep starts.
 #[derive(Clone, Debug)]
@@ -70,6 +122,8 @@ pub struct Setup {
     pub gpu: Option<Kind>,
     /// How operations are timed (the host engine: always the wall clock).
     pub timing: Timing,
+    /// Capture each timed loop in a CUDA graph.
+    pub graph: bool,
     /// Where dumps go (every process of an MPI run agrees on it).
     pub dump_dir: PathBuf,
     /// A file whose appearance means another process of the run hung (MPI).

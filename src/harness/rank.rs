@@ -134,12 +134,12 @@ impl RankJob<'_> {
             self.op(&ready, IterKind::Warmup)?;
         }
         self.wait()?;
-        if plan.graph && ready.on_runner {
+        if self.setup.graph && ready.on_runner {
             self.runner.prepare_graph(plan.iters)?;
         }
         self.barrier()?;
         let start = Instant::now();
-        let iter_ns = if plan.graph && ready.on_runner {
+        let iter_ns = if self.setup.graph && ready.on_runner {
             let seqs: Vec<u64> = (0..plan.iters)
                 .map(|_| self.rec.enter(&ready.info, IterKind::Timed))
                 .collect();

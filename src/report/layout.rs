@@ -7,7 +7,7 @@
 use super::markdown::Markdown;
 use super::nccl::NcclTests;
 use super::table::Table;
-use super::text::{placements_of, render_with, sizes_of, Lines};
+use super::text::{placements_of, render_with, several_algos_per_case, sizes_of, Lines};
 use super::{Meta, Results, Row, Sink};
 use std::io;
 
@@ -31,15 +31,19 @@ impl Format {
     /// The layout of this format. `placements`: the placement names each
     /// line holds, in column order; `verbose`: name the slowest rank;
     /// `sizes`: the sizes the sweep asked for, smallest first.
+    /// `split_algos`: the sweep ran several algorithms per case, so
+    /// nccl-tests' text shows one run per algorithm (else one run per
+    /// collective and engine, the algorithm by size on a `#` line).
     pub fn layout(
         self,
         placements: Vec<String>,
         verbose: bool,
         sizes: Vec<u64>,
+        split_algos: bool,
     ) -> Box<dyn Layout + Send> {
         match self {
             Format::Table => Box::new(Table::new(placements, verbose)),
-            Format::NcclTests => Box::new(NcclTests::new(placements, sizes)),
+            Format::NcclTests => Box::new(NcclTests::new(placements, sizes, split_algos)),
             Format::Markdown => Box::new(Markdown::new(placements, verbose)),
         }
     }
@@ -98,6 +102,7 @@ pub fn render(format: Format, results: &Results, verbose: bool) -> String {
         placements_of(&results.rows),
         verbose,
         sizes_of(&results.rows),
+        several_algos_per_case(&results.rows),
     );
     render_with(layout, results)
 }

@@ -85,6 +85,9 @@ pub struct Meta {
     pub seed: u64,
     #[serde(default)]
     pub timing: String,
+    /// The process id of rank 0's process (nccl-tests' `Pid`).
+    #[serde(default)]
+    pub pid: u32,
     /// Anything the run wants a reader to know (engine choice, caps).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,

@@ -1,11 +1,13 @@
 //! nccl-tests' text layout, so that log parsers written for nccl-tests read
-//! collbench's output: per collective (and engine and algorithm) a block
-//! with the `# nThread ... nGpus ...` header, the device list, the column
-//! header and units, one line per case with out-of-place and in-place side
-//! by side, and the footer (`# Out of bounds values : N OK|FAILED`,
-//! `# Avg bus bandwidth : X`). Column widths and number formats follow
-//! nccl-tests; the only additions are `#` comment lines, which its parsers
-//! skip. There is no process id to print for a thread rank, so `Pid` is 0.
+//! collbench's output: per collective and engine one run, as nccl-tests
+//! prints it (and one per algorithm when the sweep ran several per case):
+//! the `# nThread ... nGpus ...` header, the device list, the column header
+//! and units, one line per case with out-of-place and in-place side by
+//! side, and the footer (`# Out of bounds values : N OK|FAILED`,
+//! `# Avg bus bandwidth : X`, the mean busbw over every row and both
+//! placements). Column widths and number formats follow nccl-tests; the
+//! only additions are `#` comment lines (the algorithm by size), which its
+//! parsers skip. Thread ranks share the process, so every rank shows its id.
 
 use super::text::{avg_busbw, bad_values, Layout, Line, TimeDigits};
 use super::{Meta, Results, Row};
@@ -21,14 +23,57 @@ pub struct NcclTests {
     placements: Vec<String>,
     /// The sizes asked for (`minBytes`, `maxBytes`, step), when known.
     sizes: Vec<u64>,
+    /// One run per algorithm (the sweep ran several per case).
+    split_algos: bool,
 }
 
 impl NcclTests {
     /// `sizes`: the sizes the sweep asked for, smallest first (empty: the
-    /// header shows the first row's size).
-    pub fn new(placements: Vec<String>, sizes: Vec<u64>) -> NcclTests {
-        NcclTests { placements, sizes }
+    /// header shows the first row's size); `split_algos`: one run per
+    /// algorithm, else one per collective and engine.
+    pub fn new(placements: Vec<String>, sizes: Vec<u64>, split_algos: bool) -> NcclTests {
+        NcclTests {
+            placements,
+            sizes,
+            split_algos,
+        }
     }
+}
+
+/// The redop nccl-tests prints: send-recv moves data only, yet its test
+/// prints the (unused) `sum`.
+fn redop(r: &Row) -> &str {
+    if r.collective == "send-recv" {
+        "sum"
+    } else {
+        &r.op
+    }
+}
+
+/// `# Algorithm by size: direct 8..65536 B, ring 131072..67108864 B`: the
+/// algorithm of each run of sizes (rows in sweep order).
+fn algorithm_line(rows: &[Row]) -> String {
+    let mut spans: Vec<(&str, u64, u64)> = Vec::new();
+    let mut sizes: Vec<(&str, u64)> = rows.iter().map(|r| (r.algo.as_str(), r.bytes)).collect();
+    sizes.sort_by_key(|&(_, b)| b);
+    sizes.dedup();
+    for (algo, bytes) in sizes {
+        match spans.last_mut() {
+            Some((a, _, hi)) if *a == algo => *hi = bytes,
+            _ => spans.push((algo, bytes, bytes)),
+        }
+    }
+    let parts: Vec<String> = spans
+        .iter()
+        .map(|&(a, lo, hi)| {
+            if lo == hi {
+                format!("{a} {lo} B")
+            } else {
+                format!("{a} {lo}..{hi} B")
+            }
+        })
+        .collect();
+    format!("# Algorithm by size: {}", parts.join(", "))
 }
 
 /// The name of nccl-tests' binary for a collective.
@@ -105,22 +150,21 @@ impl NcclTests {
             "# Using devices".into(),
         ];
         let host = meta.map_or("unknown", |m| m.host.as_str());
+        let pid = meta.map_or(0, |m| m.pid);
         for rank in 0..ranks {
             let dev = meta
                 .and_then(|m| m.devices.get(rank % m.devices.len().max(1)))
                 .map_or("unknown device", |d| d.as_str());
             out.push(format!(
-                "#  Rank {rank:>2} Group  0 Pid {:>6} on {host:>10} device {rank:>2} [{}] {dev}",
-                0,
+                "#  Rank {rank:>2} Group  0 Pid {pid:>6} on {host:>10} device {rank:>2} [{}] {dev}",
                 meta.map_or("host", |m| m.device.as_str())
             ));
         }
         out.push("#".into());
         out.push(format!(
-            "# collbench {}: {} engine, {} algorithm",
+            "# collbench {}: {} engine",
             meta.map_or("", |m| m.version.as_str()),
             first.engine,
-            first.algo
         ));
         out
     }
@@ -132,7 +176,11 @@ impl Layout for NcclTests {
     }
 
     fn section_key(&self, row: &Row) -> String {
-        format!("{}\u{0}{}\u{0}{}", row.collective, row.engine, row.algo)
+        if self.split_algos {
+            format!("{}\u{0}{}\u{0}{}", row.collective, row.engine, row.algo)
+        } else {
+            format!("{}\u{0}{}", row.collective, row.engine)
+        }
     }
 
     fn open(&self, first: &Row, meta: Option<&Meta>) -> Vec<String> {
@@ -170,7 +218,7 @@ impl Layout for NcclTests {
                 first.bytes.to_string(),
                 first.count.to_string(),
                 first.dtype.clone(),
-                first.op.clone(),
+                redop(first).to_string(),
                 first.root.to_string(),
             ],
         );
@@ -191,6 +239,7 @@ impl Layout for NcclTests {
             return Vec::new();
         };
         vec![
+            algorithm_line(rows),
             format!(
                 "# Out of bounds values : {bad} {}",
                 if bad > 0 { "FAILED" } else { "OK" }
@@ -228,7 +277,7 @@ mod tests {
     use crate::report::text::{placements_of, render_with, sizes_of};
 
     fn render(r: &Results) -> String {
-        let layout = NcclTests::new(placements_of(&r.rows), sizes_of(&r.rows));
+        let layout = NcclTests::new(placements_of(&r.rows), sizes_of(&r.rows), false);
         render_with(Box::new(layout), r)
     }
 

@@ -51,6 +51,24 @@ pub fn placements_of(rows: &[Row]) -> Vec<String> {
     out
 }
 
+/// Whether some case of `rows` ran with several algorithms (`--algo all`
+/// or a list), rather than one algorithm per size (`--algo auto`).
+pub fn several_algos_per_case(rows: &[Row]) -> bool {
+    let mut seen = std::collections::HashMap::new();
+    rows.iter().any(|r| {
+        let key = (
+            &r.collective,
+            &r.engine,
+            &r.dtype,
+            &r.op,
+            r.root,
+            r.bytes,
+            &r.placement,
+        );
+        seen.insert(key, &r.algo).is_some_and(|a| *a != r.algo)
+    })
+}
+
 /// The sizes of `rows`, smallest first, each once.
 pub fn sizes_of(rows: &[Row]) -> Vec<u64> {
     let mut sizes: Vec<u64> = rows.iter().map(|r| r.bytes).collect();

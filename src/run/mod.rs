@@ -3,6 +3,7 @@
 //! needs the world or the machine (the device, the MPI world's size, the
 //! dump folder, the run's id) before the harness starts.
 
+mod aliases;
 mod analyze;
 mod compare;
 mod info;
@@ -14,7 +15,7 @@ use crate::cli::plan::{self, Sweep};
 use crate::cli::{Cli, Command, DeviceChoice, FormatChoice, RunArgs, TimingChoice};
 use crate::engine::exec::cuda::device as cuda_device;
 use crate::engine::types::{Collective, Engine};
-use crate::harness::{self, GpuKind, Plan, Setup, Timing};
+use crate::harness::{self, GpuKind, GraphAsk, Plan, Setup, Timing};
 use crate::launch::{open_worlds, Mpi};
 use crate::report::layout::{Format, LayoutSink};
 use crate::report::progress::{self, Progress, ProgressSink};
@@ -72,6 +73,7 @@ pub fn run(cli: Cli) -> i32 {
         Command::Report(a) => return report::report(&a),
         Command::Compare(a) => return compare::compare(&a),
         Command::Qualify(a) => return qualify::qualify(&a),
+        Command::InstallAliases(a) => return aliases::install_aliases(&a),
         Command::All(a) => (None, a),
         Command::AllReduce(a) => (Some(Collective::AllReduce), a),
         Command::AllGather(a) => (Some(Collective::AllGather), a),
@@ -98,8 +100,12 @@ pub(crate) struct Chosen {
     /// The CUDA executor's device (None: the host engine).
     pub gpu: Option<GpuKind>,
     pub timing: Timing,
+    /// Whether the timed loop is captured in a CUDA graph.
+    pub graph: bool,
     pub device: String,
     pub note: Option<String>,
+    /// Flags accepted that change nothing on this device, one line each.
+    pub notes: Vec<String>,
     pub devices: Vec<String>,
 }
 
@@ -195,16 +201,29 @@ pub(crate) fn choose_device(s: &Sweep, mpi_world: bool) -> anyhow::Result<Chosen
         (Some(TimingChoice::Wall), _) | (_, None) => Timing::Wall,
         _ => Timing::Events,
     };
-    if s.plan.graph && gpu.is_none() {
-        bail!("--graph needs the CUDA engine (--device cuda or cuda-emu)");
-    }
+    let mut notes = s.notes.clone();
+    let graph = match (s.plan.graph, gpu) {
+        (GraphAsk::Required, None) => {
+            bail!("--graph needs the CUDA engine (--device cuda or cuda-emu)")
+        }
+        (GraphAsk::IfCuda, None) => {
+            notes.push(
+                "-G: the host engine has no CUDA graphs; the timed loop runs as it is".into(),
+            );
+            false
+        }
+        (GraphAsk::No, _) => false,
+        (_, Some(_)) => true,
+    };
     let device = gpu.map_or("host", |k| k.name()).to_string();
     tracing::info!(device, asked = ?s.device, ?timing, ?devices, "device chosen");
     Ok(Chosen {
         gpu,
         timing,
+        graph,
         device,
         note,
+        notes,
         devices,
     })
 }
@@ -249,6 +268,7 @@ fn setup(plan: &Plan, chosen: &Chosen, meta: &Meta, mpi: Option<&Mpi>) -> anyhow
     Ok(Setup {
         gpu: chosen.gpu,
         timing: chosen.timing,
+        graph: chosen.graph,
         dump_dir,
         abort_trigger,
         run_info: crate::recorder::dump::RunInfo {
@@ -318,6 +338,9 @@ fn sweep(coll: Option<Collective>, args: &RunArgs) -> anyhow::Result<i32> {
     if let Some(n) = chosen.note.as_ref().filter(|_| leader) {
         eprintln!("collbench: {n}");
     }
+    for n in chosen.notes.iter().filter(|_| leader) {
+        eprintln!("collbench: note: {n}");
+    }
     let capped = budget(&s.plan, &chosen)
         .and_then(|b| harness::cap_sizes_to_memory(&mut s.plan, b))
         .map(|c| warn::Warning::SizesCapped {
@@ -327,6 +350,7 @@ fn sweep(coll: Option<Collective>, args: &RunArgs) -> anyhow::Result<i32> {
             ranks: s.plan.ranks,
         });
     let mut meta = meta(&s, &chosen);
+    meta.notes.extend(chosen.notes.iter().cloned());
     let setup = setup(&s.plan, &chosen, &meta, mpi.as_ref())?;
     let (s, plan) = (&s, &s.plan);
     let mut sink = sinks(s, leader)?;
@@ -456,7 +480,9 @@ fn sinks(s: &Sweep, leader: bool) -> anyhow::Result<Fanout> {
             .map(|p| p.name().to_string())
             .collect();
         let format: Format = s.format.into();
-        let layout = format.layout(names, s.verbose > 0, s.plan.sizes.clone());
+        // Several algorithms per case print one nccl-tests run each.
+        let split = matches!(&s.plan.algos, harness::AlgoChoice::List(l) if l.len() > 1);
+        let layout = format.layout(names, s.verbose > 0, s.plan.sizes.clone(), split);
         f.sinks.push(Box::new(LayoutSink::new(layout, out)));
     }
     if let Some(p) = &s.csv {
@@ -512,6 +538,7 @@ fn meta(s: &Sweep, chosen: &Chosen) -> Meta {
         .into(),
         notes: Vec::new(),
         nccl: None,
+        pid: std::process::id(),
     }
 }
 

@@ -8,6 +8,7 @@ use crate::report::csv::CsvSink;
 use crate::report::json::read_results;
 use crate::report::layout::{render, Format};
 use crate::report::plot::{self, Source};
+use crate::report::text::placements_of;
 use crate::report::{warn, Results, Sink};
 use anyhow::Context;
 use std::io::Write;
@@ -46,12 +47,29 @@ fn print_text(a: &ReportArgs, format: Format, files: &[(String, Results)]) {
 }
 
 pub fn report(a: &ReportArgs) -> i32 {
-    let format: Format = a.out.format.into();
+    let format: Format = a
+        .out
+        .format
+        .unwrap_or(crate::cli::FormatChoice::Table)
+        .into();
     let mut files = Vec::new();
+    let nccl_text = format == Format::NcclTests;
     for path in &a.files {
         match read_results(path) {
             Ok(r) => files.push((path.display().to_string(), r)),
             Err(e) => return fail(e),
+        }
+    }
+    if nccl_text && !a.out.quiet {
+        // nccl-tests' text has both placements on every line, never a dash.
+        if let Some((name, only)) = files.iter().find_map(|(name, r)| {
+            let p = placements_of(&r.rows);
+            (p.len() < 2).then(|| (name, p.join(", ")))
+        }) {
+            return fail(format!(
+                "{name}: --format nccl-tests needs out-of-place and in-place rows, and this file has only {}; use --format table",
+                if only.is_empty() { "none".into() } else { only }
+            ));
         }
     }
     if !a.out.quiet {

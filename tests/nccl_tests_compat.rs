@@ -1,0 +1,524 @@
+//! collbench as a drop-in for nccl-tests: its text read as one nccl-tests
+//! run per collective (checked with the same code on the genuine logs in
+//! ../shared/fixtures/nccl-tests), its flags, its binary names.
+
+use assert_cmd::Command;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+fn collbench() -> Command {
+    let mut c = Command::cargo_bin("collbench").unwrap();
+    c.env_remove("COLLBENCH_LOG");
+    c
+}
+
+/// One nccl-tests run as a log parser reads it.
+#[derive(Debug)]
+struct Run {
+    binary: Option<String>,
+    /// The 13 fields of each row.
+    rows: Vec<Vec<String>>,
+    avg_busbw: f64,
+    /// The digits the average was printed with.
+    avg_text: String,
+    out_of_bounds: u64,
+}
+
+/// Parses `text` as nccl-tests logs: every run, strictly (a data line must
+/// have 13 fields; header, table and footer once per run).
+fn parse_runs(text: &str) -> Result<Vec<Run>, String> {
+    let mut runs = Vec::new();
+    let mut cur: Option<Run> = None;
+    let mut binary = None;
+    let mut headers = 0;
+    for line in text.lines() {
+        let t = line.trim();
+        if let Some(b) = t.strip_prefix("# Collective test starting:") {
+            binary = Some(b.trim().to_string());
+            continue;
+        }
+        if t.starts_with("# nThread") {
+            if cur.is_some() {
+                return Err("a second header before the footer".into());
+            }
+            cur = Some(Run {
+                binary: binary.take(),
+                rows: Vec::new(),
+                avg_busbw: f64::NAN,
+                avg_text: String::new(),
+                out_of_bounds: 0,
+            });
+            headers = 0;
+            continue;
+        }
+        if t.starts_with("#") && t.contains("size") && t.contains("count") {
+            headers += 1;
+            if headers > 1 {
+                return Err("two column headers in one run".into());
+            }
+            continue;
+        }
+        if let Some(v) = t.strip_prefix("# Out of bounds values :") {
+            let r = cur.as_mut().ok_or("a footer without a header")?;
+            r.out_of_bounds = v
+                .split_whitespace()
+                .next()
+                .unwrap_or("x")
+                .parse()
+                .map_err(|_| "bad out-of-bounds count")?;
+            continue;
+        }
+        if let Some(v) = t.strip_prefix("# Avg bus bandwidth    :") {
+            let mut r = cur.take().ok_or("an average without a header")?;
+            r.avg_text = v.trim().to_string();
+            r.avg_busbw = r
+                .avg_text
+                .parse()
+                .map_err(|_| format!("bad average '{v}'"))?;
+            runs.push(r);
+            continue;
+        }
+        if t.is_empty() || t.starts_with('#') {
+            continue;
+        }
+        let r = cur
+            .as_mut()
+            .ok_or_else(|| format!("a row outside a run: {line}"))?;
+        let fields: Vec<String> = t.split_whitespace().map(String::from).collect();
+        if fields.len() != 13 {
+            return Err(format!("{} fields, not 13: {line}", fields.len()));
+        }
+        r.rows.push(fields);
+    }
+    if cur.is_some() {
+        return Err("a run without its footer".into());
+    }
+    Ok(runs)
+}
+
+/// The checks every nccl-tests run must pass: the average is the mean
+/// busbw over every row and both placements (to the printed digits).
+fn check_run(r: &Run) -> Result<(), String> {
+    let busbw: Vec<f64> = r
+        .rows
+        .iter()
+        .flat_map(|f| [&f[7], &f[11]])
+        .map(|v| v.parse::<f64>().map_err(|_| format!("busbw '{v}'")))
+        .collect::<Result<_, _>>()?;
+    let mean = busbw.iter().sum::<f64>() / busbw.len().max(1) as f64;
+    // Rows print busbw with two decimals: the mean of the printed values is
+    // within 0.005 of the mean of the exact ones.
+    if (mean - r.avg_busbw).abs() > 0.005 + 1e-9 {
+        return Err(format!(
+            "average {} but the rows' mean is {mean}",
+            r.avg_text
+        ));
+    }
+    Ok(())
+}
+
+fn fixtures() -> Option<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/nccl-tests");
+    if dir.is_dir() {
+        return Some(dir);
+    }
+    assert!(
+        std::env::var_os("COLLBENCH_REQUIRE_FIXTURES").is_none(),
+        "fixtures missing at {}",
+        dir.display()
+    );
+    eprintln!("skipped: no fixtures at {}", dir.display());
+    None
+}
+
+#[test]
+fn the_checker_reads_the_genuine_logs() {
+    let Some(dir) = fixtures() else { return };
+    let five = std::fs::read_to_string(dir.join("genuine_2_17_N1_G4.log")).unwrap();
+    let runs = parse_runs(&five).unwrap();
+    assert_eq!(runs.len(), 5);
+    assert_eq!(runs[0].binary.as_deref(), Some("all_reduce_perf"));
+    for r in &runs {
+        check_run(r).unwrap();
+    }
+    let pkb = std::fs::read_to_string(dir.join("pkb_nccl_output.txt")).unwrap();
+    let runs = parse_runs(&pkb).unwrap();
+    assert_eq!((runs.len(), runs[0].rows.len()), (1, 11));
+    check_run(&runs[0]).unwrap();
+    // The older layouts have 11 or 12 fields: not today's 13.
+    let old = std::fs::read_to_string(dir.join("sb_nccl_alltoall.log")).unwrap();
+    assert!(parse_runs(&old).unwrap_err().contains("not 13"));
+}
+
+/// Runs collbench with `args` plus `--format nccl-tests --json`, returns
+/// (exit code, stdout, rows of the JSON).
+fn run_nccl(args: &[&str]) -> (i32, String, Vec<Value>) {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let out = collbench()
+        .args(args)
+        .args(["--format", "nccl-tests", "--iters", "2", "--warmup", "1"])
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let rows = v["rows"].as_array().unwrap().clone();
+    (out.status.code().unwrap_or(-1), stdout, rows)
+}
+
+/// The text is one nccl-tests run whose rows are the JSON's.
+fn assert_one_run_matching(args: &[&str], binary: &str) -> Run {
+    let (code, text, rows) = run_nccl(args);
+    assert!(code == 0 || code == 1, "{args:?}: exit {code}\n{text}");
+    for line in text.lines() {
+        assert!(
+            line.starts_with('#') || line.split_whitespace().count() == 13,
+            "{args:?}: a line a parser would choke on: {line}"
+        );
+    }
+    let runs = parse_runs(&text).unwrap_or_else(|e| panic!("{args:?}: {e}\n{text}"));
+    assert_eq!(runs.len(), 1, "{args:?}: one run\n{text}");
+    let run = runs.into_iter().next().unwrap();
+    assert_eq!(run.binary.as_deref(), Some(binary));
+    check_run(&run).unwrap_or_else(|e| panic!("{args:?}: {e}"));
+    assert_eq!(
+        run.rows.len() * 2,
+        rows.len(),
+        "{args:?}: every JSON row printed"
+    );
+    for f in &run.rows {
+        let bytes: u64 = f[0].parse().unwrap();
+        for (placement, at) in [("out", 5), ("in", 9)] {
+            let j = rows
+                .iter()
+                .find(|r| r["bytes"] == bytes && r["placement"] == placement)
+                .unwrap_or_else(|| panic!("{args:?}: no JSON row for {bytes} {placement}"));
+            assert_eq!(f[1], j["count"].to_string(), "{args:?}: count");
+            assert_eq!(f[2], j["dtype"].as_str().unwrap());
+            let wrong = j["wrong"].as_i64().unwrap();
+            let printed = if wrong < 0 {
+                "N/A".to_string()
+            } else {
+                wrong.to_string()
+            };
+            assert_eq!(f[at + 3], printed, "{args:?}: #wrong");
+            let busbw: f64 = f[at + 2].parse().unwrap();
+            assert!((busbw - j["busbw_gbps"].as_f64().unwrap()).abs() <= 0.005 + 1e-9);
+        }
+    }
+    let bad: i64 = rows
+        .iter()
+        .map(|r| r["wrong"].as_i64().unwrap().max(0))
+        .sum();
+    assert_eq!(
+        run.out_of_bounds, bad as u64,
+        "{args:?}: out-of-bounds count"
+    );
+    run
+}
+
+#[test]
+fn every_sweep_prints_one_nccl_tests_run_per_collective() {
+    // all-reduce's default algorithm changes with the size: still one run.
+    let run = assert_one_run_matching(
+        &[
+            "all-reduce",
+            "--ranks",
+            "2",
+            "--sizes",
+            "8B:64M",
+            "--device",
+            "host",
+        ],
+        "all_reduce_perf",
+    );
+    assert_eq!(run.rows.len(), 24);
+    assert_one_run_matching(
+        &[
+            "broadcast",
+            "--ranks",
+            "4",
+            "--sizes",
+            "1K:1M",
+            "--device",
+            "host",
+        ],
+        "broadcast_perf",
+    );
+    let run = assert_one_run_matching(
+        &[
+            "all-gather",
+            "--ranks",
+            "4",
+            "--sizes",
+            "1M:1M",
+            "--device",
+            "host",
+        ],
+        "all_gather_perf",
+    );
+    // nccl-tests' count: per rank (1 MiB of floats on 4 ranks).
+    assert_eq!(run.rows[0][1], "65536");
+    let run = assert_one_run_matching(
+        &[
+            "all-reduce",
+            "--ranks",
+            "2",
+            "--sizes",
+            "1K:4K",
+            "--device",
+            "host",
+            "--inject",
+            "corrupt:rank=1,seq=1",
+        ],
+        "all_reduce_perf",
+    );
+    assert!(run.out_of_bounds > 0);
+    // One placement asked for: nccl-tests' text still shows both.
+    assert_one_run_matching(
+        &[
+            "reduce-scatter",
+            "--ranks",
+            "3",
+            "--sizes",
+            "1K:8K",
+            "--device",
+            "host",
+            "--placement",
+            "out",
+        ],
+        "reduce_scatter_perf",
+    );
+}
+
+#[test]
+fn several_algorithms_per_case_print_one_run_each() {
+    let (code, text, _) = run_nccl(&[
+        "all-reduce",
+        "--ranks",
+        "3",
+        "--sizes",
+        "1K:4K",
+        "--algo",
+        "all",
+        "--device",
+        "host",
+    ]);
+    assert_eq!(code, 0, "{text}");
+    let runs = parse_runs(&text).unwrap();
+    assert_eq!(runs.len(), 3, "ring, tree, direct");
+    assert!(
+        text.contains("# Algorithm by size: tree 1024..4096 B"),
+        "{text}"
+    );
+}
+
+#[test]
+fn an_nccl_tests_command_line_runs_unchanged() {
+    let out = collbench()
+        .args([
+            "all-reduce",
+            "-b",
+            "8",
+            "-e",
+            "128M",
+            "-f",
+            "2",
+            "-g",
+            "2",
+            "-c",
+            "1",
+            "-n",
+            "20",
+            "-w",
+            "5",
+            "-G",
+            "0",
+            "-z",
+            "0",
+            "-a",
+            "3",
+            "-T",
+            "60",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("134217728"), "{text}");
+    // Flags that change nothing here are accepted with a note.
+    let out = collbench()
+        .args([
+            "all-reduce",
+            "-b",
+            "1K",
+            "-e",
+            "1K",
+            "-t",
+            "2",
+            "-g",
+            "2",
+            "-p",
+            "1",
+            "-y",
+            "1",
+            "-C",
+            "1",
+            "-N",
+            "2",
+            "-q",
+        ])
+        .args(["--json", "/dev/null", "--device", "host", "-n", "1"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    for flag in ["-p:", "-y 1:", "-C 1:", "-N 2:"] {
+        assert!(
+            err.contains(&format!("note: {flag}")),
+            "no note for {flag}: {err}"
+        );
+    }
+    let out = collbench()
+        .args(["all-reduce", "--ranks", "3", "-g", "2", "-q"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("disagree"));
+}
+
+#[test]
+fn ranks_times_combine_as_nccl_tests_average_mode_says() {
+    let times = |mode: &str| -> Vec<f64> {
+        let dir = tempfile::tempdir().unwrap();
+        let json = dir.path().join("a.json");
+        collbench()
+            .args([
+                "all-reduce",
+                "--ranks",
+                "3",
+                "--sizes",
+                "1K:1K",
+                "-n",
+                "3",
+                "-q",
+                "--device",
+                "host",
+                "-a",
+                mode,
+            ])
+            .arg("--json")
+            .arg(&json)
+            .assert()
+            .success();
+        let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        v["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|r| {
+                let per: Vec<f64> = r["per_rank_us"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|x| x.as_f64().unwrap())
+                    .collect();
+                let t = r["time_us"].as_f64().unwrap();
+                let want = match mode {
+                    "0" => per[0],
+                    "1" => per.iter().sum::<f64>() / per.len() as f64,
+                    "2" => per.iter().copied().fold(f64::INFINITY, f64::min),
+                    _ => per.iter().copied().fold(0.0, f64::max),
+                };
+                [t - want]
+            })
+            .collect()
+    };
+    for mode in ["0", "1", "2", "3"] {
+        assert!(times(mode).iter().all(|d| d.abs() < 1e-6), "-a {mode}");
+    }
+}
+
+#[test]
+fn nccl_tests_binary_names_behave_as_those_binaries() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = collbench()
+        .arg("install-aliases")
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let names: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names.len(), 9, "{names:?}");
+    // Again: nothing to do. A foreign file is not replaced without --force.
+    collbench()
+        .arg("install-aliases")
+        .arg(dir.path())
+        .assert()
+        .success();
+    let other = tempfile::tempdir().unwrap();
+    std::fs::write(other.path().join("all_reduce_perf"), "mine").unwrap();
+    let out = collbench()
+        .arg("install-aliases")
+        .arg(other.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        std::fs::read_to_string(other.path().join("all_reduce_perf")).unwrap(),
+        "mine"
+    );
+    // The alias prints nccl-tests' text by default and reads its long options.
+    let out = std::process::Command::new(dir.path().join("all_reduce_perf"))
+        .args([
+            "-b",
+            "8",
+            "-e",
+            "1K",
+            "-f",
+            "2",
+            "-g",
+            "2",
+            "--check",
+            "1",
+            "--warmup_iters",
+            "1",
+            "-n",
+            "2",
+        ])
+        .env_remove("COLLBENCH_LOG")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let runs = parse_runs(&text).unwrap();
+    assert_eq!((runs.len(), runs[0].rows.len()), (1, 8), "{text}");
+    check_run(&runs[0]).unwrap();
+    // Its default size is nccl-tests' 32 MiB.
+    let out = std::process::Command::new(dir.path().join("sendrecv_perf"))
+        .args(["-g", "2", "-n", "1", "-w", "0"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let runs = parse_runs(&text).unwrap();
+    assert_eq!(runs[0].rows.len(), 1);
+    assert_eq!(runs[0].rows[0][0], (32u64 << 20).to_string());
+    assert_eq!(runs[0].rows[0][3], "sum", "sendrecv_perf prints sum");
+}
