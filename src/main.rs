@@ -1,14 +1,12 @@
 //! Process entry: parse the command line, run, exit with the code.
 
-use clap::Parser;
-
 fn main() {
     // A closed stdout (`collbench info | head`) ends the process quietly, as
     // it does for other Unix tools, instead of a panic in println!.
     // SAFETY: restoring the default disposition of one signal at start-up.
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     let argv = collbench::cli::aliases::command_line(std::env::args_os().collect());
-    let cli = match collbench::cli::Cli::try_parse_from(argv) {
+    let cli = match collbench::cli::parse_from(argv) {
         Ok(c) => c,
         Err(e) if is_bad_value(&e) => {
             // One line: the flag, the value, why, and the valid values.

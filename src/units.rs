@@ -186,7 +186,12 @@ pub fn parse_duration(s: &str) -> Result<Duration, UnitError> {
             ))
         }
     };
-    if !secs.is_finite() || secs <= 0.0 || secs > 1e9 {
+    if !secs.is_finite() || secs > 1e9 {
+        return err(format!(
+            "duration '{s}' is too long (at most 1e9 seconds, about 31 years)"
+        ));
+    }
+    if secs <= 0.0 {
         return err(format!("duration '{s}' must be positive"));
     }
     Ok(Duration::from_secs_f64(secs))

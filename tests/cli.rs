@@ -472,3 +472,208 @@ fn a_terminal_shows_progress_that_clears_and_a_pipe_never_does() {
     let both = String::from_utf8_lossy(&both);
     assert!(!both.contains("ETA") && !both.contains('\u{1b}'), "{both}");
 }
+
+#[test]
+fn mistakes_get_collbench_words_before_anything_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let same = d.join("x.out");
+    let folder = d.to_str().unwrap();
+    let cases: Vec<(Vec<String>, &str)> = vec![
+        (
+            vec!["--ranks".into(), "-1".into()],
+            "'-1' is not a non-negative whole number",
+        ),
+        (
+            vec!["--root".into(), "-1".into()],
+            "'-1' is not a non-negative whole number",
+        ),
+        (vec!["--timeout".into(), "99999999999s".into()], "too long"),
+        (
+            vec!["--no-check".into(), "-c".into(), "3".into()],
+            "cannot be used with",
+        ),
+        (
+            vec!["--inject".into(), "hang:rank=0,seq=1,seq=2".into()],
+            "seq is given twice",
+        ),
+        (
+            vec![
+                "-d".into(),
+                "int32".into(),
+                "--inject".into(),
+                "nan:rank=0".into(),
+            ],
+            "needs a floating-point",
+        ),
+        (
+            vec!["--plot".into(), "/nonexistent/p.png".into()],
+            "does not exist",
+        ),
+        (vec!["--json".into(), folder.into()], "is a folder"),
+        (
+            vec![
+                "--json".into(),
+                same.to_str().unwrap().into(),
+                "--csv".into(),
+                same.to_str().unwrap().into(),
+            ],
+            "both write",
+        ),
+    ];
+    for (args, why) in cases {
+        let out = collbench()
+            .args(["all-reduce", "--sizes", "1K", "-n", "1", "--device", "host"])
+            .args(&args)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(why), "{args:?}: expected '{why}' in: {err}");
+        assert_eq!(
+            err.trim().lines().filter(|l| l.contains("error")).count(),
+            1,
+            "{args:?}: {err}"
+        );
+        assert!(
+            !err.contains("panicked") && !err.contains("host engine ("),
+            "ran anyway: {err}"
+        );
+    }
+    assert_eq!(
+        std::fs::read_dir(d).unwrap().count(),
+        0,
+        "nothing left behind"
+    );
+    // An output that is also an input.
+    let r = d.join("r.json");
+    collbench()
+        .args([
+            "all-reduce",
+            "--sizes",
+            "1K",
+            "-n",
+            "1",
+            "-q",
+            "--device",
+            "host",
+            "--json",
+        ])
+        .arg(&r)
+        .assert()
+        .success();
+    let out = collbench()
+        .arg("report")
+        .arg(&r)
+        .arg("--csv")
+        .arg(&r)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("is an input"));
+    assert!(
+        std::fs::read_to_string(&r)
+            .unwrap()
+            .contains("collbench.results/1"),
+        "input kept"
+    );
+}
+
+#[test]
+fn an_injection_that_never_fires_is_a_warning_and_exit_1() {
+    let out = collbench()
+        .args([
+            "all-reduce",
+            "--sizes",
+            "1K",
+            "-n",
+            "2",
+            "-q",
+            "--device",
+            "host",
+        ])
+        .args(["--json", "/dev/null", "--inject", "hang:rank=1,seq=9999"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("--inject hang:rank=1,seq=9999 never fired")
+    );
+}
+
+#[test]
+fn verbose_names_the_rank_that_arrived_last() {
+    let out = collbench()
+        .args([
+            "all-reduce",
+            "--ranks",
+            "3",
+            "--sizes",
+            "1K:1K",
+            "-n",
+            "20",
+            "-v",
+            "--device",
+            "host",
+        ])
+        .args([
+            "--placement",
+            "out",
+            "--inject",
+            "delay:rank=1,seq=10,ms=1500",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let row = text.lines().find(|l| l.contains("slowest:")).unwrap();
+    assert!(row.contains("slowest: rank 1 (arrived "), "{row}");
+}
+
+#[test]
+fn each_collective_s_help_shows_its_options_with_defaults() {
+    let help = |c: &str| {
+        String::from_utf8_lossy(&collbench().args([c, "--help"]).output().unwrap().stdout)
+            .into_owned()
+    };
+    let ag = help("all-gather");
+    assert!(!ag.contains("--root") && !ag.contains("--op <"), "{ag}");
+    let b = help("broadcast");
+    assert!(b.contains("--root") && !b.contains("--op <"));
+    let r = help("reduce");
+    assert!(r.contains("--root") && r.contains("--op <"));
+    for default in [
+        "[default: 8B:64M]",
+        "[default: 2",
+        "[default: 20]",
+        "[default: 5]",
+        "[default: 5m]",
+        "[default: float]",
+    ] {
+        assert!(ag.contains(default), "no {default} in:\n{ag}");
+    }
+    // Hidden, still accepted (nccl-tests command lines pass them).
+    collbench()
+        .args([
+            "all-gather",
+            "-o",
+            "sum",
+            "-r",
+            "0",
+            "--sizes",
+            "1K",
+            "-n",
+            "1",
+            "-q",
+            "--json",
+            "/dev/null",
+            "--device",
+            "host",
+        ])
+        .assert()
+        .success();
+}

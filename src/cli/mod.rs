@@ -93,6 +93,32 @@ pub struct InstallArgs {
     pub force: bool,
 }
 
+/// The command line's definition, with each collective's help listing only
+/// the options that apply to it (`--root` for rooted collectives, `--op`
+/// for reducing ones); the others stay accepted, hidden, so nccl-tests'
+/// command lines run unchanged.
+pub fn command() -> clap::Command {
+    use clap::CommandFactory;
+    let mut cmd = Cli::command();
+    for coll in crate::engine::types::Collective::ALL {
+        let name = coll.name();
+        if !coll.rooted() {
+            cmd = cmd.mut_subcommand(name, |s| s.mut_arg("root", |a| a.hide(true)));
+        }
+        if !coll.reduces() {
+            cmd = cmd.mut_subcommand(name, |s| s.mut_arg("op", |a| a.hide(true)));
+        }
+    }
+    cmd
+}
+
+/// Parses `argv` (its first item is the program) with [`command`].
+pub fn parse_from(argv: Vec<std::ffi::OsString>) -> Result<Cli, clap::Error> {
+    use clap::FromArgMatches;
+    let matches = command().try_get_matches_from(argv)?;
+    Cli::from_arg_matches(&matches)
+}
+
 #[derive(Args, Debug, Clone)]
 pub struct AnalyzeArgs {
     /// Dump files, or folders of them (one per rank).
@@ -109,19 +135,19 @@ pub struct SizeArgs {
     /// Sizes to sweep: MIN:MAX[:xF|:+STEP], e.g. 8B:64M, 1K:1G:x4, 1M:8M:+1M
     /// (B, K/KiB, M/MiB, G/GiB are powers of 1024; KB/MB/GB powers of 1000)
     /// [default: 8B:64M].
-    #[arg(long, value_name = "MIN:MAX[:xF|:+STEP]", value_parser = values::sizes)]
+    #[arg(long, value_name = "MIN:MAX[:xF|:+STEP]", value_parser = values::sizes, allow_negative_numbers = true)]
     pub sizes: Option<Sizes>,
     /// Smallest size (nccl-tests -b).
-    #[arg(short = 'b', long = "minbytes", value_name = "SIZE", conflicts_with = "sizes", value_parser = values::bytes)]
+    #[arg(short = 'b', long = "minbytes", value_name = "SIZE", conflicts_with = "sizes", value_parser = values::bytes, allow_negative_numbers = true)]
     pub minbytes: Option<u64>,
     /// Largest size (nccl-tests -e).
-    #[arg(short = 'e', long = "maxbytes", value_name = "SIZE", conflicts_with = "sizes", value_parser = values::bytes)]
+    #[arg(short = 'e', long = "maxbytes", value_name = "SIZE", conflicts_with = "sizes", value_parser = values::bytes, allow_negative_numbers = true)]
     pub maxbytes: Option<u64>,
     /// Growth factor between sizes (nccl-tests -f) [default: 2].
-    #[arg(short = 'f', long = "stepfactor", value_name = "F", conflicts_with_all = ["sizes", "stepbytes"], value_parser = values::factor)]
+    #[arg(short = 'f', long = "stepfactor", value_name = "F", conflicts_with_all = ["sizes", "stepbytes"], value_parser = values::factor, allow_negative_numbers = true)]
     pub stepfactor: Option<f64>,
     /// Growth step between sizes (nccl-tests -i).
-    #[arg(short = 'i', long = "stepbytes", value_name = "SIZE", conflicts_with = "sizes", value_parser = values::bytes)]
+    #[arg(short = 'i', long = "stepbytes", value_name = "SIZE", conflicts_with = "sizes", value_parser = values::bytes, allow_negative_numbers = true)]
     pub stepbytes: Option<u64>,
 }
 
@@ -154,7 +180,7 @@ pub struct RunArgs {
     pub sizes: SizeArgs,
     /// Number of ranks (host engine: threads of this process; under MPI:
     /// the world's size) [default: 2; nccl-tests' -t x -g].
-    #[arg(long, value_name = "N", value_parser = values::ranks)]
+    #[arg(long, value_name = "N", value_parser = values::ranks, allow_negative_numbers = true)]
     pub ranks: Option<usize>,
     /// Where data moves: auto (CUDA when usable, else host), host, cuda, or
     /// cuda-emu (the CUDA executor on an emulated device: CPU threads, slow;
@@ -174,22 +200,22 @@ pub struct RunArgs {
     #[arg(long, short = 'o', default_value = "sum", value_name = "LIST|all", value_parser = values::ops)]
     pub op: List<ReduceOp>,
     /// Root rank of rooted collectives, or all (nccl-tests -r).
-    #[arg(long, short = 'r', default_value = "0", value_name = "N|all", value_parser = values::root)]
+    #[arg(long, short = 'r', default_value = "0", value_name = "N|all", value_parser = values::root, allow_negative_numbers = true)]
     pub root: RootChoice,
     /// Timed iterations per case (nccl-tests -n).
-    #[arg(long, short = 'n', default_value = "20", value_name = "N", value_parser = values::iters)]
+    #[arg(long, short = 'n', default_value = "20", value_name = "N", value_parser = values::iters, allow_negative_numbers = true)]
     pub iters: usize,
     /// Warm-up iterations per case (nccl-tests -w).
-    #[arg(long, short = 'w', alias = "warmup_iters", default_value = "5", value_name = "N", value_parser = values::warmup)]
+    #[arg(long, short = 'w', alias = "warmup_iters", default_value = "5", value_name = "N", value_parser = values::warmup, allow_negative_numbers = true)]
     pub warmup: usize,
     /// Check results (the default).
     #[arg(long, overrides_with = "no_check")]
     pub check: bool,
     /// Do not check results.
-    #[arg(long, overrides_with = "check")]
+    #[arg(long, overrides_with = "check", conflicts_with = "check_iters")]
     pub no_check: bool,
     /// Checked iterations per case; 0 disables checks (nccl-tests -c) [default: 1].
-    #[arg(long, short = 'c', value_name = "N", value_parser = values::check_iters)]
+    #[arg(long, short = 'c', value_name = "N", value_parser = values::check_iters, allow_negative_numbers = true)]
     pub check_iters: Option<usize>,
     /// Buffer placement: both, out (out-of-place) or in (in-place).
     #[arg(long, default_value = "both", value_enum, ignore_case = true)]
@@ -207,7 +233,7 @@ pub struct RunArgs {
     pub protocol: ProtocolChoice,
     /// Longest any wait may last before it counts as a hang (exit 3); a bare
     /// number is seconds, 0 never times out (nccl-tests -T).
-    #[arg(long, short = 'T', default_value = "5m", value_name = "DUR", value_parser = values::timeout)]
+    #[arg(long, short = 'T', default_value = "5m", value_name = "DUR", value_parser = values::timeout, allow_negative_numbers = true)]
     pub timeout: Duration,
     /// Where flight-recorder dumps go on a hang, a signal or SIGUSR1
     /// [default: a new folder under ./collbench-dumps].
@@ -217,14 +243,14 @@ pub struct RunArgs {
     #[arg(long, value_name = "SPEC", value_parser = values::inject)]
     pub inject: Vec<Inject>,
     /// Flight-recorder ring-buffer entries per rank.
-    #[arg(long, default_value_t = crate::harness::DEFAULT_FR_ENTRIES, value_name = "N", value_parser = values::fr_entries)]
+    #[arg(long, default_value_t = crate::harness::DEFAULT_FR_ENTRIES, value_name = "N", value_parser = values::fr_entries, allow_negative_numbers = true)]
     pub fr_entries: usize,
     /// Channels (data partitions run side by side): 1 to 128, or auto (host
     /// engine: 1; CUDA: as many as keep the GPU's SMs busy).
-    #[arg(long, default_value = "auto", value_name = "N|auto", value_parser = values::channels)]
+    #[arg(long, default_value = "auto", value_name = "N|auto", value_parser = values::channels, allow_negative_numbers = true)]
     pub channels: Channels,
     /// Seed of the deterministic input data.
-    #[arg(long, default_value = "1", value_name = "N", value_parser = values::seed)]
+    #[arg(long, default_value = "1", value_name = "N", value_parser = values::seed, allow_negative_numbers = true)]
     pub seed: u64,
     /// Host engine FIFO slot size (the largest step).
     #[arg(long, default_value = "256K", value_name = "SIZE", hide = true, value_parser = values::slot_size)]
@@ -245,48 +271,54 @@ pub struct RunArgs {
 #[command(next_help_heading = "nccl-tests flags")]
 pub struct NcclTestsArgs {
     /// Threads per process (nccl-tests -t); ranks = threads x GPUs per thread.
-    #[arg(short = 't', long = "nthreads", value_name = "N", value_parser = values::ranks)]
+    #[arg(short = 't', long = "nthreads", value_name = "N", value_parser = values::ranks, allow_negative_numbers = true)]
     pub nthreads: Option<usize>,
     /// GPUs per thread (nccl-tests -g); ranks = threads x GPUs per thread.
-    #[arg(short = 'g', long = "ngpus", value_name = "N", value_parser = values::ranks)]
+    #[arg(short = 'g', long = "ngpus", value_name = "N", value_parser = values::ranks, allow_negative_numbers = true)]
     pub ngpus: Option<usize>,
     /// CUDA graph launches (nccl-tests -G): above 0, the timed loop is
     /// captured in a CUDA graph (CUDA engine; a note elsewhere).
-    #[arg(short = 'G', long = "cudagraph", value_name = "N", value_parser = values::count)]
+    #[arg(short = 'G', long = "cudagraph", value_name = "N", value_parser = values::count, allow_negative_numbers = true)]
     pub cudagraph: Option<usize>,
     /// How ranks' times make a row's time (nccl-tests -a): 0 rank 0's, 1 the
     /// mean, 2 the least, 3 the most [default: 3; 1 under nccl-tests' names].
-    #[arg(short = 'a', long = "average", value_name = "0-3", value_parser = values::average)]
+    #[arg(short = 'a', long = "average", value_name = "0-3", value_parser = values::average, allow_negative_numbers = true)]
     pub average: Option<values::RankTime>,
     /// Operations per timed iteration (nccl-tests -m); times stay per operation.
-    #[arg(short = 'm', long = "agg_iters", value_name = "N", value_parser = values::ranks)]
+    #[arg(short = 'm', long = "agg_iters", value_name = "N", value_parser = values::ranks, allow_negative_numbers = true)]
     pub agg_iters: Option<usize>,
     /// nccl-tests -z: wait for each operation before the next (0 or 1).
-    #[arg(short = 'z', long = "blocking", value_name = "0|1", value_parser = values::flag01)]
+    #[arg(short = 'z', long = "blocking", hide = true, value_name = "0|1", value_parser = values::flag01, allow_negative_numbers = true)]
     pub blocking: Option<bool>,
     /// nccl-tests -C: report CPU time (0 or 1).
-    #[arg(short = 'C', long = "report_cputime", value_name = "0|1", value_parser = values::flag01)]
+    #[arg(short = 'C', long = "report_cputime", hide = true, value_name = "0|1", value_parser = values::flag01, allow_negative_numbers = true)]
     pub report_cputime: Option<bool>,
     /// nccl-tests -R: register buffers with NCCL (0, 1 or 2).
-    #[arg(short = 'R', long = "local_register", value_name = "0-2", value_parser = values::count)]
+    #[arg(short = 'R', long = "local_register", hide = true, value_name = "0-2", value_parser = values::count, allow_negative_numbers = true)]
     pub local_register: Option<usize>,
     /// nccl-tests -p: initialise NCCL from threads in parallel (0 or 1).
-    #[arg(short = 'p', long = "parallel_init", value_name = "0|1", value_parser = values::flag01)]
+    #[arg(short = 'p', long = "parallel_init", hide = true, value_name = "0|1", value_parser = values::flag01, allow_negative_numbers = true)]
     pub parallel_init: Option<bool>,
     /// nccl-tests -y: run on the default (NULL) stream (0 or 1).
-    #[arg(short = 'y', long = "stream_null", value_name = "0|1", value_parser = values::flag01)]
+    #[arg(short = 'y', long = "stream_null", hide = true, value_name = "0|1", value_parser = values::flag01, allow_negative_numbers = true)]
     pub stream_null: Option<bool>,
     /// nccl-tests -N: run the sweep this many times (0: forever).
-    #[arg(short = 'N', long = "run_cycles", value_name = "N", value_parser = values::count)]
+    #[arg(short = 'N', long = "run_cycles", hide = true, value_name = "N", value_parser = values::count, allow_negative_numbers = true)]
     pub run_cycles: Option<usize>,
     /// nccl-tests -M: report memory use (0 or 1).
-    #[arg(short = 'M', long = "memory_report", alias = "memory", value_name = "0|1", value_parser = values::flag01)]
+    #[arg(short = 'M', long = "memory_report", hide = true, alias = "memory", value_name = "0|1", value_parser = values::flag01, allow_negative_numbers = true)]
     pub memory_report: Option<bool>,
     /// nccl-tests -u: unaligned buffers (RCCL: a CU mask).
-    #[arg(short = 'u', long = "unalign", alias = "cumask", value_name = "N")]
+    #[arg(
+        short = 'u',
+        long = "unalign",
+        hide = true,
+        alias = "cumask",
+        value_name = "N"
+    )]
     pub unalign: Option<String>,
     /// nccl-tests -k: side computation (NCCL forks).
-    #[arg(short = 'k', long = "side_comp", value_name = "N")]
+    #[arg(short = 'k', long = "side_comp", hide = true, value_name = "N")]
     pub side_comp: Option<String>,
     /// Behave as nccl-tests' binary of the same collective (set when
     /// collbench is run as `all_reduce_perf`, ...).

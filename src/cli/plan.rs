@@ -123,6 +123,12 @@ pub fn build(
     }
     for i in &a.inject {
         inject_in_world(i, ranks).map_err(|e| PlanError(e.to_string()))?;
+        if i.fault == crate::harness::inject::Fault::Nan && !a.dtype.0.iter().any(|d| d.is_float())
+        {
+            return bad(format!(
+                "--inject {i}: a NaN needs a floating-point --dtype, and this sweep has only integers"
+            ));
+        }
     }
     let plan = Plan {
         sizes: sizes(&a.sizes, nt.as_nccl_tests)?,

@@ -30,6 +30,19 @@ pub struct Inject {
     pub seq: u64,
 }
 
+impl std::fmt::Display for Inject {
+    /// The spec as `--inject` takes it.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (r, s) = (self.rank, self.seq);
+        match self.fault {
+            Fault::Hang => write!(f, "hang:rank={r},seq={s}"),
+            Fault::Delay { ms } => write!(f, "delay:rank={r},seq={s},ms={ms}"),
+            Fault::Nan => write!(f, "nan:rank={r},seq={s}"),
+            Fault::Corrupt => write!(f, "corrupt:rank={r},seq={s}"),
+        }
+    }
+}
+
 impl Inject {
     /// Whether this fault hits rank `rank` at collective `seq`.
     pub fn hits(&self, rank: usize, seq: u64) -> bool {

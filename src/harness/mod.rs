@@ -92,6 +92,9 @@ pub struct Outcome {
     pub notes: Vec<String>,
     /// What ran `--engine nccl` (NCCL's version and library, or the stand-in).
     pub library: Option<String>,
+    /// Injections (`--inject`) that never hit: past the sweep's end, or a
+    /// NaN for integers only.
+    pub unfired: Vec<crate::harness::inject::Inject>,
 }
 
 /// Checks that the sweep's buffers fit in memory before anything is allocated.
@@ -410,6 +413,8 @@ fn run_ranks(
                                     lib_times: Vec::new(),
                                     open: Vec::new(),
                                     settled: Vec::new(),
+                                    arrivals: Vec::new(),
+                                    fired: vec![false; plan.injects.len()],
                                 }
                                 .run()
                             });
@@ -502,7 +507,13 @@ fn collect(
 ) -> Result<(), HarnessError> {
     let mut pending: HashMap<(usize, crate::engine::types::Placement), Vec<Report>> =
         HashMap::new();
+    let mut fired = vec![false; plan.injects.len()];
     while let Some(report) = next() {
+        for &i in &report.fired {
+            if let Some(f) = fired.get_mut(i) {
+                *f = true;
+            }
+        }
         let key = (report.case, report.placement);
         let entry = pending.entry(key).or_default();
         entry.push(report);
@@ -518,10 +529,37 @@ fn collect(
         outcome.bad_rows += usize::from(row.is_bad());
         sink.row(&row)?;
     }
+    outcome.unfired = plan
+        .injects
+        .iter()
+        .zip(&fired)
+        .filter(|(_, &f)| !f)
+        .map(|(i, _)| *i)
+        .collect();
     Ok(())
 }
 
-/// Time = max over ranks of the mean iteration; stats over the per-iteration
+/// The rank that entered a timed collective the longest after the first
+/// rank did (None with one rank, or when no rank was late).
+fn last_arrival(reports: &[Report]) -> Option<crate::report::Arrival> {
+    let iters = reports.iter().map(|r| r.arrive_ns.len()).min()?;
+    let mut worst: Option<(usize, u64)> = None;
+    for i in 0..iters {
+        let first = reports.iter().map(|r| r.arrive_ns[i]).min()?;
+        for r in reports {
+            let late = r.arrive_ns[i] - first;
+            if late > 0 && worst.is_none_or(|(_, w)| late > w) {
+                worst = Some((r.rank, late));
+            }
+        }
+    }
+    worst.map(|(rank, late)| crate::report::Arrival {
+        rank,
+        late_us: late as f64 / 1e3,
+    })
+}
+
+/// Time: the ranks' mean iterations combined as `plan.rank_time` says; stats over the per-iteration
 /// max across ranks.
 fn make_row(
     plan: &Plan,
@@ -574,6 +612,7 @@ fn make_row(
             )
         });
     Row {
+        last_arrival: last_arrival(reports),
         collective: case.coll.name().into(),
         engine: match (case.engine, setup.gpu) {
             // On the emulated device NCCL's rows come from a host stand-in.

@@ -29,6 +29,12 @@ pub struct Report {
     pub iter_ns: Vec<u64>,
     pub total_ns: u64,
     pub verdict: Option<Verdict>,
+    /// When the rank entered each timed collective (wall clock, ns).
+    #[serde(default)]
+    pub arrive_ns: Vec<u64>,
+    /// The injections (by index in the plan) that have hit this rank so far.
+    #[serde(default)]
+    pub fired: Vec<usize>,
 }
 
 /// Bytes each rank allocates once for the whole sweep: [buf0, buf1, scratch].
@@ -66,6 +72,10 @@ pub struct RankJob<'a> {
     pub open: Vec<u64>,
     /// Times of completed operations not yet taken by a wait.
     pub settled: Vec<u64>,
+    /// When this rank entered each timed collective of the case under way.
+    pub arrivals: Vec<u64>,
+    /// Which of the plan's injections have hit this rank.
+    pub fired: Vec<bool>,
 }
 
 /// One case's program and buffers, ready to run operations.
@@ -126,6 +136,7 @@ impl RankJob<'_> {
 
     fn run_case(&mut self, idx: usize, case: &Case, pl: Placement) -> Result<Report, ExecError> {
         let plan = self.plan;
+        self.arrivals.clear();
         let ready = self.compile(case, pl)?;
         self.quiesce()?;
         self.prepare(&ready)?;
@@ -176,6 +187,8 @@ impl RankJob<'_> {
             iter_ns,
             total_ns,
             verdict,
+            arrive_ns: std::mem::take(&mut self.arrivals),
+            fired: (0..self.fired.len()).filter(|&i| self.fired[i]).collect(),
         })
     }
 
@@ -357,18 +370,22 @@ impl RankJob<'_> {
         } else {
             self.faulty_begin(r, kind)?
         };
+        if kind == IterKind::Timed {
+            self.arrivals.push(crate::recorder::wall_ns());
+        }
         self.open.push(seq);
         self.start(r)?;
         if !r.on_runner || self.runner.completes_on_launch() {
             // Done already: record it as the host engine always has.
             self.settle()?;
         }
-        if self
+        if let Some(i) = self
             .plan
             .injects
             .iter()
-            .any(|f| f.fault == Fault::Corrupt && f.hits(rank, seq))
+            .position(|f| f.fault == Fault::Corrupt && f.hits(rank, seq))
         {
+            self.fired[i] = true;
             let at = r.layout.resolve(Slice::recv(0));
             self.poke(r, at, r.case.counts.recv / 2, inject::flip_bit)?;
         }
@@ -457,14 +474,24 @@ impl RankJob<'_> {
         let rank = self.rank();
         let next = self.rec.next_seq(WORLD_GROUP);
         let injects = &self.plan.injects;
-        let hit = |want: fn(&Fault) -> bool| {
-            injects
+        let float = r.case.dtype.is_float();
+        let mut fired = Vec::new();
+        let mut hit = |want: fn(&Fault) -> bool| {
+            let i = injects
                 .iter()
-                .find(|f| want(&f.fault) && f.hits(rank, next))
+                .position(|f| want(&f.fault) && f.hits(rank, next))?;
+            // A NaN has no bits in an integer: it does not fire there.
+            if injects[i].fault != Fault::Nan || float {
+                fired.push(i);
+            }
+            Some(injects[i])
         };
         let hang = hit(|f| *f == Fault::Hang).is_some();
         let delay = hit(|f| matches!(f, Fault::Delay { .. })).map(|f| f.fault);
-        let nan = hit(|f| *f == Fault::Nan).is_some();
+        let nan = hit(|f| *f == Fault::Nan).is_some() && float;
+        for i in fired {
+            self.fired[i] = true;
+        }
         if hang {
             // Never enter: wait, as a hung process would, until the run
             // stops. What it started before still completes on the device.

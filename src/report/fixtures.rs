@@ -5,6 +5,7 @@ use super::{Meta, Results, Row, Stats};
 /// A row for tests: all-reduce ring float sum, checked, 10 us at `bytes`.
 pub fn row(bytes: u64, placement: &str) -> Row {
     Row {
+        last_arrival: None,
         collective: "all-reduce".into(),
         engine: "builtin".into(),
         algo: "ring".into(),

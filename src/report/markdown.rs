@@ -104,7 +104,7 @@ impl Layout for Markdown {
         }
         if self.verbose {
             line = match slowest(cells) {
-                Some((rank, us)) => line.right(0, format!("{rank} ({} us)", time(us))),
+                Some(s) => line.right(0, s.describe(time).trim_start_matches("rank ").to_string()),
                 None => line.right(0, "-"),
             };
         }

@@ -21,7 +21,7 @@ pub mod table;
 pub mod text;
 pub mod warn;
 
-pub use model::{Meta, Results, Row, Stats};
+pub use model::{Arrival, Meta, Results, Row, Slowest, Stats};
 
 use std::io;
 

@@ -47,6 +47,38 @@ pub struct Row {
     /// The first wrong element, described (rank, index, expected, got).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub first_error: Option<String>,
+    /// The rank that arrived last at a timed collective, by the most.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_arrival: Option<Arrival>,
+}
+
+/// A rank that entered a collective after the others had.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Arrival {
+    pub rank: usize,
+    /// How long after the first rank it entered, in microseconds.
+    pub late_us: f64,
+}
+
+/// The slowest rank of a row, as `-v` names it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Slowest {
+    pub rank: usize,
+    pub us: f64,
+    /// `us` is how late the rank arrived (else its mean time: results
+    /// written before arrivals were kept).
+    pub late: bool,
+}
+
+impl Slowest {
+    /// `rank R (arrived X us late)`, or `rank R (X us)` for older files.
+    pub fn describe(&self, time: impl Fn(f64) -> String) -> String {
+        if self.late {
+            format!("rank {} (arrived {} us late)", self.rank, time(self.us))
+        } else {
+            format!("rank {} ({} us)", self.rank, time(self.us))
+        }
+    }
 }
 
 impl Row {
@@ -54,13 +86,26 @@ impl Row {
         self.wrong > 0 || self.nan > 0
     }
 
-    /// The rank with the largest mean time, if per-rank times were kept.
-    pub fn slowest_rank(&self) -> Option<(usize, f64)> {
+    /// The rank that arrived last (by the most) at a timed collective; for
+    /// results without arrivals, the rank with the largest mean time.
+    pub fn slowest_rank(&self) -> Option<Slowest> {
+        if let Some(a) = self.last_arrival {
+            return Some(Slowest {
+                rank: a.rank,
+                us: a.late_us,
+                late: true,
+            });
+        }
         self.per_rank_us
             .iter()
             .copied()
             .enumerate()
             .max_by(|a, b| a.1.total_cmp(&b.1))
+            .map(|(rank, us)| Slowest {
+                rank,
+                us,
+                late: false,
+            })
     }
 }
 

@@ -78,7 +78,7 @@ impl Layout for Table {
         }
         let slowest = slowest(cells)
             .filter(|_| self.verbose)
-            .map(|(rank, us)| format!("  slowest: rank {rank} ({} us)", time(us)));
+            .map(|s| format!("  slowest: {}", s.describe(time)));
         line.end(slowest.as_deref().unwrap_or(""))
     }
 

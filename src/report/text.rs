@@ -328,12 +328,12 @@ pub fn placement_title(p: &str) -> &'static str {
 }
 
 /// The slowest rank among a line's rows, if per-rank times were kept.
-pub fn slowest(cells: &[Option<&Row>]) -> Option<(usize, f64)> {
+pub fn slowest(cells: &[Option<&Row>]) -> Option<super::Slowest> {
     cells
         .iter()
         .flatten()
         .filter_map(|r| r.slowest_rank())
-        .max_by(|a, b| a.1.total_cmp(&b.1))
+        .max_by(|a, b| a.us.total_cmp(&b.us))
 }
 
 /// One line saying where and how a sweep ran (Markdown's preamble, the

@@ -8,6 +8,7 @@ mod analyze;
 mod compare;
 mod info;
 mod logs;
+mod paths;
 mod qualify;
 mod report;
 
@@ -85,12 +86,28 @@ pub fn run(cli: Cli) -> i32 {
         Command::Scatter(a) => (Some(Collective::Scatter), a),
         Command::SendRecv(a) => (Some(Collective::SendRecv), a),
     };
-    sweep(coll, &args).unwrap_or_else(fail)
+    sweep(coll, &args).unwrap_or_else(|e| fail(one_line(&e)))
+}
+
+/// An error and its causes on one line, each cause said once (a cause
+/// whose text its parent already quotes is not repeated).
+pub(crate) fn one_line(e: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in e.chain() {
+        let c = cause.to_string();
+        if !text.contains(&c) {
+            if !text.is_empty() {
+                text.push_str(": ");
+            }
+            text.push_str(&c);
+        }
+    }
+    text.replace('\n', " ")
 }
 
 /// Says why a command could not run; the usage/runtime exit code.
 fn fail(e: impl std::fmt::Display) -> i32 {
-    progress::suspend(|| eprintln!("collbench: error: {e:#}"));
+    progress::suspend(|| eprintln!("collbench: error: {e}"));
     USAGE
 }
 
@@ -331,6 +348,17 @@ fn sweep(coll: Option<Collective>, args: &RunArgs) -> anyhow::Result<i32> {
     let leader = mpi.as_ref().is_none_or(|m| m.rank() == 0);
     let mut s = plan::build(coll, args, mpi.as_ref().map(Mpi::size))?;
     check_thread_ranks(&s.plan, mpi.as_ref())?;
+    if leader {
+        let outputs: Vec<(&str, &Path)> =
+            [("--json", &s.json), ("--csv", &s.csv), ("--plot", &s.plot)]
+                .into_iter()
+                .filter_map(|(f, p)| p.as_deref().map(|p| (f, p)))
+                .collect();
+        paths::check_outputs(&outputs, &[])?;
+    }
+    if let Some(d) = &s.plan.dump_dir {
+        paths::check_dump_dir(d)?;
+    }
     if !leader {
         (s.quiet, s.json, s.csv, s.plot) = (true, None, None, None);
     }
@@ -426,11 +454,19 @@ fn exit_code(result: Result<harness::Outcome, harness::HarnessError>, leader: bo
             for n in o.notes.iter().filter(|_| leader) {
                 eprintln!("collbench: note: {n}");
             }
-            if o.bad_rows > 0 {
+            for i in o.unfired.iter().filter(|_| leader) {
                 eprintln!(
-                    "collbench: {} row(s) had wrong or NaN/Inf values",
-                    o.bad_rows
+                    "collbench: warning: --inject {i} never fired: the sweep ended before collective {} on rank {}, or no case had a type it applies to",
+                    i.seq, i.rank
                 );
+            }
+            if o.bad_rows > 0 || !o.unfired.is_empty() {
+                if o.bad_rows > 0 {
+                    eprintln!(
+                        "collbench: {} row(s) had wrong or NaN/Inf values",
+                        o.bad_rows
+                    );
+                }
                 CHECK_FAILED
             } else {
                 OK

@@ -28,7 +28,12 @@ fn measure(s: &Sweep) -> Result<Vec<Row>, Outcome> {
         });
     let setup = match ready {
         Ok(x) => x,
-        Err(e) => return Err(Outcome::Error(format!("cannot run here: {e:#}"))),
+        Err(e) => {
+            return Err(Outcome::Error(format!(
+                "cannot run here: {}",
+                super::one_line(&e)
+            )))
+        }
     };
     let mut sink = Fanout::default();
     match execute(&s.plan, &setup, &mut sink, None) {
@@ -103,7 +108,7 @@ pub fn qualify(a: &QualifyArgs) -> i32 {
         .and_then(|s| checks(&s))
     {
         Ok(c) => c,
-        Err(e) => return fail(e.context(spec.to_string())),
+        Err(e) => return fail(super::one_line(&e.context(spec.to_string()))),
     };
     let started = rfc3339_now();
     let mut results = Vec::new();

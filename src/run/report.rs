@@ -12,7 +12,7 @@ use crate::report::text::placements_of;
 use crate::report::{warn, Results, Sink};
 use anyhow::Context;
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// The name a file's series carry on an overlaid plot: its file stem.
 fn label(path: &Path) -> String {
@@ -52,6 +52,14 @@ pub fn report(a: &ReportArgs) -> i32 {
         .format
         .unwrap_or(crate::cli::FormatChoice::Table)
         .into();
+    let outputs: Vec<(&str, &Path)> = [("--csv", &a.out.csv), ("--plot", &a.out.plot)]
+        .into_iter()
+        .filter_map(|(f, p)| p.as_deref().map(|p| (f, p)))
+        .collect();
+    let inputs: Vec<&Path> = a.files.iter().map(PathBuf::as_path).collect();
+    if let Err(e) = super::paths::check_outputs(&outputs, &inputs) {
+        return fail(e);
+    }
     let mut files = Vec::new();
     let nccl_text = format == Format::NcclTests;
     for path in &a.files {

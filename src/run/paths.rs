@@ -1,0 +1,144 @@
+//! Files a user named, checked before anything runs: no output that is
+//! also an input, no two outputs on one path, no output that is a folder
+//! or cannot be written, and a dump folder that can be made. Nothing is
+//! created by the check (a probe file is removed at once).
+
+use anyhow::bail;
+use std::path::{Path, PathBuf};
+
+/// A path as the file system will resolve it: its folder made absolute
+/// (and canonical where it exists), its name kept.
+fn resolved(p: &Path) -> PathBuf {
+    let abs = if p.is_absolute() {
+        p.to_path_buf()
+    } else {
+        std::env::current_dir().map_or_else(|_| p.to_path_buf(), |d| d.join(p))
+    };
+    match (abs.parent(), abs.file_name()) {
+        (Some(dir), Some(name)) => dir
+            .canonicalize()
+            .map_or_else(|_| abs.clone(), |d| d.join(name)),
+        _ => abs,
+    }
+}
+
+/// Whether a file can be created in `dir` (tried with a probe file).
+fn writable_dir(dir: &Path) -> std::io::Result<()> {
+    let probe = dir.join(format!(".collbench-probe-{}", std::process::id()));
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&probe)?;
+    std::fs::remove_file(&probe)
+}
+
+/// Checks the outputs (`(flag, path)`) against each other and against the
+/// inputs; `-` (stdout) is not a path.
+pub fn check_outputs(outputs: &[(&str, &Path)], inputs: &[&Path]) -> anyhow::Result<()> {
+    let files: Vec<(&str, &Path)> = outputs
+        .iter()
+        .copied()
+        .filter(|(_, p)| p.as_os_str() != "-")
+        .collect();
+    for (i, (flag, path)) in files.iter().enumerate() {
+        let r = resolved(path);
+        if let Some(input) = inputs.iter().find(|i| resolved(i) == r) {
+            bail!(
+                "{flag} {}: that is an input of this command ({}); write the output elsewhere",
+                path.display(),
+                input.display()
+            );
+        }
+        if let Some((other, _)) = files[..i].iter().find(|(_, q)| resolved(q) == r) {
+            bail!(
+                "{other} and {flag} both write {}: give each its own file",
+                path.display()
+            );
+        }
+        if path.is_dir() {
+            bail!("{flag} {}: is a folder; name a file", path.display());
+        }
+        let dir = r
+            .parent()
+            .map_or_else(|| PathBuf::from("."), Path::to_path_buf);
+        if !dir.is_dir() {
+            bail!(
+                "{flag} {}: the folder {} does not exist",
+                path.display(),
+                dir.display()
+            );
+        }
+        if let Err(e) = writable_dir(&dir) {
+            bail!(
+                "{flag} {}: cannot write in {}: {e}",
+                path.display(),
+                dir.display()
+            );
+        }
+        if path.exists() {
+            if let Err(e) = std::fs::OpenOptions::new().append(true).open(path) {
+                bail!("{flag} {}: cannot write it: {e}", path.display());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Checks that the dump folder exists and is writable, or that its nearest
+/// existing ancestor is (it is made when a dump is written).
+pub fn check_dump_dir(dir: &Path) -> anyhow::Result<()> {
+    if dir.exists() && !dir.is_dir() {
+        bail!("--dump-dir {}: is a file, not a folder", dir.display());
+    }
+    let mut at = resolved(dir);
+    while !at.exists() {
+        match at.parent() {
+            Some(p) => at = p.to_path_buf(),
+            None => break,
+        }
+    }
+    if let Err(e) = writable_dir(&at) {
+        bail!(
+            "--dump-dir {}: cannot write in {}: {e}",
+            dir.display(),
+            at.display()
+        );
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn outputs_that_collide_or_cannot_be_written_are_refused() {
+        let d = tempfile::tempdir().unwrap();
+        let a = d.path().join("a.json");
+        std::fs::write(&a, "{}").unwrap();
+        let csv = d.path().join("a.csv");
+        let e = check_outputs(&[("--csv", &a)], &[&a])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("is an input"), "{e}");
+        let e = check_outputs(&[("--json", &csv), ("--csv", &csv)], &[])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("both write"), "{e}");
+        let e = check_outputs(&[("--json", d.path())], &[])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("is a folder"), "{e}");
+        let missing = d.path().join("no/such/x.json");
+        let e = check_outputs(&[("--json", &missing)], &[])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("does not exist"), "{e}");
+        assert!(check_outputs(&[("--json", &csv), ("--json", Path::new("-"))], &[&a]).is_ok());
+        // The check leaves nothing behind.
+        let left: Vec<_> = std::fs::read_dir(d.path()).unwrap().collect();
+        assert_eq!(left.len(), 1);
+        assert!(check_dump_dir(&d.path().join("new/dumps")).is_ok());
+        assert!(check_dump_dir(&a).is_err());
+    }
+}
