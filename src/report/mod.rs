@@ -21,7 +21,7 @@ pub mod table;
 pub mod text;
 pub mod warn;
 
-pub use model::{Arrival, Meta, Results, Row, Slowest, Stats};
+pub use model::{Arrival, Gpu, Meta, Results, Row, Slowest, Stats};
 
 use std::io;
 

@@ -133,12 +133,24 @@ pub struct Meta {
     /// The process id of rank 0's process (nccl-tests' `Pid`).
     #[serde(default)]
     pub pid: u32,
+    /// The GPUs used, as CUDA names them (rank r runs on `gpus[r % len]`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gpus: Vec<Gpu>,
     /// Anything the run wants a reader to know (engine choice, caps).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
     /// What ran `--engine nccl`: NCCL's version and library, or the stand-in.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nccl: Option<String>,
+}
+
+/// One GPU of a run, as nccl-tests' device lines show it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Gpu {
+    /// The name CUDA reports (`NVIDIA H100 80GB HBM3`).
+    pub name: String,
+    /// PCI domain:bus:device (`0000:1b:00`).
+    pub bus_id: String,
 }
 
 /// A whole results file.

@@ -152,12 +152,20 @@ impl NcclTests {
         let host = meta.map_or("unknown", |m| m.host.as_str());
         let pid = meta.map_or(0, |m| m.pid);
         for rank in 0..ranks {
-            let dev = meta
-                .and_then(|m| m.devices.get(rank % m.devices.len().max(1)))
-                .map_or("unknown device", |d| d.as_str());
+            // A GPU: its bus id and name as CUDA reports them; the host
+            // engine: the device kind and the CPU.
+            let gpus = meta.map_or(&[][..], |m| m.gpus.as_slice());
+            let (dev, bus, name) = match gpus.get(rank % gpus.len().max(1)) {
+                Some(g) => (rank % gpus.len(), g.bus_id.as_str(), g.name.as_str()),
+                None => (
+                    rank,
+                    meta.map_or("host", |m| m.device.as_str()),
+                    meta.and_then(|m| m.devices.get(rank % m.devices.len().max(1)))
+                        .map_or("unknown device", |d| d.as_str()),
+                ),
+            };
             out.push(format!(
-                "#  Rank {rank:>2} Group  0 Pid {pid:>6} on {host:>10} device {rank:>2} [{}] {dev}",
-                meta.map_or("host", |m| m.device.as_str())
+                "#  Rank {rank:>2} Group  0 Pid {pid:>6} on {host:>10} device {dev:>2} [{bus}] {name}"
             ));
         }
         out.push("#".into());
@@ -282,6 +290,42 @@ mod tests {
     }
 
     #[test]
+    fn gpus_show_their_bus_id_and_cuda_name_and_ranks_their_process() {
+        let mut r = results(vec![row(8, "out"), row(8, "in")]);
+        r.meta.world_size = 3;
+        r.meta.pid = 4242;
+        r.meta.gpus = vec![
+            crate::report::Gpu {
+                name: "NVIDIA H100 80GB HBM3".into(),
+                bus_id: "0000:1b:00".into(),
+            },
+            crate::report::Gpu {
+                name: "NVIDIA H100 80GB HBM3".into(),
+                bus_id: "0000:43:00".into(),
+            },
+        ];
+        let text = render(&r);
+        let devices: Vec<&str> = text.lines().filter(|l| l.starts_with("#  Rank")).collect();
+        assert_eq!(devices.len(), 3, "{text}");
+        assert!(
+            devices[0]
+                .ends_with("Pid   4242 on      node1 device  0 [0000:1b:00] NVIDIA H100 80GB HBM3"),
+            "{}",
+            devices[0]
+        );
+        assert!(
+            devices[1].contains("device  1 [0000:43:00]"),
+            "{}",
+            devices[1]
+        );
+        assert!(
+            devices[2].contains("device  0 [0000:1b:00]"),
+            "virtual ranks share: {}",
+            devices[2]
+        );
+    }
+
+    #[test]
     fn g_format_matches_printf() {
         assert_eq!(fmt_g(197.8), "197.8");
         assert_eq!(fmt_g(346.2514), "346.251");
@@ -354,7 +398,9 @@ mod tests {
         let mut tree = row(1024, "out");
         tree.algo = "tree".into();
         let r = results(vec![row(1024, "out"), tree]);
-        let text = render(&r);
+        // Several algorithms per case (`--algo all`): one run each.
+        let layout = NcclTests::new(placements_of(&r.rows), sizes_of(&r.rows), true);
+        let text = render_with(Box::new(layout), &r);
         assert_eq!(
             text.matches("# Collective test starting: all_reduce_perf")
                 .count(),

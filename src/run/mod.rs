@@ -124,6 +124,8 @@ pub(crate) struct Chosen {
     /// Flags accepted that change nothing on this device, one line each.
     pub notes: Vec<String>,
     pub devices: Vec<String>,
+    /// The GPUs used (none on the host engine).
+    pub gpus: Vec<crate::report::Gpu>,
 }
 
 /// Whether NVRTC loads, or why not.
@@ -135,6 +137,18 @@ fn nvrtc_usable() -> Result<(), crate::engine::exec::cuda::LoadError> {
 /// one rank of an MPI world) and the timing that goes with it.
 pub(crate) fn choose_device(s: &Sweep, mpi_world: bool) -> anyhow::Result<Chosen> {
     let ranks = s.plan.ranks;
+    let used = |d: &cuda_device::Devices| -> Vec<crate::report::Gpu> {
+        let n = d.devices.len().min(ranks).max(1);
+        d.devices
+            .iter()
+            .take(n)
+            .map(|x| crate::report::Gpu {
+                name: x.name.clone(),
+                bus_id: x.bus_id.clone(),
+            })
+            .collect()
+    };
+    let mut gpu_list = Vec::new();
     let gpus = |d: &cuda_device::Devices| -> Vec<String> {
         let n = d.devices.len().min(ranks).max(1);
         d.devices
@@ -156,12 +170,19 @@ pub(crate) fn choose_device(s: &Sweep, mpi_world: bool) -> anyhow::Result<Chosen
             nvrtc_usable().map_err(|why| {
                 anyhow!("--device cuda needs NVRTC to compile its kernels: {why}")
             })?;
+            gpu_list = used(&d);
             (Some(GpuKind::Cuda), None, gpus(&d))
         }
         DeviceChoice::CudaEmu => {
             let cfg = crate::engine::exec::cuda::dev::emu::EmuConfig::from_env()
                 .map_err(|e| anyhow!("--device cuda-emu: {e}"))?;
             let n = cfg.gpus;
+            gpu_list = (0..n.min(ranks).max(1))
+                .map(|i| crate::report::Gpu {
+                    name: "collbench emulated GPU".into(),
+                    bus_id: format!("emu:{i:02x}:00"),
+                })
+                .collect();
             (
                 Some(GpuKind::Emu),
                 None,
@@ -172,6 +193,7 @@ pub(crate) fn choose_device(s: &Sweep, mpi_world: bool) -> anyhow::Result<Chosen
         DeviceChoice::Auto => match cuda_device::probe() {
             Ok(d) if !mpi_world => match nvrtc_usable() {
                 Ok(()) => {
+                    gpu_list = used(&d);
                     let used = gpus(&d);
                     let note = format!("running on the CUDA engine: {} ({ranks} ranks)", used.join(", "));
                     (Some(GpuKind::Cuda), Some(note), used)
@@ -242,6 +264,7 @@ pub(crate) fn choose_device(s: &Sweep, mpi_world: bool) -> anyhow::Result<Chosen
         note,
         notes,
         devices,
+        gpus: gpu_list,
     })
 }
 
@@ -575,6 +598,7 @@ fn meta(s: &Sweep, chosen: &Chosen) -> Meta {
         notes: Vec::new(),
         nccl: None,
         pid: std::process::id(),
+        gpus: chosen.gpus.clone(),
     }
 }
 

@@ -17,6 +17,8 @@ pub struct DeviceInfo {
     pub arch: String,
     pub memory_bytes: u64,
     pub multiprocessors: u32,
+    /// PCI domain, bus and device as nccl-tests prints them: `0000:1b:00`.
+    pub bus_id: String,
 }
 
 /// The machine's GPUs as the driver sees them.
@@ -108,6 +110,13 @@ fn probe_driver() -> Result<Devices, Unusable> {
         let major = attr(A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?;
         let minor = attr(A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?;
         let sms = attr(A::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?;
+        let pci = |a| attr(a).map_or(0, |v| v.max(0));
+        let bus_id = format!(
+            "{:04x}:{:02x}:{:02x}",
+            pci(A::CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID),
+            pci(A::CU_DEVICE_ATTRIBUTE_PCI_BUS_ID),
+            pci(A::CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID)
+        );
         // SAFETY: `dev` came from cuDeviceGet.
         let memory = unsafe { result::device::total_mem(dev) }
             .map_err(|e| Unusable::call(format!("device {ordinal} memory"), e))?;
@@ -118,6 +127,7 @@ fn probe_driver() -> Result<Devices, Unusable> {
             arch: format!("sm_{major}{minor}"),
             memory_bytes: memory as u64,
             multiprocessors: sms.max(0) as u32,
+            bus_id,
         });
         handles.push(dev);
     }
