@@ -160,8 +160,9 @@ pub fn dtypes(v: &str) -> Result<List<Dtype>, ValueError> {
 }
 
 pub fn ops(v: &str) -> Result<List<ReduceOp>, ValueError> {
-    let known = names(&ReduceOp::ALL, |o| o.name());
-    list("--op", v, &ReduceOp::ALL, ReduceOp::parse, &known).map(List)
+    let all = ReduceOp::NCCL_TESTS_ORDER;
+    let known = names(&all, |o| o.name());
+    list("--op", v, &all, ReduceOp::parse, &known).map(List)
 }
 
 pub fn engines(v: &str) -> Result<List<Engine>, ValueError> {

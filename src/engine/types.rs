@@ -315,6 +315,15 @@ impl ReduceOp {
     pub const ALL: [ReduceOp; 5] = [
         ReduceOp::Sum,
         ReduceOp::Prod,
+        ReduceOp::Min,
+        ReduceOp::Max,
+        ReduceOp::Avg,
+    ];
+    /// The order nccl-tests runs `-o all` in (`ALL`'s order is the
+    /// kernels' operator ids, and must not change).
+    pub const NCCL_TESTS_ORDER: [ReduceOp; 5] = [
+        ReduceOp::Sum,
+        ReduceOp::Prod,
         ReduceOp::Max,
         ReduceOp::Min,
         ReduceOp::Avg,
