@@ -25,8 +25,8 @@
 //! the first candidate is taken and a note in `meta.notes` says it was
 //! guessed; a run with no shape at all and no name is refused.
 //!
-//! `meta` of a converted run: `version` the nccl-tests version (empty when
-//! the log does not say), `nccl` the rest of the version line
+//! `meta` of a converted run: `version` `nccl-tests 2.17.8` (plain
+//! `nccl-tests` when the log does not say which), `nccl` the rest of the version line
 //! (`nccl-headers=... nccl-library=...`), `command` the binary
 //! (`all_reduce_perf`), `host` the hosts of the device lines (comma
 //! separated), `started_at` empty, `world_size` the ranks listed under
@@ -741,7 +741,10 @@ impl LogRun {
         notes.extend(guessed);
         let header = self.header.as_ref();
         let meta = Meta {
-            version: self.version.clone().unwrap_or_default(),
+            version: self
+                .version
+                .as_ref()
+                .map_or_else(|| "nccl-tests".into(), |v| format!("nccl-tests {v}")),
             command: self
                 .binary
                 .clone()
@@ -991,7 +994,7 @@ mod tests {
         let m = &r.meta;
         assert_eq!(
             (m.version.as_str(), m.command.as_str(), m.host.as_str()),
-            ("2.17.8", "all_reduce_perf", "cnode3-002")
+            ("nccl-tests 2.17.8", "all_reduce_perf", "cnode3-002")
         );
         assert_eq!(
             (m.world_size, m.device.as_str(), m.iters, m.warmup),
