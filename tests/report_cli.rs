@@ -521,3 +521,362 @@ fn readme_spec_example_is_valid() {
     assert_ne!(o.code, 2, "{}", o.stderr);
     assert!(o.stdout.contains("2 check(s)"), "{}", o.stdout);
 }
+
+// ---- nccl-tests logs as input ----------------------------------------
+
+use collbench::report::nccl_log::{parse_log, validate_one_run, LogRun};
+
+const LOGS: [&str; 4] = [
+    "genuine_2_17_N1_G4.log",
+    "pkb_nccl_output.txt",
+    "sb_nccl_allreduce.log",
+    "sb_nccl_alltoall.log",
+];
+
+/// The genuine nccl-tests logs' folder, or None (and a message) when the
+/// fixtures are not beside the repository, unless
+/// `COLLBENCH_REQUIRE_FIXTURES=1`, which makes their absence a failure.
+fn nccl_fixtures() -> Option<PathBuf> {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/nccl-tests");
+    if dir.is_dir() {
+        return Some(dir);
+    }
+    let required = std::env::var("COLLBENCH_REQUIRE_FIXTURES").is_ok_and(|v| v == "1");
+    assert!(
+        !required,
+        "fixtures missing at {} (COLLBENCH_REQUIRE_FIXTURES=1)",
+        dir.display()
+    );
+    eprintln!("SKIPPED: fixtures not found at {}", dir.display());
+    None
+}
+
+/// The runs of a log that have rows.
+fn runs_of(text: &str) -> Vec<LogRun> {
+    parse_log(text)
+        .into_iter()
+        .filter(|r| !r.rows.is_empty())
+        .collect()
+}
+
+/// Equal to the digits collbench prints times with (nccl-tests' widths).
+fn near_time(ours: f64, log: f64) -> bool {
+    (ours - log).abs() <= 0.05 + 5e-4 * log.abs()
+}
+
+#[test]
+fn report_on_nccl_tests_logs_reproduces_their_rows_and_averages() {
+    let Some(dir) = nccl_fixtures() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    for name in LOGS {
+        let path = dir.join(name);
+        let log = runs_of(&std::fs::read_to_string(&path).unwrap());
+        let csv = tmp.path().join(format!("{name}.csv"));
+        let o = run(&[
+            "report",
+            s(&path),
+            "--format",
+            "nccl-tests",
+            "--csv",
+            s(&csv),
+        ]);
+        assert_eq!(o.code, 0, "{name}: {}", o.stderr);
+        let ours = runs_of(&o.stdout);
+        assert_eq!(ours.len(), log.len(), "{name}: runs\n{}", o.stdout);
+        assert_eq!(
+            o.stdout.matches("# Avg bus bandwidth").count(),
+            log.len(),
+            "{name}"
+        );
+        for (a, b) in ours.iter().zip(&log) {
+            assert_eq!(a.rows.len(), b.rows.len(), "{name}");
+            for (x, y) in a.rows.iter().zip(&b.rows) {
+                let op = if y.op.is_empty() { "none" } else { &y.op };
+                assert_eq!(
+                    (x.bytes, x.count, x.dtype.as_str(), x.op.as_str(), x.root),
+                    (y.bytes, y.count, y.dtype.as_str(), op, y.root),
+                    "{name} line {}",
+                    y.line
+                );
+                assert_eq!(x.fields, 13, "collbench prints the 13-column layout");
+                for (c, d) in [(&x.out, &y.out), (&x.inplace, &y.inplace)] {
+                    assert!(
+                        near_time(c.time_us, d.time_us),
+                        "{name} line {}: {c:?} {d:?}",
+                        y.line
+                    );
+                    assert_eq!(
+                        (c.algbw_gbps, c.busbw_gbps, c.wrong),
+                        (d.algbw_gbps, d.busbw_gbps, d.wrong),
+                        "{name} line {}",
+                        y.line
+                    );
+                }
+            }
+            // The log's own average line, as it printed it.
+            assert_eq!(a.avg_text, b.avg_text, "{name}: the Avg bus bandwidth line");
+            assert_eq!(a.world_size(), b.world_size(), "{name}");
+        }
+        let text = std::fs::read_to_string(&csv).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        let rows: usize = log.iter().map(|r| 2 * r.rows.len()).sum();
+        assert_eq!(
+            lines.len(),
+            1 + rows,
+            "{name}: a CSV row per size and placement"
+        );
+        assert!(lines[0].starts_with("collective,engine,algo,dtype,op,root,bytes,count,placement"));
+        let first = &log[0].rows[0];
+        let f: Vec<&str> = lines[1].split(',').collect();
+        assert_eq!(
+            (f[1], f[2], f[6], f[7], f[8]),
+            (
+                "nccl-tests-log",
+                "nccl",
+                &*first.bytes.to_string(),
+                &*first.count.to_string(),
+                "out"
+            ),
+            "{name}: {}",
+            lines[1]
+        );
+        assert_eq!(
+            f[11].parse::<f64>().unwrap(),
+            first.out.busbw_gbps,
+            "{name}"
+        );
+        for format in ["table", "markdown"] {
+            let o = run(&["report", s(&path), "--format", format]);
+            assert_eq!(o.code, 0, "{name} {format}: {}", o.stderr);
+            assert!(
+                o.stdout.contains("nccl-tests-log"),
+                "{name} {format}: {}",
+                o.stdout
+            );
+        }
+    }
+}
+
+#[test]
+fn the_strict_validator_passes_collbench_output_and_genuine_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("ag.json");
+    let o = run(&[
+        "all-gather",
+        "--ranks",
+        "4",
+        "--sizes",
+        "1K:64K",
+        "--iters",
+        "2",
+        "--warmup",
+        "1",
+        "--format",
+        "nccl-tests",
+        "--json",
+        s(&json),
+    ]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let parsed = validate_one_run(&o.stdout).unwrap_or_else(|e| panic!("{e}\n{}", o.stdout));
+    let v: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let rows = v["rows"].as_array().unwrap();
+    assert_eq!(parsed.rows.len() * 2, rows.len());
+    assert_eq!(parsed.world_size(), 4);
+    for r in rows {
+        let line = parsed
+            .rows
+            .iter()
+            .find(|x| x.bytes == r["bytes"].as_u64().unwrap())
+            .expect("a line per size");
+        let cell = if r["placement"] == "out" {
+            &line.out
+        } else {
+            &line.inplace
+        };
+        assert_eq!(line.count, r["count"].as_u64().unwrap());
+        assert_eq!(
+            (line.dtype.as_str(), line.op.as_str()),
+            (r["dtype"].as_str().unwrap(), r["op"].as_str().unwrap())
+        );
+        assert_eq!(line.root, r["root"].as_i64().unwrap());
+        assert_eq!(cell.wrong, Some(r["wrong"].as_i64().unwrap()));
+        assert!((cell.busbw_gbps - r["busbw_gbps"].as_f64().unwrap()).abs() <= 0.005 + 1e-9);
+    }
+    let Some(fixtures) = nccl_fixtures() else {
+        return;
+    };
+    let pkb = std::fs::read_to_string(fixtures.join("pkb_nccl_output.txt")).unwrap();
+    assert_eq!(validate_one_run(&pkb).unwrap().rows.len(), 11);
+    let genuine = std::fs::read_to_string(fixtures.join("genuine_2_17_N1_G4.log")).unwrap();
+    let lines: Vec<&str> = genuine.lines().collect();
+    let runs = parse_log(&genuine);
+    assert_eq!(runs.len(), 5);
+    for r in &runs {
+        let one = lines[r.lines.clone()].join("\n");
+        assert!(validate_one_run(&one).is_ok(), "{:?}", r.binary);
+    }
+    assert!(validate_one_run(&genuine).is_err(), "five runs are not one");
+}
+
+#[test]
+fn compare_matches_a_log_against_collbench_results_ignoring_engine() {
+    let Some(fixtures) = nccl_fixtures() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("x.json");
+    let o = run(&[
+        "all-reduce",
+        "--ranks",
+        "2",
+        "--sizes",
+        "1M:4M",
+        "--dtype",
+        "float",
+        "--iters",
+        "2",
+        "--warmup",
+        "1",
+        "-q",
+        "--json",
+        s(&json),
+    ]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let pkb = fixtures.join("pkb_nccl_output.txt");
+    let o = run(&["compare", s(&pkb), s(&json), "--max-regression", "100"]);
+    assert_eq!(o.code, 0, "{}{}", o.stdout, o.stderr);
+    let first = o.stdout.lines().next().unwrap();
+    assert_eq!(
+        first,
+        format!(
+            "matched on collective, dtype, op, root, bytes, placement (engine and algorithm ignored: {} is an nccl-tests log)",
+            pkb.display()
+        )
+    );
+    assert!(
+        o.stdout.contains("6 row(s) compared (6 by busbw")
+            && o.stdout.contains("16 only in the baseline"),
+        "{}",
+        o.stdout
+    );
+    assert!(
+        o.stdout
+            .contains("all-reduce nccl float sum 1MiB out-of-place"),
+        "{}",
+        o.stdout
+    );
+    let o = run(&["compare", s(&json), s(&pkb), "--max-regression", "100"]);
+    assert!(o.code == 0 || o.code == 1, "{}", o.stderr);
+    assert!(
+        o.stdout
+            .lines()
+            .next()
+            .unwrap()
+            .ends_with("pkb_nccl_output.txt is an nccl-tests log)"),
+        "{}",
+        o.stdout
+    );
+    // collbench results on both sides still match on every field.
+    let o = run(&["compare", s(&json), s(&json)]);
+    assert_eq!(o.code, 0);
+    assert!(!o.stdout.contains("matched on"), "{}", o.stdout);
+    // Nothing in common: exit 2, saying what rows were matched on.
+    let alltoall = fixtures.join("sb_nccl_alltoall.log");
+    let o = run(&["compare", s(&alltoall), s(&json)]);
+    assert_eq!(o.code, 2);
+    assert!(
+        o.stderr.contains("nothing to compare")
+            && o.stderr.contains("engine and algorithm ignored"),
+        "{}",
+        o.stderr
+    );
+}
+
+#[test]
+fn qualify_judges_a_log_check_without_a_sweep() {
+    let Some(fixtures) = nccl_fixtures() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("logs")).unwrap();
+    std::fs::copy(
+        fixtures.join("genuine_2_17_N1_G4.log"),
+        dir.path().join("logs/h100.log"),
+    )
+    .unwrap();
+    let (spec, junit) = (dir.path().join("spec.toml"), dir.path().join("j.xml"));
+    let pass = "[[check]]\nname = \"h100 all-reduce\"\ncollective = \"all-reduce\"\nlog = \"logs/h100.log\"\nmin_busbw_gbps = 250.0\nmax_time_us = 1e6\n";
+    let fail = "[[check]]\ncollective = \"all\"\nlog = \"logs/h100.log\"\nmin_busbw_gbps = 300.0\n";
+    std::fs::write(&spec, pass).unwrap();
+    let o = run(&["qualify", s(&spec)]);
+    assert_eq!(o.code, 0, "{}{}", o.stdout, o.stderr);
+    assert!(
+        o.stdout.contains("h100 all-reduce") && o.stdout.contains("PASS"),
+        "{}",
+        o.stdout
+    );
+    assert!(
+        o.stdout.contains("290.460 GB/s"),
+        "the worst all-reduce row: {}",
+        o.stdout
+    );
+    std::fs::write(&spec, format!("{pass}{fail}")).unwrap();
+    let o = run(&["qualify", s(&spec), "--junit", s(&junit)]);
+    assert_eq!(o.code, 1, "{}{}", o.stdout, o.stderr);
+    assert!(
+        o.stdout.contains("all from logs/h100.log") && o.stdout.contains("148.540 GB/s"),
+        "{}",
+        o.stdout
+    );
+    assert!(
+        o.stdout.contains("send-recv"),
+        "the worst row over every run: {}",
+        o.stdout
+    );
+    assert!(
+        !o.stderr.contains("once more"),
+        "a log is judged once: {}",
+        o.stderr
+    );
+    let x = std::fs::read_to_string(&junit).unwrap();
+    assert!(x.contains("tests=\"2\" failures=\"1\" errors=\"0\""), "{x}");
+    for (text, why) in [
+        (pass.replace("all-reduce\"\nlog", "gather\"\nlog"), "has no gather rows (it holds: all-reduce, all-gather, reduce-scatter, all-to-all, send-recv)"),
+        (pass.replace("h100.log", "missing.log"), "missing.log"),
+        (pass.replace("max_time_us", "ranks = 4\nmax_time_us"), "`ranks` does not apply to a check with `log`"),
+    ] {
+        std::fs::write(&spec, format!("{text}{fail}")).unwrap();
+        let o = run(&["qualify", s(&spec)]);
+        assert_eq!(o.code, 2, "{text}: {}", o.stderr);
+        assert!(o.stderr.contains(why), "expected '{why}' in: {}", o.stderr);
+        assert_eq!(o.stderr.trim().lines().count(), 1, "one line, nothing judged: {}", o.stderr);
+    }
+}
+
+#[test]
+fn unreadable_logs_exit_2_with_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let empty = dir.path().join("empty.log");
+    std::fs::write(
+        &empty,
+        "# nThread 1 nGpus 8 minBytes 8 maxBytes 64\n# Avg bus bandwidth : 0\n",
+    )
+    .unwrap();
+    let noise = dir.path().join("noise.log");
+    std::fs::write(&noise, "NCCL INFO hello\n").unwrap();
+    for (file, why) in [
+        (
+            &empty,
+            "empty.log: not a readable nccl-tests log: an nccl-tests log without data rows",
+        ),
+        (&noise, "noise.log: not a collbench results file"),
+    ] {
+        for cmd in ["report", "compare"] {
+            let o = run(&[cmd, s(file), s(file)]);
+            assert_eq!(o.code, 2, "{cmd}: {}", o.stderr);
+            assert!(o.stderr.contains(why), "expected '{why}' in: {}", o.stderr);
+            assert_eq!(o.stderr.trim().lines().count(), 1, "{}", o.stderr);
+            assert!(!o.stderr.contains("panicked"), "{}", o.stderr);
+        }
+    }
+}

@@ -11,7 +11,16 @@
 //! dtype = "float"                   # optional, as --dtype (also op, algo, engine,
 //! max_time_us = 5000.0              #   placement, iters, warmup)
 //! min_busbw_gbps = 0.001            # at least one threshold
+//!
+//! [[check]]                         # judges a saved run instead of sweeping:
+//! collective = "all-reduce"         #   its rows of this collective (or "all")
+//! log = "nccl-tests/all_reduce.log" # an nccl-tests log or collbench results,
+//! min_busbw_gbps = 100.0            #   relative to the spec's folder
 //! ```
+//!
+//! A check with `log` runs nothing, so it takes none of the sweep's keys
+//! (device, ranks, sizes, dtype, ...); a check without it needs device,
+//! ranks and sizes.
 //!
 //! A check's sweep is built through the command line's own typed path: the
 //! flags' defaults, each key parsed by the flag's value parser, and the
@@ -35,9 +44,12 @@ pub struct SpecError(pub String);
 pub struct CheckSpec {
     pub name: Option<String>,
     pub collective: String,
-    pub device: String,
-    pub ranks: u32,
-    pub sizes: String,
+    /// A results file to judge instead of running a sweep: an nccl-tests
+    /// log or collbench results (relative to the spec's folder).
+    pub log: Option<String>,
+    pub device: Option<String>,
+    pub ranks: Option<u32>,
+    pub sizes: Option<String>,
     pub dtype: Option<String>,
     pub op: Option<String>,
     pub algo: Option<String>,
@@ -90,7 +102,26 @@ pub fn parse_spec(text: &str) -> Result<Vec<CheckSpec>, SpecError> {
                 )));
             }
         }
-        if c.ranks == 0 {
+        if c.log.is_some() {
+            if let Some(key) = c.sweep_keys().first() {
+                return Err(SpecError(format!(
+                    "{at}: `{key}` does not apply to a check with `log` (it judges the log's rows and runs nothing)"
+                )));
+            }
+            continue;
+        }
+        for (field, missing) in [
+            ("device", c.device.is_none()),
+            ("ranks", c.ranks.is_none()),
+            ("sizes", c.sizes.is_none()),
+        ] {
+            if missing {
+                return Err(SpecError(format!(
+                    "{at}: missing field `{field}` (a check without `log` runs a sweep: give device, ranks and sizes)"
+                )));
+            }
+        }
+        if c.ranks == Some(0) {
             return Err(SpecError(format!("{at}: ranks must be at least 1")));
         }
     }
@@ -111,11 +142,39 @@ fn key<T>(v: Result<T, ValueError>) -> Result<T, SpecError> {
 }
 
 impl CheckSpec {
-    /// The check's name, or one made of what it runs.
+    /// The check's name, or one made of what it runs (or reads).
     pub fn title(&self) -> String {
-        self.name
-            .clone()
-            .unwrap_or_else(|| format!("{} {} {} ranks", self.collective, self.sizes, self.ranks))
+        if let Some(n) = &self.name {
+            return n.clone();
+        }
+        if let Some(log) = &self.log {
+            return format!("{} from {log}", self.collective);
+        }
+        format!(
+            "{} {} {} ranks",
+            self.collective,
+            self.sizes.as_deref().unwrap_or("?"),
+            self.ranks.map_or_else(|| "?".into(), |n| n.to_string())
+        )
+    }
+
+    /// The sweep's keys this check gives, by name.
+    fn sweep_keys(&self) -> Vec<&'static str> {
+        [
+            ("device", self.device.is_some()),
+            ("ranks", self.ranks.is_some()),
+            ("sizes", self.sizes.is_some()),
+            ("dtype", self.dtype.is_some()),
+            ("op", self.op.is_some()),
+            ("algo", self.algo.is_some()),
+            ("engine", self.engine.is_some()),
+            ("placement", self.placement.is_some()),
+            ("iters", self.iters.is_some()),
+            ("warmup", self.warmup.is_some()),
+        ]
+        .into_iter()
+        .filter_map(|(k, given)| given.then_some(k))
+        .collect()
     }
 
     /// The collective it sweeps (None: all).
@@ -137,18 +196,26 @@ impl CheckSpec {
         Ok(self.coll()?.map_or("all", |c| c.name()))
     }
 
-    /// The check's sweep, validated as the command line's would be.
+    /// The check's sweep, validated as the command line's would be (a
+    /// check with `log` has none).
     pub fn sweep(&self) -> Result<Sweep, SpecError> {
         let coll = self.coll()?;
+        let need = |field: &str| {
+            SpecError(format!(
+                "missing field `{field}` (a check without `log` runs a sweep: give device, ranks and sizes)"
+            ))
+        };
+        let sizes = self.sizes.as_deref().ok_or_else(|| need("sizes"))?;
+        let ranks = self.ranks.ok_or_else(|| need("ranks"))?;
+        let device = self.device.as_deref().ok_or_else(|| need("device"))?;
         let mut a = Defaults::try_parse_from::<[&str; 0], &str>([])
             .map_err(|e| SpecError(e.to_string()))?
             .run;
-        a.sizes.sizes = Some(key(values::sizes(&self.sizes))?);
-        a.ranks = Some(self.ranks as usize);
-        a.device = DeviceChoice::from_str(self.device.trim(), true).map_err(|_| {
+        a.sizes.sizes = Some(key(values::sizes(sizes))?);
+        a.ranks = Some(ranks as usize);
+        a.device = DeviceChoice::from_str(device.trim(), true).map_err(|_| {
             SpecError(format!(
-                "unknown --device '{}' (known: auto, host, cuda, cuda-emu)",
-                self.device
+                "unknown --device '{device}' (known: auto, host, cuda, cuda-emu)"
             ))
         })?;
         if let Some(v) = &self.dtype {
@@ -238,7 +305,19 @@ min_busbw_gbps = 100000.0
             (base, "check 1 (all-reduce 1K 2 ranks): has no threshold"),
             (
                 "[[check]]\ncollective = \"all-reduce\"\nmax_time_us = 5.0\n",
-                "missing field",
+                "missing field `device` (a check without `log` runs a sweep",
+            ),
+            (
+                "[[check]]\ncollective = \"all-reduce\"\ndevice = \"host\"\nranks = 2\nmax_time_us = 5.0\n",
+                "missing field `sizes`",
+            ),
+            (
+                "[[check]]\ncollective = \"all-reduce\"\nlog = \"a.log\"\nranks = 2\nmax_time_us = 5.0\n",
+                "check 1 (all-reduce from a.log): `ranks` does not apply to a check with `log`",
+            ),
+            (
+                "[[check]]\ncollective = \"all-reduce\"\nlog = \"a.log\"\n",
+                "check 1 (all-reduce from a.log): has no threshold",
             ),
             (&base.replace("ranks = 2", "ranks = -2"), "line 4"),
             (
@@ -251,6 +330,19 @@ min_busbw_gbps = 100000.0
             assert!(e.contains(want), "{text:?}: want '{want}' in: {e}");
             assert!(!e.contains('\n'), "one line: {e}");
         }
+    }
+
+    #[test]
+    fn a_log_check_needs_no_sweep() {
+        let c = parse_spec(
+            "[[check]]\ncollective = \"all\"\nlog = \"runs/nccl.log\"\nmin_busbw_gbps = 1.0\n",
+        )
+        .unwrap()
+        .remove(0);
+        assert_eq!(c.log.as_deref(), Some("runs/nccl.log"));
+        assert_eq!(c.title(), "all from runs/nccl.log");
+        assert_eq!(c.collective_name(), Ok("all"));
+        assert!(c.sweep().unwrap_err().0.contains("missing field `sizes`"));
     }
 
     #[test]

@@ -1,5 +1,10 @@
 //! Comparing a candidate results file against a baseline: rows are matched
-//! on (collective, engine, algo, dtype, op, root, bytes, placement); each
+//! on (collective, engine, algo, dtype, op, root, bytes, placement), or,
+//! when either side was read from an nccl-tests log (engine
+//! `nccl-tests-log`), on (collective, dtype, op, root, bytes, placement):
+//! engine and algorithm ignored, and the op of a collective that does not
+//! reduce ignored too (nccl-tests' `sendrecv_perf` prints `sum`). Where
+//! several candidate rows share a key, the first is taken. Each
 //! pair is judged on the number that matters at its size. Sizes of
 //! [`LARGE_BYTES`] and up are bandwidth-bound, so their bus bandwidth is
 //! compared; smaller sizes are latency-bound (their busbw is tiny and noisy),
@@ -7,6 +12,7 @@
 //! more than the allowed percentage, or when the candidate has wrong values.
 
 use super::grid;
+use super::nccl_log::ENGINE as LOG_ENGINE;
 use super::warn::describe;
 use super::{Results, Row};
 use std::collections::HashMap;
@@ -107,7 +113,28 @@ pub struct Comparison {
     /// Candidate rows no baseline row matched.
     pub only_cand: usize,
     pub max_regression_pct: f64,
+    /// Rows were matched ignoring engine and algorithm: which side (or
+    /// both) came from an nccl-tests log.
+    pub loose: Option<Loose>,
 }
+
+/// Which side of a comparison is an nccl-tests log.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Loose {
+    Baseline,
+    Candidate,
+    Both,
+}
+
+/// The collectives whose op means nothing.
+const NO_OP: [&str; 6] = [
+    "all-gather",
+    "broadcast",
+    "all-to-all",
+    "gather",
+    "scatter",
+    "send-recv",
+];
 
 type Key<'a> = (
     &'a str,
@@ -120,7 +147,24 @@ type Key<'a> = (
     &'a str,
 );
 
-fn key(r: &Row) -> Key<'_> {
+fn key(r: &Row, loose: bool) -> Key<'_> {
+    if loose {
+        let op = if NO_OP.contains(&r.collective.as_str()) {
+            "none"
+        } else {
+            &r.op
+        };
+        return (
+            &r.collective,
+            "",
+            "",
+            &r.dtype,
+            op,
+            r.root,
+            r.bytes,
+            &r.placement,
+        );
+    }
     (
         &r.collective,
         &r.engine,
@@ -133,16 +177,27 @@ fn key(r: &Row) -> Key<'_> {
     )
 }
 
+fn is_log(r: &Results) -> bool {
+    r.rows.iter().any(|x| x.engine == LOG_ENGINE)
+}
+
 /// Matches `cand`'s rows to `base`'s and judges each pair.
 pub fn compare(base: &Results, cand: &Results, max_regression_pct: f64) -> Comparison {
+    let loose = match (is_log(base), is_log(cand)) {
+        (true, true) => Some(Loose::Both),
+        (true, false) => Some(Loose::Baseline),
+        (false, true) => Some(Loose::Candidate),
+        (false, false) => None,
+    };
+    let key_of = |r| key(r, loose.is_some());
     let mut by_key: HashMap<Key<'_>, &Row> = HashMap::new();
     for r in &cand.rows {
-        by_key.entry(key(r)).or_insert(r);
+        by_key.entry(key_of(r)).or_insert(r);
     }
     let mut pairs = Vec::new();
     let mut only_base = 0;
     for b in &base.rows {
-        match by_key.remove(&key(b)) {
+        match by_key.remove(&key_of(b)) {
             Some(c) => pairs.push(Pair::new(b, c, max_regression_pct)),
             None => only_base += 1,
         }
@@ -153,10 +208,24 @@ pub fn compare(base: &Results, cand: &Results, max_regression_pct: f64) -> Compa
         only_base,
         only_cand,
         max_regression_pct,
+        loose,
     }
 }
 
 impl Comparison {
+    /// What rows were matched on, one line; `base` and `cand` name the files.
+    pub fn matched_on(&self, base: &str, cand: &str) -> String {
+        let Some(loose) = self.loose else {
+            return "matched on collective, engine, algo, dtype, op, root, bytes, placement".into();
+        };
+        let why = match loose {
+            Loose::Baseline => format!("{base} is an nccl-tests log"),
+            Loose::Candidate => format!("{cand} is an nccl-tests log"),
+            Loose::Both => "both are nccl-tests logs".into(),
+        };
+        format!("matched on collective, dtype, op, root, bytes, placement (engine and algorithm ignored: {why})")
+    }
+
     pub fn regressions(&self) -> usize {
         self.pairs.iter().filter(|p| p.regressed).count()
     }
@@ -295,5 +364,48 @@ mod tests {
         assert!(c
             .summary()
             .contains("1 only in the baseline, 1 only in the candidate"));
+    }
+
+    #[test]
+    fn a_log_side_matches_ignoring_engine_and_algorithm() {
+        let log = |r: Row| Row {
+            engine: LOG_ENGINE.into(),
+            algo: "nccl".into(),
+            ..r
+        };
+        let mut send = row(64, "out");
+        send.collective = "send-recv".into();
+        send.op = "none".into();
+        let mut log_send = log(send.clone());
+        log_send.op = "sum".into();
+        let base = results(vec![log(row(8, "out")), log(row(8, "in")), log_send]);
+        let mut tree = row(8, "out");
+        tree.algo = "tree".into();
+        let cand = results(vec![row(8, "out"), tree, send]);
+        let c = compare(&base, &cand, 5.0);
+        assert_eq!((c.pairs.len(), c.only_base, c.only_cand), (2, 1, 1));
+        assert_eq!(
+            c.pairs[0].cand.algo, "ring",
+            "the first candidate row of a key"
+        );
+        assert_eq!(
+            c.pairs[1].cand.collective, "send-recv",
+            "send-recv's op is ignored"
+        );
+        assert_eq!(c.loose, Some(Loose::Baseline));
+        assert_eq!(
+            c.matched_on("a.log", "b.json"),
+            "matched on collective, dtype, op, root, bytes, placement (engine and algorithm ignored: a.log is an nccl-tests log)"
+        );
+        let c = compare(&cand, &base, 5.0);
+        assert!(c
+            .matched_on("b.json", "a.log")
+            .ends_with("a.log is an nccl-tests log)"));
+        let c = compare(&cand, &cand, 5.0);
+        assert_eq!(
+            (c.loose, c.pairs.len()),
+            (None, 3),
+            "builtin rows still match on all fields"
+        );
     }
 }

@@ -35,6 +35,7 @@ pub fn row(bytes: u64, placement: &str) -> Row {
 pub fn results(rows: Vec<Row>) -> Results {
     Results::new(
         Meta {
+            log_avg_busbw: None,
             gpus: Vec::new(),
             pid: 0,
             version: "0.1.0".into(),

@@ -3,6 +3,7 @@
 //! schema and meta, each further line one row, so an interrupted sweep keeps
 //! every finished row.
 
+use super::nccl_log::{self, LogError};
 use super::{model::RESULTS_SCHEMA, Meta, Results, Row, Sink};
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
@@ -42,6 +43,8 @@ pub enum ResultsError {
     Parse { path: PathBuf, source: ParseError },
     #[error("{}: schema '{schema}' is not {RESULTS_SCHEMA}", path.display())]
     Schema { path: PathBuf, schema: String },
+    #[error("{}: not a readable nccl-tests log: {source}", path.display())]
+    Log { path: PathBuf, source: LogError },
 }
 
 /// Why results text (JSON or JSONL) does not parse.
@@ -63,14 +66,54 @@ pub enum ParseError {
 /// it (what an interrupted sweep leaves: schema and meta on the first line,
 /// one row per further line).
 pub fn read_results(path: &Path) -> Result<Results, ResultsError> {
-    let text = std::fs::read_to_string(path).map_err(|source| ResultsError::Io {
+    let text = read_text(path)?;
+    parse_results(path, &text)
+}
+
+fn read_text(path: &Path) -> Result<String, ResultsError> {
+    std::fs::read_to_string(path).map_err(|source| ResultsError::Io {
         path: path.to_path_buf(),
         source,
+    })
+}
+
+/// Reads results of any kind collbench takes: its own JSON or JSONL (one
+/// [`Results`]), or an nccl-tests log (one [`Results`] per run in the log,
+/// in order; see [`nccl_log`]). A file that is not JSON and looks like
+/// nccl-tests output is read as a log.
+pub fn read_any(path: &Path) -> Result<Vec<Results>, ResultsError> {
+    let text = read_text(path)?;
+    let is_json = text.trim_start().starts_with('{');
+    if !is_json && nccl_log::looks_like_log(&text) {
+        return nccl_log::read_log(&text, &path.display().to_string()).map_err(|source| {
+            ResultsError::Log {
+                path: path.to_path_buf(),
+                source,
+            }
+        });
+    }
+    parse_results(path, &text).map(|r| vec![r])
+}
+
+/// [`read_any`] with a log's runs made one [`Results`]: every run's rows in
+/// order, the first run's meta (for `compare` and `qualify`, which judge rows).
+pub fn read_merged(path: &Path) -> Result<Results, ResultsError> {
+    let mut all = read_any(path)?.into_iter();
+    let mut first = all.next().ok_or_else(|| ResultsError::Log {
+        path: path.to_path_buf(),
+        source: LogError::Whole("no runs".into()),
     })?;
+    for r in all {
+        first.rows.extend(r.rows);
+    }
+    Ok(first)
+}
+
+fn parse_results(path: &Path, text: &str) -> Result<Results, ResultsError> {
     let parsed = if path.extension().is_some_and(|e| e == "jsonl") {
-        parse_jsonl(&text)
+        parse_jsonl(text)
     } else {
-        serde_json::from_str::<Results>(&text).map_err(ParseError::from)
+        serde_json::from_str::<Results>(text).map_err(ParseError::from)
     };
     let r = parsed.map_err(|source| ResultsError::Parse {
         path: path.to_path_buf(),

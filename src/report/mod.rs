@@ -1,5 +1,6 @@
 //! Reports: pure renderings of results (terminal table, nccl-tests text,
-//! Markdown, CSV, JSON/JSONL, plots), comparisons of two results files,
+//! Markdown, CSV, JSON/JSONL, plots), reading results back (collbench's
+//! JSON/JSONL and nccl-tests logs), comparisons of two results files,
 //! qualification verdicts with JUnit XML, warnings with hints, and the
 //! [`Sink`] the harness feeds rows to as they finish.
 
@@ -14,6 +15,7 @@ pub mod layout;
 pub mod markdown;
 pub mod model;
 pub mod nccl;
+pub mod nccl_log;
 pub mod plot;
 pub mod progress;
 pub mod qualify;

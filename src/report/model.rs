@@ -133,6 +133,10 @@ pub struct Meta {
     /// The process id of rank 0's process (nccl-tests' `Pid`).
     #[serde(default)]
     pub pid: u32,
+    /// The `# Avg bus bandwidth` an nccl-tests log printed for this run, as
+    /// printed (its rows keep two decimals of busbw, too few to recompute it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log_avg_busbw: Option<String>,
     /// The GPUs used, as CUDA names them (rank r runs on `gpus[r % len]`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub gpus: Vec<Gpu>,

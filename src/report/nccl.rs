@@ -25,6 +25,8 @@ pub struct NcclTests {
     sizes: Vec<u64>,
     /// One run per algorithm (the sweep ran several per case).
     split_algos: bool,
+    /// The average an nccl-tests log printed, when re-rendering one.
+    printed_avg: std::sync::Mutex<Option<String>>,
 }
 
 impl NcclTests {
@@ -36,6 +38,7 @@ impl NcclTests {
             placements,
             sizes,
             split_algos,
+            printed_avg: std::sync::Mutex::new(None),
         }
     }
 }
@@ -192,6 +195,9 @@ impl Layout for NcclTests {
     }
 
     fn open(&self, first: &Row, meta: Option<&Meta>) -> Vec<String> {
+        if let Ok(mut p) = self.printed_avg.lock() {
+            *p = meta.and_then(|m| m.log_avg_busbw.clone());
+        }
         let mut out = self.header(first, meta);
         // nccl-tests always shows both placements; a missing one prints dashes.
         let top = Line::new("#", "")
@@ -252,7 +258,12 @@ impl Layout for NcclTests {
                 "# Out of bounds values : {bad} {}",
                 if bad > 0 { "FAILED" } else { "OK" }
             ),
-            format!("# Avg bus bandwidth    : {} ", fmt_g(avg_busbw(rows))),
+            format!("# Avg bus bandwidth    : {} ", {
+                // A log's own average where it printed one (its rows keep too
+                // few digits of busbw to recompute it exactly).
+                let printed = self.printed_avg.lock().ok().and_then(|p| p.clone());
+                printed.unwrap_or_else(|| fmt_g(avg_busbw(rows)))
+            }),
             "#".into(),
             format!(
                 "# Collective test concluded: {}",

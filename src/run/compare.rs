@@ -1,33 +1,39 @@
 //! `collbench compare`: a candidate's results against a baseline's; exit 1
 //! when a matched row regressed, 2 when a file cannot be read or nothing
-//! matches (a gate that compared nothing must not pass).
+//! matches (a gate that compared nothing must not pass). Either file may be
+//! an nccl-tests log (all its runs' rows); rows are then matched ignoring
+//! engine and algorithm, and a line says so.
 
 use super::{fail, CHECK_FAILED, OK};
 use crate::cli::CompareArgs;
 use crate::report::compare::compare as judge;
-use crate::report::json::read_results;
+use crate::report::json::read_merged;
 use std::io::Write;
 
 pub fn compare(a: &CompareArgs) -> i32 {
     let pct = a.max_regression;
-    let base = match read_results(&a.baseline) {
+    let base = match read_merged(&a.baseline) {
         Ok(r) => r,
         Err(e) => return fail(e),
     };
-    let cand = match read_results(&a.candidate) {
+    let cand = match read_merged(&a.candidate) {
         Ok(r) => r,
         Err(e) => return fail(e),
     };
     let c = judge(&base, &cand, pct);
+    let (b, k) = (a.baseline.display(), a.candidate.display());
+    let matched_on = c.matched_on(&b.to_string(), &k.to_string());
     if c.pairs.is_empty() {
         return fail(format!(
-            "nothing to compare: no row of {} matches a row of {} (rows match on collective, engine, algo, dtype, op, root, bytes and placement)",
-            a.candidate.display(),
-            a.baseline.display()
+            "nothing to compare: no row of {k} matches a row of {b} (rows {matched_on})"
         ));
     }
+    let mut out = std::io::stdout().lock();
     // A closed stdout (a pipe into `head`) is not an error worth dying for.
-    let _ = write!(std::io::stdout().lock(), "{}", c.render());
+    if c.loose.is_some() {
+        let _ = writeln!(out, "{matched_on}");
+    }
+    let _ = write!(out, "{}", c.render());
     if c.regressions() > 0 {
         eprintln!(
             "collbench: {} row(s) of {} regressed against {}",

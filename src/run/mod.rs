@@ -599,6 +599,7 @@ fn meta(s: &Sweep, chosen: &Chosen) -> Meta {
         nccl: None,
         pid: std::process::id(),
         gpus: chosen.gpus.clone(),
+        log_avg_busbw: None,
     }
 }
 

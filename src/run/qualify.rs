@@ -6,17 +6,31 @@
 //! (missed a threshold, wrong values, or hung); 2 for a bad spec, or a
 //! check this build or machine cannot run (such as `device = "cuda"` or an
 //! engine other than builtin), which is reported as a JUnit `error`.
+//!
+//! A check with `log = "FILE"` runs no sweep: it judges the rows of FILE (an
+//! nccl-tests log, every run in it, or collbench results; relative to the
+//! spec's folder) of its collective (all of them for `all`) against its
+//! thresholds, once. A log that cannot be read, or holds no row of the
+//! check's collective, makes the spec bad.
 
 use super::{choose_device, execute, fail, rfc3339_now, setup, CHECK_FAILED, OK, USAGE};
 use crate::cli::plan::Sweep;
 use crate::cli::spec::{parse_spec, CheckSpec};
 use crate::cli::QualifyArgs;
+use crate::report::json::{read_merged, write_atomic};
 use crate::report::junit::junit;
 use crate::report::progress::{self, Progress};
 use crate::report::qualify::{evaluate, render, Check, CheckResult, Outcome};
-use crate::report::{json::write_atomic, Fanout, Row};
+use crate::report::{Fanout, Row};
 use std::io::Write;
+use std::path::Path;
 use std::time::Instant;
+
+/// What a check judges: a sweep it runs, or rows read from a file.
+enum Job {
+    Sweep(Box<Sweep>),
+    Log(Vec<Row>),
+}
 
 /// One run of a check's sweep: its rows, or how it went wrong.
 fn measure(s: &Sweep) -> Result<Vec<Row>, Outcome> {
@@ -43,8 +57,8 @@ fn measure(s: &Sweep) -> Result<Vec<Row>, Outcome> {
     }
 }
 
-/// Runs a check, and once more if it fails.
-fn run_check(c: &Check, s: &Sweep) -> CheckResult {
+/// Runs a check, and once more if it fails (a log's rows are judged once).
+fn run_check(c: &Check, job: &Job) -> CheckResult {
     let start = Instant::now();
     let mut result = CheckResult {
         title: c.title.clone(),
@@ -53,6 +67,14 @@ fn run_check(c: &Check, s: &Sweep) -> CheckResult {
         measured: Vec::new(),
         retried: false,
         seconds: 0.0,
+    };
+    let s = match job {
+        Job::Sweep(s) => s,
+        Job::Log(rows) => {
+            (result.outcome, result.measured) = evaluate(c, rows);
+            result.seconds = start.elapsed().as_secs_f64();
+            return result;
+        }
     };
     for attempt in 0..2 {
         let (outcome, measured) = match measure(s) {
@@ -76,23 +98,60 @@ fn run_check(c: &Check, s: &Sweep) -> CheckResult {
     result
 }
 
-/// Every check of the spec, validated: its verdict's terms and its sweep.
-fn checks(specs: &[CheckSpec]) -> anyhow::Result<Vec<(Check, Sweep)>> {
+/// The rows of `log` (relative to `dir`) that `collective` (or `all`) judges.
+fn log_rows(dir: &Path, log: &str, collective: &str) -> anyhow::Result<Vec<Row>> {
+    let results = read_merged(&dir.join(log))?;
+    let mut held: Vec<&str> = Vec::new();
+    for r in &results.rows {
+        if !held.contains(&r.collective.as_str()) {
+            held.push(&r.collective);
+        }
+    }
+    let rows: Vec<Row> = results
+        .rows
+        .iter()
+        .filter(|r| collective == "all" || r.collective == collective)
+        .cloned()
+        .collect();
+    if rows.is_empty() {
+        anyhow::bail!(
+            "{log} has no {collective} rows (it holds: {})",
+            if held.is_empty() {
+                "nothing".into()
+            } else {
+                held.join(", ")
+            }
+        );
+    }
+    Ok(rows)
+}
+
+/// Every check of the spec, validated: its verdict's terms and its sweep
+/// (or its log's rows). `dir`: the spec's folder, where logs are found.
+fn checks(specs: &[CheckSpec], dir: &Path) -> anyhow::Result<Vec<(Check, Job)>> {
     specs
         .iter()
         .enumerate()
         .map(|(i, c)| {
-            c.collective_name()
-                .and_then(|name| {
-                    let check = Check {
-                        title: c.title(),
-                        collective: name.to_string(),
-                        min_busbw_gbps: c.min_busbw_gbps,
-                        max_time_us: c.max_time_us,
-                    };
-                    Ok((check, c.sweep()?))
-                })
-                .map_err(|e| anyhow::anyhow!("check {} ({}): {e}", i + 1, c.title()))
+            let at = || format!("check {} ({})", i + 1, c.title());
+            let name = c
+                .collective_name()
+                .map_err(|e| anyhow::anyhow!("{}: {e}", at()))?;
+            let check = Check {
+                title: c.title(),
+                collective: name.to_string(),
+                min_busbw_gbps: c.min_busbw_gbps,
+                max_time_us: c.max_time_us,
+            };
+            let job = match &c.log {
+                Some(log) => Job::Log(
+                    log_rows(dir, log, name).map_err(|e| anyhow::anyhow!("{}: {e}", at()))?,
+                ),
+                None => Job::Sweep(Box::new(
+                    c.sweep().map_err(|e| anyhow::anyhow!("{}: {e}", at()))?,
+                )),
+            };
+            Ok((check, job))
         })
         .collect()
 }
@@ -103,9 +162,10 @@ pub fn qualify(a: &QualifyArgs) -> i32 {
         Ok(t) => t,
         Err(e) => return fail(anyhow::anyhow!("{spec}: {e}")),
     };
+    let dir = a.spec.parent().unwrap_or(Path::new(""));
     let checks = match parse_spec(&text)
         .map_err(anyhow::Error::from)
-        .and_then(|s| checks(&s))
+        .and_then(|s| checks(&s, dir))
     {
         Ok(c) => c,
         Err(e) => return fail(super::one_line(&e.context(spec.to_string()))),

@@ -1,11 +1,12 @@
 //! `collbench report`: re-renders saved results (text in any `--format`,
 //! CSV, plots); several files are shown one after another and overlaid on
-//! one plot, each series named by its file.
+//! one plot, each series named by its file. An nccl-tests log is read as
+//! results too, each of its runs shown as one results file would be.
 
 use super::{fail, OK};
 use crate::cli::ReportArgs;
 use crate::report::csv::CsvSink;
-use crate::report::json::read_results;
+use crate::report::json::read_any;
 use crate::report::layout::{render, Format};
 use crate::report::plot::{self, Source};
 use crate::report::text::placements_of;
@@ -62,10 +63,26 @@ pub fn report(a: &ReportArgs) -> i32 {
     }
     let mut files = Vec::new();
     let nccl_text = format == Format::NcclTests;
+    let mut labels = Vec::new();
     for path in &a.files {
-        match read_results(path) {
-            Ok(r) => files.push((path.display().to_string(), r)),
+        let runs = match read_any(path) {
+            Ok(r) => r,
             Err(e) => return fail(e),
+        };
+        let n = runs.len();
+        for (i, r) in runs.into_iter().enumerate() {
+            let name = if n > 1 {
+                format!(
+                    "{} (run {} of {n}: {})",
+                    path.display(),
+                    i + 1,
+                    r.meta.command
+                )
+            } else {
+                path.display().to_string()
+            };
+            files.push((name, r));
+            labels.push(label(path));
         }
     }
     if nccl_text && !a.out.quiet {
@@ -96,12 +113,11 @@ pub fn report(a: &ReportArgs) -> i32 {
     }
     if let Some(p) = &a.out.plot {
         let overlay = files.len() > 1;
-        let sources: Vec<Source<'_>> = a
-            .files
+        let sources: Vec<Source<'_>> = labels
             .iter()
             .zip(&files)
-            .map(|(path, (_, results))| Source {
-                label: overlay.then(|| label(path)),
+            .map(|(l, (_, results))| Source {
+                label: overlay.then(|| l.clone()),
                 results,
             })
             .collect();

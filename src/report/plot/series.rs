@@ -113,27 +113,25 @@ pub(super) fn titles(sources: &[Source<'_>]) -> (String, String) {
             )
         }
         many => {
-            let names: Vec<String> = many
-                .iter()
-                .map(|s| {
-                    s.label
-                        .clone()
-                        .unwrap_or_else(|| s.results.meta.host.clone())
-                })
-                .collect();
-            let machines: Vec<String> = many
-                .iter()
-                .map(|s| {
-                    let m = &s.results.meta;
-                    format!(
-                        "{}: {} ({} ranks, {})",
-                        names_of(s),
-                        m.host,
-                        m.world_size,
-                        m.started_at
-                    )
-                })
-                .collect();
+            // Several runs of one nccl-tests log share a label: named once.
+            let mut names: Vec<String> = Vec::new();
+            let mut machines: Vec<String> = Vec::new();
+            for s in many {
+                let m = &s.results.meta;
+                let when = if m.started_at.is_empty() {
+                    String::new()
+                } else {
+                    format!(", {}", m.started_at)
+                };
+                let name = names_of(s);
+                let machine = format!("{name}: {} ({} ranks{when})", m.host, m.world_size);
+                if !names.contains(&name) {
+                    names.push(name);
+                }
+                if !machines.contains(&machine) {
+                    machines.push(machine);
+                }
+            }
             (
                 format!("collbench: {}", names.join(" vs ")),
                 machines.join(" · "),

@@ -1,0 +1,1259 @@
+//! nccl-tests logs as input: what `all_reduce_perf` and its siblings print
+//! on stdout, read into runs ([`parse_log`]) and converted to collbench's
+//! results ([`LogRun::to_results`]), so `report`, `compare` and `qualify`
+//! take an old nccl-tests log wherever they take a collbench results file.
+//!
+//! A log holds one or several runs. A run starts at `# nccl-tests version`,
+//! `# Collective test starting: X_perf` or `# nThread ...` (whichever comes
+//! first after the previous run) and holds the header (version, the
+//! `# nThread` line, the `# Using devices` lines), the table and the footer
+//! (`# Out of bounds values`, `# Avg bus bandwidth`). Data rows come in the
+//! three layouts nccl-tests 2.x has printed: 13 fields (size, count, type,
+//! redop, root, then time, algbw, busbw, #wrong out of place and in place),
+//! 12 (no root) and 11 (no root, redop left blank). `N/A` in `#wrong` (or the
+//! older `error`) means the values were not checked. Other `#` lines
+//! (warnings such as `# Reducing maxBytes ...`) and lines that are neither
+//! (NCCL's `INFO` lines mixed into stdout) are skipped by the reader; the
+//! strict [`validate_one_run`] refuses the latter.
+//!
+//! Rows converted keep `engine` = [`ENGINE`] and `algo` = [`ALGO`] (nccl-tests
+//! does not say which algorithm NCCL chose). The collective comes from the
+//! `# Collective test starting` line; without it (older logs) from the
+//! rows' shape (redop, root, count against size, busbw against algbw) and,
+//! where the shape leaves a choice (all-gather or all-to-all, gather or
+//! scatter), from the file name (`..._alltoall.log`). When neither tells,
+//! the first candidate is taken and a note in `meta.notes` says it was
+//! guessed; a run with no shape at all and no name is refused.
+//!
+//! `meta` of a converted run: `version` `nccl-tests 2.17.8` (plain
+//! `nccl-tests` when the log does not say which), `nccl` the rest of the version line
+//! (`nccl-headers=... nccl-library=...`), `command` the binary
+//! (`all_reduce_perf`), `host` the hosts of the device lines (comma
+//! separated), `started_at` empty, `world_size` the ranks listed under
+//! `# Using devices` (else nThread x nGpus), `device` `cuda`, `devices` one
+//! line per rank (`NAME [BUS] (rank R, pid P on HOST, device D)`), `iters`
+//! and `warmup` from the header, `timing` `wall`, and `notes`: where the
+//! run came from (file, run i of n), the header line as printed, and a
+//! guessed collective when it was guessed.
+
+use super::{Meta, Results, Row, Stats};
+use std::ops::Range;
+
+/// `engine` of every row read from an nccl-tests log.
+pub const ENGINE: &str = "nccl-tests-log";
+/// `algo` of every row read from an nccl-tests log: NCCL chose, unsaid.
+pub const ALGO: &str = "nccl";
+
+/// Why a log cannot be read or is not exactly one nccl-tests run.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LogError {
+    /// Something wrong on one line (1-based).
+    #[error("line {line}: {what}")]
+    At { line: usize, what: String },
+    /// Something wrong with the text as a whole.
+    #[error("{0}")]
+    Whole(String),
+}
+
+/// The `# nThread ...` line, its fields as printed (absent in older layouts:
+/// `agg iters`, `graph`).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Header {
+    /// The line as printed, without the leading `# `.
+    pub line: String,
+    pub nthread: Option<u64>,
+    pub ngpus: Option<u64>,
+    pub min_bytes: Option<u64>,
+    pub max_bytes: Option<u64>,
+    /// `2(factor)` or `N(bytes)`, as printed.
+    pub step: Option<String>,
+    pub warmup: Option<u64>,
+    pub iters: Option<u64>,
+    pub agg_iters: Option<u64>,
+    pub validation: Option<u64>,
+    pub graph: Option<u64>,
+}
+
+/// One `#  Rank  0 Group  0 Pid 123 on host device  0 [bus] NAME` line.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RankLine {
+    pub rank: u64,
+    /// Absent in older layouts.
+    pub group: Option<u64>,
+    pub pid: u64,
+    pub host: String,
+    pub device: u64,
+    /// What the brackets hold (`0000:1b:00`, `0x00`).
+    pub bus: String,
+    pub name: String,
+}
+
+/// One placement's columns of a data row.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Cell {
+    pub time_us: f64,
+    pub algbw_gbps: f64,
+    pub busbw_gbps: f64,
+    /// None: `N/A` (not checked), or an older float `error` column.
+    pub wrong: Option<i64>,
+    /// Digits after the point of busbw as printed (its precision).
+    pub busbw_decimals: u32,
+}
+
+/// One data row: a size with its out-of-place and in-place cells.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct LogRow {
+    /// 1-based line in the log.
+    pub line: usize,
+    /// How many fields the row has (13, 12 or 11).
+    pub fields: usize,
+    pub bytes: u64,
+    pub count: u64,
+    /// The type as printed (`float`, `double`, ...).
+    pub dtype: String,
+    /// The redop as printed; empty in the 11-field layout.
+    pub op: String,
+    /// -1 where the layout has no root column.
+    pub root: i64,
+    pub out: Cell,
+    pub inplace: Cell,
+}
+
+/// One nccl-tests run: header, rows, footer.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct LogRun {
+    /// 0-based line indices of the log this run spans.
+    pub lines: Range<usize>,
+    /// `2.17.8` from `# nccl-tests version 2.17.8 ...`.
+    pub version: Option<String>,
+    /// The rest of the version line (`nccl-headers=... nccl-library=...`).
+    pub nccl: Option<String>,
+    /// `all_reduce_perf` from `# Collective test starting: all_reduce_perf`.
+    pub binary: Option<String>,
+    pub header: Option<Header>,
+    pub ranks: Vec<RankLine>,
+    pub rows: Vec<LogRow>,
+    /// `# Out of bounds values : N OK|FAILED`: N and whether OK.
+    pub out_of_bounds: Option<(u64, bool)>,
+    /// `# Avg bus bandwidth : X`.
+    pub avg_busbw: Option<f64>,
+    /// X as printed (its precision).
+    pub avg_text: Option<String>,
+    /// `# Collective test concluded` was seen.
+    pub concluded: bool,
+}
+
+impl LogRun {
+    fn is_empty(&self) -> bool {
+        self.version.is_none()
+            && self.binary.is_none()
+            && self.header.is_none()
+            && self.rows.is_empty()
+            && self.avg_busbw.is_none()
+    }
+
+    /// The number of ranks: the device lines, else nThread x nGpus.
+    pub fn world_size(&self) -> usize {
+        if !self.ranks.is_empty() {
+            return self.ranks.len();
+        }
+        self.header
+            .as_ref()
+            .and_then(|h| Some(h.nthread? * h.ngpus?))
+            .map_or(1, |n| n.max(1) as usize)
+    }
+
+    /// The mean busbw over every row and both placements, as printed.
+    pub fn mean_busbw(&self) -> f64 {
+        if self.rows.is_empty() {
+            return 0.0;
+        }
+        let sum: f64 = self
+            .rows
+            .iter()
+            .map(|r| r.out.busbw_gbps + r.inplace.busbw_gbps)
+            .sum();
+        sum / (2 * self.rows.len()) as f64
+    }
+}
+
+/// The value after `word` among `tokens`.
+fn after<'a>(tokens: &[&'a str], i: usize, word: &str) -> Option<&'a str> {
+    (tokens.get(i) == Some(&word)).then(|| tokens.get(i + 1).copied())?
+}
+
+fn parse_header(body: &str) -> Header {
+    let t: Vec<&str> = body.split_whitespace().collect();
+    let num = |s: Option<&str>| s.and_then(|s| s.parse::<u64>().ok());
+    let mut h = Header {
+        line: body.trim().to_string(),
+        ..Header::default()
+    };
+    let mut i = 0;
+    while i < t.len() {
+        match t[i] {
+            "nThread" => h.nthread = num(after(&t, i, "nThread")),
+            "nGpus" => h.ngpus = num(after(&t, i, "nGpus")),
+            "minBytes" => h.min_bytes = num(after(&t, i, "minBytes")),
+            "maxBytes" => h.max_bytes = num(after(&t, i, "maxBytes")),
+            "step:" => h.step = after(&t, i, "step:").map(String::from),
+            "warmup" if t.get(i + 1) == Some(&"iters:") => {
+                h.warmup = num(t.get(i + 2).copied());
+                i += 2;
+            }
+            "agg" if t.get(i + 1) == Some(&"iters:") => {
+                h.agg_iters = num(t.get(i + 2).copied());
+                i += 2;
+            }
+            "iters:" => h.iters = num(after(&t, i, "iters:")),
+            "validation:" => h.validation = num(after(&t, i, "validation:")),
+            "graph:" => h.graph = num(after(&t, i, "graph:")),
+            _ => {}
+        }
+        i += 1;
+    }
+    h
+}
+
+/// `Rank  0 Group  0 Pid 123 on host device  0 [bus] NAME` (after `#`).
+fn parse_rank(body: &str) -> Option<RankLine> {
+    let (head, rest) = body.split_once('[')?;
+    let (bus, name) = rest.split_once(']')?;
+    let t: Vec<&str> = head.split_whitespace().collect();
+    let mut r = RankLine {
+        bus: bus.trim().to_string(),
+        name: name.trim().to_string(),
+        ..RankLine::default()
+    };
+    let num = |s: Option<&str>| s.and_then(|s| s.parse::<u64>().ok());
+    let mut seen = (false, false);
+    for i in 0..t.len() {
+        match t[i] {
+            "Rank" => {
+                r.rank = num(after(&t, i, "Rank"))?;
+                seen.0 = true;
+            }
+            "Group" => r.group = num(after(&t, i, "Group")),
+            "Pid" => r.pid = num(after(&t, i, "Pid"))?,
+            "on" => r.host = after(&t, i, "on")?.to_string(),
+            "device" => {
+                r.device = num(after(&t, i, "device"))?;
+                seen.1 = true;
+            }
+            _ => {}
+        }
+    }
+    (seen.0 && seen.1).then_some(r)
+}
+
+fn parse_cell(f: &[&str]) -> Option<Cell> {
+    let [time, algbw, busbw, wrong] = f else {
+        return None;
+    };
+    let wrong = match *wrong {
+        "N/A" => None,
+        w => match w.parse::<i64>() {
+            Ok(n) => Some(n),
+            // The older float `error` column is not a count of wrong values.
+            Err(_) => {
+                w.parse::<f64>().ok()?;
+                None
+            }
+        },
+    };
+    Some(Cell {
+        time_us: time.parse().ok()?,
+        algbw_gbps: algbw.parse().ok()?,
+        busbw_gbps: busbw.parse().ok()?,
+        wrong,
+        busbw_decimals: busbw.split_once('.').map_or(0, |(_, d)| d.len() as u32),
+    })
+}
+
+/// A data row in any of the three layouts, or None.
+fn parse_row(line: &str, at: usize) -> Option<LogRow> {
+    let f: Vec<&str> = line.split_whitespace().collect();
+    let (op, root, cells) = match f.len() {
+        13 => (f[3], f[4].parse::<i64>().ok()?, &f[5..]),
+        12 => (f[3], -1, &f[4..]),
+        11 => ("", -1, &f[3..]),
+        _ => return None,
+    };
+    if !f[2].starts_with(|c: char| c.is_ascii_alphabetic()) {
+        return None;
+    }
+    Some(LogRow {
+        line: at,
+        fields: f.len(),
+        bytes: f[0].parse().ok()?,
+        count: f[1].parse().ok()?,
+        dtype: f[2].to_string(),
+        op: op.to_string(),
+        root,
+        out: parse_cell(&cells[..4])?,
+        inplace: parse_cell(&cells[4..])?,
+    })
+}
+
+/// What one line of a log is.
+enum Line {
+    Version(String, String),
+    Starting(String),
+    Concluded,
+    Header(Header),
+    Rank(RankLine),
+    OutOfBounds(u64, bool),
+    Avg(f64, String),
+    /// Any other `#` line, or an empty one.
+    Comment,
+    Row(LogRow),
+    /// Neither a `#` line nor a data row.
+    Other,
+}
+
+fn classify(line: &str, at: usize) -> Line {
+    let t = line.trim();
+    let Some(body) = t.strip_prefix('#') else {
+        if t.is_empty() {
+            return Line::Comment;
+        }
+        return parse_row(t, at).map_or(Line::Other, Line::Row);
+    };
+    let body = body.trim();
+    if let Some(v) = body.strip_prefix("nccl-tests version") {
+        let v = v.trim();
+        let (ver, rest) = v.split_once(char::is_whitespace).unwrap_or((v, ""));
+        return Line::Version(ver.to_string(), rest.trim().to_string());
+    }
+    if let Some(b) = body.strip_prefix("Collective test starting:") {
+        return Line::Starting(b.trim().to_string());
+    }
+    if body.starts_with("Collective test concluded") {
+        return Line::Concluded;
+    }
+    if body.starts_with("nThread ") {
+        return Line::Header(parse_header(body));
+    }
+    if body.starts_with("Rank ") {
+        return parse_rank(body).map_or(Line::Comment, Line::Rank);
+    }
+    if let Some(v) = body.strip_prefix("Out of bounds values") {
+        let v: Vec<&str> = v
+            .trim_start_matches([' ', ':'])
+            .split_whitespace()
+            .collect();
+        if let (Some(n), Some(ok)) = (v.first().and_then(|n| n.parse().ok()), v.get(1)) {
+            return Line::OutOfBounds(n, *ok == "OK");
+        }
+    }
+    if let Some(v) = body.strip_prefix("Avg bus bandwidth") {
+        let v = v.trim_start_matches([' ', ':']).trim();
+        if let Ok(x) = v.parse::<f64>() {
+            return Line::Avg(x, v.to_string());
+        }
+    }
+    Line::Comment
+}
+
+/// The runs of an nccl-tests log, leniently: lines that are not part of a
+/// run are skipped, and runs with nothing in them are left out.
+pub fn parse_log(text: &str) -> Vec<LogRun> {
+    let mut runs = Vec::new();
+    let mut cur = LogRun::default();
+    let mut end = 0;
+    for (i, l) in text.lines().enumerate() {
+        let line = classify(l, i + 1);
+        let new_run = match &line {
+            Line::Version(..) => !cur.is_empty(),
+            Line::Starting(_) => {
+                cur.binary.is_some() || cur.header.is_some() || !cur.rows.is_empty()
+            }
+            Line::Header(_) => cur.header.is_some() || !cur.rows.is_empty(),
+            _ => false,
+        };
+        if new_run {
+            cur.lines.end = end;
+            runs.push(std::mem::take(&mut cur));
+        }
+        if cur.is_empty() && !matches!(line, Line::Comment | Line::Other) {
+            cur.lines.start = i;
+        }
+        match line {
+            Line::Version(v, rest) => {
+                cur.version = Some(v);
+                cur.nccl = (!rest.is_empty()).then_some(rest);
+            }
+            Line::Starting(b) => cur.binary = Some(b),
+            Line::Concluded => cur.concluded = true,
+            Line::Header(h) => cur.header = Some(h),
+            Line::Rank(r) => cur.ranks.push(r),
+            Line::OutOfBounds(n, ok) => cur.out_of_bounds = Some((n, ok)),
+            Line::Avg(x, s) => {
+                cur.avg_busbw = Some(x);
+                cur.avg_text = Some(s);
+            }
+            Line::Row(r) => cur.rows.push(r),
+            Line::Comment | Line::Other => {}
+        }
+        if !cur.is_empty() {
+            end = i + 1;
+        }
+    }
+    if !cur.is_empty() {
+        cur.lines.end = end;
+        runs.push(cur);
+    }
+    runs
+}
+
+/// Whether `text` looks like nccl-tests output (a header, a footer or the
+/// start of a test), as opposed to some other file.
+pub fn looks_like_log(text: &str) -> bool {
+    text.lines().any(|l| {
+        let l = l.trim_start();
+        l.starts_with("# nThread ")
+            || l.starts_with("# Collective test starting:")
+            || l.starts_with("# Avg bus bandwidth")
+    })
+}
+
+/// Half a unit of the last digit of `printed` (`343.554` -> 0.0005).
+fn half_unit(printed: &str) -> f64 {
+    let (mant, exp) = match printed.split_once(['e', 'E']) {
+        Some((m, e)) => (m, e.parse::<i32>().unwrap_or(0)),
+        None => (printed, 0),
+    };
+    let decimals = mant.split_once('.').map_or(0, |(_, d)| d.len() as i32);
+    0.5 * 10f64.powi(exp - decimals)
+}
+
+/// Checks that `text` is exactly one nccl-tests run as nccl-tests prints
+/// it: one `# nThread` header before the table, one table of at least one
+/// row, one footer (`# Out of bounds values`, then `# Avg bus bandwidth`)
+/// after it, at most one `# Collective test starting` line; every line is
+/// either a `#` line, empty, or a data row of 13 fields that parse; the
+/// `#wrong` counts add up to the out-of-bounds count; and the average
+/// equals the mean busbw over every row and both placements, to the
+/// printed precision (each busbw's rounding plus the average's own).
+/// Returns the run.
+pub fn validate_one_run(text: &str) -> Result<LogRun, LogError> {
+    let at = |line: usize, what: String| LogError::At { line, what };
+    let whole = |what: &str| LogError::Whole(what.to_string());
+    let (mut header, mut oob, mut avg, mut starting) = (None, None, None, 0);
+    for (i, l) in text.lines().enumerate() {
+        let n = i + 1;
+        match classify(l, n) {
+            Line::Header(_) if header.is_some() => {
+                return Err(at(n, "a second `# nThread` header".into()))
+            }
+            Line::Header(_) => header = Some(n),
+            Line::Starting(_) => {
+                starting += 1;
+                if starting > 1 {
+                    return Err(at(n, "a second `# Collective test starting`".into()));
+                }
+            }
+            Line::OutOfBounds(..) if oob.is_some() => {
+                return Err(at(n, "a second `# Out of bounds values`".into()))
+            }
+            Line::OutOfBounds(..) => oob = Some(n),
+            Line::Avg(..) if avg.is_some() => {
+                return Err(at(n, "a second `# Avg bus bandwidth`".into()))
+            }
+            Line::Avg(..) => avg = Some(n),
+            Line::Row(r) => {
+                if r.fields != 13 {
+                    return Err(at(n, format!("{} fields, not 13: {}", r.fields, l.trim())));
+                }
+                if header.is_none_or(|h| h > n) {
+                    return Err(at(n, "a data row before the `# nThread` header".into()));
+                }
+                if oob.is_some() || avg.is_some() {
+                    return Err(at(n, "a data row after the footer".into()));
+                }
+            }
+            Line::Other => {
+                return Err(at(
+                    n,
+                    format!("neither a `#` line nor a 13-field data row: {}", l.trim()),
+                ))
+            }
+            _ => {}
+        }
+    }
+    let mut runs = parse_log(text);
+    if runs.len() != 1 {
+        return Err(LogError::Whole(format!("{} runs, not one", runs.len())));
+    }
+    let run = runs.remove(0);
+    header.ok_or_else(|| whole("no `# nThread` header"))?;
+    let oob_line = oob.ok_or_else(|| whole("no `# Out of bounds values` line"))?;
+    let avg_line = avg.ok_or_else(|| whole("no `# Avg bus bandwidth` line"))?;
+    if avg_line < oob_line {
+        return Err(at(
+            avg_line,
+            "`# Avg bus bandwidth` before `# Out of bounds values`".into(),
+        ));
+    }
+    if run.rows.is_empty() {
+        return Err(whole("no data rows"));
+    }
+    let wrong: i64 = run
+        .rows
+        .iter()
+        .flat_map(|r| [&r.out, &r.inplace])
+        .map(|c| c.wrong.unwrap_or(0))
+        .sum();
+    if let Some((n, ok)) = run.out_of_bounds {
+        if n as i64 != wrong || ok != (n == 0) {
+            return Err(at(
+                oob_line,
+                format!("out of bounds says {n}, the rows' #wrong add up to {wrong}"),
+            ));
+        }
+    }
+    let (printed, text_avg) = match (run.avg_busbw, &run.avg_text) {
+        (Some(x), Some(t)) => (x, t.as_str()),
+        _ => return Err(whole("no `# Avg bus bandwidth` value")),
+    };
+    let rounding = run
+        .rows
+        .iter()
+        .flat_map(|r| [&r.out, &r.inplace])
+        .map(|c| 0.5 * 10f64.powi(-(c.busbw_decimals as i32)))
+        .fold(0.0, f64::max);
+    let mean = run.mean_busbw();
+    let tolerance = rounding + half_unit(text_avg) + 1e-9;
+    if (mean - printed).abs() > tolerance {
+        return Err(at(
+            avg_line,
+            format!(
+                "average {text_avg} is not the mean busbw over {} rows and both placements ({mean:.6}, +/- {tolerance})",
+                run.rows.len()
+            ),
+        ));
+    }
+    Ok(run)
+}
+
+/// collbench's name of an nccl-tests type (`char` -> `int8`, `int` ->
+/// `int32`, `uint` -> `uint32`; the rest are the same names).
+pub fn dtype_name(nccl: &str) -> String {
+    match nccl {
+        "char" => "int8".into(),
+        "int" => "int32".into(),
+        "uint" => "uint32".into(),
+        "fp16" => "half".into(),
+        "bf16" => "bfloat16".into(),
+        other => other.to_string(),
+    }
+}
+
+fn elem_size(dtype: &str) -> Option<u64> {
+    Some(match dtype {
+        "int8" | "uint8" | "f8e4m3" | "f8e5m2" => 1,
+        "half" | "bfloat16" => 2,
+        "int32" | "uint32" | "float" => 4,
+        "int64" | "uint64" | "double" => 8,
+        _ => return None,
+    })
+}
+
+/// collbench's name of an nccl-tests binary (`alltoall_perf` -> `all-to-all`).
+pub fn collective_of_binary(binary: &str) -> String {
+    let stem = binary.rsplit('/').next().unwrap_or(binary);
+    let stem = stem.strip_suffix("_perf").unwrap_or(stem);
+    match stem {
+        "alltoall" => "all-to-all".into(),
+        "sendrecv" => "send-recv".into(),
+        s => s.replace('_', "-"),
+    }
+}
+
+/// The collective a file name names (`sb_nccl_alltoall.log` -> `all-to-all`).
+pub fn collective_of_name(name: &str) -> Option<&'static str> {
+    let squashed: String = name
+        .to_ascii_lowercase()
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric())
+        .collect();
+    // Longer names first: `allreduce` holds `reduce`, `allgather` `gather`.
+    [
+        ("allreduce", "all-reduce"),
+        ("allgather", "all-gather"),
+        ("reducescatter", "reduce-scatter"),
+        ("alltoall", "all-to-all"),
+        ("sendrecv", "send-recv"),
+        ("broadcast", "broadcast"),
+        ("gather", "gather"),
+        ("scatter", "scatter"),
+        ("reduce", "reduce"),
+    ]
+    .into_iter()
+    .find(|(k, _)| squashed.contains(k))
+    .map(|(_, v)| v)
+}
+
+const REDUCTIONS: [&str; 7] = ["sum", "prod", "min", "max", "avg", "mulsum", "premulsum"];
+
+/// The collectives the rows' shape allows, most likely first: the redop and
+/// root, the count against the size (the whole buffer per rank, or a
+/// 1/ranks share) and busbw against algbw (nccl-tests' factors).
+fn shape_candidates(run: &LogRun, ranks: u64) -> Vec<&'static str> {
+    let Some(first) = run.rows.first() else {
+        return Vec::new();
+    };
+    let reduction = REDUCTIONS.contains(&first.op.as_str());
+    let n = ranks.max(1);
+    let sample = run.rows.iter().find_map(|r| {
+        let es = elem_size(&dtype_name(&r.dtype))?;
+        (r.bytes > 0 && r.count > 0).then_some((r.bytes, r.count * es))
+    });
+    let (whole, split) = match sample {
+        Some((bytes, per_rank)) => (per_rank == bytes, per_rank * n == bytes),
+        None => (true, true),
+    };
+    let factor = run
+        .rows
+        .iter()
+        .map(|r| &r.out)
+        .filter(|c| c.algbw_gbps > 0.0)
+        .max_by(|a, b| a.algbw_gbps.total_cmp(&b.algbw_gbps))
+        .map(|c| c.busbw_gbps / c.algbw_gbps);
+    let nf = n as f64;
+    let fits = |f: f64| factor.is_none_or(|x| (x - f).abs() <= 0.05 * f.max(0.1));
+    let (all, share, one) = (
+        fits(2.0 * (nf - 1.0) / nf),
+        fits((nf - 1.0) / nf),
+        fits(1.0),
+    );
+    let mut out = Vec::new();
+    let mut add = |ok: bool, names: &[&'static str]| {
+        if ok {
+            for c in names {
+                if !out.contains(c) {
+                    out.push(*c);
+                }
+            }
+        }
+    };
+    match (first.root >= 0, reduction) {
+        (true, true) => add(one, &["reduce"]),
+        (true, false) => {
+            add(whole && one, &["broadcast"]);
+            add(split && share, &["gather", "scatter"]);
+        }
+        (false, true) => {
+            add(whole && all, &["all-reduce"]);
+            add(split && share, &["reduce-scatter"]);
+            add(whole && one, &["send-recv"]);
+        }
+        (false, false) => {
+            add(split && share, &["all-gather", "all-to-all"]);
+            add(whole && one, &["send-recv"]);
+        }
+    }
+    out
+}
+
+impl LogRun {
+    /// The run's collective (collbench's name) and, when it was guessed,
+    /// why. `name`: the log's file name, a hint.
+    pub fn collective(&self, name: &str) -> Result<(String, Option<String>), LogError> {
+        if let Some(b) = &self.binary {
+            return Ok((collective_of_binary(b), None));
+        }
+        let hint = collective_of_name(name);
+        let shape = shape_candidates(self, self.world_size() as u64);
+        if let Some(h) = hint.filter(|h| shape.is_empty() || shape.contains(h)) {
+            return Ok((h.to_string(), None));
+        }
+        match shape.as_slice() {
+            [one] => Ok((one.to_string(), None)),
+            [first, ..] => Ok((
+                first.to_string(),
+                Some(format!(
+                    "collective guessed: the log does not name it and its rows fit {}",
+                    shape.join(" or ")
+                )),
+            )),
+            [] => Err(LogError::Whole(format!(
+                "cannot tell which collective the run at line {} measured (no `# Collective test starting` line, and neither its rows nor the file name say)",
+                self.lines.start + 1
+            ))),
+        }
+    }
+
+    /// The run as collbench results: one row per size and placement (out of
+    /// place first), engine [`ENGINE`], algo [`ALGO`]. `source`: the log's
+    /// path as shown; `index`, `of`: which run of the file this is.
+    pub fn to_results(&self, source: &str, index: usize, of: usize) -> Result<Results, LogError> {
+        let name = source.rsplit(['/', '\\']).next().unwrap_or(source);
+        let (collective, guessed) = self.collective(name)?;
+        let mut rows = Vec::with_capacity(self.rows.len() * 2);
+        for r in &self.rows {
+            for (placement, c) in [("out", &r.out), ("in", &r.inplace)] {
+                rows.push(Row {
+                    collective: collective.clone(),
+                    engine: ENGINE.into(),
+                    algo: ALGO.into(),
+                    dtype: dtype_name(&r.dtype),
+                    // sendrecv_perf prints an unused `sum`: send-recv reduces nothing.
+                    op: if r.op.is_empty() || collective == "send-recv" {
+                        "none".into()
+                    } else {
+                        r.op.clone()
+                    },
+                    root: r.root,
+                    bytes: r.bytes,
+                    count: r.count,
+                    placement: placement.into(),
+                    time_us: c.time_us,
+                    algbw_gbps: c.algbw_gbps,
+                    busbw_gbps: c.busbw_gbps,
+                    wrong: c.wrong.unwrap_or(-1),
+                    nan: -1,
+                    stats: Stats {
+                        p50_us: c.time_us,
+                        p99_us: c.time_us,
+                        min_us: c.time_us,
+                        max_us: c.time_us,
+                        outliers: 0,
+                    },
+                    per_rank_us: Vec::new(),
+                    first_error: None,
+                    last_arrival: None,
+                });
+            }
+        }
+        let mut hosts: Vec<&str> = Vec::new();
+        for r in &self.ranks {
+            if !hosts.contains(&r.host.as_str()) {
+                hosts.push(&r.host);
+            }
+        }
+        let mut notes = vec![format!(
+            "read from the nccl-tests log {source} (run {} of {of}, line {})",
+            index + 1,
+            self.lines.start + 1
+        )];
+        if let Some(h) = &self.header {
+            notes.push(format!("nccl-tests header: {}", h.line));
+        }
+        notes.extend(guessed);
+        let header = self.header.as_ref();
+        let meta = Meta {
+            version: self
+                .version
+                .as_ref()
+                .map_or_else(|| "nccl-tests".into(), |v| format!("nccl-tests {v}")),
+            command: self
+                .binary
+                .clone()
+                .unwrap_or_else(|| super::nccl::perf_binary(&collective)),
+            host: hosts.join(","),
+            started_at: String::new(),
+            world_size: self.world_size(),
+            device: "cuda".into(),
+            devices: self
+                .ranks
+                .iter()
+                .map(|r| {
+                    format!(
+                        "{} [{}] (rank {}, pid {} on {}, device {})",
+                        r.name, r.bus, r.rank, r.pid, r.host, r.device
+                    )
+                })
+                .collect(),
+            iters: header.and_then(|h| h.iters).unwrap_or(0) as usize,
+            warmup: header.and_then(|h| h.warmup).unwrap_or(0) as usize,
+            seed: 0,
+            timing: "wall".into(),
+            notes,
+            nccl: self.nccl.clone(),
+            pid: self.ranks.first().map_or(0, |r| r.pid as u32),
+            log_avg_busbw: self.avg_text.clone(),
+            gpus: self
+                .ranks
+                .iter()
+                .map(|r| super::Gpu {
+                    name: r.name.clone(),
+                    bus_id: r.bus.clone(),
+                })
+                .collect(),
+        };
+        Ok(Results::new(meta, rows))
+    }
+}
+
+/// An nccl-tests log's text as collbench results, one per run that has
+/// rows. `source`: the path as shown (its file name hints the collective).
+pub fn read_log(text: &str, source: &str) -> Result<Vec<Results>, LogError> {
+    let runs: Vec<LogRun> = parse_log(text)
+        .into_iter()
+        .filter(|r| !r.rows.is_empty())
+        .collect();
+    if runs.is_empty() {
+        return Err(LogError::Whole(
+            "an nccl-tests log without data rows".into(),
+        ));
+    }
+    let of = runs.len();
+    runs.iter()
+        .enumerate()
+        .map(|(i, r)| r.to_results(source, i, of))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+
+    /// A genuine log's text, or None (and a message) when the fixtures are
+    /// not beside the repository, unless `COLLBENCH_REQUIRE_FIXTURES=1`.
+    fn fixture(name: &str) -> Option<String> {
+        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/nccl-tests");
+        match std::fs::read_to_string(dir.join(name)) {
+            Ok(t) => Some(t),
+            Err(e) => {
+                let required = std::env::var("COLLBENCH_REQUIRE_FIXTURES").is_ok_and(|v| v == "1");
+                assert!(
+                    !required,
+                    "fixture {name} missing: {e} (COLLBENCH_REQUIRE_FIXTURES=1)"
+                );
+                eprintln!("SKIPPED: fixture {name} not found in {}", dir.display());
+                None
+            }
+        }
+    }
+
+    type SynthRow<'a> = (u64, u64, &'a str, &'a str, i64, f64, f64, f64);
+
+    /// One run in nccl-tests' 13-column layout, `rows` given as
+    /// (size, count, type, redop, root, time, algbw, busbw).
+    fn synthetic(rows: &[SynthRow], ranks: usize) -> String {
+        let mut t = String::from(
+            "# nThread 1 nGpus 1 minBytes 8 maxBytes 64 step: 2(factor) warmup iters: 5 iters: 20 agg iters: 1 validation: 1 graph: 0\n#\n# Using devices\n",
+        );
+        for r in 0..ranks {
+            t += &format!(
+                "#  Rank {r:2} Group  0 Pid {:6} on node{r} device {r:2} [0x{r:02}] GPU X\n",
+                100 + r
+            );
+        }
+        t += "#\n#       size         count      type   redop    root     time   algbw   busbw  #wrong     time   algbw   busbw  #wrong\n";
+        let mut sum = 0.0;
+        for (b, c, ty, op, root, time, alg, bus) in rows {
+            t += &format!("{b:12}  {c:12}  {ty:>8}  {op:>6}  {root:6}  {time:7.2}  {alg:6.2}  {bus:6.2}       0  {time:7.2}  {alg:6.2}  {bus:6.2}       0\n");
+            sum += 2.0 * bus;
+        }
+        let avg = sum / (2 * rows.len().max(1)) as f64;
+        t += &format!(
+            "# Out of bounds values : 0 OK\n# Avg bus bandwidth    : {} \n#\n",
+            crate::report::nccl::fmt_g(avg)
+        );
+        t
+    }
+
+    fn lines_of(text: &str, r: &LogRun) -> String {
+        let all: Vec<&str> = text.lines().collect();
+        all[r.lines.clone()].join("\n")
+    }
+
+    #[test]
+    fn genuine_2_17_log_holds_five_runs_with_their_headers() {
+        let Some(t) = fixture("genuine_2_17_N1_G4.log") else {
+            return;
+        };
+        let runs = parse_log(&t);
+        let binaries: Vec<&str> = runs.iter().filter_map(|r| r.binary.as_deref()).collect();
+        assert_eq!(
+            binaries,
+            [
+                "all_reduce_perf",
+                "all_gather_perf",
+                "reduce_scatter_perf",
+                "alltoall_perf",
+                "sendrecv_perf"
+            ]
+        );
+        let avgs: Vec<f64> = runs.iter().filter_map(|r| r.avg_busbw).collect();
+        assert_eq!(avgs, [343.554, 313.292, 309.526, 319.526, 294.601]);
+        let first = &runs[0];
+        assert_eq!(first.version.as_deref(), Some("2.17.8"));
+        assert_eq!(
+            first.nccl.as_deref(),
+            Some("nccl-headers=22902 nccl-library=22902")
+        );
+        let h = first.header.clone().unwrap();
+        assert_eq!(
+            (
+                h.nthread,
+                h.ngpus,
+                h.min_bytes,
+                h.max_bytes,
+                h.step.as_deref()
+            ),
+            (
+                Some(1),
+                Some(1),
+                Some(33554432),
+                Some(68719476736),
+                Some("2(factor)")
+            )
+        );
+        assert_eq!(
+            (h.warmup, h.iters, h.agg_iters, h.validation, h.graph),
+            (Some(5), Some(20), Some(1), Some(1), Some(0))
+        );
+        assert_eq!(first.ranks.len(), 4);
+        assert_eq!(
+            first.ranks[1],
+            RankLine {
+                rank: 1,
+                group: Some(0),
+                pid: 4175037,
+                host: "cnode3-002".into(),
+                device: 1,
+                bus: "0000:43:00".into(),
+                name: "NVIDIA H100 80GB HBM3".into(),
+            }
+        );
+        assert_eq!(first.out_of_bounds, Some((0, true)));
+        for r in &runs {
+            assert_eq!((r.rows.len(), r.world_size(), r.concluded), (10, 4, true));
+            assert!(r.rows.iter().all(|x| x.fields == 13));
+            let v = validate_one_run(&lines_of(&t, r));
+            assert!(v.is_ok(), "{:?}: {v:?}", r.binary);
+        }
+        let row = &first.rows[0];
+        assert_eq!(
+            (
+                row.bytes,
+                row.count,
+                row.dtype.as_str(),
+                row.op.as_str(),
+                row.root
+            ),
+            (33554432, 4194304, "double", "sum", -1)
+        );
+        assert_eq!(
+            row.out,
+            Cell {
+                time_us: 171.88,
+                algbw_gbps: 195.22,
+                busbw_gbps: 292.83,
+                wrong: Some(0),
+                busbw_decimals: 2
+            }
+        );
+        let last = runs[4].rows.last().unwrap();
+        assert_eq!(
+            (last.bytes, last.inplace.time_us, last.inplace.busbw_gbps),
+            (17179869184, 46760.0, 367.40)
+        );
+        assert_eq!(
+            (last.out.wrong, last.inplace.wrong),
+            (Some(0), None),
+            "N/A is unchecked"
+        );
+        let e = validate_one_run(&t).unwrap_err().to_string();
+        assert!(
+            e.starts_with("line 33: a second `# Collective test starting`"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn genuine_runs_become_results_with_engine_and_meta() {
+        let Some(t) = fixture("genuine_2_17_N1_G4.log") else {
+            return;
+        };
+        let all = read_log(&t, "logs/genuine_2_17_N1_G4.log").unwrap();
+        let colls: Vec<&str> = all.iter().map(|r| r.rows[0].collective.as_str()).collect();
+        assert_eq!(
+            colls,
+            [
+                "all-reduce",
+                "all-gather",
+                "reduce-scatter",
+                "all-to-all",
+                "send-recv"
+            ]
+        );
+        let r = &all[0];
+        assert_eq!(r.rows.len(), 20);
+        assert!(r.rows.iter().all(|x| x.engine == ENGINE && x.algo == ALGO));
+        let (out, inp) = (&r.rows[0], &r.rows[1]);
+        assert_eq!(
+            (out.placement.as_str(), inp.placement.as_str()),
+            ("out", "in")
+        );
+        assert_eq!(
+            (out.dtype.as_str(), out.op.as_str(), out.bytes, out.count),
+            ("double", "sum", 33554432, 4194304)
+        );
+        assert_eq!(
+            (out.time_us, out.busbw_gbps, out.wrong, out.nan),
+            (171.88, 292.83, 0, -1)
+        );
+        assert_eq!(
+            (out.stats.p50_us, out.stats.min_us, out.stats.max_us),
+            (171.88, 171.88, 171.88)
+        );
+        assert_eq!(all[4].rows[1].wrong, -1, "N/A in place");
+        let m = &r.meta;
+        assert_eq!(
+            (m.version.as_str(), m.command.as_str(), m.host.as_str()),
+            ("nccl-tests 2.17.8", "all_reduce_perf", "cnode3-002")
+        );
+        assert_eq!(
+            (m.world_size, m.device.as_str(), m.iters, m.warmup),
+            (4, "cuda", 20, 5)
+        );
+        assert_eq!(
+            m.devices[0],
+            "NVIDIA H100 80GB HBM3 [0000:1b:00] (rank 0, pid 4175036 on cnode3-002, device 0)"
+        );
+        assert_eq!(
+            m.notes[0],
+            "read from the nccl-tests log logs/genuine_2_17_N1_G4.log (run 1 of 5, line 1)"
+        );
+        assert!(
+            m.notes[1].starts_with("nccl-tests header: nThread 1 nGpus 1 minBytes 33554432"),
+            "{:?}",
+            m.notes
+        );
+        assert_eq!(
+            all[1].meta.notes[0],
+            "read from the nccl-tests log logs/genuine_2_17_N1_G4.log (run 2 of 5, line 32)"
+        );
+    }
+
+    #[test]
+    fn pkb_log_without_a_test_name_is_an_all_reduce() {
+        let Some(t) = fixture("pkb_nccl_output.txt") else {
+            return;
+        };
+        let run = validate_one_run(&t).unwrap();
+        assert_eq!(
+            (run.rows.len(), run.binary.clone(), run.version.clone()),
+            (11, None, None)
+        );
+        assert_eq!(run.avg_busbw, Some(0.565546));
+        let h = run.header.clone().unwrap();
+        assert_eq!(
+            (h.iters, h.validation, h.graph),
+            (Some(1), Some(0), Some(0))
+        );
+        assert_eq!(
+            (
+                run.ranks.len(),
+                run.ranks[0].group,
+                run.ranks[1].host.as_str()
+            ),
+            (2, None, "pkb-2b6a393d-3")
+        );
+        let r = read_log(&t, "pkb_nccl_output.txt").unwrap().remove(0);
+        assert_eq!(r.rows.len(), 22);
+        assert_eq!(
+            (r.rows[0].collective.as_str(), r.rows[0].wrong),
+            ("all-reduce", -1)
+        );
+        assert_eq!(r.meta.host, "pkb-2b6a393d-2,pkb-2b6a393d-3");
+        assert_eq!(
+            (r.meta.world_size, r.meta.command.as_str()),
+            (2, "all_reduce_perf")
+        );
+        assert!(
+            r.meta
+                .notes
+                .iter()
+                .any(|n| n.contains("collective guessed") && n.contains("all-reduce or send-recv")),
+            "two ranks: all-reduce's factor is send-recv's: {:?}",
+            r.meta.notes
+        );
+        let last = r.rows.last().unwrap();
+        assert_eq!(
+            (
+                last.bytes,
+                last.count,
+                last.placement.as_str(),
+                last.time_us
+            ),
+            (1073741824, 268435456, "in", 1763386.0)
+        );
+    }
+
+    #[test]
+    fn older_12_column_allreduce_reads_but_is_not_a_strict_run() {
+        let Some(t) = fixture("sb_nccl_allreduce.log") else {
+            return;
+        };
+        let runs = parse_log(&t);
+        assert_eq!(runs.len(), 1);
+        let run = &runs[0];
+        assert_eq!(run.rows.len(), 34, "the NCCL INFO line is skipped");
+        assert!(run
+            .rows
+            .iter()
+            .all(|r| r.fields == 12 && r.root == -1 && r.op == "sum"));
+        assert_eq!((run.rows[0].bytes, run.rows[0].count), (0, 0));
+        let last = run.rows.last().unwrap();
+        assert_eq!(
+            (last.bytes, last.out.busbw_gbps, last.inplace.busbw_gbps),
+            (8589934592, 235.26, 235.03)
+        );
+        let h = run.header.clone().unwrap();
+        assert_eq!(
+            (h.ngpus, h.agg_iters, h.graph, h.validation),
+            (Some(8), None, None, Some(0))
+        );
+        assert_eq!(run.world_size(), 8);
+        assert!((run.mean_busbw() - 68.4048).abs() < 0.005);
+        assert_eq!(
+            run.collective("whatever.log").unwrap(),
+            ("all-reduce".into(), None),
+            "by shape alone"
+        );
+        let e = validate_one_run(&t).unwrap_err().to_string();
+        assert!(
+            e.starts_with("line 16: neither a `#` line nor a 13-field data row: hostname:3442"),
+            "{e}"
+        );
+        let e = validate_one_run(&t.replace(
+            "hostname:3442:3442 [0] NCCL INFO Launch mode Parallel\n",
+            "",
+        ))
+        .unwrap_err();
+        assert!(e.to_string().contains("12 fields, not 13"), "{e}");
+    }
+
+    #[test]
+    fn older_11_column_alltoall_takes_its_name_from_the_file() {
+        let Some(t) = fixture("sb_nccl_alltoall.log") else {
+            return;
+        };
+        let runs = parse_log(&t);
+        assert_eq!(runs.len(), 1);
+        let run = &runs[0];
+        assert_eq!(run.rows.len(), 34);
+        assert!(run
+            .rows
+            .iter()
+            .all(|r| r.fields == 11 && r.root == -1 && r.op.is_empty()));
+        assert_eq!(run.rows.iter().filter(|r| r.bytes == 0).count(), 5);
+        assert_eq!(
+            (
+                run.rows[5].bytes,
+                run.rows[5].count,
+                run.rows[5].out.time_us
+            ),
+            (32, 1, 89.00)
+        );
+        assert!((run.mean_busbw() - 58.6481).abs() < 0.005);
+        let r = read_log(&t, "/x/sb_nccl_alltoall.log").unwrap().remove(0);
+        assert_eq!(
+            (
+                r.rows[0].collective.as_str(),
+                r.rows[0].op.as_str(),
+                r.rows[0].root
+            ),
+            ("all-to-all", "none", -1)
+        );
+        assert_eq!(r.rows.len(), 68);
+        let (c, why) = run.collective("nccl.log").unwrap();
+        assert_eq!(c, "all-gather");
+        assert!(why.unwrap().contains("all-gather or all-to-all"));
+        assert!(validate_one_run(&t)
+            .unwrap_err()
+            .to_string()
+            .contains("11 fields, not 13"));
+    }
+
+    #[test]
+    fn the_validator_names_what_is_wrong() {
+        let rows = [
+            (8, 2, "float", "sum", -1, 10.0, 0.0, 0.0),
+            (64, 16, "float", "sum", -1, 12.5, 0.01, 0.01),
+        ];
+        let good = synthetic(&rows, 2);
+        let run = validate_one_run(&good).unwrap();
+        assert_eq!(run.rows.len(), 2);
+        let footer = "# Out of bounds values : 0 OK\n# Avg bus bandwidth    : 0.005 \n";
+        let cases: Vec<(String, &str)> = vec![
+            (good.replace("0.005 ", "0.02 "), "is not the mean busbw over 2 rows"),
+            (good.replace(footer, ""), "no `# Out of bounds values` line"),
+            (good.replace("# Avg bus bandwidth    : 0.005 \n", ""), "no `# Avg bus bandwidth` line"),
+            (good.replace("0 OK", "2 FAILED"), "out of bounds says 2"),
+            (format!("{good}{good}"), "a second `# nThread` header"),
+            (good.replace("#\n#       size", "#\nsome text\n#       size"), "neither a `#` line"),
+            (format!("{good}          8             2     float     sum      -1    10.00    0.00    0.00       0    10.00    0.00    0.00       0\n"), "a data row after the footer"),
+            (good.replace("float     sum      -1", "float     sum"), "12 fields, not 13"),
+            (good.lines().filter(|l| l.starts_with('#')).collect::<Vec<_>>().join("\n"), "no data rows"),
+        ];
+        for (text, want) in cases {
+            let e = validate_one_run(&text).unwrap_err().to_string();
+            assert!(e.contains(want), "want '{want}' in: {e}\n{text}");
+        }
+    }
+
+    #[test]
+    fn shape_tells_the_collective_apart() {
+        // (rows, ranks, expected collective); 4 ranks of float.
+        let cases = [
+            ((4096, 1024, "sum", -1, 0.04, 0.06), "all-reduce"),
+            ((4096, 256, "sum", -1, 0.04, 0.03), "reduce-scatter"),
+            ((4096, 1024, "sum", 0, 0.04, 0.04), "reduce"),
+            ((4096, 1024, "none", 0, 0.04, 0.04), "broadcast"),
+            ((4096, 1024, "sum", -1, 0.04, 0.04), "send-recv"),
+        ];
+        for ((b, c, op, root, alg, bus), want) in cases {
+            let t = synthetic(&[(b, c, "float", op, root, 100.0, alg, bus)], 4);
+            let run = parse_log(&t).remove(0);
+            assert_eq!(
+                run.collective("x.log").unwrap(),
+                (want.to_string(), None),
+                "{t}"
+            );
+        }
+        let t = synthetic(&[(4096, 256, "float", "none", -1, 100.0, 0.04, 0.03)], 4);
+        let run = parse_log(&t).remove(0);
+        assert_eq!(run.collective("run_allgather.txt").unwrap().0, "all-gather");
+        assert_eq!(
+            run.collective("run_all_to_all.txt").unwrap().0,
+            "all-to-all"
+        );
+        let t = synthetic(&[(4096, 256, "float", "none", 2, 100.0, 0.04, 0.03)], 4);
+        let run = parse_log(&t).remove(0);
+        assert_eq!(run.collective("scatter_perf.log").unwrap().0, "scatter");
+        assert!(run
+            .collective("x.log")
+            .unwrap()
+            .1
+            .unwrap()
+            .contains("gather or scatter"));
+    }
+
+    #[test]
+    fn names_map_to_collbench_names() {
+        assert_eq!(collective_of_binary("alltoall_perf"), "all-to-all");
+        assert_eq!(
+            collective_of_binary("./build/reduce_scatter_perf"),
+            "reduce-scatter"
+        );
+        assert_eq!(collective_of_binary("sendrecv_perf"), "send-recv");
+        assert_eq!(
+            collective_of_name("nccl_reduce_scatter_8.log"),
+            Some("reduce-scatter")
+        );
+        assert_eq!(collective_of_name("output.txt"), None);
+        assert_eq!(dtype_name("int"), "int32");
+        assert_eq!(dtype_name("bfloat16"), "bfloat16");
+        assert_eq!(half_unit("343.554"), 0.0005);
+        assert_eq!(half_unit("1.5e+06"), 50000.0);
+        assert!(!looks_like_log("{\"schema\": 1}") && !looks_like_log("hello"));
+        assert!(read_log("# Avg bus bandwidth : 3\n", "x").is_err());
+    }
+}
