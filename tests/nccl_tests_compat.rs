@@ -144,6 +144,7 @@ fn the_checker_reads_the_genuine_logs() {
     let pkb = std::fs::read_to_string(dir.join("pkb_nccl_output.txt")).unwrap();
     let runs = parse_runs(&pkb).unwrap();
     assert_eq!((runs.len(), runs[0].rows.len()), (1, 11));
+    collbench::report::nccl_log::validate_one_run(&pkb).unwrap();
     check_run(&runs[0]).unwrap();
     // The older layouts have 11 or 12 fields: not today's 13.
     let old = std::fs::read_to_string(dir.join("sb_nccl_alltoall.log")).unwrap();
@@ -180,6 +181,9 @@ fn assert_one_run_matching(args: &[&str], binary: &str) -> Run {
     }
     let runs = parse_runs(&text).unwrap_or_else(|e| panic!("{args:?}: {e}\n{text}"));
     assert_eq!(runs.len(), 1, "{args:?}: one run\n{text}");
+    // The library's validator, the one `report` trusts for genuine logs, agrees.
+    collbench::report::nccl_log::validate_one_run(&text)
+        .unwrap_or_else(|e| panic!("{args:?}: {e}\n{text}"));
     let run = runs.into_iter().next().unwrap();
     assert_eq!(run.binary.as_deref(), Some(binary));
     check_run(&run).unwrap_or_else(|e| panic!("{args:?}: {e}"));
