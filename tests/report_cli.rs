@@ -880,3 +880,86 @@ fn unreadable_logs_exit_2_with_one_line() {
         }
     }
 }
+
+#[test]
+fn compare_fails_on_missing_rows_and_says_how_runs_differ() {
+    let dir = tempfile::tempdir().unwrap();
+    let (base, cand) = (dir.path().join("b.json"), dir.path().join("c.json"));
+    for (path, sizes, ranks) in [(&base, "1K:4K", "2"), (&cand, "1K:2K", "3")] {
+        collbench()
+            .args([
+                "all-reduce",
+                "--sizes",
+                sizes,
+                "--ranks",
+                ranks,
+                "-n",
+                "2",
+                "-q",
+                "--device",
+                "host",
+                "--json",
+            ])
+            .arg(path)
+            .assert()
+            .success();
+    }
+    let out = collbench()
+        .arg("compare")
+        .arg(&base)
+        .arg(&cand)
+        .args(["--max-regression", "100000"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("2 baseline row(s) missing") && err.contains("4KiB"),
+        "{err}"
+    );
+    assert!(
+        err.contains("world size: baseline 2 ranks, candidate 3"),
+        "{err}"
+    );
+    let out = collbench()
+        .arg("compare")
+        .arg(&base)
+        .arg(&cand)
+        .args(["--max-regression", "100000", "--allow-missing"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // A duplicate in a list is refused where it is typed.
+    let out = collbench()
+        .args(["all-reduce", "--dtype", "float,float"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("'float' is given twice"));
+}
+
+#[test]
+fn readers_are_bounded_and_refuse_empty_results() {
+    let out = collbench().args(["report", "/dev/zero"]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("limit") || err.contains("not text"), "{err}");
+    let dir = tempfile::tempdir().unwrap();
+    let empty = dir.path().join("e.json");
+    std::fs::write(
+        &empty,
+        r#"{"schema":"collbench.results/1","meta":{"version":"0","command":"x","host":"h","started_at":"","world_size":2,"device":"host","devices":[]},"rows":[]}"#,
+    )
+    .unwrap();
+    for cmd in [vec!["report"], vec!["compare", empty.to_str().unwrap()]] {
+        let out = collbench().args(&cmd).arg(&empty).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{cmd:?}: {err}");
+        assert!(err.contains("has no rows"), "{cmd:?}: {err}");
+    }
+}

@@ -22,7 +22,9 @@ pub struct ReportArgs {
     after_help = "Rows are matched on collective, engine, algo, dtype, op, root, bytes and placement. \
 Sizes of 1 MiB and up are bandwidth-bound and judged on busbw; smaller sizes are latency-bound and \
 judged on time. A row regressed when that number is worse by more than PCT percent, or when the \
-candidate has wrong values.\n\nExit codes: 0 no regression; 1 a matched row regressed; \
+candidate has wrong values. Baseline rows the candidate lacks fail the comparison unless \
+--allow-missing; runs of different world size or device, and rows sharing a key, are warned \
+about.\n\nExit codes: 0 no regression; 1 a matched row regressed, or baseline rows are missing; \
 2 a file could not be read, or no row matched."
 )]
 pub struct CompareArgs {
@@ -41,6 +43,10 @@ pub struct CompareArgs {
         value_parser = percentage
     )]
     pub max_regression: f64,
+    /// Pass even when baseline rows are missing from the candidate (they
+    /// are still listed); without it a missing row fails the comparison.
+    #[arg(long)]
+    pub allow_missing: bool,
 }
 
 /// `collbench qualify SPEC.toml [--junit FILE]`.

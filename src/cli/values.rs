@@ -131,7 +131,7 @@ fn names<T>(all: &[T], name: impl Fn(&T) -> &'static str) -> String {
 }
 
 /// Splits a comma list, or expands `all`.
-fn list<T: Copy>(
+fn list<T: Copy + PartialEq>(
     flag: &str,
     v: &str,
     all: &[T],
@@ -144,6 +144,9 @@ fn list<T: Copy>(
     let mut out = Vec::new();
     for item in v.split(',').map(str::trim).filter(|s| !s.is_empty()) {
         match parse(item) {
+            Some(x) if out.contains(&x) => {
+                return bad(format!("{flag} {v}: '{item}' is given twice"))
+            }
             Some(x) => out.push(x),
             None => return bad(format!("unknown {flag} '{item}' (known: {known}, all)")),
         }
@@ -168,9 +171,7 @@ pub fn ops(v: &str) -> Result<List<ReduceOp>, ValueError> {
 pub fn engines(v: &str) -> Result<List<Engine>, ValueError> {
     const ALL: [Engine; 3] = [Engine::Builtin, Engine::Nccl, Engine::Mpi];
     let parse = |s: &str| ALL.into_iter().find(|e| e.name().eq_ignore_ascii_case(s));
-    let mut l = list("--engine", v, &ALL, parse, &names(&ALL, |e| e.name()))?;
-    l.dedup();
-    Ok(List(l))
+    list("--engine", v, &ALL, parse, &names(&ALL, |e| e.name())).map(List)
 }
 
 pub fn algos(v: &str) -> Result<AlgoArg, ValueError> {

@@ -116,6 +116,12 @@ pub struct Comparison {
     /// Rows were matched ignoring engine and algorithm: which side (or
     /// both) came from an nccl-tests log.
     pub loose: Option<Loose>,
+    /// Baseline rows the candidate lacks, described.
+    pub missing: Vec<String>,
+    /// Keys that more than one row of a file has (`baseline: ...`).
+    pub duplicates: Vec<String>,
+    /// How the two runs differ in kind (world size, device), one line each.
+    pub differences: Vec<String>,
 }
 
 /// Which side of a comparison is an nccl-tests log.
@@ -190,25 +196,50 @@ pub fn compare(base: &Results, cand: &Results, max_regression_pct: f64) -> Compa
         (false, false) => None,
     };
     let key_of = |r| key(r, loose.is_some());
+    let mut duplicates = Vec::new();
     let mut by_key: HashMap<Key<'_>, &Row> = HashMap::new();
     for r in &cand.rows {
-        by_key.entry(key_of(r)).or_insert(r);
+        if by_key.insert(key_of(r), r).is_some() {
+            duplicates.push(format!("candidate: {}", describe(r)));
+        }
+    }
+    let mut seen = std::collections::HashSet::new();
+    for r in &base.rows {
+        if !seen.insert(key_of(r)) {
+            duplicates.push(format!("baseline: {}", describe(r)));
+        }
     }
     let mut pairs = Vec::new();
-    let mut only_base = 0;
+    let mut missing = Vec::new();
     for b in &base.rows {
         match by_key.remove(&key_of(b)) {
             Some(c) => pairs.push(Pair::new(b, c, max_regression_pct)),
-            None => only_base += 1,
+            None => missing.push(describe(b)),
         }
     }
-    let only_cand = cand.rows.len() - pairs.len();
+    let only_cand = cand.rows.len().saturating_sub(pairs.len());
+    let mut differences = Vec::new();
+    if base.meta.world_size != cand.meta.world_size {
+        differences.push(format!(
+            "world size: baseline {} ranks, candidate {}",
+            base.meta.world_size, cand.meta.world_size
+        ));
+    }
+    if base.meta.device != cand.meta.device {
+        differences.push(format!(
+            "device: baseline {}, candidate {}",
+            base.meta.device, cand.meta.device
+        ));
+    }
     Comparison {
         pairs,
-        only_base,
+        only_base: missing.len(),
         only_cand,
         max_regression_pct,
         loose,
+        missing,
+        duplicates,
+        differences,
     }
 }
 

@@ -45,6 +45,10 @@ pub enum ResultsError {
     Schema { path: PathBuf, schema: String },
     #[error("{}: not a readable nccl-tests log: {source}", path.display())]
     Log { path: PathBuf, source: LogError },
+    #[error("{}: larger than the {limit}-byte limit for results and logs", path.display())]
+    TooLarge { path: PathBuf, limit: u64 },
+    #[error("{}: has no rows (an empty sweep, or one interrupted before its first row)", path.display())]
+    NoRows { path: PathBuf },
 }
 
 /// Why results text (JSON or JSONL) does not parse.
@@ -70,10 +74,33 @@ pub fn read_results(path: &Path) -> Result<Results, ResultsError> {
     parse_results(path, &text)
 }
 
+/// The most bytes a results file or log may have (a sweep of every
+/// collective, dtype and op to 8G is a few MB).
+pub const MAX_RESULTS_BYTES: u64 = 256 << 20;
+
 fn read_text(path: &Path) -> Result<String, ResultsError> {
-    std::fs::read_to_string(path).map_err(|source| ResultsError::Io {
+    use std::io::Read;
+    let io = |source| ResultsError::Io {
         path: path.to_path_buf(),
         source,
+    };
+    let file = File::open(path).map_err(io)?;
+    let mut bytes = Vec::new();
+    // Bounded: a device or a runaway file (`/dev/zero`) stops at the limit.
+    file.take(MAX_RESULTS_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(io)?;
+    if bytes.len() as u64 > MAX_RESULTS_BYTES {
+        return Err(ResultsError::TooLarge {
+            path: path.to_path_buf(),
+            limit: MAX_RESULTS_BYTES,
+        });
+    }
+    String::from_utf8(bytes).map_err(|_| {
+        io(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "not text (invalid UTF-8)",
+        ))
     })
 }
 
@@ -123,6 +150,11 @@ fn parse_results(path: &Path, text: &str) -> Result<Results, ResultsError> {
         return Err(ResultsError::Schema {
             path: path.to_path_buf(),
             schema: r.schema,
+        });
+    }
+    if r.rows.is_empty() {
+        return Err(ResultsError::NoRows {
+            path: path.to_path_buf(),
         });
     }
     Ok(r)

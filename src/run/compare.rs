@@ -34,6 +34,27 @@ pub fn compare(a: &CompareArgs) -> i32 {
         let _ = writeln!(out, "{matched_on}");
     }
     let _ = write!(out, "{}", c.render());
+    drop(out);
+    for d in &c.differences {
+        eprintln!("collbench: warning: the runs differ in {d}; rows are compared all the same");
+    }
+    for d in &c.duplicates {
+        eprintln!("collbench: warning: two rows with one key, the later one used: {d}");
+    }
+    let missing = !c.missing.is_empty() && !a.allow_missing;
+    if !c.missing.is_empty() {
+        let first = &c.missing[0];
+        eprintln!(
+            "collbench: {}: {} baseline row(s) missing from {k}, first: {first}{}",
+            if a.allow_missing { "warning" } else { "error" },
+            c.missing.len(),
+            if a.allow_missing {
+                ""
+            } else {
+                " (--allow-missing lets a comparison pass without them)"
+            }
+        );
+    }
     if c.regressions() > 0 {
         eprintln!(
             "collbench: {} row(s) of {} regressed against {}",
@@ -41,6 +62,8 @@ pub fn compare(a: &CompareArgs) -> i32 {
             a.candidate.display(),
             a.baseline.display()
         );
+    }
+    if c.regressions() > 0 || missing {
         CHECK_FAILED
     } else {
         OK
