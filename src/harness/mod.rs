@@ -12,6 +12,7 @@ pub use plan::{AlgoChoice, Case, GraphAsk, Plan, RankTime, RootChoice, Setup};
 
 use crate::engine::exec::cuda::launch::CudaOptions;
 use crate::engine::exec::{mem, rank_runner, ExecError, HostWorld};
+use crate::engine::transport::inproc::Fifo;
 use crate::engine::types::Engine;
 use crate::launch::{Mpi, WorldSpec, Worlds};
 use crate::recorder::watchdog::{self, Fired, Watchdog};
@@ -26,12 +27,16 @@ use std::sync::{mpsc, Arc};
 /// Why a sweep stopped.
 #[derive(Debug, thiserror::Error)]
 pub enum HarnessError {
-    #[error("not enough memory: the sweep needs {need} ({ranks} ranks x {per_rank} of buffers, plus FIFOs) but {free} is available; lower --sizes' maximum or --ranks")]
+    #[error("not enough memory: the sweep needs {need} ({ranks} ranks x {per_rank} of buffers, plus {extra} of connections) but {free} is available ({limit}); lower --sizes' maximum or --ranks")]
     Memory {
         need: Bytes,
         per_rank: Bytes,
         ranks: usize,
+        /// Connections (host FIFOs, device connections) and other overhead.
+        extra: Bytes,
         free: Bytes,
+        /// Which limit refused it.
+        limit: &'static str,
     },
     #[error("nothing to run: {0}")]
     Empty(String),
@@ -105,7 +110,8 @@ pub fn check_memory(plan: &Plan, cases: &[Case]) -> Result<(), HarnessError> {
 /// Where a sweep's buffers live, and the room there.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Budget {
-    /// Host memory (what the kernel says is available), for every rank.
+    /// Host memory, for every rank: the tightest of `MemAvailable`, the
+    /// memory cgroup's room and the address space left (`mem::MemLimits`).
     Host,
     /// The most crowded device: `free` bytes shared by `ranks` ranks, each
     /// also holding `extra` bytes of connections and tables.
@@ -121,33 +127,155 @@ impl Budget {
     }
 }
 
+/// What the host world allocates for a sweep's connections: one FIFO per
+/// (sender, receiver, channel) any of its cases uses, each of
+/// `Fifo::region_bytes(slots, slot_bytes)`, all kept until the world goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HostFifos {
+    pub links: usize,
+    pub bytes_each: u64,
+}
+
+impl HostFifos {
+    pub fn total(&self) -> u64 {
+        self.links as u64 * self.bytes_each
+    }
+}
+
+/// Counts the FIFOs the host world makes for `cases`: the connections of
+/// every rank's program (generated with one step per block, which changes
+/// no connection), per collective, algorithm and root at its largest counts.
+pub fn host_fifos(plan: &Plan, cases: &[Case]) -> HostFifos {
+    use crate::engine::algo::{generate, Spec};
+    let mut largest: Vec<&Case> = Vec::new();
+    for c in cases.iter().filter(|c| c.engine == Engine::Builtin) {
+        let size = |c: &Case| c.counts.send.max(c.counts.recv);
+        match largest
+            .iter_mut()
+            .find(|l| (l.coll, l.algo, l.root) == (c.coll, c.algo, c.root))
+        {
+            Some(l) if size(l) < size(c) => *l = c,
+            Some(_) => {}
+            None => largest.push(c),
+        }
+    }
+    let n = plan.ranks;
+    let channels = plan.channels.max(1);
+    let mut links = std::collections::HashSet::new();
+    for c in largest {
+        for &placement in &plan.placements {
+            for rank in 0..n {
+                let spec = Spec {
+                    coll: c.coll,
+                    algo: c.algo,
+                    nranks: n,
+                    rank,
+                    root: c.root.unwrap_or(0),
+                    counts: c.counts,
+                    placement,
+                    channels,
+                    chunk: c.counts.send.max(c.counts.recv).max(1),
+                };
+                match generate(&spec) {
+                    Ok(p) => {
+                        let sends = p.channels.iter().flat_map(|ch| &ch.steps);
+                        for peer in sends.flat_map(|s| s.send.iter()) {
+                            links.insert((rank, peer.rank as usize, peer.chan as usize));
+                        }
+                    }
+                    // The run will say why; budget for every pair meanwhile.
+                    Err(_) => links.extend(
+                        (0..n)
+                            .filter(|&to| to != rank)
+                            .flat_map(|to| (0..channels).map(move |ch| (rank, to, ch))),
+                    ),
+                }
+            }
+        }
+    }
+    HostFifos {
+        links: links.len(),
+        bytes_each: Fifo::region_bytes(plan.host.slots, plan.host.slot_bytes) as u64,
+    }
+}
+
 /// Checks that the sweep's buffers fit `budget`.
 pub fn check_budget(plan: &Plan, cases: &[Case], budget: Budget) -> Result<(), HarnessError> {
     let per_rank: usize = rank::buffer_bytes(plan, cases).iter().sum();
-    let (ranks, extra) = match budget {
-        Budget::Host => (
-            plan.ranks,
-            (16 * plan.host.slots * plan.host.slot_bytes * plan.channels.max(1)) as u64,
-        ),
-        Budget::Device { ranks, extra, .. } => (ranks, extra),
-    };
-    let need = (per_rank as u64 + extra) * ranks as u64;
+    match budget {
+        Budget::Host => check_host(plan, cases, per_rank as u64),
+        Budget::Device { free, ranks, extra } => {
+            let need = (per_rank as u64 + extra) * ranks as u64;
+            tracing::debug!(
+                need = %Bytes(need),
+                per_rank = %Bytes(per_rank as u64),
+                extra = %Bytes(extra),
+                ranks,
+                available = %Bytes(free),
+                "memory check (device)"
+            );
+            if need > free / 10 * 9 {
+                return Err(HarnessError::Memory {
+                    need: Bytes(need),
+                    per_rank: Bytes(per_rank as u64),
+                    ranks,
+                    extra: Bytes(extra * ranks as u64),
+                    free: Bytes(free),
+                    limit: "free device memory",
+                });
+            }
+            Ok(())
+        }
+    }
+}
+
+/// Host memory: every rank's buffers and every FIFO must fit in 90% of the
+/// resident limit, and with the rank threads' reservations, in the address
+/// space left.
+fn check_host(plan: &Plan, cases: &[Case], per_rank: u64) -> Result<(), HarnessError> {
+    let ranks = plan.ranks;
+    let fifos = host_fifos(plan, cases);
+    let need = per_rank
+        .saturating_mul(ranks as u64)
+        .saturating_add(fifos.total());
+    let threads = mem::thread_reservation(ranks);
+    let limits = mem::MemLimits::read();
     tracing::debug!(
         need = %Bytes(need),
-        per_rank = %Bytes(per_rank as u64),
-        extra = %Bytes(extra),
+        per_rank = %Bytes(per_rank),
         ranks,
-        available = budget.available().map_or("unknown".into(), |a| Bytes(a).to_string()),
-        "memory check"
+        fifos = fifos.links,
+        fifo_bytes = %Bytes(fifos.bytes_each),
+        threads_reserve = %Bytes(threads),
+        mem_available = ?limits.mem_available,
+        cgroup_room = ?limits.cgroup,
+        address_space_room = ?limits.address_space,
+        "memory check (host)"
     );
-    if let Some(free) = budget.available() {
+    let refuse = |free: u64, limit: &'static str| HarnessError::Memory {
+        need: Bytes(need),
+        per_rank: Bytes(per_rank),
+        ranks,
+        extra: Bytes(fifos.total()),
+        free: Bytes(free),
+        limit,
+    };
+    if let Some(free) = limits.resident() {
         if need > free / 10 * 9 {
-            return Err(HarnessError::Memory {
-                need: Bytes(need),
-                per_rank: Bytes(per_rank as u64),
-                ranks,
-                free: Bytes(free),
-            });
+            let limit = if limits.cgroup == Some(free) {
+                "room left in the memory cgroup"
+            } else {
+                "MemAvailable"
+            };
+            return Err(refuse(free, limit));
+        }
+    }
+    if let Some(room) = limits.address_space {
+        if need.saturating_add(threads) > room / 10 * 9 {
+            return Err(refuse(
+                room.saturating_sub(threads),
+                "address space left under RLIMIT_AS (ulimit -v), less the rank threads' stacks and arenas",
+            ));
         }
     }
     Ok(())

@@ -333,7 +333,7 @@ impl Pending {
     /// returns where the copy lies.
     fn stage(&mut self, cx: &Cx, src: *const u8, elems: usize) -> Result<*const c_void, ExecError> {
         let bytes = elems * cx.es;
-        let mut copy = HostBuf::new(bytes).map_err(|e| ExecError::Setup(e.to_string()))?;
+        let mut copy = HostBuf::new(bytes).map_err(ExecError::Memory)?;
         // SAFETY: `src` is a view checked to hold `elems` elements; `copy` is
         // a fresh allocation of `bytes` bytes, so the two do not overlap.
         unsafe { ptr::copy_nonoverlapping(src, copy.as_mut_slice().as_mut_ptr(), bytes) };

@@ -108,6 +108,8 @@ pub trait RankRunner: Send {
 pub struct HostRank {
     exec: RankExec,
     world: Arc<HostWorld>,
+    /// Views of memory the world owns: peers read it directly, so it is
+    /// freed with the world (once every rank has stopped), not with this rank.
     bufs: [HostBuf; 3],
     compiled: Option<Compiled>,
     times: Vec<u64>,

@@ -5,7 +5,7 @@
 use crate::engine::transport::inproc::Fifo;
 pub use crate::engine::transport::links::{spin_limit, InProcess, Links, Wait};
 use crate::engine::transport::links::{FifoShape, LinkError, WaitCtl};
-use crate::engine::transport::mem::HostBuf;
+use crate::engine::transport::mem::{AllocError, HostBuf};
 use crate::engine::types::Dtype;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -71,6 +71,9 @@ pub enum ExecError {
     Aborted,
     #[error("{0}")]
     Setup(String),
+    /// An allocation the operation needs was refused.
+    #[error("not enough memory: {0}")]
+    Memory(AllocError),
     /// An MPI call failed (the `mpi` engine).
     #[error("MPI: {0}")]
     Mpi(String),
@@ -179,6 +182,7 @@ impl From<LinkError> for ExecError {
                 waited,
             },
             LinkError::Setup(s) => ExecError::Setup(s),
+            LinkError::Memory(e) => ExecError::Memory(e),
         }
     }
 }

@@ -7,6 +7,7 @@
 //! sender's memory when the sender guarantees it stays unchanged until the
 //! slot is consumed (a direct read, saving a copy).
 
+use super::mem::AllocError;
 use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::cell::UnsafeCell;
 use std::ptr::NonNull;
@@ -77,12 +78,15 @@ impl Fifo {
         HEAD + slots * std::mem::size_of::<Header>() + slots * slot_bytes.next_multiple_of(64)
     }
 
-    /// A FIFO of `slots` slots of `slot_bytes` each, in this process's heap.
-    pub fn new(slots: usize, slot_bytes: usize) -> Result<Fifo, std::alloc::LayoutError> {
-        let layout = Layout::from_size_align(Fifo::region_bytes(slots, slot_bytes), 64)?;
-        // SAFETY: layout has non-zero size.
+    /// A FIFO of `slots` slots of `slot_bytes` each, in this process's heap;
+    /// an error, not an abort, when the memory cannot be had.
+    pub fn new(slots: usize, slot_bytes: usize) -> Result<Fifo, AllocError> {
+        let len = Fifo::region_bytes(slots, slot_bytes);
+        let layout = Layout::from_size_align(len, 64)
+            .map_err(|source| AllocError::Layout { len, source })?;
+        // SAFETY: layout has non-zero size (the head alone is 64 bytes).
         let raw = unsafe { alloc_zeroed(layout) };
-        let region = NonNull::new(raw).unwrap_or_else(|| std::alloc::handle_alloc_error(layout));
+        let region = NonNull::new(raw).ok_or(AllocError::OutOfMemory { len })?;
         Ok(Fifo::with_region(
             region,
             Some(layout),

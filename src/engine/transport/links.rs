@@ -4,7 +4,7 @@
 //! (spin, then yield; honour the timeout and the abort flag).
 
 use super::inproc::Fifo;
-use super::mem::HostBuf;
+use super::mem::{AllocError, HostBuf};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -24,6 +24,8 @@ pub enum LinkError {
     },
     #[error("{0}")]
     Setup(String),
+    #[error("not enough memory: {0}")]
+    Memory(#[from] AllocError),
 }
 
 /// What every wait of a world honours: its size, its timeout, its abort flag.
@@ -42,6 +44,12 @@ pub struct FifoShape {
 
 /// How a world's ranks reach each other: the FIFOs between them, their
 /// barrier, and where rank buffers live (so peers can read them directly).
+///
+/// Peers read a rank's buffers directly (a FIFO slot may carry a pointer
+/// into them), so the links own every rank's buffers and hand out views:
+/// the memory lives as long as the links, that is as long as the world, and
+/// every rank that can read it holds the world. A rank that stops early
+/// (abort, signal, timeout) frees nothing a peer may still be reading.
 pub trait Links: Send + Sync {
     /// The FIFO from `from` to `to` on channel `chan`: the same one every call.
     fn fifo(
@@ -53,18 +61,17 @@ pub trait Links: Send + Sync {
     ) -> Result<Arc<Fifo>, LinkError>;
     /// Waits until every rank of the world has arrived.
     fn barrier(&self, ctl: &dyn WaitCtl, rank: usize) -> Result<(), LinkError>;
-    /// Rank `rank`'s physical buffers of `bytes` each.
-    fn buffers(&self, rank: usize, bytes: [usize; 3]) -> Result<[HostBuf; 3], LinkError> {
-        let _ = rank;
-        let alloc = |n| HostBuf::new(n).map_err(|e| LinkError::Setup(e.to_string()));
-        Ok([alloc(bytes[0])?, alloc(bytes[1])?, alloc(bytes[2])?])
-    }
+    /// Rank `rank`'s physical buffers of `bytes` each: views of memory the
+    /// links own (freed with them, never before).
+    fn buffers(&self, rank: usize, bytes: [usize; 3]) -> Result<[HostBuf; 3], LinkError>;
 }
 
 /// Ranks that are threads of this process: FIFOs made on first use.
 #[derive(Default)]
 pub struct InProcess {
     fifos: Mutex<HashMap<(usize, usize, u32), Arc<Fifo>>>,
+    /// Every rank's buffers, owned here so that they outlive every reader.
+    owned: Mutex<Vec<HostBuf>>,
     arrived: AtomicUsize,
     generation: AtomicUsize,
 }
@@ -84,9 +91,7 @@ impl Links for InProcess {
         if let Some(f) = map.get(&(from, to, chan)) {
             return Ok(Arc::clone(f));
         }
-        let fifo = Fifo::new(shape.slots, shape.slot_bytes)
-            .map_err(|e| LinkError::Setup(format!("FIFO allocation: {e}")))?;
-        let fifo = Arc::new(fifo);
+        let fifo = Arc::new(Fifo::new(shape.slots, shape.slot_bytes)?);
         tracing::debug!(
             from,
             to,
@@ -126,6 +131,26 @@ impl Links for InProcess {
             }
         }
         Ok(())
+    }
+
+    fn buffers(&self, rank: usize, bytes: [usize; 3]) -> Result<[HostBuf; 3], LinkError> {
+        let mut owned = self
+            .owned
+            .lock()
+            .map_err(|_| LinkError::Setup("buffer table poisoned".into()))?;
+        owned.try_reserve(3).map_err(|_| AllocError::OutOfMemory {
+            len: 3 * std::mem::size_of::<HostBuf>(),
+        })?;
+        let [a, b, c] = bytes.map(HostBuf::new);
+        let bufs = [a?, b?, c?];
+        // SAFETY: the allocations move into `owned` below and are freed only
+        // when these links drop, after every rank holding the world is gone.
+        let views = bufs
+            .each_ref()
+            .map(|b| unsafe { HostBuf::view(b.non_null(), b.len()) });
+        owned.extend(bufs);
+        tracing::debug!(rank, ?bytes, "rank buffers owned by the world");
+        Ok(views)
     }
 }
 

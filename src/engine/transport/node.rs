@@ -9,6 +9,7 @@ use super::links::{FifoShape, LinkError, Links, WaitCtl};
 use super::mem::HostBuf;
 use super::shm::Segment;
 use std::collections::HashMap;
+use std::mem::ManuallyDrop;
 use std::ptr::NonNull;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -62,6 +63,10 @@ impl Shape {
 pub trait Relay: Send + Sync {
     /// Serve `fifo`: this rank's end towards (`outgoing`) or from `peer` on `chan`.
     fn add(&self, fifo: Arc<Fifo>, peer: usize, chan: u32, outgoing: bool);
+    /// Stops relaying; true when nothing it started (a send from this
+    /// rank's buffers, a receive into its FIFO slots) can still touch this
+    /// process's segments, false when some transfer could not be ended.
+    fn stop(&self) -> bool;
 }
 
 /// Why a barrier across processes gave up: the launcher's own words (a
@@ -74,11 +79,13 @@ pub struct BarrierError(pub String);
 pub type Barrier =
     Box<dyn Fn(Duration, &dyn Fn() -> bool) -> Result<(), BarrierError> + Send + Sync>;
 
-/// Creates this rank's segments (pages are only touched when used).
+/// Creates this rank's segments. The buffers' pages are reserved now (all
+/// of them are used), so a shortage is an error here rather than a SIGBUS
+/// on first touch; FIFO pages are only touched when a connection is used.
 pub fn create(shape: &Shape, rank: usize) -> std::io::Result<Local> {
     Ok(Local {
         fifos: Segment::create(&format!("collbench-fifos-{rank}"), shape.fifo_bytes())?,
-        bufs: Segment::create(&format!("collbench-bufs-{rank}"), shape.buf_bytes())?,
+        bufs: Segment::create_reserved(&format!("collbench-bufs-{rank}"), shape.buf_bytes())?,
     })
 }
 
@@ -87,7 +94,9 @@ pub fn create(shape: &Shape, rank: usize) -> std::io::Result<Local> {
 pub struct NodeLinks {
     me: usize,
     shape: Shape,
-    local: Local,
+    /// This rank's segments: unmapped in `drop` once the relay is stopped
+    /// (never while a transfer may still read or write them).
+    local: ManuallyDrop<Local>,
     /// Peers' segments, mapped here (None for this rank and remote peers).
     peers: Vec<Option<Local>>,
     relay: Option<Box<dyn Relay>>,
@@ -135,7 +144,7 @@ impl NodeLinks {
         Ok(NodeLinks {
             me,
             shape,
-            local,
+            local: ManuallyDrop::new(local),
             peers: mapped,
             relay,
             cache: Mutex::new(HashMap::new()),
@@ -153,9 +162,7 @@ impl NodeLinks {
         let relay = self.relay.as_ref().ok_or_else(|| {
             LinkError::Setup(format!("rank {} has no way to reach rank {peer}", self.me))
         })?;
-        let fifo = Fifo::new(self.shape.slots, self.shape.slot_bytes)
-            .map_err(|e| LinkError::Setup(format!("FIFO allocation: {e}")))?;
-        let fifo = Arc::new(fifo);
+        let fifo = Arc::new(Fifo::new(self.shape.slots, self.shape.slot_bytes)?);
         relay.add(Arc::clone(&fifo), peer, chan, outgoing);
         Ok(fifo)
     }
@@ -210,6 +217,24 @@ impl NodeLinks {
         // 64-byte aligned, zero-filled at creation, lives as long as these
         // links, and (from, to, chan) has exactly one sender and one receiver.
         Ok(unsafe { Fifo::in_region(region, self.shape.slots, self.shape.slot_bytes, direct) })
+    }
+}
+
+impl Drop for NodeLinks {
+    fn drop(&mut self) {
+        // Peers' mappings stay valid whatever the peers do (a mapping keeps
+        // its memory file alive), and ranks of this process hold the world,
+        // so the only reader left is the relay: stop it first.
+        let quiet = self.relay.take().is_none_or(|r| r.stop());
+        if quiet {
+            // SAFETY: dropped once, here; nothing uses the segments any more.
+            unsafe { ManuallyDrop::drop(&mut self.local) };
+        } else {
+            tracing::warn!(
+                rank = self.me,
+                "relay transfers still pending: this rank's shared segments stay mapped until exit"
+            );
+        }
     }
 }
 

@@ -41,8 +41,12 @@ unsafe impl Send for Route {}
 pub struct MpiRelay {
     routes: Arc<Mutex<Vec<Route>>>,
     stop: Arc<AtomicBool>,
-    handle: Option<JoinHandle<()>>,
+    /// The relay thread; it says whether every transfer ended.
+    handle: Mutex<Option<JoinHandle<bool>>>,
 }
+
+/// How long a stopping relay waits for cancelled transfers to end.
+const QUIESCE: std::time::Duration = std::time::Duration::from_secs(2);
 
 impl MpiRelay {
     pub fn start(comm: Comm) -> std::io::Result<MpiRelay> {
@@ -56,7 +60,7 @@ impl MpiRelay {
         Ok(MpiRelay {
             routes,
             stop,
-            handle: Some(handle),
+            handle: Mutex::new(Some(handle)),
         })
     }
 }
@@ -77,18 +81,26 @@ impl Relay for MpiRelay {
             .unwrap_or_else(|e| e.into_inner())
             .push(route);
     }
+
+    fn stop(&self) -> bool {
+        self.stop.store(true, Ordering::SeqCst);
+        let handle = self.handle.lock().unwrap_or_else(|e| e.into_inner()).take();
+        // A relay that panicked may have left transfers behind.
+        handle.is_none_or(|h| h.join().unwrap_or(false))
+    }
 }
 
 impl Drop for MpiRelay {
     fn drop(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
-        if let Some(h) = self.handle.take() {
-            let _ = h.join();
-        }
+        self.stop();
     }
 }
 
-fn run(comm: Comm, routes: &Mutex<Vec<Route>>, stop: &AtomicBool) {
+/// Relays until `stop`; then ends every transfer still posted (a rank that
+/// stopped early leaves sends from its buffers and receives into its FIFO
+/// slots behind). Returns whether all ended, so that the memory they use
+/// is unmapped only then.
+fn run(comm: Comm, routes: &Mutex<Vec<Route>>, stop: &AtomicBool) -> bool {
     let mut idle = 0u32;
     while !stop.load(Ordering::SeqCst) {
         let moved = {
@@ -107,15 +119,26 @@ fn run(comm: Comm, routes: &Mutex<Vec<Route>>, stop: &AtomicBool) {
             }
         }
     }
-    // Receives still posted are cancelled; sends were drained by their ranks.
     let mut routes = routes.lock().unwrap_or_else(|e| e.into_inner());
-    for r in routes.iter_mut().filter(|r| r.busy && !r.outgoing) {
-        // SAFETY: a live receive request of this route.
-        unsafe {
-            ffi::MPI_Cancel(&mut r.req);
-            ffi::MPI_Wait(&mut r.req, ffi::RSMPI_STATUS_IGNORE);
-        }
+    let mut busy: Vec<&mut Route> = routes.iter_mut().filter(|r| r.busy).collect();
+    for r in &mut busy {
+        // SAFETY: a live request of this route.
+        unsafe { ffi::MPI_Cancel(&mut r.req) };
     }
+    let start = std::time::Instant::now();
+    while !busy.is_empty() && start.elapsed() < QUIESCE {
+        busy.retain_mut(|r| {
+            let mut done: c_int = 0;
+            // SAFETY: a live (cancelled) request of this route.
+            unsafe { ffi::MPI_Test(&mut r.req, &mut done, ffi::RSMPI_STATUS_IGNORE) };
+            done == 0
+        });
+        std::thread::sleep(std::time::Duration::from_micros(100));
+    }
+    if !busy.is_empty() {
+        tracing::debug!(pending = busy.len(), "relay stopped with transfers pending");
+    }
+    busy.is_empty()
 }
 
 /// Advances one route; says whether anything moved.

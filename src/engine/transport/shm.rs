@@ -63,6 +63,23 @@ impl Segment {
         })
     }
 
+    /// A new zero-filled segment whose pages are all allocated now
+    /// (`fallocate`): too little memory is an error here, not a SIGBUS later.
+    pub fn create_reserved(name: &str, len: usize) -> io::Result<Segment> {
+        let seg = Segment::create(name, len)?;
+        if let Some(fd) = seg.fd {
+            // SAFETY: fd is ours; mode 0 allocates the range.
+            if unsafe { libc::fallocate(fd, 0, 0, len.max(1) as libc::off_t) } != 0 {
+                let e = io::Error::last_os_error();
+                return Err(io::Error::new(
+                    e.kind(),
+                    format!("not enough memory: reserving {len} bytes of rank buffers: {e}"),
+                ));
+            }
+        }
+        Ok(seg)
+    }
+
     /// Maps the segment process `pid` created as file descriptor `fd`.
     pub fn open(pid: u32, fd: i32, len: usize) -> io::Result<Segment> {
         let path = CString::new(format!("/proc/{pid}/fd/{fd}")).map_err(io::Error::other)?;
