@@ -94,7 +94,15 @@ pub fn load_paths_observed(
             }),
         }
     }
-    (loaded.runs, loaded.ignored) = runs::split(dumps);
+    let (runs, duplicates) = runs::split(dumps);
+    loaded.runs = runs;
+    loaded.ignored = duplicates
+        .into_iter()
+        .map(|d| Unreadable {
+            path: d.path,
+            reason: d.reason,
+        })
+        .collect();
     loaded
 }
 

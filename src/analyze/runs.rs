@@ -18,8 +18,15 @@
 
 use std::collections::BTreeMap;
 
-use super::load::Unreadable;
 use super::model::{Format, RankDump};
+
+/// A dump left out: the run has a dump of its rank already.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Duplicate {
+    pub path: String,
+    /// Why, in words.
+    pub reason: String,
+}
 
 /// The dumps of one run, by rank.
 #[derive(Clone, Debug, PartialEq)]
@@ -53,9 +60,9 @@ impl Run {
     }
 
     /// Adds `dump`, or lists it in `ignored` when the run has its rank already.
-    fn add(&mut self, dump: RankDump, ignored: &mut Vec<Unreadable>) {
+    fn add(&mut self, dump: RankDump, ignored: &mut Vec<Duplicate>) {
         if let Some(first) = self.has_rank(dump.rank) {
-            ignored.push(Unreadable {
+            ignored.push(Duplicate {
                 path: dump.path.display().to_string(),
                 reason: format!(
                     "another dump of rank {} of the same run was read first, from {}",
@@ -96,7 +103,7 @@ impl Run {
 
 /// Splits `dumps` (in the order read) into runs; returns them, ordered by
 /// their first dump read, and the duplicates left out.
-pub fn split(dumps: Vec<RankDump>) -> (Vec<Run>, Vec<Unreadable>) {
+pub fn split(dumps: Vec<RankDump>) -> (Vec<Run>, Vec<Duplicate>) {
     let mut ignored = Vec::new();
     // Class: what must be equal for two dumps to be of one run, whatever their process.
     let mut classes: Vec<(ClassKey, Vec<RankDump>)> = Vec::new();
@@ -142,7 +149,7 @@ fn class_key(d: &RankDump) -> ClassKey {
 /// A process: its host and id.
 type Process = (Option<String>, Option<u32>);
 
-fn split_class(key: &ClassKey, list: Vec<RankDump>, ignored: &mut Vec<Unreadable>) -> Vec<Run> {
+fn split_class(key: &ClassKey, list: Vec<RankDump>, ignored: &mut Vec<Duplicate>) -> Vec<Run> {
     let kind = match key {
         ClassKey::Pytorch => "pytorch",
         _ => "collbench",
