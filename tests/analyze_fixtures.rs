@@ -69,9 +69,12 @@ fn skip_4_details() {
         assert_eq!(d.world_size, Some(4));
         assert_eq!(d.findings.len(), 1, "{:#?}", d.findings);
         assert_eq!(d.findings[0].pg.as_deref(), Some("0"));
+        assert_eq!(d.findings[0].pg_desc.as_deref(), Some("default_pg"));
         let text = collbench::analyze::render_text(&d);
         assert!(
-            text.starts_with("PROBLEM: not-joined in group 0 at seq 11; culprit: rank 2"),
+            text.starts_with(
+                "PROBLEM: not-joined in group 0 (default_pg) at seq 11; culprit: rank 2"
+            ),
             "{text}"
         );
     }
@@ -84,8 +87,8 @@ fn pickle_and_json_forms_hold_the_same_operations() {
         let json = load_paths(&[root.join(case).join("json")], &Limits::default());
         let pickle = load_paths(&[root.join(case).join("pickle")], &Limits::default());
         assert!(json.unreadable.is_empty() && pickle.unreadable.is_empty());
-        assert_eq!(json.dumps.len(), 4);
-        for (j, p) in json.dumps.iter().zip(&pickle.dumps) {
+        assert_eq!(json.dumps().count(), 4);
+        for (j, p) in json.dumps().zip(pickle.dumps()) {
             assert_eq!(
                 (j.format, p.format),
                 (Format::PytorchJson, Format::PytorchPickle)

@@ -39,9 +39,11 @@ impl Candidate {
             finding: Finding {
                 kind,
                 pg,
+                pg_desc: None,
                 seq,
                 ranks,
                 detail,
+                run: None,
             },
         }
     }

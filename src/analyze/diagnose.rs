@@ -13,22 +13,122 @@
 //! 7. `missing-dump` of a rank nothing is seen waiting for.
 //!
 //! The top-level culprits are the ranks the first finding blames.
+//!
+//! Dumps written while a run was moving (collbench's `signal`, `request`,
+//! `exit`; none `timeout`) show collectives in flight that are no hang: there
+//! `not-joined` and `stuck` are only reported for a group where an operation
+//! had been pending, when its rank was dumped, for longer than
+//! [`progress::stalled`] allows (a hung run interrupted by hand); otherwise
+//! the diagnosis says in its notes that the dumps are a snapshot.
+//!
+//! Each run ([`runs`](super::runs)) is diagnosed on its own. The world is the
+//! union of the members the dumps name, every rank up to the highest, and a
+//! finding's `pg_desc` is the group's description where a dump gives it.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::candidate::{priority, Candidate};
 use super::diagnosis::{
-    Diagnosis, Finding, FindingKind, GroupProgress, RankSummary, Verdict, Waiting, DIAGNOSIS_SCHEMA,
+    Diagnosis, Finding, FindingKind, GroupProgress, RankSummary, RunDiagnosis, Verdict, Waiting,
+    DIAGNOSIS_SCHEMA,
 };
 use super::group::{ranks_text, GroupView};
 use super::load::Loaded;
 use super::model::{RankDump, State};
+use super::runs::Run;
 use super::{consistency, progress};
 
-/// Diagnoses what was loaded.
+/// Diagnoses what was loaded: each run on its own; with several runs, the
+/// top level gathers them (verdict a problem when any run's is, the first
+/// problem run's culprits, every finding labelled with its run) and `runs`
+/// holds each one.
 pub fn diagnose(loaded: &Loaded) -> Diagnosis {
-    let dumps: BTreeMap<usize, &RankDump> = loaded.dumps.iter().map(|d| (d.rank, d)).collect();
-    let world_size = dumps.values().filter_map(|d| d.world_size).max();
+    let mut d = match loaded.runs.as_slice() {
+        [] => diagnose_run(&[]),
+        [one] => diagnose_run(&one.dumps),
+        several => gather(several),
+    };
+    d.unreadable = loaded.unreadable.clone();
+    d.ignored = loaded.ignored.clone();
+    d
+}
+
+/// The top level of several runs' diagnoses.
+fn gather(runs: &[Run]) -> Diagnosis {
+    let mut each: Vec<RunDiagnosis> = Vec::new();
+    let mut per_rank = Vec::new();
+    for run in runs {
+        let label = run.label();
+        let d = diagnose_run(&run.dumps);
+        per_rank.extend(d.per_rank.into_iter().map(|mut r| {
+            r.run = Some(label.clone());
+            r
+        }));
+        each.push(RunDiagnosis {
+            kind: run.kind.to_owned(),
+            run_id: run.run_id.clone(),
+            pid: run.pid,
+            host: run.host.clone(),
+            world_size: d.world_size,
+            command: run.command.clone(),
+            verdict: d.verdict,
+            culprits: d.culprits,
+            findings: d
+                .findings
+                .into_iter()
+                .map(|mut f| {
+                    f.run = Some(label.clone());
+                    f
+                })
+                .collect(),
+            ranks_found: d.ranks_found,
+            ranks_missing: d.ranks_missing,
+            notes: d.notes,
+            label,
+        });
+    }
+    let problems = || each.iter().filter(|r| r.verdict == Verdict::Problem);
+    let union = |f: fn(&RunDiagnosis) -> &Vec<usize>| -> Vec<usize> {
+        let set: BTreeSet<usize> = each.iter().flat_map(|r| f(r).iter().copied()).collect();
+        set.into_iter().collect()
+    };
+    Diagnosis {
+        schema: DIAGNOSIS_SCHEMA.to_owned(),
+        verdict: if problems().next().is_some() {
+            Verdict::Problem
+        } else {
+            Verdict::Healthy
+        },
+        ranks_found: union(|r| &r.ranks_found),
+        ranks_missing: union(|r| &r.ranks_missing),
+        culprits: problems()
+            .next()
+            .map(|r| r.culprits.clone())
+            .unwrap_or_default(),
+        findings: problems().flat_map(|r| r.findings.clone()).collect(),
+        world_size: each.iter().filter_map(|r| r.world_size).max(),
+        per_rank,
+        unreadable: Vec::new(),
+        ignored: Vec::new(),
+        notes: each
+            .iter()
+            .flat_map(|r| r.notes.iter().map(|n| format!("{}: {n}", r.label)))
+            .collect(),
+        runs: each,
+    }
+}
+
+/// Diagnoses the dumps of one run (one per rank).
+fn diagnose_run(run: &[RankDump]) -> Diagnosis {
+    let dumps: BTreeMap<usize, &RankDump> = run.iter().map(|d| (d.rank, d)).collect();
+    // The world is every member the dumps name, not what one of them says
+    // its size is: gloo's pg_config holds whichever group came last.
+    let mut seen: BTreeSet<usize> = dumps.keys().copied().collect();
+    for dump in dumps.values() {
+        seen.extend(dump.groups.values().flatten());
+        seen.extend(0..dump.world_size.unwrap_or(0));
+    }
+    let world_size = seen.last().map(|&r| r + 1);
     let groups = memberships(&dumps, world_size);
     let mut world: BTreeSet<usize> = (0..world_size.unwrap_or(0)).collect();
     world.extend(groups.values().flatten());
@@ -43,18 +143,50 @@ pub fn diagnose(loaded: &Loaded) -> Diagnosis {
         .iter()
         .map(|(name, members)| GroupView::new(name, members.clone(), &dumps))
         .collect();
+    let snapshot = snapshot_reasons(&dumps);
     let mut candidates = Vec::new();
+    let mut in_flight = Vec::new();
     for view in &views {
         candidates.extend(consistency::mismatches(view));
-        candidates.extend(progress::not_joined(view));
-        candidates.extend(progress::stuck(view, &missing));
+        let pending = progress::not_joined(view)
+            .into_iter()
+            .chain(progress::stuck(view, &missing));
+        match (&snapshot, progress::stalled(view)) {
+            (Some(_), None) => in_flight.extend(pending.map(|c| c.finding)),
+            _ => candidates.extend(pending),
+        }
         candidates.extend(progress::late(view));
     }
     candidates.extend(missing_dumps(&missing, &views, &dumps, world.len()));
     candidates.sort_by(|a, b| {
         (a.priority, &a.finding.pg, a.finding.seq).cmp(&(b.priority, &b.finding.pg, b.finding.seq))
     });
-    let findings: Vec<Finding> = candidates.into_iter().map(|c| c.finding).collect();
+    let descs = descriptions(&dumps);
+    let findings: Vec<Finding> = candidates
+        .into_iter()
+        .map(|c| {
+            let mut f = c.finding;
+            f.pg_desc = f.pg.as_ref().and_then(|pg| descs.get(pg)).cloned();
+            f
+        })
+        .collect();
+    let mut notes = Vec::new();
+    if let (Some(reasons), false) = (&snapshot, in_flight.is_empty()) {
+        let places: Vec<String> = in_flight
+            .iter()
+            .map(|f| {
+                format!(
+                    "group {} seq {}",
+                    f.pg.as_deref().unwrap_or("?"),
+                    f.seq.unwrap_or(0)
+                )
+            })
+            .collect();
+        notes.push(format!(
+            "dumps written {reasons} while collectives were in flight ({}), none for long: a snapshot of a run that was moving, not a hang",
+            places.join(", ")
+        ));
+    }
     Diagnosis {
         schema: DIAGNOSIS_SCHEMA.to_owned(),
         verdict: if findings.is_empty() {
@@ -71,9 +203,43 @@ pub fn diagnose(loaded: &Loaded) -> Diagnosis {
         findings,
         world_size,
         per_rank: dumps.values().map(|d| summarize(d, &groups)).collect(),
-        unreadable: loaded.unreadable.clone(),
-        ignored: loaded.ignored.clone(),
+        unreadable: Vec::new(),
+        ignored: Vec::new(),
+        notes,
+        runs: Vec::new(),
     }
+}
+
+/// When every dump of the run was written while it was moving (collbench's
+/// `signal`, `request` or `exit`, none `timeout`), those reasons in words.
+fn snapshot_reasons(dumps: &BTreeMap<usize, &RankDump>) -> Option<String> {
+    let mut reasons: BTreeSet<&str> = BTreeSet::new();
+    for dump in dumps.values() {
+        match dump.reason.as_deref() {
+            Some(r @ ("signal" | "request" | "exit")) => reasons.insert(r),
+            _ => return None,
+        };
+    }
+    let words: Vec<&str> = reasons
+        .iter()
+        .map(|r| match *r {
+            "signal" => "on a signal",
+            "request" => "on request (SIGUSR1)",
+            _ => "at exit",
+        })
+        .collect();
+    (!words.is_empty()).then(|| words.join(" and "))
+}
+
+/// Group descriptions the dumps give, by group name.
+fn descriptions(dumps: &BTreeMap<usize, &RankDump>) -> BTreeMap<String, String> {
+    let mut descs = BTreeMap::new();
+    for dump in dumps.values() {
+        for (name, desc) in &dump.group_descs {
+            descs.entry(name.clone()).or_insert_with(|| desc.clone());
+        }
+    }
+    descs
 }
 
 /// Every group and its members: what the dumps say, merged; a group no dump
@@ -292,6 +458,7 @@ fn summarize(dump: &RankDump, groups: &BTreeMap<String, Vec<usize>>) -> RankSumm
         .collect();
     RankSummary {
         rank: dump.rank,
+        run: None,
         path: dump.path.display().to_string(),
         format: dump.format,
         groups: progress,

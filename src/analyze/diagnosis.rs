@@ -53,14 +53,21 @@ impl FindingKind {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Finding {
     pub kind: FindingKind,
-    /// The process group, where the finding is about one.
+    /// The process group, where the finding is about one: its name as dumped
+    /// (`"0"`, `"2"`).
     pub pg: Option<String>,
+    /// The group's description where the dumps give one (`default_pg`, `sub_b`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pg_desc: Option<String>,
     /// The group's collective sequence number, where the finding is about one.
     pub seq: Option<u64>,
     /// The ranks this finding blames (may be empty when the dumps cannot tell).
     pub ranks: Vec<usize>,
     /// What was seen, in words.
     pub detail: String,
+    /// The run it is about, when the dumps hold several ([`RunDiagnosis::label`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<String>,
 }
 
 /// The whole answer.
@@ -74,6 +81,7 @@ pub struct Diagnosis {
     pub culprits: Vec<usize>,
     /// Most likely root cause first.
     pub findings: Vec<Finding>,
+    /// The union of the members the dumps name (every rank up to the highest).
     pub world_size: Option<usize>,
     pub per_rank: Vec<RankSummary>,
     /// Files that could not be read, and why.
@@ -81,6 +89,38 @@ pub struct Diagnosis {
     /// Readable files left out (another dump of the same rank came first).
     #[serde(default)]
     pub ignored: Vec<Unreadable>,
+    /// What the verdict took into account that is worth saying (dumps taken
+    /// while the run was moving).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+    /// One entry per run when the dumps come from more than one run (absent
+    /// otherwise); each run is diagnosed on its own, and the top-level
+    /// verdict is a problem when any run's is.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub runs: Vec<RunDiagnosis>,
+}
+
+/// One run's diagnosis, when the dumps hold several runs.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunDiagnosis {
+    /// How the text and the findings' `run` name it: its id, else its kind,
+    /// process and command.
+    pub label: String,
+    /// `collbench` or `pytorch`.
+    pub kind: String,
+    pub run_id: Option<String>,
+    /// The process, when all its dumps come from one.
+    pub pid: Option<u32>,
+    pub host: Option<String>,
+    pub world_size: Option<usize>,
+    pub command: Option<String>,
+    pub verdict: Verdict,
+    pub culprits: Vec<usize>,
+    pub findings: Vec<Finding>,
+    pub ranks_found: Vec<usize>,
+    pub ranks_missing: Vec<usize>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }
 
 impl Diagnosis {
@@ -103,6 +143,9 @@ impl Diagnosis {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RankSummary {
     pub rank: usize,
+    /// The run it belongs to, when the dumps hold several ([`RunDiagnosis::label`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<String>,
     pub path: String,
     pub format: Format,
     pub groups: Vec<GroupProgress>,

@@ -14,9 +14,10 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::model::{Format, RankDump, Record, MAX_RANKS};
+use super::model::{Format, Origin, RankDump, Record, MAX_RANKS};
 use super::pickle::{self, Limits, PickleError};
 use super::pytorch;
+use super::runs::{self, Run};
 use super::value::Value;
 use crate::recorder::model::{Dump, DUMP_SCHEMA};
 
@@ -30,12 +31,21 @@ pub struct Unreadable {
 /// What loading found.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Loaded {
-    /// One per rank, by rank.
-    pub dumps: Vec<RankDump>,
+    /// The runs the dumps come from (see [`runs`](super::runs)), each with
+    /// one dump per rank.
+    pub runs: Vec<Run>,
     /// Files that could not be read as a dump.
     pub unreadable: Vec<Unreadable>,
-    /// Readable dumps left out because another file of the same rank came first.
+    /// Readable dumps left out because another file of the same rank of the
+    /// same run came first.
     pub ignored: Vec<Unreadable>,
+}
+
+impl Loaded {
+    /// Every dump kept, run by run, by rank within a run.
+    pub fn dumps(&self) -> impl Iterator<Item = &RankDump> {
+        self.runs.iter().flat_map(|r| &r.dumps)
+    }
 }
 
 /// Why one file is not a readable dump.
@@ -71,32 +81,28 @@ pub fn load_paths_observed(
     on_file: &mut dyn FnMut(usize, usize, &Path),
 ) -> Loaded {
     let mut loaded = Loaded::default();
-    let mut by_rank: BTreeMap<usize, RankDump> = BTreeMap::new();
+    let mut dumps = Vec::new();
     let files = expand(paths, &mut loaded.unreadable);
     let total = files.len();
     for (i, file) in files.into_iter().enumerate() {
         on_file(i, total, &file);
         match load_file(&file, limits) {
-            Ok(dump) => match by_rank.get(&dump.rank) {
-                Some(first) => loaded.ignored.push(Unreadable {
-                    path: file.display().to_string(),
-                    reason: format!(
-                        "another dump of rank {} was read first, from {}",
-                        dump.rank,
-                        first.path.display()
-                    ),
-                }),
-                None => {
-                    by_rank.insert(dump.rank, dump);
-                }
-            },
+            Ok(dump) => dumps.push(dump),
             Err(e) => loaded.unreadable.push(Unreadable {
                 path: file.display().to_string(),
                 reason: e.to_string(),
             }),
         }
     }
-    loaded.dumps = by_rank.into_values().collect();
+    let (runs, duplicates) = runs::split(dumps);
+    loaded.runs = runs;
+    loaded.ignored = duplicates
+        .into_iter()
+        .map(|d| Unreadable {
+            path: d.path,
+            reason: d.reason,
+        })
+        .collect();
     loaded
 }
 
@@ -197,11 +203,16 @@ fn load_json(bytes: &[u8], path: &Path) -> Result<RankDump, LoadError> {
     let json: serde_json::Value = serde_json::from_slice(bytes)?;
     match json.get("schema") {
         Some(serde_json::Value::String(s)) if s == DUMP_SCHEMA => {
+            // Dumps from before runs had ids have none; `Dump` may not know the field.
+            let run_id = match json.get("run_id") {
+                Some(serde_json::Value::String(id)) if !id.is_empty() => Some(id.clone()),
+                _ => None,
+            };
             let dump: Dump = serde_json::from_value(json).map_err(|e| LoadError::Invalid {
                 format: Format::Collbench,
                 what: e.to_string(),
             })?;
-            from_collbench(dump, path)
+            from_collbench(dump, run_id, path)
         }
         Some(other) => Err(LoadError::Foreign(format!("JSON with schema {other}"))),
         None => {
@@ -246,7 +257,7 @@ fn describe(bytes: &[u8]) -> String {
 }
 
 /// collbench's own dump into the model.
-fn from_collbench(dump: Dump, path: &Path) -> Result<RankDump, LoadError> {
+fn from_collbench(dump: Dump, run_id: Option<String>, path: &Path) -> Result<RankDump, LoadError> {
     let too_many = |r: &usize| *r > MAX_RANKS;
     if too_many(&dump.world_size) || dump.groups.iter().flat_map(|g| &g.ranks).any(too_many) {
         return Err(LoadError::Invalid {
@@ -299,6 +310,14 @@ fn from_collbench(dump: Dump, path: &Path) -> Result<RankDump, LoadError> {
         records,
         wrapped,
         reason: Some(dump.reason),
+        group_descs: BTreeMap::new(),
+        origin: Origin {
+            run_id,
+            pid: Some(dump.pid),
+            host: Some(dump.host),
+            command: Some(dump.command),
+            dumped_at_ns: Some(dump.clocks.wall_ns).filter(|&t| t > 0),
+        },
     })
 }
 

@@ -53,18 +53,21 @@ mod pickle_codes;
 pub mod progress;
 pub mod pytorch;
 pub mod render;
+pub mod runs;
 pub mod value;
 
 pub use diagnose::diagnose;
 pub use diagnosis::{
-    Diagnosis, Finding, FindingKind, GroupProgress, RankSummary, Verdict, Waiting, DIAGNOSIS_SCHEMA,
+    Diagnosis, Finding, FindingKind, GroupProgress, RankSummary, RunDiagnosis, Verdict, Waiting,
+    DIAGNOSIS_SCHEMA,
 };
 pub use load::{
     load_bytes, load_file, load_paths, load_paths_observed, LoadError, Loaded, Unreadable,
 };
-pub use model::{Format, RankDump, Record};
+pub use model::{Format, Origin, RankDump, Record};
 pub use pickle::{Limits, PickleError};
 pub use render::render_text;
+pub use runs::Run;
 pub use value::Value;
 
 /// Why there is no diagnosis at all.
@@ -117,7 +120,7 @@ pub fn analyze_paths_observed(
         return Err(AnalyzeError::NoPaths);
     }
     let loaded = load_paths_observed(paths, limits, on_file);
-    if loaded.dumps.is_empty() {
+    if loaded.runs.is_empty() {
         if loaded.unreadable.is_empty() {
             return Err(AnalyzeError::NoFiles(paths.to_vec()));
         }

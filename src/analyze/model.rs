@@ -51,6 +51,24 @@ pub struct RankDump {
     pub wrapped: bool,
     /// Why the dump was written (collbench: `timeout`, `signal`, `request`, `exit`).
     pub reason: Option<String>,
+    /// Group descriptions where the dump gives them (PyTorch's `pg_desc`,
+    /// e.g. `default_pg`, `sub_b`): name -> description.
+    pub group_descs: BTreeMap<String, String>,
+    /// Which run wrote it, as far as the dump says.
+    pub origin: Origin,
+}
+
+/// What a dump says about the run that wrote it (collbench dumps; PyTorch's
+/// say none of it).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Origin {
+    /// The run's id (`run_id`), where the dump has one.
+    pub run_id: Option<String>,
+    pub pid: Option<u32>,
+    pub host: Option<String>,
+    pub command: Option<String>,
+    /// When the dump was taken (wall clock, Unix epoch ns), where known.
+    pub dumped_at_ns: Option<u64>,
 }
 
 /// One operation on one rank.

@@ -223,6 +223,40 @@ fn wait_list(at: &BTreeMap<usize, &Record>, ranks: &[usize]) -> String {
     }
 }
 
+/// Pending longer than this, at least, in a dump written while the run was
+/// moving, is a stall rather than work in flight.
+const STALL_FLOOR_NS: u64 = 2_000_000_000;
+
+/// The longest time an operation not completed had been pending when its
+/// rank was dumped, if that is a stall: more than max(2 s, 10 × the longest
+/// completed operation of the group on any member). None when no dump says
+/// when it was taken.
+pub fn stalled(view: &GroupView) -> Option<u64> {
+    let longest_done = view
+        .tracks
+        .values()
+        .flat_map(|t| t.by_seq.values())
+        .filter_map(|r| {
+            let start = r.t_started_ns.or(r.t_scheduled_ns)?;
+            r.t_completed_ns?.checked_sub(start)
+        })
+        .max()
+        .unwrap_or(0);
+    let threshold = STALL_FLOOR_NS.max(longest_done.saturating_mul(LATE_FACTOR));
+    view.tracks
+        .values()
+        .filter_map(|t| {
+            let at = t.dump.origin.dumped_at_ns?;
+            t.by_seq
+                .values()
+                .filter(|r| r.state != State::Completed)
+                .filter_map(|r| at.checked_sub(r.t_started_ns.or(r.t_scheduled_ns)?))
+                .max()
+        })
+        .max()
+        .filter(|&age| age > threshold)
+}
+
 /// The last seq at which some member entered far later than the others.
 pub fn late(view: &GroupView) -> Option<Candidate> {
     let samples: Vec<(u64, BTreeMap<usize, u64>)> = view

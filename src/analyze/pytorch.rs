@@ -20,7 +20,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-use super::model::{Format, RankDump, Record, State, MAX_RANKS};
+use super::model::{Format, Origin, RankDump, Record, State, MAX_RANKS};
 use super::value::Value;
 
 /// Why a PyTorch dump cannot be read.
@@ -82,6 +82,17 @@ pub fn read_dump(root: &Value, path: &Path, format: Format) -> Result<RankDump, 
         return Err(DumpError::TooManyRanks);
     }
     let world_size = world_size(&groups);
+    let mut group_descs = BTreeMap::new();
+    for entry in entries {
+        let pg = entry.get("process_group").and_then(Value::as_seq);
+        let name = pg.and_then(|pg| pg.first()).and_then(Value::as_str);
+        let desc = pg.and_then(|pg| pg.get(1)).and_then(Value::as_str);
+        if let (Some(name), Some(desc)) = (name, desc.filter(|d| !d.is_empty())) {
+            group_descs
+                .entry(name.to_owned())
+                .or_insert_with(|| desc.to_owned());
+        }
+    }
     Ok(RankDump {
         path: path.to_path_buf(),
         format,
@@ -91,6 +102,8 @@ pub fn read_dump(root: &Value, path: &Path, format: Format) -> Result<RankDump, 
         records,
         wrapped: first_record_id.is_some_and(|id| id > 0),
         reason: None,
+        group_descs,
+        origin: Origin::default(),
     })
 }
 
@@ -201,6 +214,12 @@ fn strings(v: Option<&Value>) -> Vec<String> {
 }
 
 /// Group memberships from `pg_config`, renamed to the names the entries use.
+///
+/// gloo keys `pg_config` by an empty name and overwrites that one entry with
+/// each group it creates: it holds the last group's ranks, whichever group
+/// that was. It is taken for the entries' group only when the dump knows of
+/// no other group; otherwise it is left out, and the members come from the
+/// other dumps.
 fn read_groups(root: &Value, records: &[Record]) -> BTreeMap<String, Vec<usize>> {
     let mut config: BTreeMap<String, Option<Vec<usize>>> = BTreeMap::new();
     for (key, value) in root
@@ -230,6 +249,7 @@ fn read_groups(root: &Value, records: &[Record]) -> BTreeMap<String, Vec<usize>>
         let Some(ranks) = ranks else { continue };
         let name = match &alias {
             Some((from, to)) if *from == name => to.clone(),
+            _ if name.is_empty() => continue,
             _ => name,
         };
         groups.insert(name, ranks);

@@ -10,13 +10,20 @@ use super::diagnosis::{Diagnosis, Verdict};
 use super::group::ranks_text;
 use super::model::state_name;
 
-/// Renders the diagnosis as plain text, ending with a newline.
+/// Renders the diagnosis as plain text, ending with a newline. Dumps of
+/// several runs: a line naming each run and its verdict, then each run's
+/// diagnosis.
 pub fn render_text(d: &Diagnosis) -> String {
     let mut out = String::new();
-    verdict(&mut out, d);
-    findings(&mut out, d);
-    table(&mut out, d);
-    waits(&mut out, d);
+    if d.runs.is_empty() {
+        verdict(&mut out, d);
+        notes(&mut out, &d.notes);
+        findings(&mut out, d);
+        table(&mut out, d);
+        waits(&mut out, d);
+    } else {
+        runs(&mut out, d);
+    }
     files(&mut out, "unreadable files (left out)", &d.unreadable);
     files(
         &mut out,
@@ -26,6 +33,68 @@ pub fn render_text(d: &Diagnosis) -> String {
     out
 }
 
+/// Several runs: the overview, then each run as one run's diagnosis would be.
+fn runs(out: &mut String, d: &Diagnosis) {
+    let problems = d
+        .runs
+        .iter()
+        .filter(|r| r.verdict == Verdict::Problem)
+        .count();
+    let overall = if problems == 0 { "HEALTHY" } else { "PROBLEM" };
+    let _ = writeln!(
+        out,
+        "{overall}: these dumps mix {} runs, each diagnosed on its own; {problems} with a problem",
+        d.runs.len()
+    );
+    for r in &d.runs {
+        let word = match r.verdict {
+            Verdict::Healthy => "healthy".to_owned(),
+            Verdict::Problem => match r.findings.first() {
+                Some(f) => format!("PROBLEM: {}{}", f.kind.name(), place_of(f)),
+                None => "PROBLEM".to_owned(),
+            },
+        };
+        let _ = writeln!(out, "  {}: {word}", r.label);
+    }
+    for r in &d.runs {
+        let one = Diagnosis {
+            verdict: r.verdict,
+            ranks_found: r.ranks_found.clone(),
+            ranks_missing: r.ranks_missing.clone(),
+            culprits: r.culprits.clone(),
+            findings: r.findings.clone(),
+            world_size: r.world_size,
+            per_rank: d
+                .per_rank
+                .iter()
+                .filter(|p| p.run.as_deref() == Some(r.label.as_str()))
+                .cloned()
+                .collect(),
+            unreadable: Vec::new(),
+            ignored: Vec::new(),
+            notes: r.notes.clone(),
+            runs: Vec::new(),
+            ..d.clone()
+        };
+        let _ = writeln!(out, "\n== {} ==", r.label);
+        verdict(out, &one);
+        notes(out, &one.notes);
+        findings(out, &one);
+        table(out, &one);
+        waits(out, &one);
+    }
+}
+
+fn notes(out: &mut String, notes: &[String]) {
+    for n in notes {
+        let _ = writeln!(out, "note: {n}");
+    }
+}
+
+fn place_of(f: &super::diagnosis::Finding) -> String {
+    place(f.pg.as_deref(), f.pg_desc.as_deref(), f.seq)
+}
+
 fn verdict(out: &mut String, d: &Diagnosis) {
     let world = match d.world_size {
         Some(n) => format!(" of a world of {n}"),
@@ -33,7 +102,7 @@ fn verdict(out: &mut String, d: &Diagnosis) {
     };
     match (d.verdict, d.findings.first()) {
         (Verdict::Problem, Some(f)) => {
-            let place = place(f.pg.as_deref(), f.seq);
+            let place = place_of(f);
             let culprits = if d.culprits.is_empty() {
                 "no culprit identified".to_owned()
             } else {
@@ -57,7 +126,16 @@ fn verdict(out: &mut String, d: &Diagnosis) {
     );
 }
 
-fn place(pg: Option<&str>, seq: Option<u64>) -> String {
+/// ` in group 2 (sub_b) at seq 5`.
+fn place(pg: Option<&str>, desc: Option<&str>, seq: Option<u64>) -> String {
+    let named;
+    let pg = match (pg, desc) {
+        (Some(pg), Some(desc)) => {
+            named = format!("{pg} ({desc})");
+            Some(named.as_str())
+        }
+        (pg, _) => pg,
+    };
     match (pg, seq) {
         (Some(pg), Some(seq)) => format!(" in group {pg} at seq {seq}"),
         (Some(pg), None) => format!(" in group {pg}"),
@@ -77,13 +155,7 @@ fn findings(out: &mut String, d: &Diagnosis) {
         } else {
             format!(": {}", ranks_text(&f.ranks))
         };
-        let _ = writeln!(
-            out,
-            "  {}. {}{}{blames}",
-            i + 1,
-            f.kind.name(),
-            place(f.pg.as_deref(), f.seq)
-        );
+        let _ = writeln!(out, "  {}. {}{}{blames}", i + 1, f.kind.name(), place_of(f));
         let _ = writeln!(out, "     {}", f.detail);
     }
 }
