@@ -199,8 +199,11 @@ pub fn compare(base: &Results, cand: &Results, max_regression_pct: f64) -> Compa
     let mut duplicates = Vec::new();
     let mut by_key: HashMap<Key<'_>, &Row> = HashMap::new();
     for r in &cand.rows {
-        if by_key.insert(key_of(r), r).is_some() {
+        let k = key_of(r);
+        if by_key.contains_key(&k) {
             duplicates.push(format!("candidate: {}", describe(r)));
+        } else {
+            by_key.insert(k, r);
         }
     }
     let mut seen = std::collections::HashSet::new();

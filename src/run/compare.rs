@@ -39,7 +39,7 @@ pub fn compare(a: &CompareArgs) -> i32 {
         eprintln!("collbench: warning: the runs differ in {d}; rows are compared all the same");
     }
     for d in &c.duplicates {
-        eprintln!("collbench: warning: two rows with one key, the later one used: {d}");
+        eprintln!("collbench: warning: two rows with one key, the first one used: {d}");
     }
     let missing = !c.missing.is_empty() && !a.allow_missing;
     if !c.missing.is_empty() {
