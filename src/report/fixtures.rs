@@ -48,6 +48,7 @@ pub fn results(rows: Vec<Row>) -> Results {
             timing: "wall".into(),
             notes: vec![],
             nccl: None,
+            partial: None,
         },
         rows,
     )

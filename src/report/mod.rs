@@ -21,7 +21,7 @@ pub mod table;
 pub mod text;
 pub mod warn;
 
-pub use model::{Meta, Results, Row, Stats};
+pub use model::{Meta, Partial, Results, Row, Stats, StopReason};
 
 use std::io;
 
@@ -31,8 +31,16 @@ pub trait Sink {
         Ok(())
     }
     fn row(&mut self, row: &Row) -> io::Result<()>;
+    /// The run finished, or stopped early and says so in
+    /// `results.meta.partial` (a signal, a hang): the final outputs.
     fn finish(&mut self, _results: &Results) -> io::Result<()> {
         Ok(())
+    }
+    /// The run failed (refused, or a runtime error) after it started: close
+    /// without a verdict on values that were never all made. Files are
+    /// still written as on `finish`.
+    fn abandon(&mut self, results: &Results) -> io::Result<()> {
+        self.finish(results)
     }
 }
 
@@ -53,5 +61,8 @@ impl Sink for Fanout {
     }
     fn finish(&mut self, results: &Results) -> io::Result<()> {
         self.sinks.iter_mut().try_for_each(|s| s.finish(results))
+    }
+    fn abandon(&mut self, results: &Results) -> io::Result<()> {
+        self.sinks.iter_mut().try_for_each(|s| s.abandon(results))
     }
 }
