@@ -44,6 +44,7 @@ fn history(rank: usize, done: u64) -> Vec<Entry> {
 fn dump(rank: usize, world: usize, entries: Vec<Entry>, reason: &str) -> Dump {
     Dump {
         schema: DUMP_SCHEMA.into(),
+        run_id: None,
         host: "node0".into(),
         pid: 1000 + rank as u32,
         rank,

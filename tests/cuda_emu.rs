@@ -16,6 +16,24 @@ mod emu;
 
 /// One kernel-library cache for every test of this binary, so each variant
 /// is compiled once.
+/// The path of rank `rank`'s end-of-run dump in `dir`: one run per folder
+/// here, so the one file named `<run_id>-rank<N>.json`.
+fn dump_of(dir: &std::path::Path, rank: usize) -> std::path::PathBuf {
+    let suffix = format!("-rank{rank}.json");
+    let found: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.to_string_lossy().ends_with(&suffix))
+        .collect();
+    assert_eq!(
+        found.len(),
+        1,
+        "one dump of rank {rank} in {}: {found:?}",
+        dir.display()
+    );
+    found[0].clone()
+}
+
 fn cache_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("cuda-emu-cache")
 }
@@ -215,8 +233,7 @@ fn an_injected_hang_exits_3_with_dumps_and_analyze_names_the_rank() {
     assert!(err.contains("hang detected"), "{err}");
     // The kernels' progress reached the dumps: the waiting ranks' channels
     // say on whom they wait.
-    let rank0: Value =
-        serde_json::from_slice(&std::fs::read(dumps.join("rank0.json")).unwrap()).unwrap();
+    let rank0: Value = serde_json::from_slice(&std::fs::read(dump_of(&dumps, 0)).unwrap()).unwrap();
     let stuck: Vec<&Value> = rank0["entries"]
         .as_array()
         .unwrap()

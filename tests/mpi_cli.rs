@@ -7,6 +7,24 @@ use serde_json::Value;
 use std::process::{Command, Output};
 use std::time::Duration;
 
+/// The path of rank `rank`'s end-of-run dump in `dir`: one run per folder
+/// here, so the one file named `<run_id>-rank<N>.json`.
+fn dump_of(dir: &std::path::Path, rank: usize) -> std::path::PathBuf {
+    let suffix = format!("-rank{rank}.json");
+    let found: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.to_string_lossy().ends_with(&suffix))
+        .collect();
+    assert_eq!(
+        found.len(),
+        1,
+        "one dump of rank {rank} in {}: {found:?}",
+        dir.display()
+    );
+    found[0].clone()
+}
+
 fn mpirun() -> Option<&'static str> {
     let found = Command::new("mpirun")
         .arg("--version")
@@ -201,7 +219,7 @@ fn an_injected_hang_is_dumped_by_every_process_and_diagnosed() {
     );
     assert!(t.elapsed() < Duration::from_secs(60));
     for r in 0..4 {
-        assert!(d.join(format!("rank{r}.json")).exists(), "rank {r} dumped");
+        assert!(dump_of(&d, r).exists(), "rank {r} dumped");
     }
     let out = Command::new(assert_cmd::cargo::cargo_bin("collbench"))
         .args(["analyze", d.to_str().unwrap(), "--json"])

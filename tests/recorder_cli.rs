@@ -5,6 +5,24 @@ use assert_cmd::Command;
 use serde_json::Value;
 use std::time::{Duration, Instant};
 
+/// The path of rank `rank`'s end-of-run dump in `dir`: one run per folder
+/// here, so the one file named `<run_id>-rank<N>.json`.
+fn dump_of(dir: &std::path::Path, rank: usize) -> std::path::PathBuf {
+    let suffix = format!("-rank{rank}.json");
+    let found: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.to_string_lossy().ends_with(&suffix))
+        .collect();
+    assert_eq!(
+        found.len(),
+        1,
+        "one dump of rank {rank} in {}: {found:?}",
+        dir.display()
+    );
+    found[0].clone()
+}
+
 fn collbench() -> Command {
     Command::cargo_bin("collbench").expect("binary builds")
 }
@@ -45,10 +63,8 @@ fn hang_and_analyze(ranks: usize, inject: &str) -> Value {
     );
     assert!(err.contains("hang detected"), "{err}");
     for r in 0..ranks {
-        let d: Value = serde_json::from_slice(
-            &std::fs::read(dir.path().join(format!("rank{r}.json"))).unwrap(),
-        )
-        .unwrap();
+        let d: Value =
+            serde_json::from_slice(&std::fs::read(dump_of(dir.path(), r)).unwrap()).unwrap();
         assert_eq!(d["schema"], "collbench.fr/1");
         assert_eq!(d["rank"], r);
         assert_eq!(d["world_size"], ranks);
@@ -206,8 +222,12 @@ fn sigusr1_dumps_and_the_run_goes_on() {
     let dir = tempfile::tempdir().unwrap();
     let status = signal_mid_run(libc::SIGUSR1, dir.path());
     assert!(status.success());
-    let d: Value =
-        serde_json::from_slice(&std::fs::read(dir.path().join("d/rank1.json")).unwrap()).unwrap();
+    let snap = std::fs::read_dir(dir.path().join("d"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.to_string_lossy().ends_with("-rank1-request1.json"))
+        .expect("rank 1's first snapshot");
+    let d: Value = serde_json::from_slice(&std::fs::read(snap).unwrap()).unwrap();
     assert_eq!(d["reason"], "request");
     let v: Value =
         serde_json::from_slice(&std::fs::read(dir.path().join("r.json")).unwrap()).unwrap();
@@ -228,7 +248,7 @@ fn sigint_keeps_finished_rows_and_dumps() {
     let rows = v["rows"].as_array().unwrap().len();
     assert!((1..8).contains(&rows), "finished rows are kept: {rows}");
     let d: Value =
-        serde_json::from_slice(&std::fs::read(dir.path().join("d/rank0.json")).unwrap()).unwrap();
+        serde_json::from_slice(&std::fs::read(dump_of(&dir.path().join("d"), 0)).unwrap()).unwrap();
     assert_eq!(d["reason"], "signal");
 }
 

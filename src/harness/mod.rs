@@ -17,12 +17,14 @@ use crate::engine::types::Engine;
 use crate::launch::{Mpi, WorldSpec, Worlds};
 use crate::recorder::watchdog::{self, Fired, Watchdog};
 use crate::recorder::{dump, RankRecorder};
-use crate::report::{Row, Sink};
+use crate::report::{Partial, Row, Sink, StopReason};
 use crate::units::Bytes;
 use rank::{RankJob, Report};
 use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
 
 /// Why a sweep stopped.
 #[derive(Debug, thiserror::Error)]
@@ -43,9 +45,19 @@ pub enum HarnessError {
     #[error(transparent)]
     Launch(#[from] crate::launch::LaunchError),
     #[error("{detail}{}", dumps_note(.dumps))]
-    Hang { detail: String, dumps: Vec<PathBuf> },
-    #[error("interrupted by a signal; finished rows are kept{}", dumps_note(.dumps))]
-    Interrupted { dumps: Vec<PathBuf> },
+    Hang {
+        detail: String,
+        dumps: Vec<PathBuf>,
+        /// Rows the sweep did not make.
+        missing_rows: usize,
+    },
+    #[error("interrupted by {signal}; finished rows are kept ({missing_rows} not made){}", dumps_note(.dumps))]
+    Interrupted {
+        /// `SIGINT`, `SIGTERM`, or `another process of the run`.
+        signal: &'static str,
+        dumps: Vec<PathBuf>,
+        missing_rows: usize,
+    },
     #[error(transparent)]
     Exec(#[from] ExecError),
     #[error("writing results: {0}")]
@@ -75,16 +87,80 @@ impl HarnessError {
     pub fn is_interrupt(&self) -> bool {
         matches!(self, HarnessError::Interrupted { .. })
     }
+
+    /// What `meta.partial` says of a run that stopped with this error: a
+    /// signal or a hang; `None` for every other error (the run failed).
+    pub fn partial(&self) -> Option<Partial> {
+        match self {
+            HarnessError::Hang { missing_rows, .. } => Some(Partial {
+                reason: StopReason::Hang,
+                missing_rows: *missing_rows,
+            }),
+            HarnessError::Interrupted { missing_rows, .. } => Some(Partial {
+                reason: StopReason::Signal,
+                missing_rows: *missing_rows,
+            }),
+            _ => None,
+        }
+    }
 }
 
-/// Waits until `rank<N>.json` exists in `dir` for every rank, or `limit` passed.
-fn wait_for_dumps(dir: &std::path::Path, ranks: usize, limit: std::time::Duration) {
-    let start = std::time::Instant::now();
+/// Waits until every rank's dump of run `run_id` exists in `dir`, or `limit` passed.
+fn wait_for_dumps(dir: &std::path::Path, run_id: &str, ranks: usize, limit: Duration) {
+    let start = Instant::now();
     while start.elapsed() < limit {
-        if (0..ranks).all(|r| dir.join(format!("rank{r}.json")).exists()) {
+        if (0..ranks).all(|r| dir.join(dump::file_name(run_id, r, None)).exists()) {
             return;
         }
-        std::thread::sleep(std::time::Duration::from_millis(20));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// How long ranks get to stop after SIGINT/SIGTERM before the run ends
+/// without waiting for them (a rank inside a long element loop or a check
+/// of a large buffer sees the stop only when it is done): SIGTERM ends the
+/// process within a second, with every finished row written.
+const SIGNAL_WIND_DOWN: Duration = Duration::from_millis(300);
+/// The same after a hang or a failed rank: the watchdog acts alone after
+/// its [`watchdog::GRACE`]; the run's own end comes first.
+const WIND_DOWN: Duration = Duration::from_secs(5);
+/// How often the collector looks at the clock while it waits.
+const POLL: Duration = Duration::from_millis(10);
+
+/// When a stopping run stops waiting for its ranks: a signal gives them
+/// [`SIGNAL_WIND_DOWN`], an abort (hang, a failed rank) [`WIND_DOWN`].
+struct WindDown<'a> {
+    world: &'a HostWorld,
+    dog: &'a Watchdog,
+    signal_at: Option<Instant>,
+    abort_at: Option<Instant>,
+}
+
+impl<'a> WindDown<'a> {
+    fn new(world: &'a HostWorld, dog: &'a Watchdog) -> WindDown<'a> {
+        WindDown {
+            world,
+            dog,
+            signal_at: None,
+            abort_at: None,
+        }
+    }
+
+    /// Whether the run is stopping and its ranks had their time.
+    fn over(&mut self) -> bool {
+        let now = Instant::now();
+        if self.signal_at.is_none()
+            && (watchdog::signalled() || self.dog.fired() == Some(Fired::Stop))
+        {
+            // The watchdog aborts the world on its next tick; do not wait for it.
+            self.world.abort();
+            self.signal_at = Some(now);
+        }
+        if self.abort_at.is_none() && self.world.aborted() {
+            self.abort_at = Some(now);
+        }
+        self.signal_at.is_some_and(|t| now >= t + SIGNAL_WIND_DOWN)
+            || self.abort_at.is_some_and(|t| now >= t + WIND_DOWN)
     }
 }
 
@@ -399,9 +475,10 @@ pub fn run(
     prepared: Prepared,
     worlds: Worlds,
     sink: &mut dyn Sink,
-    mpi: Option<&Mpi>,
+    mpi: Option<&Arc<Mpi>>,
 ) -> Result<Outcome, HarnessError> {
-    let cases = prepared.cases;
+    let cases: Arc<[Case]> = prepared.cases.into();
+    let expected_rows = cases.len() * plan.placements.len();
     let local: Vec<usize> = mpi.map_or_else(|| (0..plan.ranks).collect(), |m| vec![m.rank()]);
     let recs: Vec<Arc<RankRecorder>> = local
         .iter()
@@ -415,31 +492,63 @@ pub fn run(
         notes: prepared.notes,
         ..Outcome::default()
     };
-    let result = run_ranks(plan, setup, &cases, &worlds, &recs, mpi, sink, &mut outcome);
-    // The CUDA world frees device memory once every rank has stopped.
+    let result = run_ranks(
+        plan,
+        setup,
+        &cases,
+        &worlds,
+        &recs,
+        mpi,
+        &dog,
+        sink,
+        &mut outcome,
+    );
+    // The CUDA world frees device memory once every rank has stopped (ranks
+    // still winding down after a signal hold it until they have).
     drop(worlds);
     let fired = dog.stop();
     let dump = |reason: &str| {
         if let Some(t) = &setup.abort_trigger {
-            // Tell the run's other processes to stop and dump too.
-            let _ = std::fs::create_dir_all(&dir).and_then(|_| std::fs::write(t, reason));
+            // Tell the run's other processes to stop and dump too; whole,
+            // so that none reads a signal as a hang.
+            let tmp = t.with_extension(format!("tmp{}", std::process::id()));
+            let _ = std::fs::create_dir_all(&dir)
+                .and_then(|_| std::fs::write(&tmp, reason))
+                .and_then(|_| std::fs::rename(&tmp, t));
         }
-        let written = dump::write_all(&dir, &recs, &setup.run_info, reason).unwrap_or_default();
+        let written =
+            dump::write_all(&dir, &recs, &setup.run_info, reason, None).unwrap_or_default();
         if setup.abort_trigger.is_some() {
             // A launcher ends the whole job when one process exits with an
             // error: leave only once every rank has dumped (or a while passed).
             wait_for_dumps(
                 &dir,
+                &setup.run_info.run_id,
                 plan.ranks,
-                plan.timeout().max(std::time::Duration::from_secs(10)),
+                plan.timeout().max(Duration::from_secs(10)),
             );
         }
         written
     };
+    let missing_rows = expected_rows.saturating_sub(outcome.rows);
+    // A signal wins over whatever the interrupted ranks reported (an
+    // aborted wait, a timeout while they wound down, a hang found since).
+    let signal = watchdog::stop_signal().or_else(|| {
+        (fired == Some(Fired::Stop)).then_some("a signal to another process of the run")
+    });
+    if let Some(signal) = signal {
+        return Err(HarnessError::Interrupted {
+            signal,
+            dumps: dump(watchdog::TRIGGER_SIGNAL),
+            missing_rows,
+        });
+    }
+    let hang = |detail: String| HarnessError::Hang {
+        detail,
+        dumps: dump("timeout"),
+        missing_rows,
+    };
     match (result, fired) {
-        (_, Some(Fired::Stop)) => Err(HarnessError::Interrupted {
-            dumps: dump("signal"),
-        }),
         (
             Err(HarnessError::Exec(
                 e @ (ExecError::Timeout { .. }
@@ -447,20 +556,11 @@ pub fn run(
                 | ExecError::CollectiveTimeout { .. }),
             )),
             _,
-        ) => Err(HarnessError::Hang {
-            detail: format!("hang detected: {e}"),
-            dumps: dump("timeout"),
-        }),
-        (_, Some(Fired::Timeout { rank, seq, waited })) => Err(HarnessError::Hang {
-            detail: format!(
-                "hang detected: rank {rank}'s collective {seq} ran {waited:?}, past the timeout"
-            ),
-            dumps: dump("timeout"),
-        }),
-        (_, Some(Fired::Remote)) => Err(HarnessError::Hang {
-            detail: "hang detected by another process of the run".into(),
-            dumps: dump("timeout"),
-        }),
+        ) => Err(hang(format!("hang detected: {e}"))),
+        (_, Some(Fired::Timeout { rank, seq, waited })) => Err(hang(format!(
+            "hang detected: rank {rank}'s collective {seq} ran {waited:?}, past the timeout"
+        ))),
+        (_, Some(Fired::Remote)) => Err(hang("hang detected by another process of the run".into())),
         (Ok(()), _) => Ok(outcome),
         (Err(e), _) => Err(e),
     }
@@ -472,22 +572,33 @@ fn spawn_watchdog(
     world: &Arc<HostWorld>,
     recs: &[Arc<RankRecorder>],
 ) -> Result<Watchdog, HarnessError> {
-    let (w, r, d, info, stuck) = (
+    let (w, r, d, info, stuck, told) = (
         Arc::clone(world),
         recs.to_vec(),
         setup.dump_dir.clone(),
         setup.run_info.clone(),
         setup.on_stuck,
+        setup.on_snapshot,
     );
+    // SIGUSR1 snapshots are numbered: each goes to new files.
+    let snapshots = AtomicU32::new(0);
     let act = move |f: &Fired| match f {
         Fired::Timeout { .. } | Fired::Stop | Fired::Remote => w.abort(),
         Fired::Request => {
-            let _ = dump::write_all(&d, &r, &info, "request");
+            let k = snapshots.fetch_add(1, Ordering::Relaxed) + 1;
+            if let Ok(paths) = dump::write_all(&d, &r, &info, "request", Some(k)) {
+                told(&paths);
+            }
         }
-        Fired::Stuck => {
-            // The ranks did not stop after the timeout: dump and leave.
-            let _ = dump::write_all(&d, &r, &info, "timeout");
-            stuck(&d);
+        Fired::Stuck { signal } => {
+            // The ranks did not stop after the timeout or signal: dump and leave.
+            let reason = if *signal {
+                watchdog::TRIGGER_SIGNAL
+            } else {
+                "timeout"
+            };
+            let _ = dump::write_all(&d, &r, &info, reason, None);
+            stuck(&d, *signal);
         }
     };
     Ok(Watchdog::spawn(
@@ -505,85 +616,120 @@ const REPORT_TAG: i32 = 7;
 fn run_ranks(
     plan: &Plan,
     setup: &Setup,
-    cases: &[Case],
+    cases: &Arc<[Case]>,
     worlds: &Worlds,
     recs: &[Arc<RankRecorder>],
-    mpi: Option<&Mpi>,
+    mpi: Option<&Arc<Mpi>>,
+    dog: &Watchdog,
     sink: &mut dyn Sink,
     outcome: &mut Outcome,
 ) -> Result<(), HarnessError> {
     let (tx, rx) = mpsc::channel::<Report>();
     let bytes = rank::buffer_bytes(plan, cases);
     let world = &worlds.host;
-    std::thread::scope(|s| {
-        let handles: Vec<_> = recs
-            .iter()
-            .map(|rec| {
-                let r = rec.rank;
-                let (rec, tx, w) = (Arc::clone(rec), tx.clone(), Arc::clone(world));
-                let gpu = worlds.gpu.clone();
-                std::thread::Builder::new()
-                    .name(format!("rank{r}"))
-                    .spawn_scoped(s, move || {
-                        let _rank = tracing::info_span!("rank", rank = r).entered();
-                        let observer = Arc::clone(&rec) as _;
-                        let res =
-                            rank_runner(&w, gpu.as_ref(), r, observer, bytes).and_then(|runner| {
-                                RankJob {
-                                    plan,
-                                    setup,
-                                    cases,
-                                    world: Arc::clone(&w),
-                                    runner,
-                                    rec,
-                                    tx,
-                                    mpi,
-                                    lib_times: Vec::new(),
-                                    open: Vec::new(),
-                                    settled: Vec::new(),
-                                    arrivals: Vec::new(),
-                                    fired: vec![false; plan.injects.len()],
-                                }
-                                .run()
-                            });
-                        if res.is_err() {
-                            w.abort();
-                        }
-                        res
-                    })
-            })
-            .collect();
-        drop(tx);
-        let collected = match mpi {
-            None => collect(plan, setup, cases, &mut || rx.recv().ok(), sink, outcome),
-            Some(m) if m.rank() == 0 => {
-                let total = cases.len() * plan.placements.len() * plan.ranks;
-                let mut seen = 0;
-                let mut next = || poll_reports(m, &rx, world, total, &mut seen);
-                collect(plan, setup, cases, &mut next, sink, outcome)
-            }
-            Some(m) => forward_reports(m, &rx),
-        };
-        if collected.is_err() {
-            world.abort();
+    // Rank threads own what they use: a stopping run may leave without
+    // them (see `WindDown`), and what they still read must outlive it.
+    let (plan_a, setup_a) = (Arc::new(plan.clone()), Arc::new(setup.clone()));
+    let handles: Vec<_> = recs
+        .iter()
+        .map(|rec| {
+            let r = rec.rank;
+            let (rec, tx, w) = (Arc::clone(rec), tx.clone(), Arc::clone(world));
+            let (plan, setup, cases) =
+                (Arc::clone(&plan_a), Arc::clone(&setup_a), Arc::clone(cases));
+            let (gpu, mpi) = (worlds.gpu.clone(), mpi.cloned());
+            std::thread::Builder::new()
+                .name(format!("rank{r}"))
+                .spawn(move || {
+                    let _rank = tracing::info_span!("rank", rank = r).entered();
+                    let observer = Arc::clone(&rec) as _;
+                    let res =
+                        rank_runner(&w, gpu.as_ref(), r, observer, bytes).and_then(|runner| {
+                            RankJob {
+                                plan: &plan,
+                                setup: &setup,
+                                cases: &cases,
+                                world: Arc::clone(&w),
+                                runner,
+                                rec,
+                                tx,
+                                mpi: mpi.as_deref(),
+                                lib_times: Vec::new(),
+                                open: Vec::new(),
+                                settled: Vec::new(),
+                                arrivals: Vec::new(),
+                                fired: vec![false; plan.injects.len()],
+                            }
+                            .run()
+                        });
+                    if res.is_err() {
+                        w.abort();
+                    }
+                    res
+                })
+        })
+        .collect();
+    drop(tx);
+    let mut wind = WindDown::new(world, dog);
+    let collected = match mpi {
+        None => {
+            let mut next = || next_report(&rx, &mut wind);
+            collect(plan, setup, cases, &mut next, sink, outcome)
         }
-        let mut first: Option<ExecError> = None;
-        for h in handles {
-            let res = match h {
-                Ok(h) => h
-                    .join()
-                    .unwrap_or_else(|_| Err(ExecError::Setup("a rank thread panicked".into()))),
-                Err(e) => Err(ExecError::Setup(format!("cannot start a rank thread: {e}"))),
-            };
-            if let Err(e) = res {
-                if first.is_none() || matches!(first, Some(ExecError::Aborted)) {
-                    first = Some(e);
+        Some(m) if m.rank() == 0 => {
+            let total = cases.len() * plan.placements.len() * plan.ranks;
+            let mut seen = 0;
+            let mut next = || poll_reports(m, &rx, world, total, &mut seen);
+            collect(plan, setup, cases, &mut next, sink, outcome)
+        }
+        Some(m) => forward_reports(m, &rx, &mut wind),
+    };
+    if collected.is_err() {
+        world.abort();
+    }
+    let mut first: Option<ExecError> = None;
+    for h in handles {
+        let res = match h {
+            Ok(h) => {
+                // Waits for the rank, but once the run is stopping no
+                // longer than its wind-down: then the rank is left behind.
+                while !h.is_finished() && !wind.over() {
+                    std::thread::sleep(POLL);
+                }
+                if h.is_finished() {
+                    h.join()
+                        .unwrap_or_else(|_| Err(ExecError::Setup("a rank thread panicked".into())))
+                } else {
+                    tracing::debug!("a rank did not stop within the wind-down; leaving without it");
+                    Err(ExecError::Aborted)
                 }
             }
+            Err(e) => Err(ExecError::Setup(format!("cannot start a rank thread: {e}"))),
+        };
+        if let Err(e) = res {
+            if first.is_none() || matches!(first, Some(ExecError::Aborted)) {
+                first = Some(e);
+            }
         }
-        collected?;
-        first.map_or(Ok(()), |e| Err(HarnessError::Exec(e)))
-    })
+    }
+    collected?;
+    first.map_or(Ok(()), |e| Err(HarnessError::Exec(e)))
+}
+
+/// The next rank report of a one-process run; `None` when every rank has
+/// finished, or the run is stopping and its wind-down is over.
+fn next_report(rx: &mpsc::Receiver<Report>, wind: &mut WindDown) -> Option<Report> {
+    loop {
+        if wind.over() {
+            // Reports already sent are rows that finished: they are kept.
+            return rx.try_recv().ok();
+        }
+        match rx.recv_timeout(POLL) {
+            Ok(r) => return Some(r),
+            Err(mpsc::RecvTimeoutError::Disconnected) => return None,
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+        }
+    }
 }
 
 /// Rank 0 of an MPI world: the next report, its own or a peer's; None
@@ -610,14 +756,18 @@ fn poll_reports(
         if world.aborted() {
             return None;
         }
-        std::thread::sleep(std::time::Duration::from_micros(100));
+        std::thread::sleep(Duration::from_micros(100));
     }
     None
 }
 
 /// Ranks other than 0 of an MPI world send their reports to rank 0.
-fn forward_reports(m: &Mpi, rx: &mpsc::Receiver<Report>) -> Result<(), HarnessError> {
-    for report in rx.iter() {
+fn forward_reports(
+    m: &Mpi,
+    rx: &mpsc::Receiver<Report>,
+    wind: &mut WindDown,
+) -> Result<(), HarnessError> {
+    while let Some(report) = next_report(rx, wind) {
         let bytes = serde_json::to_vec(&report).map_err(HarnessError::Encode)?;
         m.send(0, REPORT_TAG, &bytes);
     }

@@ -1,6 +1,9 @@
-//! Writing dumps: one `collbench.fr/1` JSON file per rank, named
-//! `rank<N>.json`, written atomically (temporary file, then rename) so a
-//! reader never sees half a dump.
+//! Writing dumps: one `collbench.fr/1` JSON file per rank, written
+//! atomically (temporary file, then rename) so a reader never sees half a
+//! dump. Files are named by the run's id and the rank
+//! (`<run_id>-rank<N>.json`; SIGUSR1 snapshots `<run_id>-rank<N>-request<K>.json`,
+//! K = 1, 2, ...), so runs sharing a folder never overwrite or mix with
+//! each other, and every snapshot is kept.
 
 use super::model::{Clocks, Dump, Group, DUMP_SCHEMA};
 use super::{mono_ns, wall_ns, RankRecorder};
@@ -10,6 +13,9 @@ use std::path::{Path, PathBuf};
 /// What every dump of a run shares.
 #[derive(Clone, Debug, Default)]
 pub struct RunInfo {
+    /// The run's id (`<rfc3339>-<pid>` of rank 0's process): every dump
+    /// of the run carries it, in the file and in its name.
+    pub run_id: String,
     pub host: String,
     pub world_size: usize,
     pub device: String,
@@ -18,9 +24,10 @@ pub struct RunInfo {
 }
 
 /// The dump of one rank now.
-pub fn snapshot(rec: &RankRecorder, info: &RunInfo, reason: &str) -> Dump {
+pub fn snapshot_of(rec: &RankRecorder, info: &RunInfo, reason: &str) -> Dump {
     Dump {
         schema: DUMP_SCHEMA.into(),
+        run_id: Some(info.run_id.clone()).filter(|id| !id.is_empty()),
         host: info.host.clone(),
         pid: std::process::id(),
         rank: rec.rank,
@@ -42,22 +49,47 @@ pub fn snapshot(rec: &RankRecorder, info: &RunInfo, reason: &str) -> Dump {
     }
 }
 
-/// Writes `rank<N>.json` for every recorder into `dir`; returns the paths.
+/// The file name of rank `rank`'s dump in run `run_id`; `snapshot`: the
+/// number of a SIGUSR1 snapshot (from 1), `None` for the dump that ends a
+/// run (hang, signal). Without a run id: `rank<N>.json`, as before ids.
+pub fn file_name(run_id: &str, rank: usize, snapshot: Option<u32>) -> String {
+    let run = if run_id.is_empty() {
+        String::new()
+    } else {
+        format!("{run_id}-")
+    };
+    match snapshot {
+        Some(k) => format!("{run}rank{rank}-request{k}.json"),
+        None => format!("{run}rank{rank}.json"),
+    }
+}
+
+/// Writes every recorder's dump into `dir` (named by [`file_name`]);
+/// returns the paths.
 pub fn write_all(
     dir: &Path,
     recs: &[std::sync::Arc<RankRecorder>],
     info: &RunInfo,
     reason: &str,
+    snapshot: Option<u32>,
 ) -> std::io::Result<Vec<PathBuf>> {
     std::fs::create_dir_all(dir)?;
+    // The rename alone keeps readers from half a dump. A hang's dumps are
+    // the evidence a node's reboot must not lose: those reach the disk
+    // first. A signal's and a snapshot's do not wait for it (an fsync on a
+    // busy disk takes seconds, and SIGKILL follows SIGTERM soon).
+    let durable = reason == "timeout";
     recs.iter()
         .map(|r| {
-            let path = dir.join(format!("rank{}.json", r.rank));
-            let bytes = serde_json::to_vec_pretty(&snapshot(r, info, reason))?;
-            let tmp = dir.join(format!(".rank{}.json.tmp{}", r.rank, std::process::id()));
+            let name = file_name(&info.run_id, r.rank, snapshot);
+            let path = dir.join(&name);
+            let bytes = serde_json::to_vec_pretty(&snapshot_of(r, info, reason))?;
+            let tmp = dir.join(format!(".{name}.tmp{}", std::process::id()));
             let mut f = std::fs::File::create(&tmp)?;
             f.write_all(&bytes)?;
-            f.sync_all()?;
+            if durable {
+                f.sync_all()?;
+            }
             std::fs::rename(&tmp, &path)?;
             Ok(path)
         })
@@ -89,15 +121,54 @@ mod tests {
             host: "h".into(),
             ..RunInfo::default()
         };
-        let paths = write_all(dir.path(), &recs, &info, "timeout").unwrap();
+        let paths = write_all(dir.path(), &recs, &info, "timeout", None).unwrap();
         assert_eq!(paths.len(), 2);
+        assert_eq!(
+            paths[1],
+            dir.path().join("rank1.json"),
+            "no run id: old names"
+        );
         let d: Dump = serde_json::from_slice(&std::fs::read(&paths[1]).unwrap()).unwrap();
         assert_eq!(
             (d.schema.as_str(), d.rank, d.world_size, d.reason.as_str()),
             (DUMP_SCHEMA, 1, 2, "timeout")
         );
+        assert_eq!(d.run_id, None);
         assert_eq!(d.entries[0].state, State::Started);
         assert_eq!(d.groups[0].ranks, vec![0, 1]);
         assert!(d.clocks.wall_ns > 0 && d.clocks.mono_ns > 0);
+    }
+
+    #[test]
+    fn every_run_and_snapshot_has_its_own_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let recs: Vec<_> = (0..2).map(|r| Arc::new(RankRecorder::new(r, 8))).collect();
+        let info = |id: &str| RunInfo {
+            run_id: id.into(),
+            world_size: 2,
+            ..RunInfo::default()
+        };
+        let a = info("2026-11-05T101010Z-17");
+        let first = write_all(dir.path(), &recs, &a, "request", Some(1)).unwrap();
+        let second = write_all(dir.path(), &recs, &a, "request", Some(2)).unwrap();
+        let last = write_all(dir.path(), &recs, &a, "signal", None).unwrap();
+        let other = write_all(dir.path(), &recs[..1], &info("x-18"), "timeout", None).unwrap();
+        assert_eq!(
+            first[0].file_name().unwrap(),
+            "2026-11-05T101010Z-17-rank0-request1.json"
+        );
+        assert_eq!(
+            second[1].file_name().unwrap(),
+            "2026-11-05T101010Z-17-rank1-request2.json"
+        );
+        assert_eq!(
+            last[1].file_name().unwrap(),
+            "2026-11-05T101010Z-17-rank1.json"
+        );
+        assert_eq!(other[0].file_name().unwrap(), "x-18-rank0.json");
+        let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+        assert_eq!(names.len(), 7, "nothing overwritten, no temporary left");
+        let d: Dump = serde_json::from_slice(&std::fs::read(&other[0]).unwrap()).unwrap();
+        assert_eq!(d.run_id.as_deref(), Some("x-18"));
     }
 }

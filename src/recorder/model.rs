@@ -96,6 +96,10 @@ pub struct Clocks {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Dump {
     pub schema: String,
+    /// The run's id, shared by every dump of the run (absent in dumps
+    /// written before run ids).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
     pub host: String,
     pub pid: u32,
     pub rank: usize,

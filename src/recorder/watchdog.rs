@@ -2,27 +2,35 @@
 //! operation in flight and fires when one has run longer than the timeout;
 //! it also turns signals into actions: SIGUSR1 asks for dumps (and the run
 //! goes on), SIGINT/SIGTERM stop the run after dumping.
+//!
+//! A stop signal is sticky: once SIGINT or SIGTERM arrived, [`signalled`]
+//! says so for the rest of the process, so whoever decides how the run
+//! ended (the harness) lets the signal win over whatever the interrupted
+//! ranks reported (an aborted wait, a slow wind-down taken for a hang).
 
 use super::{mono_ns, RankRecorder};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
 static USR1: AtomicBool = AtomicBool::new(false);
-static STOP_SIGNAL: AtomicBool = AtomicBool::new(false);
+/// The first SIGINT or SIGTERM received (0: none); never reset.
+static STOP_SIGNAL: AtomicI32 = AtomicI32::new(0);
 
 extern "C" fn on_signal(sig: libc::c_int) {
-    // Only async-signal-safe work here: atomic stores.
+    // Only async-signal-safe work here: atomic operations.
     if sig == libc::SIGUSR1 {
         USR1.store(true, Ordering::SeqCst);
     } else {
-        STOP_SIGNAL.store(true, Ordering::SeqCst);
+        let _ = STOP_SIGNAL.compare_exchange(0, sig, Ordering::SeqCst, Ordering::SeqCst);
     }
 }
 
-/// Routes SIGUSR1, SIGINT and SIGTERM to the watchdog (idempotent).
+/// Routes SIGUSR1, SIGINT and SIGTERM to the watchdog (idempotent). Call it
+/// as early as a command that runs a sweep can, so that a signal is never
+/// met by the default action (death without results).
 pub fn install_signal_handlers() {
     let handler = on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
     for sig in [libc::SIGUSR1, libc::SIGINT, libc::SIGTERM] {
@@ -30,6 +38,26 @@ pub fn install_signal_handlers() {
         unsafe { libc::signal(sig, handler) };
     }
 }
+
+/// Whether SIGINT or SIGTERM arrived since the process started.
+pub fn signalled() -> bool {
+    stop_signal().is_some()
+}
+
+/// The first SIGINT or SIGTERM that arrived, by name.
+pub fn stop_signal() -> Option<&'static str> {
+    match STOP_SIGNAL.load(Ordering::SeqCst) {
+        0 => None,
+        libc::SIGINT => Some("SIGINT"),
+        libc::SIGTERM => Some("SIGTERM"),
+        _ => Some("a signal"),
+    }
+}
+
+/// What a process writes into the run's abort trigger when a signal (not
+/// a hang) stopped it, so that the run's other processes stop as
+/// interrupted too.
+pub const TRIGGER_SIGNAL: &str = "signal";
 
 /// Why the watchdog acted.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -40,14 +68,15 @@ pub enum Fired {
         seq: u64,
         waited: Duration,
     },
-    /// SIGINT or SIGTERM.
+    /// SIGINT or SIGTERM (here, or in another process of the run).
     Stop,
     /// SIGUSR1: dump and go on.
     Request,
     /// Another process of the run detected a hang.
     Remote,
-    /// After a timeout the run did not wind down within the grace period.
-    Stuck,
+    /// After a timeout (`signal`: after a stop signal) the run did not
+    /// wind down within the grace period.
+    Stuck { signal: bool },
 }
 
 /// A running watchdog; stops when dropped or with [`Watchdog::stop`].
@@ -63,9 +92,9 @@ pub const GRACE: Duration = Duration::from_secs(10);
 
 impl Watchdog {
     /// Watches `recs`; `act` runs on the watchdog thread for every event.
-    /// Watches `recs`; `act` runs on the watchdog thread for every event.
     /// When `trigger` names a file, its appearance (another process of the
-    /// run detected a hang) fires [`Fired::Remote`].
+    /// run detected a hang) fires [`Fired::Remote`], or [`Fired::Stop`]
+    /// when the file says [`TRIGGER_SIGNAL`].
     pub fn spawn(
         recs: Vec<Arc<RankRecorder>>,
         timeout: Duration,
@@ -75,7 +104,9 @@ impl Watchdog {
         let stop = Arc::new(AtomicBool::new(false));
         let fired = Arc::new(Mutex::new(None));
         let (s, f) = (Arc::clone(&stop), Arc::clone(&fired));
-        let tick = (timeout / 20).clamp(Duration::from_millis(5), Duration::from_millis(200));
+        // Short ticks: a stop signal must reach the ranks at once (SIGTERM
+        // ends the run within a second); a tick costs a few atomic loads.
+        let tick = (timeout / 20).clamp(Duration::from_millis(5), Duration::from_millis(20));
         let handle = std::thread::Builder::new()
             .name("watchdog".into())
             .spawn(move || {
@@ -134,15 +165,20 @@ fn watch(
             g.get_or_insert(e);
         }
     };
+    let remote = |t: &Path| match std::fs::read_to_string(t) {
+        Ok(why) if why.trim() == TRIGGER_SIGNAL => Some(Fired::Stop),
+        Ok(_) => Some(Fired::Remote),
+        Err(_) => None,
+    };
     while !stop.load(Ordering::SeqCst) {
         std::thread::sleep(tick);
         if USR1.swap(false, Ordering::SeqCst) {
             act(&Fired::Request);
         }
-        let event = if STOP_SIGNAL.swap(false, Ordering::SeqCst) {
+        let event = if signalled() {
             Some(Fired::Stop)
-        } else if trigger.is_some_and(|t| t.exists()) {
-            Some(Fired::Remote)
+        } else if let Some(e) = trigger.and_then(remote) {
+            Some(e)
         } else {
             let now = mono_ns();
             recs.iter().find_map(|r| {
@@ -158,14 +194,23 @@ fn watch(
         let Some(event) = event else { continue };
         record(event.clone());
         act(&event);
-        // The run should now wind down; if it does not, act alone.
+        // The run should now wind down; if it does not, act alone. A stop
+        // signal during a hang's wind-down still stops the run as a signal.
+        let mut signal = event == Fired::Stop;
         let deadline = mono_ns() + GRACE.as_nanos() as u64;
         while !stop.load(Ordering::SeqCst) {
+            if !signal && signalled() {
+                signal = true;
+                act(&Fired::Stop);
+            }
+            if USR1.swap(false, Ordering::SeqCst) {
+                act(&Fired::Request);
+            }
             if mono_ns() > deadline {
-                act(&Fired::Stuck);
+                act(&Fired::Stuck { signal });
                 return;
             }
-            std::thread::sleep(Duration::from_millis(20));
+            std::thread::sleep(Duration::from_millis(10));
         }
         return;
     }

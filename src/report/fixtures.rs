@@ -51,6 +51,7 @@ pub fn results(rows: Vec<Row>) -> Results {
             timing: "wall".into(),
             notes: vec![],
             nccl: None,
+            partial: None,
         },
         rows,
     )

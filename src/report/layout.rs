@@ -94,6 +94,11 @@ impl Sink for LayoutSink {
         self.emit(lines);
         Ok(())
     }
+    fn abandon(&mut self, _results: &Results) -> io::Result<()> {
+        let lines = self.lines.abandon();
+        self.emit(lines);
+        Ok(())
+    }
 }
 
 /// Saved results in `format`, one string with a newline after every line.
@@ -128,5 +133,34 @@ mod tests {
             data[1].trim_end().ends_with('-'),
             "missing in-place: {text}"
         );
+    }
+
+    #[test]
+    fn a_failed_run_ends_without_a_verdict() {
+        use std::sync::{Arc, Mutex};
+        let r = results(vec![row(8, "out"), row(8, "in"), row(16, "out")]);
+        for format in [Format::Table, Format::NcclTests, Format::Markdown] {
+            let seen = Arc::new(Mutex::new(Vec::<String>::new()));
+            let s2 = Arc::clone(&seen);
+            let layout = format.layout(vec!["out".into(), "in".into()], false, vec![8, 16], false);
+            let mut sink = LayoutSink::new(
+                layout,
+                Box::new(move |l: &str| s2.lock().unwrap().push(l.to_string())),
+            );
+            sink.start(&r.meta).unwrap();
+            for row in &r.rows {
+                sink.row(row).unwrap();
+            }
+            sink.abandon(&r).unwrap();
+            let text = seen.lock().unwrap().join("\n");
+            assert!(
+                !text.contains("OK") && !text.contains("concluded"),
+                "{text}"
+            );
+            assert!(
+                text.lines().last().unwrap().contains("16"),
+                "the last line is kept: {text}"
+            );
+        }
     }
 }

@@ -3,10 +3,10 @@
 //! by side), and the verdict with the average bus bandwidth.
 
 use super::text::{
-    avg_busbw, fmt_gbps, fmt_time, machine_line, placement_title, slowest, values_verdict,
-    wrong_cell, Layout, Line, TimeDigits,
+    avg_busbw, fmt_gbps, fmt_time, machine_line, placement_title, run_verdict, slowest, wrong_cell,
+    Layout, Line, TimeDigits,
 };
-use super::{Meta, Results, Row};
+use super::{Meta, Partial, Results, Row};
 use crate::units::Bytes;
 
 /// The Markdown layout.
@@ -111,14 +111,14 @@ impl Layout for Markdown {
         line.end(" |")
     }
 
-    fn close(&self, _rows: &[Row]) -> Vec<String> {
+    fn close(&self, _rows: &[Row], _stopped: Option<&Partial>) -> Vec<String> {
         vec![String::new()]
     }
 
     fn footer(&self, results: &Results) -> Vec<String> {
         let mut out = vec![format!(
             "**Wrong or NaN/Inf values:** {} · **Avg bus bandwidth:** {:.3} GB/s",
-            values_verdict(&results.rows),
+            run_verdict(results),
             avg_busbw(&results.rows)
         )];
         for r in &results.rows {

@@ -23,7 +23,7 @@ pub mod table;
 pub mod text;
 pub mod warn;
 
-pub use model::{Arrival, Gpu, Meta, Results, Row, Slowest, Stats};
+pub use model::{Arrival, Gpu, Meta, Partial, Results, Row, Slowest, Stats, StopReason};
 
 use std::io;
 
@@ -33,8 +33,16 @@ pub trait Sink {
         Ok(())
     }
     fn row(&mut self, row: &Row) -> io::Result<()>;
+    /// The run finished, or stopped early and says so in
+    /// `results.meta.partial` (a signal, a hang): the final outputs.
     fn finish(&mut self, _results: &Results) -> io::Result<()> {
         Ok(())
+    }
+    /// The run failed (refused, or a runtime error) after it started: close
+    /// without a verdict on values that were never all made. Files are
+    /// still written as on `finish`.
+    fn abandon(&mut self, results: &Results) -> io::Result<()> {
+        self.finish(results)
     }
 }
 
@@ -55,5 +63,8 @@ impl Sink for Fanout {
     }
     fn finish(&mut self, results: &Results) -> io::Result<()> {
         self.sinks.iter_mut().try_for_each(|s| s.finish(results))
+    }
+    fn abandon(&mut self, results: &Results) -> io::Result<()> {
+        self.sinks.iter_mut().try_for_each(|s| s.abandon(results))
     }
 }

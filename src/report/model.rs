@@ -140,12 +140,55 @@ pub struct Meta {
     /// The GPUs used, as CUDA names them (rank r runs on `gpus[r % len]`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub gpus: Vec<Gpu>,
-    /// Anything the run wants a reader to know (engine choice, caps).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    /// Anything the run wants a reader to know (engine choice, caps);
+    /// written even when empty, as every documented key.
+    #[serde(default)]
     pub notes: Vec<String>,
     /// What ran `--engine nccl`: NCCL's version and library, or the stand-in.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nccl: Option<String>,
+    /// Set only when the run did not finish: why, and how many rows it
+    /// did not make.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partial: Option<Partial>,
+}
+
+/// Why a run stopped before its last row.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StopReason {
+    /// SIGINT or SIGTERM.
+    Signal,
+    /// A hang or timeout was detected.
+    Hang,
+}
+
+impl StopReason {
+    pub fn name(self) -> &'static str {
+        match self {
+            StopReason::Signal => "signal",
+            StopReason::Hang => "hang",
+        }
+    }
+}
+
+/// `meta.partial`: a run that did not finish.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Partial {
+    pub reason: StopReason,
+    /// Rows the sweep would have made (cases x placements) that it did not.
+    pub missing_rows: usize,
+}
+
+impl std::fmt::Display for Partial {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "run interrupted: {}, {} row(s) missing",
+            self.reason.name(),
+            self.missing_rows
+        )
+    }
 }
 
 /// One GPU of a run, as nccl-tests' device lines show it.

@@ -10,7 +10,7 @@
 //! parsers skip. Thread ranks share the process, so every rank shows its id.
 
 use super::text::{avg_busbw, bad_values, Layout, Line, TimeDigits};
-use super::{Meta, Results, Row};
+use super::{Meta, Partial, Results, Row};
 
 /// Widths of the case's columns: size, count, type, redop, root.
 const CASE: [usize; 5] = [12, 12, 8, 6, 6];
@@ -247,11 +247,20 @@ impl Layout for NcclTests {
         line.into()
     }
 
-    fn close(&self, rows: &[Row]) -> Vec<String> {
+    fn close(&self, rows: &[Row], stopped: Option<&Partial>) -> Vec<String> {
         let (bad, _) = bad_values(rows);
         let Some(first) = rows.first() else {
             return Vec::new();
         };
+        if let Some(p) = stopped {
+            // Not concluded: nccl-tests' log parsers read "0 OK" as a pass.
+            return vec![
+                algorithm_line(rows),
+                format!("# Out of bounds values : {bad} FAILED ({p})"),
+                format!("# Avg bus bandwidth    : {} ", fmt_g(avg_busbw(rows))),
+                "#".into(),
+            ];
+        }
         vec![
             algorithm_line(rows),
             format!(
@@ -333,6 +342,28 @@ mod tests {
             devices[2].contains("device  0 [0000:1b:00]"),
             "virtual ranks share: {}",
             devices[2]
+        );
+    }
+
+    #[test]
+    fn an_unfinished_run_is_not_concluded() {
+        let mut r = results(vec![row(8, "out"), row(8, "in")]);
+        let done = render(&r);
+        assert!(done.contains("# Out of bounds values : 0 OK"), "{done}");
+        r.meta.partial = Some(Partial {
+            reason: crate::report::StopReason::Signal,
+            missing_rows: 6,
+        });
+        let text = render(&r);
+        assert!(
+            text.contains(
+                "# Out of bounds values : 0 FAILED (run interrupted: signal, 6 row(s) missing)"
+            ),
+            "{text}"
+        );
+        assert!(
+            !text.contains("concluded") && !text.contains(" OK"),
+            "{text}"
         );
     }
 

@@ -773,6 +773,7 @@ impl LogRun {
             nccl: self.nccl.clone(),
             pid: self.ranks.first().map_or(0, |r| r.pid as u32),
             log_avg_busbw: self.avg_text.clone(),
+            partial: None,
             gpus: self
                 .ranks
                 .iter()

@@ -2,7 +2,7 @@
 //! case with out-of-place and in-place side by side, printed as cases finish.
 
 use super::text::{
-    avg_busbw, fmt_time, placement_title, slowest, values_verdict, Layout, Line, TimeDigits,
+    avg_busbw, fmt_time, placement_title, run_verdict, slowest, Layout, Line, TimeDigits,
 };
 use super::{Meta, Results, Row};
 
@@ -84,10 +84,7 @@ impl Layout for Table {
 
     fn footer(&self, results: &Results) -> Vec<String> {
         let mut out = vec![
-            format!(
-                "# Wrong or NaN/Inf values : {}",
-                values_verdict(&results.rows)
-            ),
+            format!("# Wrong or NaN/Inf values : {}", run_verdict(results)),
             format!(
                 "# Avg bus bandwidth    : {:.3} GB/s",
                 avg_busbw(&results.rows)
@@ -110,6 +107,7 @@ mod tests {
     use super::Table;
     use crate::report::fixtures::{results, row};
     use crate::report::text::{placements_of, render_with};
+    use crate::report::{Partial, StopReason};
 
     #[test]
     fn table_has_header_rows_footer_and_slowest_rank() {
@@ -121,5 +119,22 @@ mod tests {
         assert!(text.contains("# Wrong or NaN/Inf values : OK"), "{text}");
         let data = text.lines().find(|l| !l.starts_with('#')).unwrap();
         assert_eq!(data.split_whitespace().count(), 6 + 2 * 4 + 5, "{data}");
+    }
+
+    #[test]
+    fn an_unfinished_run_never_reads_as_a_pass() {
+        let mut r = results(vec![row(1024, "out")]);
+        r.meta.partial = Some(Partial {
+            reason: StopReason::Hang,
+            missing_rows: 3,
+        });
+        let text = render_with(Box::new(Table::new(placements_of(&r.rows), false)), &r);
+        assert!(
+            text.contains(
+                "# Wrong or NaN/Inf values : 0 FAILED (run interrupted: hang, 3 row(s) missing)"
+            ),
+            "{text}"
+        );
+        assert!(!text.contains(": OK"), "{text}");
     }
 }

@@ -6,7 +6,7 @@
 //! writers import this module; the `--format` dispatch (`report::layout`)
 //! imports the writers.
 
-use super::{Meta, Results, Row};
+use super::{Meta, Partial, Results, Row};
 use std::fmt::Display;
 
 /// What each piece of a text report looks like. Every hook returns whole
@@ -24,11 +24,13 @@ pub trait Layout {
     fn open(&self, first: &Row, meta: Option<&Meta>) -> Vec<String>;
     /// One case: `cells[i]` is the row of the i-th placement, if it ran.
     fn line(&self, cells: &[Option<&Row>]) -> String;
-    /// Lines that close a section, given its rows.
-    fn close(&self, _rows: &[Row]) -> Vec<String> {
+    /// Lines that close a section, given its rows; `stopped`: the run
+    /// stopped in this section (its last), and why.
+    fn close(&self, _rows: &[Row], _stopped: Option<&Partial>) -> Vec<String> {
         Vec::new()
     }
-    /// Lines after everything.
+    /// Lines after everything (`results.meta.partial` says whether the
+    /// run finished).
     fn footer(&self, _results: &Results) -> Vec<String> {
         Vec::new()
     }
@@ -139,10 +141,10 @@ impl<L: Layout + ?Sized> Lines<L> {
         Some(line)
     }
 
-    fn close_section(&mut self) -> Vec<String> {
+    fn close_section(&mut self, stopped: Option<&Partial>) -> Vec<String> {
         let mut out: Vec<String> = self.flush_line().into_iter().collect();
         if self.section.take().is_some() {
-            out.extend(self.layout.close(&self.section_rows));
+            out.extend(self.layout.close(&self.section_rows, stopped));
         }
         self.section_rows.clear();
         out
@@ -152,7 +154,7 @@ impl<L: Layout + ?Sized> Lines<L> {
         let mut out = Vec::new();
         let key = self.layout.section_key(row);
         if self.section.as_ref() != Some(&key) {
-            out.extend(self.close_section());
+            out.extend(self.close_section(None));
             out.extend(self.layout.open(row, self.meta.as_ref()));
             self.section = Some(key);
         }
@@ -167,10 +169,20 @@ impl<L: Layout + ?Sized> Lines<L> {
         out
     }
 
+    /// The last lines: the last section's close and the footer, which say
+    /// so when the run did not finish (`results.meta.partial`).
     pub fn finish(&mut self, results: &Results) -> Vec<String> {
-        let mut out = self.close_section();
+        let mut out = self.close_section(results.meta.partial.as_ref());
         out.extend(self.layout.footer(results));
         out
+    }
+
+    /// The last lines of a run that failed: the line in progress, and no
+    /// verdict (values that were never all made are not "OK").
+    pub fn abandon(&mut self) -> Vec<String> {
+        self.section = None;
+        self.section_rows.clear();
+        self.flush_line().into_iter().collect()
     }
 }
 
@@ -370,6 +382,16 @@ pub fn values_verdict(rows: &[Row]) -> String {
         (0, true) => "not checked".to_string(),
         (0, false) => "OK".to_string(),
         (n, _) => format!("{n} FAILED"),
+    }
+}
+
+/// The verdict on a run's values: [`values_verdict`] of its rows when it
+/// finished, else `N FAILED (run interrupted: REASON, M row(s) missing)`:
+/// an unfinished run never reads as a pass.
+pub fn run_verdict(results: &Results) -> String {
+    match &results.meta.partial {
+        None => values_verdict(&results.rows),
+        Some(p) => format!("{} FAILED ({p})", bad_values(&results.rows).0),
     }
 }
 

@@ -18,14 +18,16 @@ use crate::engine::exec::cuda::device as cuda_device;
 use crate::engine::types::{Collective, Engine};
 use crate::harness::{self, GpuKind, GraphAsk, Plan, Setup, Timing};
 use crate::launch::{open_worlds, Mpi};
+use crate::recorder::watchdog;
 use crate::report::layout::{Format, LayoutSink};
 use crate::report::progress::{self, Progress, ProgressSink};
 use crate::report::{csv::CsvSink, json::JsonSink, plot::PlotSink, warn};
-use crate::report::{Fanout, Meta, Results, Sink};
+use crate::report::{Fanout, Meta, Partial, Results, Sink, StopReason};
 use crate::units::Bytes;
 use anyhow::{anyhow, bail, Context};
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// Exit codes (documented in README and `--help`).
 pub const OK: i32 = 0;
@@ -281,30 +283,53 @@ fn dump_dir(plan: &Plan, run_id: &str) -> PathBuf {
         .unwrap_or_else(|| Path::new("collbench-dumps").join(run_id))
 }
 
-/// The dump folder and, under MPI, the abort trigger every rank agrees on
-/// (rank 0's).
-fn agree_dump_dir(plan: &Plan, mpi: Option<&Mpi>) -> anyhow::Result<(PathBuf, Option<PathBuf>)> {
-    let mine = dump_dir(plan, &run_id());
+/// Where a run's dumps go, as every process of the run agrees (rank 0's).
+struct DumpPlace {
+    /// The run's id: in every dump and in its file name.
+    run_id: String,
+    dir: PathBuf,
+    /// Under MPI, the file whose appearance stops every process.
+    trigger: Option<PathBuf>,
+}
+
+/// The run's id, the dump folder and, under MPI, the abort trigger every
+/// rank agrees on (rank 0's).
+fn agree_dump_dir(plan: &Plan, mpi: Option<&Mpi>) -> anyhow::Result<DumpPlace> {
+    let id = run_id();
+    let mine = dump_dir(plan, &id);
     let Some(m) = mpi else {
-        return Ok((mine, None));
+        return Ok(DumpPlace {
+            run_id: id,
+            dir: mine,
+            trigger: None,
+        });
     };
     // The trigger's name is unique to this run, so a stale one is never seen.
     let token = format!(
-        "{}\n.collbench-abort-{}-{}",
+        "{id}\n{}\n.collbench-abort-{}-{}",
         mine.display(),
         crate::recorder::wall_ns(),
         std::process::id()
     );
     let chosen = String::from_utf8_lossy(&m.broadcast(token.as_bytes())?).into_owned();
-    let (dir, trigger) = chosen
-        .split_once('\n')
-        .ok_or_else(|| anyhow!("bad dump folder from rank 0"))?;
-    Ok((dir.into(), Some(Path::new(dir).join(trigger))))
+    let mut parts = chosen.splitn(3, '\n');
+    let (Some(id), Some(dir), Some(trigger)) = (parts.next(), parts.next(), parts.next()) else {
+        bail!("bad dump folder from rank 0");
+    };
+    Ok(DumpPlace {
+        run_id: id.into(),
+        dir: dir.into(),
+        trigger: Some(Path::new(dir).join(trigger)),
+    })
 }
 
 /// What the harness needs beyond the plan, decided once.
 fn setup(plan: &Plan, chosen: &Chosen, meta: &Meta, mpi: Option<&Mpi>) -> anyhow::Result<Setup> {
-    let (dump_dir, abort_trigger) = agree_dump_dir(plan, mpi)?;
+    let DumpPlace {
+        run_id,
+        dir: dump_dir,
+        trigger: abort_trigger,
+    } = agree_dump_dir(plan, mpi)?;
     Ok(Setup {
         gpu: chosen.gpu,
         timing: chosen.timing,
@@ -312,6 +337,7 @@ fn setup(plan: &Plan, chosen: &Chosen, meta: &Meta, mpi: Option<&Mpi>) -> anyhow
         dump_dir,
         abort_trigger,
         run_info: crate::recorder::dump::RunInfo {
+            run_id,
             host: meta.host.clone(),
             world_size: meta.world_size,
             device: meta.device.clone(),
@@ -319,19 +345,38 @@ fn setup(plan: &Plan, chosen: &Chosen, meta: &Meta, mpi: Option<&Mpi>) -> anyhow
             version: meta.version.clone(),
         },
         on_stuck: stuck,
+        on_snapshot: snapshot_written,
     })
 }
 
-/// The ranks did not stop after a hang: the dumps are written, and the
-/// process leaves with the hang's exit code.
-fn stuck(dumps: &Path) {
+/// The ranks did not stop after a hang (`signal`: after SIGINT/SIGTERM):
+/// the dumps are written, and the process leaves with the exit code of
+/// what stopped it.
+fn stuck(dumps: &Path, signal: bool) {
+    let (what, code) = if signal {
+        ("interrupted by a signal", INTERRUPTED)
+    } else {
+        ("hang detected", HANG)
+    };
     progress::suspend(|| {
         eprintln!(
-            "collbench: hang detected and the run did not stop; dumps in {}",
+            "collbench: {what} and the run did not stop; dumps in {}",
             dumps.display()
         )
     });
-    std::process::exit(HANG);
+    std::process::exit(code);
+}
+
+/// A SIGUSR1 snapshot was written (the run goes on): where each file is.
+fn snapshot_written(paths: &[PathBuf]) {
+    progress::suspend(|| {
+        for p in paths {
+            eprintln!(
+                "collbench: flight-recorder snapshot written: {}",
+                p.display()
+            );
+        }
+    });
 }
 
 /// A sweep's plan and setup, run: cases, worlds, the harness.
@@ -339,9 +384,9 @@ pub(crate) fn execute(
     plan: &Plan,
     setup: &Setup,
     sink: &mut dyn Sink,
-    mpi: Option<&Mpi>,
+    mpi: Option<&Arc<Mpi>>,
 ) -> Result<harness::Outcome, harness::HarnessError> {
-    let prepared = harness::prepare(plan, setup, mpi)?;
+    let prepared = harness::prepare(plan, setup, mpi.map(|m| &**m))?;
     let spec = harness::world_spec(plan, setup, &prepared);
     tracing::debug!(
         ranks = spec.ranks,
@@ -349,7 +394,7 @@ pub(crate) fn execute(
         cases = prepared.cases.len(),
         "opening the worlds"
     );
-    let worlds = open_worlds(&spec, mpi)?;
+    let worlds = open_worlds(&spec, mpi.map(|m| &**m))?;
     harness::run(plan, setup, prepared, worlds, sink, mpi)
 }
 
@@ -367,10 +412,13 @@ fn check_thread_ranks(plan: &Plan, mpi: Option<&Mpi>) -> anyhow::Result<()> {
 }
 
 fn sweep(coll: Option<Collective>, args: &RunArgs) -> anyhow::Result<i32> {
-    let mpi = join_world()?;
+    // First: a signal from now on stops the run with its results written,
+    // never the default death.
+    watchdog::install_signal_handlers();
+    let mpi = join_world()?.map(Arc::new);
     let leader = mpi.as_ref().is_none_or(|m| m.rank() == 0);
-    let mut s = plan::build(coll, args, mpi.as_ref().map(Mpi::size))?;
-    check_thread_ranks(&s.plan, mpi.as_ref())?;
+    let mut s = plan::build(coll, args, mpi.as_ref().map(|m| m.size()))?;
+    check_thread_ranks(&s.plan, mpi.as_deref())?;
     if leader {
         let outputs: Vec<(&str, &Path)> =
             [("--json", &s.json), ("--csv", &s.csv), ("--plot", &s.plot)]
@@ -402,7 +450,7 @@ fn sweep(coll: Option<Collective>, args: &RunArgs) -> anyhow::Result<i32> {
         });
     let mut meta = meta(&s, &chosen);
     meta.notes.extend(chosen.notes.iter().cloned());
-    let setup = setup(&s.plan, &chosen, &meta, mpi.as_ref())?;
+    let setup = setup(&s.plan, &chosen, &meta, mpi.as_deref())?;
     let (s, plan) = (&s, &s.plan);
     let mut sink = sinks(s, leader)?;
     sink.start(&meta).context("writing results")?;
@@ -420,8 +468,23 @@ fn sweep(coll: Option<Collective>, args: &RunArgs) -> anyhow::Result<i32> {
         meta.notes.extend(o.notes.iter().cloned());
         meta.nccl = o.library.clone();
     }
+    // A run stopped by a signal or a hang says so, and how much is missing.
+    // (A signal as the sweep ended: nothing is missing, but the run was
+    // interrupted all the same, as its exit code says.)
+    meta.partial = match &result {
+        Err(e) => e.partial(),
+        Ok(_) => watchdog::signalled().then_some(Partial {
+            reason: StopReason::Signal,
+            missing_rows: 0,
+        }),
+    };
     let results = Results::new(meta, std::mem::take(&mut sink.rows));
-    sink.finish(&results).context("writing results")?;
+    if result.as_ref().is_err_and(|e| e.partial().is_none()) {
+        // Refused or failed: no verdict on values that were never made.
+        sink.abandon(&results).context("writing results")?;
+    } else {
+        sink.finish(&results).context("writing results")?;
+    }
     if leader {
         for w in capped.iter().chain(&warn::scan(&results.rows)) {
             eprintln!("collbench: warning: {w}");
@@ -473,6 +536,11 @@ fn join_world() -> anyhow::Result<Option<Mpi>> {
 /// The process's exit code, with the closing message for people.
 fn exit_code(result: Result<harness::Outcome, harness::HarnessError>, leader: bool) -> i32 {
     match result {
+        // A signal after the sweep's end: every row is in; still 130.
+        Ok(_) if watchdog::signalled() => {
+            eprintln!("collbench: interrupted by a signal as the sweep ended; every row is kept");
+            INTERRUPTED
+        }
         Ok(o) => {
             for n in o.notes.iter().filter(|_| leader) {
                 eprintln!("collbench: note: {n}");
@@ -597,6 +665,7 @@ fn meta(s: &Sweep, chosen: &Chosen) -> Meta {
         .into(),
         notes: Vec::new(),
         nccl: None,
+        partial: None,
         pid: std::process::id(),
         gpus: chosen.gpus.clone(),
         log_avg_busbw: None,
