@@ -199,11 +199,13 @@ pub fn compare(base: &Results, cand: &Results, max_regression_pct: f64) -> Compa
     let mut duplicates = Vec::new();
     let mut by_key: HashMap<Key<'_>, &Row> = HashMap::new();
     for r in &cand.rows {
-        let k = key_of(r);
-        if by_key.contains_key(&k) {
-            duplicates.push(format!("candidate: {}", describe(r)));
-        } else {
-            by_key.insert(k, r);
+        match by_key.entry(key_of(r)) {
+            std::collections::hash_map::Entry::Occupied(_) => {
+                duplicates.push(format!("candidate: {}", describe(r)));
+            }
+            std::collections::hash_map::Entry::Vacant(v) => {
+                v.insert(r);
+            }
         }
     }
     let mut seen = std::collections::HashSet::new();
