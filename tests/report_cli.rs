@@ -743,7 +743,19 @@ fn compare_matches_a_log_against_collbench_results_ignoring_engine() {
     ]);
     assert_eq!(o.code, 0, "{}", o.stderr);
     let pkb = fixtures.join("pkb_nccl_output.txt");
+    // The log has sizes this run has not: missing rows fail the comparison...
     let o = run(&["compare", s(&pkb), s(&json), "--max-regression", "100"]);
+    assert_eq!(o.code, 1, "{}{}", o.stdout, o.stderr);
+    assert!(o.stderr.contains("16 baseline row(s) missing"), "{}", o.stderr);
+    // ... unless they are allowed.
+    let o = run(&[
+        "compare",
+        s(&pkb),
+        s(&json),
+        "--max-regression",
+        "100",
+        "--allow-missing",
+    ]);
     assert_eq!(o.code, 0, "{}{}", o.stdout, o.stderr);
     let first = o.stdout.lines().next().unwrap();
     assert_eq!(
