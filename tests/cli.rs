@@ -677,3 +677,32 @@ fn each_collective_s_help_shows_its_options_with_defaults() {
         .assert()
         .success();
 }
+
+#[test]
+fn json_dash_is_stdout_and_the_table_moves_to_stderr() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = collbench()
+        .current_dir(dir.path())
+        .args([
+            "all-reduce",
+            "--sizes",
+            "1K:2K",
+            "-n",
+            "2",
+            "--device",
+            "host",
+            "--json",
+            "-",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let v: Value = serde_json::from_slice(&out.stdout).expect("stdout is the JSON alone");
+    assert_eq!(v["rows"].as_array().unwrap().len(), 4);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("# Avg bus bandwidth"));
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        0,
+        "no file named '-'"
+    );
+}

@@ -746,7 +746,11 @@ fn compare_matches_a_log_against_collbench_results_ignoring_engine() {
     // The log has sizes this run has not: missing rows fail the comparison...
     let o = run(&["compare", s(&pkb), s(&json), "--max-regression", "100"]);
     assert_eq!(o.code, 1, "{}{}", o.stdout, o.stderr);
-    assert!(o.stderr.contains("16 baseline row(s) missing"), "{}", o.stderr);
+    assert!(
+        o.stderr.contains("16 baseline row(s) missing"),
+        "{}",
+        o.stderr
+    );
     // ... unless they are allowed.
     let o = run(&[
         "compare",

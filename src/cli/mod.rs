@@ -255,7 +255,8 @@ pub struct RunArgs {
     /// Host engine FIFO slot size (the largest step).
     #[arg(long, default_value = "256K", value_name = "SIZE", hide = true, value_parser = values::slot_size)]
     pub slot_size: usize,
-    /// Write results as JSON (schema collbench.results/1), with JSONL rows beside it.
+    /// Write results as JSON (schema collbench.results/1), with JSONL rows
+    /// beside it; `-` writes the JSON to stdout (the table then goes to stderr).
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
     #[command(flatten)]

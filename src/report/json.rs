@@ -195,36 +195,69 @@ fn parse_jsonl(text: &str) -> Result<Results, ParseError> {
 
 /// The JSON file at the end, JSONL as rows finish.
 pub struct JsonSink {
-    path: PathBuf,
-    jsonl: BufWriter<File>,
+    to: JsonTo,
+}
+
+/// Where a [`JsonSink`] writes.
+enum JsonTo {
+    /// A file, written when the sweep ends, with the JSONL beside it
+    /// growing row by row.
+    File {
+        path: PathBuf,
+        jsonl: BufWriter<File>,
+    },
+    /// A stream (stdout for `--json -`): the JSON once, when the sweep ends.
+    Stream(Box<dyn Write + Send>),
 }
 
 impl JsonSink {
     pub fn create(path: &Path) -> io::Result<JsonSink> {
         let jsonl = BufWriter::new(File::create(jsonl_path(path))?);
         Ok(JsonSink {
-            path: path.to_path_buf(),
-            jsonl,
+            to: JsonTo::File {
+                path: path.to_path_buf(),
+                jsonl,
+            },
         })
+    }
+
+    /// Writes the JSON to `out` when the sweep ends (no JSONL).
+    pub fn stream(out: Box<dyn Write + Send>) -> JsonSink {
+        JsonSink {
+            to: JsonTo::Stream(out),
+        }
     }
 }
 
 impl Sink for JsonSink {
     fn start(&mut self, meta: &Meta) -> io::Result<()> {
+        let JsonTo::File { jsonl, .. } = &mut self.to else {
+            return Ok(());
+        };
         let head = serde_json::json!({"schema": RESULTS_SCHEMA, "meta": meta});
-        writeln!(self.jsonl, "{head}")?;
-        self.jsonl.flush()
+        writeln!(jsonl, "{head}")?;
+        jsonl.flush()
     }
 
     fn row(&mut self, row: &Row) -> io::Result<()> {
-        serde_json::to_writer(&mut self.jsonl, row)?;
-        writeln!(self.jsonl)?;
-        self.jsonl.flush()
+        let JsonTo::File { jsonl, .. } = &mut self.to else {
+            return Ok(());
+        };
+        serde_json::to_writer(&mut *jsonl, row)?;
+        writeln!(jsonl)?;
+        jsonl.flush()
     }
 
     fn finish(&mut self, results: &Results) -> io::Result<()> {
         let text = serde_json::to_vec_pretty(results)?;
-        write_atomic(&self.path, &text)
+        match &mut self.to {
+            JsonTo::File { path, .. } => write_atomic(path, &text),
+            JsonTo::Stream(out) => {
+                out.write_all(&text)?;
+                writeln!(out)?;
+                out.flush()
+            }
+        }
     }
 }
 

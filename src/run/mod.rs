@@ -592,12 +592,17 @@ fn case_label(c: &harness::Case) -> String {
 
 fn sinks(s: &Sweep, leader: bool) -> anyhow::Result<Fanout> {
     let mut f = Fanout::default();
+    // `--json -`: the JSON is stdout, so the table goes to stderr.
+    let json_on_stdout = s.json.as_deref().is_some_and(|p| p.as_os_str() == "-");
     if !s.quiet {
-        let out = Box::new(|line: &str| {
+        let out = Box::new(move |line: &str| {
             progress::suspend(|| {
-                let mut o = std::io::stdout().lock();
                 // A closed stdout (a pipe into `head`) is not an error worth dying for.
-                let _ = writeln!(o, "{line}");
+                let _ = if json_on_stdout {
+                    writeln!(std::io::stderr().lock(), "{line}")
+                } else {
+                    writeln!(std::io::stdout().lock(), "{line}")
+                };
             })
         });
         let names = s
@@ -618,7 +623,10 @@ fn sinks(s: &Sweep, leader: bool) -> anyhow::Result<Fanout> {
             CsvSink::new(file).with_context(|| format!("--csv {}", p.display()))?,
         ));
     }
-    if let Some(p) = &s.json {
+    if json_on_stdout {
+        f.sinks
+            .push(Box::new(JsonSink::stream(Box::new(std::io::stdout()))));
+    } else if let Some(p) = &s.json {
         f.sinks.push(Box::new(
             JsonSink::create(p).with_context(|| format!("--json {}", p.display()))?,
         ));
