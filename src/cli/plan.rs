@@ -287,6 +287,24 @@ mod tests {
     }
 
     #[test]
+    fn nccl_tests_threads_and_gpus_make_the_ranks() {
+        let s = build(None, &parse(&["-t", "2", "-g", "3"]), None).unwrap();
+        assert_eq!(s.plan.ranks, 6);
+        // Under MPI each process is one rank: -t x -g must be 1.
+        assert_eq!(
+            build(None, &parse(&["-g", "1"]), Some(8))
+                .unwrap()
+                .plan
+                .ranks,
+            8
+        );
+        let e = build(None, &parse(&["-g", "2"]), Some(8)).unwrap_err();
+        assert!(e.0.contains("every process is one rank"), "{e}");
+        let e = build(None, &parse(&["--ranks", "4", "-g", "2"]), None).unwrap_err();
+        assert!(e.0.contains("disagree"), "{e}");
+    }
+
+    #[test]
     fn the_world_sets_the_rank_count() {
         let s = build(None, &parse(&[]), Some(4)).unwrap();
         assert_eq!(s.plan.ranks, 4);
