@@ -9,23 +9,26 @@ cd "$(dirname "$0")/.."
 # Nothing here reads stdin: make it empty, whatever the runner left open.
 exec </dev/null
 
-# Runs a cargo command; when cargo could not probe rustc (seen on this
-# machine: the probe `rustc -` read a stray build-script probe's output and
-# cargo cached the failure in .rustc_info.json), clears that cache and runs
-# it once more. Any other failure is the command's.
+# Runs a cargo command; when cargo could not probe rustc (seen now and then
+# on this machine: the probe `rustc -` read stray text, and cargo cached the
+# failure in .rustc_info.json), clears that cache and tries again, up to
+# three times. Any other failure is the command's.
 cargo_step() {
-  local log
+  local log try
   log=$(mktemp)
-  if "$@" 2>&1 | tee "$log"; then
-    rm -f "$log"
-    return 0
-  fi
-  if grep -q "failed to run \`rustc\` to learn about target-specific information" "$log"; then
-    echo "ci: cargo's rustc probe failed; clearing its cache and retrying once"
-    rm -f "$log" target/.rustc_info.json target/mpi/.rustc_info.json
-    "$@"
-    return
-  fi
+  for try in 1 2 3; do
+    if "$@" 2>&1 | tee "$log"; then
+      rm -f "$log"
+      return 0
+    fi
+    if ! grep -q "failed to run \`rustc\` to learn about target-specific information" "$log"; then
+      rm -f "$log"
+      return 1
+    fi
+    echo "ci: cargo's rustc probe failed (try $try); clearing its cache and retrying"
+    rm -f target/.rustc_info.json target/mpi/.rustc_info.json
+    sleep 5
+  done
   rm -f "$log"
   return 1
 }
