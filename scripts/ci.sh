@@ -9,30 +9,6 @@ cd "$(dirname "$0")/.."
 # Nothing here reads stdin: make it empty, whatever the runner left open.
 exec </dev/null
 
-# Runs a cargo command; when cargo could not probe rustc (seen now and then
-# on this machine: the probe `rustc -` read stray text, and cargo cached the
-# failure in .rustc_info.json), clears that cache and tries again, up to
-# three times. Any other failure is the command's.
-cargo_step() {
-  local log try
-  log=$(mktemp)
-  for try in 1 2 3; do
-    if "$@" 2>&1 | tee "$log"; then
-      rm -f "$log"
-      return 0
-    fi
-    if ! grep -q "failed to run \`rustc\` to learn about target-specific information" "$log"; then
-      rm -f "$log"
-      return 1
-    fi
-    echo "ci: cargo's rustc probe failed (try $try); clearing its cache and retrying"
-    rm -f target/.rustc_info.json target/mpi/.rustc_info.json
-    sleep 5
-  done
-  rm -f "$log"
-  return 1
-}
-
 export CARGO_TERM_COLOR=never
 # Fixtures live in ../shared beside the checkout; in CI their absence, or
 # that of MPI, NVRTC or a C++ compiler (installed below), is a failure
@@ -90,14 +66,14 @@ echo "== cargo fmt --check"
 cargo fmt --all -- --check
 
 echo "== cargo clippy (default build, and with --features mpi)"
-cargo_step cargo clippy --all-targets --release -- -D warnings
-cargo_step cargo clippy --all-targets --release --features mpi --target-dir target/mpi -- -D warnings
+cargo clippy --all-targets --release -- -D warnings
+cargo clippy --all-targets --release --features mpi --target-dir target/mpi -- -D warnings
 
 echo "== cargo test (default build)"
-cargo_step cargo test --release --all-targets
+cargo test --release --all-targets
 
 echo "== cargo test (--features mpi: runs under mpirun -np 1..4)"
-cargo_step cargo test --release --features mpi --target-dir target/mpi --test mpi_cli --test mpi_engine
+cargo test --release --features mpi --target-dir target/mpi --test mpi_cli --test mpi_engine
 
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT

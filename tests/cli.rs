@@ -706,3 +706,32 @@ fn json_dash_is_stdout_and_the_table_moves_to_stderr() {
         "no file named '-'"
     );
 }
+
+#[test]
+fn json_to_dev_null_leaves_the_device_alone() {
+    use std::os::unix::fs::FileTypeExt;
+    collbench()
+        .args([
+            "all-reduce",
+            "--sizes",
+            "1K",
+            "-n",
+            "1",
+            "-q",
+            "--device",
+            "host",
+            "--json",
+            "/dev/null",
+        ])
+        .assert()
+        .success();
+    let m = std::fs::metadata("/dev/null").unwrap();
+    assert!(
+        m.file_type().is_char_device(),
+        "/dev/null was replaced by a file"
+    );
+    assert!(
+        !std::path::Path::new("/dev/null.jsonl").exists(),
+        "no JSONL beside a device"
+    );
+}

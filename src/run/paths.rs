@@ -58,6 +58,13 @@ pub fn check_outputs(outputs: &[(&str, &Path)], inputs: &[&Path]) -> anyhow::Res
         if path.is_dir() {
             bail!("{flag} {}: is a folder; name a file", path.display());
         }
+        if crate::report::json::is_special(path) {
+            // A device or FIFO (`/dev/null`): written in place.
+            if let Err(e) = std::fs::OpenOptions::new().write(true).open(path) {
+                bail!("{flag} {}: cannot write it: {e}", path.display());
+            }
+            continue;
+        }
         let dir = r
             .parent()
             .map_or_else(|| PathBuf::from("."), Path::to_path_buf);
