@@ -49,7 +49,18 @@ fn crashed(s: &ExitStatus) -> bool {
 fn interrupt(sig: i32, delay: Duration, dir: &std::path::Path) -> (ExitStatus, String) {
     let json = dir.join("r.json");
     let child = Command::new(bin())
-        .args(["all-reduce", "--sizes", "8B:4M", "--ranks", "4", "-q"])
+        // Enough iterations that an optimised build is still running when
+        // the latest signal comes (an interrupted run ends at once).
+        .args([
+            "all-reduce",
+            "--sizes",
+            "8B:4M",
+            "--ranks",
+            "4",
+            "-q",
+            "--iters",
+            "200",
+        ])
         .arg("--json")
         .arg(&json)
         .arg("--dump-dir")
