@@ -111,7 +111,12 @@ impl Layout for Markdown {
         line.end(" |")
     }
 
-    fn close(&self, _rows: &[Row], _stopped: Option<&Partial>) -> Vec<String> {
+    fn close(
+        &self,
+        _rows: &[Row],
+        _meta: Option<&Meta>,
+        _stopped: Option<&Partial>,
+    ) -> Vec<String> {
         vec![String::new()]
     }
 

@@ -25,8 +25,6 @@ pub struct NcclTests {
     sizes: Vec<u64>,
     /// One run per algorithm (the sweep ran several per case).
     split_algos: bool,
-    /// The average an nccl-tests log printed, when re-rendering one.
-    printed_avg: std::sync::Mutex<Option<String>>,
 }
 
 impl NcclTests {
@@ -38,7 +36,6 @@ impl NcclTests {
             placements,
             sizes,
             split_algos,
-            printed_avg: std::sync::Mutex::new(None),
         }
     }
 }
@@ -195,9 +192,6 @@ impl Layout for NcclTests {
     }
 
     fn open(&self, first: &Row, meta: Option<&Meta>) -> Vec<String> {
-        if let Ok(mut p) = self.printed_avg.lock() {
-            *p = meta.and_then(|m| m.log_avg_busbw.clone());
-        }
         let mut out = self.header(first, meta);
         // nccl-tests always shows both placements; a missing one prints dashes.
         let top = Line::new("#", "")
@@ -247,7 +241,7 @@ impl Layout for NcclTests {
         line.into()
     }
 
-    fn close(&self, rows: &[Row], stopped: Option<&Partial>) -> Vec<String> {
+    fn close(&self, rows: &[Row], meta: Option<&Meta>, stopped: Option<&Partial>) -> Vec<String> {
         let (bad, _) = bad_values(rows);
         let Some(first) = rows.first() else {
             return Vec::new();
@@ -270,7 +264,7 @@ impl Layout for NcclTests {
             format!("# Avg bus bandwidth    : {} ", {
                 // A log's own average where it printed one (its rows keep too
                 // few digits of busbw to recompute it exactly).
-                let printed = self.printed_avg.lock().ok().and_then(|p| p.clone());
+                let printed = meta.and_then(|m| m.log_avg_busbw.clone());
                 printed.unwrap_or_else(|| fmt_g(avg_busbw(rows)))
             }),
             "#".into(),

@@ -24,9 +24,14 @@ pub trait Layout {
     fn open(&self, first: &Row, meta: Option<&Meta>) -> Vec<String>;
     /// One case: `cells[i]` is the row of the i-th placement, if it ran.
     fn line(&self, cells: &[Option<&Row>]) -> String;
-    /// Lines that close a section, given its rows; `stopped`: the run
-    /// stopped in this section (its last), and why.
-    fn close(&self, _rows: &[Row], _stopped: Option<&Partial>) -> Vec<String> {
+    /// Lines that close a section, given its rows and the run's meta;
+    /// `stopped`: the run stopped in this section (its last), and why.
+    fn close(
+        &self,
+        _rows: &[Row],
+        _meta: Option<&Meta>,
+        _stopped: Option<&Partial>,
+    ) -> Vec<String> {
         Vec::new()
     }
     /// Lines after everything (`results.meta.partial` says whether the
@@ -144,7 +149,10 @@ impl<L: Layout + ?Sized> Lines<L> {
     fn close_section(&mut self, stopped: Option<&Partial>) -> Vec<String> {
         let mut out: Vec<String> = self.flush_line().into_iter().collect();
         if self.section.take().is_some() {
-            out.extend(self.layout.close(&self.section_rows, stopped));
+            out.extend(
+                self.layout
+                    .close(&self.section_rows, self.meta.as_ref(), stopped),
+            );
         }
         self.section_rows.clear();
         out
