@@ -139,23 +139,20 @@ fn nvrtc_usable() -> Result<(), crate::engine::exec::cuda::LoadError> {
 /// one rank of an MPI world) and the timing that goes with it.
 pub(crate) fn choose_device(s: &Sweep, mpi_world: bool) -> anyhow::Result<Chosen> {
     let ranks = s.plan.ranks;
-    let used = |d: &cuda_device::Devices| -> Vec<crate::report::Gpu> {
+    let mut gpu_list = Vec::new();
+    // The GPUs the ranks use: lines for people, and name and bus id for
+    // nccl-tests' device lines.
+    let gpus = |d: &cuda_device::Devices, list: &mut Vec<crate::report::Gpu>| -> Vec<String> {
         let n = d.devices.len().min(ranks).max(1);
-        d.devices
+        let used = &d.devices[..n.min(d.devices.len())];
+        *list = used
             .iter()
-            .take(n)
             .map(|x| crate::report::Gpu {
                 name: x.name.clone(),
                 bus_id: x.bus_id.clone(),
             })
-            .collect()
-    };
-    let mut gpu_list = Vec::new();
-    let gpus = |d: &cuda_device::Devices| -> Vec<String> {
-        let n = d.devices.len().min(ranks).max(1);
-        d.devices
-            .iter()
-            .take(n)
+            .collect();
+        used.iter()
             .map(|x| {
                 format!(
                     "GPU {}: {} ({}, {} SMs)",
@@ -172,8 +169,7 @@ pub(crate) fn choose_device(s: &Sweep, mpi_world: bool) -> anyhow::Result<Chosen
             nvrtc_usable().map_err(|why| {
                 anyhow!("--device cuda needs NVRTC to compile its kernels: {why}")
             })?;
-            gpu_list = used(&d);
-            (Some(GpuKind::Cuda), None, gpus(&d))
+            (Some(GpuKind::Cuda), None, gpus(&d, &mut gpu_list))
         }
         DeviceChoice::CudaEmu => {
             let cfg = crate::engine::exec::cuda::dev::emu::EmuConfig::from_env()
@@ -195,8 +191,7 @@ pub(crate) fn choose_device(s: &Sweep, mpi_world: bool) -> anyhow::Result<Chosen
         DeviceChoice::Auto => match cuda_device::probe() {
             Ok(d) if !mpi_world => match nvrtc_usable() {
                 Ok(()) => {
-                    gpu_list = used(&d);
-                    let used = gpus(&d);
+                    let used = gpus(&d, &mut gpu_list);
                     let note = format!("running on the CUDA engine: {} ({ranks} ranks)", used.join(", "));
                     (Some(GpuKind::Cuda), Some(note), used)
                 }
