@@ -187,6 +187,62 @@ struct CbIo {
 
 CB_DEVICE bool cb_aligned16(const void *p) { return ((u64)p & 15ull) == 0; }
 
+// The common shapes of a step (a copy; one input and a received message;
+// at most one output slot) with every pointer in a register: the general
+// loop below indexes io.in[k] at run time, which keeps them in local memory
+// and costs a load before every vector. U vectors in flight per thread.
+template <u32 NIN, u32 U>
+CB_DEVICE void cb_move_fixed(const u8 *in0, const u8 *in1, u8 *dst, u8 *out0, u64 nv,
+                             bool finish, u32 nranks) {
+    u32 t = cb_tid(), nt = cb_nthreads();
+    u64 i = t;
+    for (; i + (U - 1ull) * nt < nv; i += (u64)U * nt) {
+        CbVec v[U];
+#pragma unroll
+        for (u32 u = 0; u < U; u++) {
+            v[u] = cb_load_vec(in0 + (i + (u64)u * nt) * 16);
+        }
+        if (NIN == 2) {
+            CbVec w[U];
+#pragma unroll
+            for (u32 u = 0; u < U; u++) {
+                w[u] = cb_load_vec(in1 + (i + (u64)u * nt) * 16);
+            }
+#pragma unroll
+            for (u32 u = 0; u < U; u++) {
+                v[u] = cb_combine(v[u], w[u]);
+            }
+        }
+#pragma unroll
+        for (u32 u = 0; u < U; u++) {
+            u64 off = (i + (u64)u * nt) * 16;
+            CbVec x = finish ? cb_finish_vec(v[u], nranks) : v[u];
+            if (dst) {
+                cb_store_vec(dst + off, x);
+            }
+            if (out0) {
+                cb_store_vec(out0 + off, x);
+            }
+        }
+    }
+    for (; i < nv; i += nt) {
+        u64 off = i * 16;
+        CbVec v = cb_load_vec(in0 + off);
+        if (NIN == 2) {
+            v = cb_combine(v, cb_load_vec(in1 + off));
+        }
+        if (finish) {
+            v = cb_finish_vec(v, nranks);
+        }
+        if (dst) {
+            cb_store_vec(dst + off, v);
+        }
+        if (out0) {
+            cb_store_vec(out0 + off, v);
+        }
+    }
+}
+
 // The simple protocol's data movement: value of every element, written to
 // dst and every output slot. Vectors of 16 bytes where every address allows.
 CB_DEVICE void cb_move(const CbIo &io, u64 len, bool finish, u32 nranks) {
@@ -199,6 +255,15 @@ CB_DEVICE void cb_move(const CbIo &io, u64 len, bool finish, u32 nranks) {
         vec = vec && cb_aligned16(io.out[k]);
     }
     u32 t = cb_tid(), nt = cb_nthreads();
+    if (vec && io.nout <= 1 && (io.nin == 1 || io.nin == 2)) {
+        u8 *out0 = io.nout == 1 ? io.out[0] : 0;
+        if (io.nin == 1) {
+            cb_move_fixed<1, 8>(io.in[0], 0, io.dst, out0, bytes / 16, finish, nranks);
+        } else {
+            cb_move_fixed<2, 4>(io.in[0], io.in[1], io.dst, out0, bytes / 16, finish, nranks);
+        }
+        return;
+    }
     if (vec) {
         u64 nv = bytes / 16;
         u64 i = t;
@@ -392,7 +457,9 @@ CB_DEVICE void cb_move_ll(CbBlock *b, const CbStep *s, const CbIo &io, bool fini
 CB_DEVICE bool cb_run_step(CbBlock *b, const CbStep *s, CbIo *shared_io, u32 *shared_ok,
                             u32 *lost) {
     const CbRank *r = b->r;
-    bool ll = (r->proto & CB_PROTO_MASK) == CB_PROTO_LL;
+    // A step with no peer has no slot: it moves data as the simple protocol
+    // does, whatever the protocol of the operation.
+    bool ll = (r->proto & CB_PROTO_MASK) == CB_PROTO_LL && (s->nrecv != 0 || s->nsend != 0);
     if (cb_tid() == 0) {
         bool ok = cb_wait_send_room(b, s);
         // A low-latency message of no elements has no line to poll: wait
@@ -474,7 +541,7 @@ CB_DEVICE bool cb_run_step(CbBlock *b, const CbStep *s, CbIo *shared_io, u32 *sh
     return ok;
 }
 
-CB_KERNEL void cb_collective(CbRank rank) {
+CB_KERNEL CB_MAX_REGISTERS void cb_collective(CbRank rank) {
     CB_SHARED CbIo io;
     CB_SHARED u32 ok;
     CB_SHARED u32 lost;

@@ -18,6 +18,14 @@ typedef unsigned long long u64;
 #define CB_DEVICE __device__ __forceinline__
 #define CB_KERNEL extern "C" __global__
 #define CB_SHARED __shared__
+// The collective kernel's register cap: at most 64 a thread keeps two blocks
+// of 512 threads (the default) resident per SM, so auto channels cover
+// every SM, and 1024-thread blocks (COLLBENCH_CUDA_THREADS) still launch.
+#if __CUDACC_VER_MAJOR__ > 12 || (__CUDACC_VER_MAJOR__ == 12 && __CUDACC_VER_MINOR__ >= 4)
+#define CB_MAX_REGISTERS __maxnreg__(64)
+#else
+#define CB_MAX_REGISTERS __launch_bounds__(1024, 1)
+#endif
 
 CB_DEVICE u32 cb_tid() { return threadIdx.x; }
 CB_DEVICE u32 cb_nthreads() { return blockDim.x; }
@@ -86,6 +94,7 @@ CB_DEVICE void cb_pause() { __nanosleep(64); }
 
 #define CB_DEVICE static inline
 #define CB_KERNEL extern "C"
+#define CB_MAX_REGISTERS
 #define CB_SHARED static thread_local
 
 struct CbEmuThread {

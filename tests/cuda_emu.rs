@@ -144,6 +144,47 @@ fn both_protocols_move_many_steps_through_small_slots() {
     }
 }
 
+/// One rank's copies are one step per channel, larger than a slot: they
+/// pass the slot check (which is for messages) and move right on both
+/// protocols, on the emulated device and on the host engine.
+#[test]
+fn a_single_ranks_copies_may_outgrow_the_slot() {
+    if !have_compiler("a_single_ranks_copies_may_outgrow_the_slot") {
+        return;
+    }
+    let args = [
+        "all",
+        "--ranks",
+        "1",
+        "--algo",
+        "all",
+        "--sizes",
+        "3996B:4000B:+4",
+        "--slot-size",
+        "1K",
+        "--channels",
+        "2",
+    ];
+    for proto in ["simple", "ll"] {
+        let (code, v, err) = run(&[&args[..], &["--protocol", proto]].concat());
+        let what = format!("--protocol {proto}");
+        assert_eq!(code, 0, "{what}: {err}");
+        assert_clean(&v, &what);
+        assert_eq!(pairs(&v).len(), 13, "{what}");
+    }
+    let out = collbench()
+        .args(args)
+        .args(["--device", "host", "--iters", "1", "--warmup", "0", "-q"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 #[test]
 fn every_dtype_and_operator_reduces_bit_exact() {
     if !have_compiler("every_dtype_and_operator_reduces_bit_exact") {

@@ -138,10 +138,39 @@ pub(crate) fn chunks(len: usize, chunk: usize) -> impl Iterator<Item = (usize, u
 }
 
 /// Pushes `step` unless it moves nothing.
+///
+/// A local copy that continues the step before it (the same buffers, both
+/// slices at the same offset, no peer) extends that step instead: a copy
+/// has nothing to pipeline, and every step costs an executor a barrier
+/// (the CUDA kernel's blocks drain their loads at each one).
 pub(crate) fn push(steps: &mut Vec<Step>, step: Step) {
-    if step.len > 0 {
-        steps.push(step);
+    if step.len == 0 {
+        return;
     }
+    if let Some(last) = steps.last_mut() {
+        if continues_copy(last, &step) {
+            last.len += step.len;
+            return;
+        }
+    }
+    steps.push(step);
+}
+
+/// Whether `next` is the same-offset local copy that carries on where `last` ends.
+fn continues_copy(last: &Step, next: &Step) -> bool {
+    let local = |s: &Step| s.prim == Prim::Copy && s.recv.is_empty() && s.send.is_empty();
+    let same_offset = |s: &Step| matches!((s.src, s.dst), (Some(a), Some(b)) if a.off == b.off);
+    let (Some(a), Some(b)) = (last.src, next.src) else {
+        return false;
+    };
+    local(last)
+        && local(next)
+        && same_offset(last)
+        && same_offset(next)
+        && last.finish == next.finish
+        && a.buf == b.buf
+        && last.dst.map(|d| d.buf) == next.dst.map(|d| d.buf)
+        && a.off + last.len == b.off
 }
 
 /// `(a + b) mod n` on ranks.
@@ -173,6 +202,84 @@ mod tests {
         let v: Vec<_> = chunks(10, 4).collect();
         assert_eq!(v, vec![(0, 4), (4, 4), (8, 2)]);
         assert_eq!(chunks(0, 4).count(), 0);
+    }
+
+    #[test]
+    fn consecutive_local_copies_merge_into_one_step() {
+        let mut steps = Vec::new();
+        for (o, l) in chunks(10, 4) {
+            push(&mut steps, Step::copy(Slice::send(o), Slice::recv(o), l));
+        }
+        assert_eq!(steps.len(), 1, "{steps:?}");
+        assert_eq!(
+            (steps[0].len, steps[0].src, steps[0].dst),
+            (10, Some(Slice::send(0)), Some(Slice::recv(0)))
+        );
+        // Every generator's single-rank copy is one step per channel.
+        for coll in [
+            Collective::AllReduce,
+            Collective::Broadcast,
+            Collective::Reduce,
+        ] {
+            for algo in Algo::ALL {
+                let spec = Spec {
+                    coll,
+                    algo,
+                    nranks: 1,
+                    rank: 0,
+                    root: 0,
+                    counts: coll.counts(1000, 4, 1),
+                    placement: Placement::OutOfPlace,
+                    channels: 2,
+                    chunk: 16,
+                };
+                let Ok(p) = generate(&spec) else { continue };
+                let mut total = 0;
+                for ch in &p.channels {
+                    assert!(ch.steps.len() <= 1, "{coll:?} {algo:?}: {:?}", ch.steps);
+                    total += ch.steps.iter().map(|s| s.len).sum::<usize>();
+                }
+                assert_eq!(total, spec.counts.send, "{coll:?} {algo:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn copies_that_do_not_continue_each_other_stay_apart() {
+        let next = Peers::one(1, 0);
+        let cases: [(Step, Step); 5] = [
+            // A gap.
+            (
+                Step::copy(Slice::send(0), Slice::recv(0), 4),
+                Step::copy(Slice::send(5), Slice::recv(5), 4),
+            ),
+            // Source and destination at different offsets.
+            (
+                Step::copy(Slice::send(0), Slice::recv(8), 4),
+                Step::copy(Slice::send(4), Slice::recv(12), 4),
+            ),
+            // Another buffer.
+            (
+                Step::copy(Slice::send(0), Slice::recv(0), 4),
+                Step::copy(Slice::send(4), Slice::scratch(4), 4),
+            ),
+            // One finishes, the other does not.
+            (
+                Step::copy(Slice::send(0), Slice::recv(0), 4).with_finish(true),
+                Step::copy(Slice::send(4), Slice::recv(4), 4),
+            ),
+            // A message, not a local copy.
+            (
+                Step::copy(Slice::send(0), Slice::recv(0), 4),
+                Step::send(Slice::send(4), 4, next),
+            ),
+        ];
+        for (a, b) in cases {
+            let mut steps = Vec::new();
+            push(&mut steps, a);
+            push(&mut steps, b);
+            assert_eq!(steps, vec![a, b]);
+        }
     }
 
     #[test]

@@ -66,7 +66,9 @@ impl Compiled {
             let mut xs = Vec::with_capacity(ch.steps.len());
             for (i, step) in ch.steps.iter().enumerate() {
                 let bytes = step.len * dtype.size();
-                if bytes > world.options().slot_bytes {
+                // A message must fit a slot; a local copy may be any size.
+                let message = !step.recv.is_empty() || !step.send.is_empty();
+                if message && bytes > world.options().slot_bytes {
                     return Err(ExecError::Setup(format!(
                         "step of {bytes} bytes exceeds the {}-byte FIFO slot",
                         world.options().slot_bytes

@@ -143,7 +143,8 @@ pub struct RankTables {
     pub outs: Vec<ConnKey>,
     /// Bytes each physical buffer must hold.
     pub need: [usize; 3],
-    /// The largest step, in bytes.
+    /// The largest step that sends or receives (a message: it must fit a
+    /// connection slot), in bytes; local copies may be any size.
     pub max_step_bytes: usize,
 }
 
@@ -168,7 +169,9 @@ impl RankTables {
                     len: s.len as u64,
                     ..CbStep::default()
                 };
-                max_step_bytes = max_step_bytes.max(s.len * dtype.size());
+                if !s.recv.is_empty() || !s.send.is_empty() {
+                    max_step_bytes = max_step_bytes.max(s.len * dtype.size());
+                }
                 if s.prim.reduces() {
                     x.flags |= CB_REDUCE;
                 }
@@ -357,6 +360,22 @@ mod tests {
         let p = generate(&spec).unwrap();
         let layout = Layout::new(coll, counts, Placement::OutOfPlace, rank);
         RankTables::new(&p, &layout, Dtype::F32).unwrap()
+    }
+
+    #[test]
+    fn only_messages_count_against_the_slot() {
+        // One rank: a single local copy per channel of 512 elements (2 KiB),
+        // larger than the generator's 64-element chunk, and no message.
+        let t = tables(Collective::AllReduce, Algo::Ring, 1, 0);
+        assert_eq!(t.steps.len(), 2);
+        assert!(t
+            .steps
+            .iter()
+            .all(|s| s.len == 512 && s.nrecv == 0 && s.nsend == 0));
+        assert_eq!(t.max_step_bytes, 0);
+        // Two ranks: every step is a message of at most one chunk.
+        let t = tables(Collective::AllReduce, Algo::Ring, 2, 0);
+        assert_eq!(t.max_step_bytes, 64 * 4);
     }
 
     #[test]

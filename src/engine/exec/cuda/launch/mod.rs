@@ -288,9 +288,10 @@ impl CudaWorld {
 
     /// Blocks each rank's program takes with `--channels auto`: the same for
     /// every rank (their programs must match), from the most crowded
-    /// device. Half the resident slots, so the persistent kernels never
-    /// fill a GPU and a short kernel queued ahead of another rank's blocks
-    /// always finds room.
+    /// device. Where ranks share a GPU, half its resident slots, so the
+    /// persistent kernels never fill it and a short kernel queued ahead of
+    /// another rank's blocks always finds room; a rank alone on its GPU
+    /// may take every slot.
     pub(super) fn auto_blocks(&self, variant: Variant) -> Result<usize, ExecError> {
         if self.kind == Kind::Emu {
             // Every block is a thread: few, so the host's cores are not swamped.
@@ -307,7 +308,10 @@ impl CudaWorld {
             let f = d.function(variant, "cb_collective").map_err(dev_err)?;
             let per_sm = d.occupancy(f, self.opts.threads).map_err(dev_err)? as usize;
             let cap = d.desc().multiprocessors as usize * per_sm.max(1);
-            blocks = blocks.min((cap / 2 / here).max(1));
+            // Alone on its device a rank's kernels queue on its one stream:
+            // nothing else waits for a slot, and every SM may work for it.
+            let share = if here == 1 { cap } else { cap / 2 / here };
+            blocks = blocks.min(share.max(1));
             tracing::debug!(
                 %variant,
                 ordinal = d.desc().ordinal,
@@ -323,7 +327,7 @@ impl CudaWorld {
             %variant,
             blocks,
             max = MAX_CHANNELS,
-            "auto channels: half the resident blocks of the most crowded device, per rank"
+            "auto channels: half the resident blocks of the most crowded device, per rank (all of them for a rank alone on its device)"
         );
         self.auto
             .lock()
