@@ -98,6 +98,37 @@ fi
 run nan 1 "$bin" all-reduce --device cuda --ranks 3 --inject nan:rank=1,seq=1 --sizes 1K:1K -q
 run corrupt 1 "$bin" all-reduce --device cuda --ranks 3 --inject corrupt:rank=1,seq=1 --sizes 1K:1K -q
 
+say "== nccl-tests lines, by nccl-tests' binary names"
+rm -rf "$out/aliases"
+"$bin" install-aliases "$out/aliases" > /dev/null
+run nccl-tests-g1 0 "$out/aliases/all_reduce_perf" -b 8 -e 128M -f 4 -g 1
+run nccl-tests-t4 0 "$out/aliases/all_gather_perf" -b 8 -e 16M -f 4 -t 4
+for name in nccl-tests-g1 nccl-tests-t4; do
+  if ! grep -q "# Avg bus bandwidth" "$out/$name.out"; then
+    say "FAIL $name: no '# Avg bus bandwidth' line"; fails=$((fails + 1))
+  fi
+done
+rm -rf "$out/aliases"
+
+say "== SIGINT and SIGTERM in a CUDA sweep: exit 130 within a second, finished rows kept"
+for sig in INT TERM; do
+  "$bin" all-reduce --device cuda --ranks 4 --sizes 8B:1G:x2 --iters 200 \
+    --json "$out/sig$sig.json" --dump-dir "$out/sig$sig-dumps" -q > /dev/null 2> "$out/sig$sig.err" &
+  pid=$!
+  sleep 4
+  t0=$(date +%s%N)
+  kill -"$sig" "$pid"
+  wait "$pid"
+  rc=$?
+  ms=$((($(date +%s%N) - t0) / 1000000))
+  if [ "$rc" = 130 ] && [ "$ms" -lt 1500 ] && python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["rows"] and d["meta"]["partial"], d["meta"]' "$out/sig$sig.json" 2>> "$log"; then
+    say "PASS SIG$sig (exit 130 after $ms ms)"
+  else
+    say "FAIL SIG$sig: exit $rc after $ms ms"; tail -3 "$out/sig$sig.err" | tee -a "$log"; fails=$((fails + 1))
+  fi
+  rm -rf "$out/sig$sig-dumps" "$out/sig$sig.jsonl"
+done
+
 if command -v compute-sanitizer > /dev/null; then
   say "== compute-sanitizer"
   for tool in memcheck racecheck synccheck; do
