@@ -332,6 +332,89 @@ fn nan_and_corrupt_injections_fail_the_check_naming_rank_and_element() {
     }
 }
 
+/// A NaN brought in by one rank is one bad element of an all-reduce (every
+/// rank's output holds it once), and the finding names the rank whose
+/// input held it as well as where it was seen; outputs that differ per
+/// rank (reduce-scatter) add up.
+#[test]
+fn a_nan_is_counted_once_and_traced_to_the_rank_that_brought_it() {
+    if !have_compiler("a_nan_is_counted_once_and_traced_to_the_rank_that_brought_it") {
+        return;
+    }
+    for device in ["cuda-emu", "host"] {
+        let dir = tempfile::tempdir().unwrap();
+        let json = dir.path().join("r.json");
+        let out = collbench()
+            .args([
+                "all-reduce",
+                "--device",
+                device,
+                "--ranks",
+                "3",
+                "--sizes",
+                "1K",
+            ])
+            .args([
+                "--inject",
+                "nan:rank=1",
+                "--iters",
+                "2",
+                "--warmup",
+                "1",
+                "-q",
+            ])
+            .arg("--json")
+            .arg(&json)
+            .output()
+            .unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(1),
+            "{device}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+        assert_eq!(rows(&v).len(), 2, "{device}");
+        for r in rows(&v) {
+            assert_eq!(
+                (r["wrong"].as_i64(), r["nan"].as_i64()),
+                (Some(1), Some(1)),
+                "{device}: {r}"
+            );
+            let first = r["first_error"].as_str().unwrap();
+            // 1 KiB of floats: the NaN goes to element 256 / 2.
+            assert!(first.contains("element 128: expected"), "{device}: {first}");
+            assert!(first.contains("got NaN"), "{device}: {first}");
+            assert!(
+                first.contains(
+                    "NaN/Inf in rank 1's input (first at element 128) before the operation"
+                ),
+                "{device}: {first}"
+            );
+        }
+        // Two ranks' outputs corrupted, each its own element: two wrong.
+        let out = collbench()
+            .args([
+                "reduce-scatter",
+                "--device",
+                device,
+                "--ranks",
+                "3",
+                "--sizes",
+                "3K",
+            ])
+            .args(["--inject", "corrupt:rank=0", "--inject", "corrupt:rank=2"])
+            .args(["--iters", "2", "--warmup", "1", "--placement", "out", "-q"])
+            .arg("--json")
+            .arg(&json)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1), "{device}");
+        let v: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+        assert_eq!(rows(&v)[0]["wrong"], 2, "{device}: {}", rows(&v)[0]);
+    }
+}
+
 #[test]
 fn a_device_too_small_for_the_layout_is_refused_before_launch() {
     if !have_compiler("a_device_too_small_for_the_layout_is_refused_before_launch") {

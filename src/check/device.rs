@@ -205,6 +205,17 @@ impl DeviceGen {
         })
     }
 
+    /// What rank `rank`'s own input holds (for [`super::verify_input`]'s
+    /// scan on the device: the send view against its fill).
+    pub fn own_input(&self, rank: usize) -> CbExpect {
+        CbExpect {
+            kind: EXPECT_INPUT,
+            rank: self.gen.rank(rank) as u64,
+            src: 0,
+            block: 0,
+        }
+    }
+
     /// The bits element `k` of a receive buffer must hold under `e` (what
     /// `cb_verify` compares with; float Avg within the tolerance).
     pub fn expected_bits(&self, e: &CbExpect, k: u64) -> u64 {

@@ -13,7 +13,7 @@ mod verify;
 pub mod device;
 
 pub use data::{fill_input, format_elem, poison, Rule};
-pub use verify::{verify, BadElem, Verdict};
+pub use verify::{verify, verify_input, BadElem, Verdict};
 
 #[cfg(test)]
 mod tests;

@@ -150,6 +150,22 @@ fn verify_as<K: Kind>(
     t.verdict
 }
 
+/// Checks rank `rank`'s input (its send view, `send`) against what it was
+/// filled with, before an operation: where a NaN/Inf came from, when one
+/// turns up in the outputs (a rank's input, or the operation itself).
+pub fn verify_input(rule: &Rule, rank: usize, send: &[u8]) -> Verdict {
+    with_kind!(rule.dtype, verify_input_as, rule, rank, send)
+}
+
+fn verify_input_as<K: Kind>(rule: &Rule, rank: usize, send: &[u8]) -> Verdict {
+    let count = send.len() / K::SIZE;
+    let gen = Gen::new(rule, count);
+    let q = gen.rank(rank);
+    let mut t = Tally::new(rule, rank, send);
+    t.run::<K>(0, count, |i| gen.input::<K>(q, i));
+    t.verdict
+}
+
 /// `recv[q*b + i] = input(q, from + i)` for every rank `q`.
 fn blocks<K: Kind>(t: &mut Tally, gen: &Gen, n: usize, b: usize, from: usize) {
     for q in 0..n {

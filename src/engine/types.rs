@@ -31,6 +31,15 @@ impl Collective {
         Collective::SendRecv,
     ];
 
+    /// Whether every rank's output holds the same values (all-reduce,
+    /// all-gather, broadcast): one bad element there reaches every rank.
+    pub fn output_replicated(self) -> bool {
+        matches!(
+            self,
+            Collective::AllReduce | Collective::AllGather | Collective::Broadcast
+        )
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             Collective::AllReduce => "all-reduce",

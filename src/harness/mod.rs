@@ -178,6 +178,32 @@ pub struct Outcome {
     pub unfired: Vec<crate::harness::inject::Inject>,
 }
 
+/// Where the NaN/Inf values of a row's outputs came from, as the input
+/// scans before its checked operations saw it: "; NaN/Inf in rank 1's input
+/// (first at element 128) before the operation", or "; every rank's input
+/// was finite: the operation produced it". Empty without scans.
+fn nan_source(reports: &[Report]) -> String {
+    let scans: Vec<(usize, &crate::check::Verdict)> = reports
+        .iter()
+        .filter_map(|r| Some((r.rank, r.input.as_ref()?)))
+        .collect();
+    if scans.is_empty() {
+        return String::new();
+    }
+    let bad: Vec<String> = scans
+        .iter()
+        .filter(|(_, v)| v.nan > 0)
+        .map(|(rank, v)| match &v.first {
+            Some(b) => format!("rank {rank}'s input (first at element {})", b.index),
+            None => format!("rank {rank}'s input"),
+        })
+        .collect();
+    match bad.len() {
+        0 => "; every rank's input was finite: the operation produced it".to_string(),
+        _ => format!("; NaN/Inf in {} before the operation", bad.join(", ")),
+    }
+}
+
 /// Checks that the sweep's buffers fit in memory before anything is allocated.
 pub fn check_memory(plan: &Plan, cases: &[Case]) -> Result<(), HarnessError> {
     check_budget(plan, cases, Budget::Host)
@@ -869,25 +895,36 @@ fn make_row(
         0.0
     };
     let checked = reports.iter().all(|r| r.verdict.is_some());
+    // Where every rank holds the same output, one bad element reaching
+    // every rank is one bad element: the most any rank saw, not the sum.
+    let replicated = case.coll.output_replicated();
     let sum = |f: fn(&crate::check::Verdict) -> u64| -> i64 {
         if !checked {
             return -1;
         }
-        reports
-            .iter()
-            .filter_map(|r| r.verdict.as_ref())
-            .map(f)
-            .sum::<u64>() as i64
+        let each = reports.iter().filter_map(|r| r.verdict.as_ref()).map(f);
+        if replicated {
+            each.max().unwrap_or(0) as i64
+        } else {
+            each.sum::<u64>() as i64
+        }
     };
     let first_error = reports
         .iter()
         .filter_map(|r| r.verdict.as_ref()?.first.as_ref())
         .next()
         .map(|b| {
-            format!(
+            let mut text = format!(
                 "rank {} element {}: expected {}, got {}",
                 b.rank, b.index, b.expected, b.got
-            )
+            );
+            if reports
+                .iter()
+                .any(|r| r.verdict.as_ref().is_some_and(|v| v.nan > 0))
+            {
+                text.push_str(&nan_source(reports));
+            }
+            text
         });
     Row {
         last_arrival: last_arrival(reports),
@@ -921,5 +958,60 @@ fn make_row(
         stats: stats::summarize(&samples),
         per_rank_us,
         first_error,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::check::{BadElem, Verdict};
+
+    fn report(rank: usize, input_nan: Option<(u64, usize)>) -> Report {
+        let input = input_nan.map(|(nan, index)| Verdict {
+            checked: 256,
+            wrong: nan,
+            nan,
+            first: (nan > 0).then(|| BadElem {
+                rank,
+                index,
+                expected: "1.0 (0x3f800000)".into(),
+                got: "NaN (0x7fc00000)".into(),
+            }),
+        });
+        Report {
+            case: 0,
+            placement: crate::engine::Placement::OutOfPlace,
+            rank,
+            iter_ns: vec![],
+            total_ns: 0,
+            verdict: None,
+            arrive_ns: vec![],
+            fired: vec![],
+            input,
+        }
+    }
+
+    #[test]
+    fn the_nan_source_names_the_ranks_whose_input_held_one() {
+        let reports = [
+            report(0, Some((0, 0))),
+            report(1, Some((2, 7))),
+            report(2, Some((1, 3))),
+        ];
+        assert_eq!(
+            nan_source(&reports),
+            "; NaN/Inf in rank 1's input (first at element 7), rank 2's input (first at element 3) before the operation"
+        );
+    }
+
+    #[test]
+    fn a_nan_no_input_held_was_produced_by_the_operation() {
+        let reports = [report(0, Some((0, 0))), report(1, Some((0, 0)))];
+        assert_eq!(
+            nan_source(&reports),
+            "; every rank's input was finite: the operation produced it"
+        );
+        // Integer types are not scanned: nothing to say.
+        assert_eq!(nan_source(&[report(0, None)]), "");
     }
 }

@@ -35,6 +35,10 @@ pub struct Report {
     /// The injections (by index in the plan) that have hit this rank so far.
     #[serde(default)]
     pub fired: Vec<usize>,
+    /// This rank's inputs as the checked operations found them (float types
+    /// only): where a NaN/Inf in the outputs came from.
+    #[serde(default)]
+    pub input: Option<Verdict>,
 }
 
 /// Bytes each rank allocates once for the whole sweep: [buf0, buf1, scratch].
@@ -168,9 +172,18 @@ impl RankJob<'_> {
             super::Timing::Events => iter_ns.iter().sum(),
         };
         let mut verdict: Option<Verdict> = None;
+        let mut input: Option<Verdict> = None;
         for _ in 0..plan.check_iters {
             self.quiesce()?;
             self.prepare(&ready)?;
+            // Before the barrier: on a device, no data kernel may queue
+            // behind another rank's persistent kernel.
+            if let Some(v) = self.scan_input(&ready)? {
+                match input.as_mut() {
+                    Some(acc) => acc.merge(v),
+                    None => input = Some(v),
+                }
+            }
             self.barrier()?;
             self.op(&ready, IterKind::Check)?;
             self.wait()?;
@@ -189,6 +202,7 @@ impl RankJob<'_> {
             verdict,
             arrive_ns: std::mem::take(&mut self.arrivals),
             fired: (0..self.fired.len()).filter(|&i| self.fired[i]).collect(),
+            input,
         })
     }
 
@@ -302,6 +316,56 @@ impl RankJob<'_> {
             }
             (Data::Device(_), None) => Err(ExecError::Setup("device inputs not built".into())),
         }
+    }
+
+    /// Before a checked operation of a float type: puts in the NaN an
+    /// injection owes it (so the scan sees what the operation will), then
+    /// checks this rank's send view against its fill.
+    fn scan_input(&mut self, r: &Ready<'_>) -> Result<Option<Verdict>, ExecError> {
+        if !r.case.dtype.is_float() {
+            return Ok(None);
+        }
+        let (rank, next) = (self.rank(), self.rec.next_seq(WORLD_GROUP));
+        let at = r.layout.resolve(Slice::send(0));
+        if self.nan_hits(next) {
+            self.poke(r, at, r.case.counts.send / 2, inject::poke_nan)?;
+        }
+        let (case, es) = (r.case, r.case.dtype.size());
+        let (b, o) = at;
+        let count = case.counts.send;
+        match (self.runner.data(), &r.gen) {
+            (Data::Host(bufs), _) => {
+                let send = &bufs[b].as_slice()[o * es..(o + count) * es];
+                Ok(Some(check::verify_input(&r.rule, rank, send)))
+            }
+            (Data::Device(d), Some((g, header))) => {
+                let e = g.own_input(rank);
+                let (c, first_bits) = d.verify(header, as_bytes(&[e]), (b, o * es), count)?;
+                let counters = CbVerdict {
+                    wrong: c[0],
+                    nan: c[1],
+                    first: c[2],
+                    pad: 0,
+                };
+                Ok(Some(g.verdict_from(
+                    &e,
+                    count as u64,
+                    rank,
+                    &counters,
+                    first_bits,
+                )))
+            }
+            (Data::Device(_), None) => Err(ExecError::Setup("device inputs not built".into())),
+        }
+    }
+
+    /// Whether a NaN injection hits this rank's operation `seq`.
+    fn nan_hits(&self, seq: u64) -> bool {
+        let rank = self.rank();
+        self.plan
+            .injects
+            .iter()
+            .any(|f| f.fault == Fault::Nan && f.hits(rank, seq))
     }
 
     /// Checks this rank's receive view.
@@ -507,7 +571,8 @@ impl RankJob<'_> {
             }
             _ => self.rec.enter(&r.info, kind),
         };
-        if nan {
+        // A checked operation's NaN went in before its input scan.
+        if nan && kind != IterKind::Check {
             let at = r.layout.resolve(Slice::send(0));
             self.poke(r, at, r.case.counts.send / 2, inject::poke_nan)?;
         }

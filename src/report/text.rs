@@ -378,9 +378,10 @@ pub fn avg_busbw(rows: &[Row]) -> f64 {
     rows.iter().map(|r| r.busbw_gbps).sum::<f64>() / rows.len() as f64
 }
 
-/// Wrong plus NaN/Inf elements over `rows`, and whether any row went unchecked.
+/// Wrong elements over `rows` (NaN/Inf ones among them: `nan` is the part
+/// of `wrong` that is not finite), and whether any row went unchecked.
 pub fn bad_values(rows: &[Row]) -> (i64, bool) {
-    let bad = rows.iter().map(|r| r.wrong.max(0) + r.nan.max(0)).sum();
+    let bad = rows.iter().map(|r| r.wrong.max(0)).sum();
     (bad, rows.iter().any(|r| r.wrong < 0))
 }
 
@@ -403,12 +404,13 @@ pub fn run_verdict(results: &Results) -> String {
     }
 }
 
-/// `#wrong` of one row: wrong plus NaN/Inf, or `N/A` when unchecked.
+/// `#wrong` of one row (NaN/Inf elements included, each once), or `N/A`
+/// when unchecked.
 pub fn wrong_cell(r: &Row) -> String {
     if r.wrong < 0 {
         "N/A".to_string()
     } else {
-        (r.wrong + r.nan.max(0)).to_string()
+        r.wrong.to_string()
     }
 }
 
