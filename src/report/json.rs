@@ -202,6 +202,7 @@ fn parse_jsonl(text: &str) -> Result<Results, ParseError> {
         schema: head.schema,
         meta: head.meta,
         rows,
+        links: None,
     })
 }
 

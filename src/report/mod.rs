@@ -1,7 +1,8 @@
 //! Reports: pure renderings of results (terminal table, nccl-tests text,
 //! Markdown, CSV, JSON/JSONL, plots), reading results back (collbench's
 //! JSON/JSONL and nccl-tests logs), comparisons of two results files,
-//! qualification verdicts with JUnit XML, warnings with hints, and the
+//! qualification verdicts with JUnit XML, the per-link matrix and its
+//! verdict (which links or ranks are slow), warnings with hints, and the
 //! [`Sink`] the harness feeds rows to as they finish.
 
 pub mod compare;
@@ -12,6 +13,7 @@ pub mod grid;
 pub mod json;
 pub mod junit;
 pub mod layout;
+pub mod links;
 pub mod markdown;
 pub mod model;
 pub mod nccl;
@@ -23,6 +25,7 @@ pub mod table;
 pub mod text;
 pub mod warn;
 
+pub use links::{LinkFinding, LinkPair, LinkReport};
 pub use model::{Arrival, Gpu, Meta, Partial, Results, Row, Slowest, Stats, StopReason};
 
 use std::io;

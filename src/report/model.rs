@@ -206,6 +206,10 @@ pub struct Results {
     pub schema: String,
     pub meta: Meta,
     pub rows: Vec<Row>,
+    /// The per-link matrix and its verdict, when links were measured
+    /// (`collbench links`; absent in files written before it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub links: Option<crate::report::links::LinkReport>,
 }
 
 impl Results {
@@ -214,6 +218,7 @@ impl Results {
             schema: RESULTS_SCHEMA.to_string(),
             meta,
             rows,
+            links: None,
         }
     }
 }

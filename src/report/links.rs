@@ -1,0 +1,434 @@
+//! Links ("find the slow link"): what was measured on each directed link
+//! (sender -> receiver) made into a GB/s matrix and a verdict that names the
+//! links, or the ranks, that are slow outliers; the verdict as terminal text
+//! and as a heatmap ([`plot_heatmap`]). Pure: measurements in, values and
+//! text out (the heatmap writes its file).
+//!
+//! The verdict is the modified z-score on the median absolute deviation
+//! (Iglewicz and Hoaglin, "How to Detect and Handle Outliers", 1993:
+//! M = 0.6745 (x - median) / MAD, an outlier when |M| > 3.5), one-sided
+//! (only slowness is a finding) and joined with a minimum gap to the
+//! median, so that links that are all about as fast never make a finding
+//! however tight their spread.
+
+mod heatmap;
+
+pub use heatmap::plot_heatmap;
+
+use super::grid;
+use crate::units::Bytes;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+/// What one directed link (sender -> receiver) did at one size.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LinkPair {
+    /// The sender.
+    pub from: usize,
+    /// The receiver.
+    pub to: usize,
+    /// Bytes moved over the link per operation.
+    pub bytes: u64,
+    /// Its bandwidth (GB = 1e9 B); 0 when not measured.
+    pub gbps: f64,
+    /// How long the receiver waited for data, in microseconds.
+    pub wait_us: f64,
+    /// How long the transfers took, in microseconds.
+    pub transfer_us: f64,
+}
+
+impl LinkPair {
+    /// A link the verdict counts: two ranks, a positive, finite GB/s.
+    pub fn measured(&self) -> bool {
+        self.from != self.to && self.gbps.is_finite() && self.gbps > 0.0
+    }
+
+    /// The share (0..=1) of the link's time its receiver spent waiting for
+    /// data; `None` when neither was timed.
+    pub fn wait_share(&self) -> Option<f64> {
+        let total = self.wait_us + self.transfer_us;
+        (total > 0.0).then(|| self.wait_us / total)
+    }
+}
+
+/// A slow link, or a rank whose every outgoing link is slow.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LinkFinding {
+    /// `slow-link` or `slow-rank`.
+    pub kind: String,
+    /// A slow link's sender.
+    pub from: Option<usize>,
+    /// A slow link's receiver.
+    pub to: Option<usize>,
+    /// A slow rank.
+    pub rank: Option<usize>,
+    /// The link's GB/s, or the slowest of the rank's outgoing links.
+    pub gbps: f64,
+    /// The median GB/s over all measured links.
+    pub median_gbps: f64,
+    /// The finding as one line: `slow link A -> B: ...` or `slow rank R: ...`.
+    pub detail: String,
+}
+
+/// `kind` of a slow link.
+pub const SLOW_LINK: &str = "slow-link";
+/// `kind` of a slow rank.
+pub const SLOW_RANK: &str = "slow-rank";
+
+impl LinkFinding {
+    /// Whether the finding covers the link `from -> to`.
+    pub fn covers(&self, from: usize, to: usize) -> bool {
+        match self.rank {
+            Some(r) => r == from,
+            None => self.from == Some(from) && self.to == Some(to),
+        }
+    }
+}
+
+/// Every link measured at one size, sorted by (sender, receiver), and the
+/// verdict on them, worst first (`links` in the results JSON).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct LinkReport {
+    /// The size of the operation the links were measured in.
+    pub bytes: u64,
+    pub pairs: Vec<LinkPair>,
+    pub findings: Vec<LinkFinding>,
+}
+
+/// When a link is slow enough to be a finding.
+#[derive(Clone, Copy, Debug)]
+pub struct Thresholds {
+    /// The modified z-score (below the median) a link must pass.
+    pub z: f64,
+    /// How many times slower than the median a link must be, at least.
+    pub min_gap: f64,
+}
+
+impl Default for Thresholds {
+    /// z = 3.5, the score Iglewicz and Hoaglin recommend (and the one the
+    /// sweep's iteration outliers use). A gap of 1.5x: the z-score alone
+    /// flags a link at 0.8x the median when the others agree to 1%, which
+    /// is noise to a person; healthy links stay well within 1.5x of each
+    /// other (+-15% in the tests), while what a degraded link costs is
+    /// larger (a PCIe link trained at half its width or a NIC at half its
+    /// speed: 2x; traffic through the host instead of NVLink: several times).
+    fn default() -> Self {
+        Thresholds {
+            z: 3.5,
+            min_gap: 1.5,
+        }
+    }
+}
+
+/// The fewest measured links a verdict is given on.
+pub const MIN_LINKS: usize = 3;
+
+/// Above this many ranks the text lists the slowest links instead of
+/// drawing matrices no terminal holds.
+pub const MAX_MATRIX_RANKS: usize = 32;
+
+/// How many links the text lists when it draws no matrix.
+const LISTED: usize = 10;
+
+/// The middle of the measured links' GB/s and their spread around it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Center {
+    median: f64,
+    /// The median absolute deviation from `median`.
+    mad: f64,
+}
+
+fn median(values: &mut [f64]) -> f64 {
+    values.sort_by(f64::total_cmp);
+    let n = values.len();
+    match n {
+        0 => 0.0,
+        _ if n % 2 == 1 => values[n / 2],
+        _ => (values[n / 2 - 1] + values[n / 2]) / 2.0,
+    }
+}
+
+impl Center {
+    fn of(pairs: &[&LinkPair]) -> Center {
+        let mut gbps: Vec<f64> = pairs.iter().map(|p| p.gbps).collect();
+        let m = median(&mut gbps);
+        let mut dev: Vec<f64> = gbps.iter().map(|g| (g - m).abs()).collect();
+        Center {
+            median: m,
+            mad: median(&mut dev),
+        }
+    }
+
+    /// Whether `gbps` is a slow outlier: far below the median by the
+    /// modified z-score, and at least `min_gap` times slower. Where the
+    /// links deviate by nothing (all others equal) the gap alone decides.
+    fn is_slow(&self, gbps: f64, t: &Thresholds) -> bool {
+        let gap = gbps * t.min_gap < self.median;
+        if self.mad <= self.median * 1e-12 {
+            return gap;
+        }
+        let z = 0.6745 * (gbps - self.median) / self.mad;
+        gap && z < -t.z
+    }
+}
+
+/// The measured links of `pairs`.
+fn measured(pairs: &[LinkPair]) -> Vec<&LinkPair> {
+    pairs.iter().filter(|p| p.measured()).collect()
+}
+
+/// A number as measured, or 0 where it is not a finite, non-negative one
+/// (a transfer timed at zero gives an infinite GB/s, which JSON cannot
+/// hold): the results file always reads back.
+fn finite(v: f64) -> f64 {
+    if v.is_finite() && v >= 0.0 {
+        v
+    } else {
+        0.0
+    }
+}
+
+/// The verdict: which links or ranks are slow outliers. Pairs are sorted
+/// by (sender, receiver); numbers that are not finite and non-negative are
+/// kept as 0 (a GB/s of 0 is a link not measured). With fewer than
+/// [`MIN_LINKS`] measured links there is no verdict (no findings).
+pub fn judge(bytes: u64, pairs: Vec<LinkPair>, t: &Thresholds) -> LinkReport {
+    let mut pairs: Vec<LinkPair> = pairs
+        .into_iter()
+        .map(|p| LinkPair {
+            gbps: finite(p.gbps),
+            wait_us: finite(p.wait_us),
+            transfer_us: finite(p.transfer_us),
+            ..p
+        })
+        .collect();
+    pairs.sort_by_key(|p| (p.from, p.to));
+    let findings = verdict(&pairs, t);
+    LinkReport {
+        bytes,
+        pairs,
+        findings,
+    }
+}
+
+/// Slow links, and ranks (two or more outgoing links measured, every one
+/// slow) named instead of their links; worst first.
+fn verdict(pairs: &[LinkPair], t: &Thresholds) -> Vec<LinkFinding> {
+    let links = measured(pairs);
+    if links.len() < MIN_LINKS {
+        return Vec::new();
+    }
+    let center = Center::of(&links);
+    let slow: Vec<&LinkPair> = links
+        .iter()
+        .copied()
+        .filter(|p| center.is_slow(p.gbps, t))
+        .collect();
+    // Per sender: (outgoing links measured, of which slow).
+    let mut out: BTreeMap<usize, (usize, usize)> = BTreeMap::new();
+    for p in &links {
+        out.entry(p.from).or_default().0 += 1;
+    }
+    for p in &slow {
+        out.entry(p.from).or_default().1 += 1;
+    }
+    let slow_ranks: Vec<usize> = out
+        .iter()
+        .filter(|(_, &(n, s))| n >= 2 && s == n)
+        .map(|(&r, _)| r)
+        .collect();
+    let mut findings: Vec<LinkFinding> = slow_ranks
+        .iter()
+        .map(|&r| {
+            let own: Vec<&LinkPair> = slow.iter().copied().filter(|p| p.from == r).collect();
+            rank_finding(r, &own, center.median)
+        })
+        .collect();
+    findings.extend(
+        slow.iter()
+            .filter(|p| !slow_ranks.contains(&p.from))
+            .map(|p| link_finding(p, center.median)),
+    );
+    findings.sort_by(|a, b| {
+        a.gbps
+            .total_cmp(&b.gbps)
+            .then_with(|| (a.rank, a.from, a.to).cmp(&(b.rank, b.from, b.to)))
+    });
+    findings
+}
+
+/// GB/s as the text shows it: one decimal, two significant digits below 0.1.
+fn gbps_text(v: f64) -> String {
+    if v >= 0.1 || v <= 0.0 || !v.is_finite() {
+        return format!("{v:.1}");
+    }
+    let decimals = ((-v.log10()).ceil() as usize + 1).min(9);
+    format!("{v:.decimals$}")
+}
+
+fn link_finding(p: &LinkPair, median: f64) -> LinkFinding {
+    LinkFinding {
+        kind: SLOW_LINK.into(),
+        from: Some(p.from),
+        to: Some(p.to),
+        rank: None,
+        gbps: p.gbps,
+        median_gbps: median,
+        detail: format!(
+            "slow link {} -> {}: {} GB/s vs median {} GB/s ({:.1}x)",
+            p.from,
+            p.to,
+            gbps_text(p.gbps),
+            gbps_text(median),
+            median / p.gbps
+        ),
+    }
+}
+
+/// A rank named for its outgoing links (all slow). The factor is the
+/// median over its fastest link: each of them is at least that slow.
+fn rank_finding(rank: usize, links: &[&LinkPair], median: f64) -> LinkFinding {
+    let lo = links.iter().map(|p| p.gbps).fold(f64::INFINITY, f64::min);
+    let hi = links.iter().map(|p| p.gbps).fold(0.0, f64::max);
+    let (lo_text, hi_text) = (gbps_text(lo), gbps_text(hi));
+    let range = if lo_text == hi_text {
+        lo_text
+    } else {
+        format!("{lo_text}-{hi_text}")
+    };
+    LinkFinding {
+        kind: SLOW_RANK.into(),
+        from: None,
+        to: None,
+        rank: Some(rank),
+        gbps: lo,
+        median_gbps: median,
+        detail: format!(
+            "slow rank {rank}: its {} outgoing links {range} GB/s vs median {} GB/s ({:.1}x)",
+            links.len(),
+            gbps_text(median),
+            median / hi
+        ),
+    }
+}
+
+/// The ranks the matrix spans: `nranks`, or more where a pair names a
+/// larger rank.
+fn span(r: &LinkReport, nranks: usize) -> usize {
+    r.pairs
+        .iter()
+        .map(|p| p.from.max(p.to).saturating_add(1))
+        .fold(nranks, usize::max)
+}
+
+/// Text for the terminal: the GB/s and wait-share matrices (sender rows,
+/// receiver columns; `*` marks a slow link) and the verdict's lines. Above
+/// [`MAX_MATRIX_RANKS`] ranks, the slowest links as a list instead.
+pub fn render(r: &LinkReport, nranks: usize) -> String {
+    let n = span(r, nranks);
+    let size = Bytes(r.bytes);
+    let mut out = String::new();
+    if n > MAX_MATRIX_RANKS {
+        let _ = writeln!(
+            out,
+            "# links at {size} (GB/s per directed link; {n} ranks: the slowest {LISTED} listed, the matrix is in the JSON and the heatmap)"
+        );
+        out.push_str(&slowest(r));
+    } else {
+        let _ = writeln!(
+            out,
+            "# links at {size} (GB/s per directed link, sender rows, receiver columns; wait share in the second matrix)"
+        );
+        out.push_str(&matrix(r, n, |p| gbps_text(p.gbps)));
+        out.push_str("# wait share: % of each link's time its receiver waited for data\n");
+        out.push_str(&matrix(r, n, |p| match p.wait_share() {
+            Some(s) => format!("{:.0}%", s * 100.0),
+            None => ".".into(),
+        }));
+    }
+    out.push_str(&verdict_text(r));
+    out
+}
+
+/// One n x n matrix: `-` on the diagonal, `.` where nothing was measured,
+/// `cell` elsewhere. Where the verdict found slow links every cell gets a
+/// mark after it, `*` on those links and a space elsewhere, so that the
+/// columns stay aligned.
+fn matrix(r: &LinkReport, n: usize, cell: impl Fn(&LinkPair) -> String) -> String {
+    let mut cells = vec![vec![".".to_string(); n]; n];
+    for (i, row) in cells.iter_mut().enumerate() {
+        row[i] = "-".into();
+    }
+    let mut slow = vec![vec![false; n]; n];
+    for p in r.pairs.iter().filter(|p| p.measured()) {
+        cells[p.from][p.to] = cell(p);
+        slow[p.from][p.to] = r.findings.iter().any(|f| f.covers(p.from, p.to));
+    }
+    let mark = |text: String, slow: bool| match (r.findings.is_empty(), slow) {
+        (true, _) => text,
+        (false, true) => format!("{text}*"),
+        (false, false) => format!("{text} "),
+    };
+    let mut table = grid::plain();
+    let head = (0..n).map(|i| mark(i.to_string(), false));
+    table.set_header(std::iter::once("from\\to".to_string()).chain(head));
+    for (i, (row, slow)) in cells.into_iter().zip(slow).enumerate() {
+        let row = row.into_iter().zip(slow).map(|(c, s)| mark(c, s));
+        table.add_row(std::iter::once(i.to_string()).chain(row));
+    }
+    let right: Vec<usize> = (0..=n).collect();
+    grid::render(table, &right, 2)
+}
+
+/// The slowest measured links, one a line (for worlds too wide for a matrix).
+fn slowest(r: &LinkReport) -> String {
+    let mut links = measured(&r.pairs);
+    links.sort_by(|a, b| a.gbps.total_cmp(&b.gbps));
+    let mut out = String::new();
+    for p in links.into_iter().take(LISTED) {
+        let wait = match p.wait_share() {
+            Some(s) => format!(", receiver waited {:.0}%", s * 100.0),
+            None => String::new(),
+        };
+        let _ = writeln!(
+            out,
+            "  {} -> {}: {} GB/s{wait}",
+            p.from,
+            p.to,
+            gbps_text(p.gbps)
+        );
+    }
+    out
+}
+
+/// The findings' lines, or why there are none.
+fn verdict_text(r: &LinkReport) -> String {
+    let links = measured(&r.pairs);
+    if links.len() < MIN_LINKS {
+        return format!(
+            "no verdict: {} link(s) measured, {MIN_LINKS} or more are needed\n",
+            links.len()
+        );
+    }
+    if !r.findings.is_empty() {
+        return r
+            .findings
+            .iter()
+            .map(|f| format!("{}\n", f.detail))
+            .collect();
+    }
+    let center = Center::of(&links);
+    let lo = links.iter().map(|p| p.gbps).fold(f64::INFINITY, f64::min);
+    let hi = links.iter().map(|p| p.gbps).fold(0.0, f64::max);
+    format!(
+        "no slow link or rank ({} links, median {} GB/s, spread {}-{} GB/s)\n",
+        links.len(),
+        gbps_text(center.median),
+        gbps_text(lo),
+        gbps_text(hi)
+    )
+}
+
+#[cfg(test)]
+mod tests;
