@@ -243,3 +243,56 @@ fn ranks_must_match_the_world() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("every process is one rank"));
 }
+
+/// `--links` across processes, directly and through the relay: every
+/// process times its incoming links, rank 0 gathers them, and a slowed link
+/// or rank is named.
+#[test]
+fn links_are_timed_across_processes_and_a_slowed_one_is_named() {
+    if mpirun().is_none() {
+        return;
+    }
+    let bin = assert_cmd::cargo::cargo_bin("collbench");
+    for relay in ["0", "1"] {
+        for (coll, inject, want) in [
+            (
+                "all-reduce",
+                "slow-link:from=1,to=2,factor=4",
+                "slow link 1 -> 2",
+            ),
+            ("all-to-all", "slow:rank=3,factor=4", "slow rank 3"),
+        ] {
+            let dir = tempfile::tempdir().unwrap();
+            let f = dir.path().join("r.json");
+            let out = Command::new("timeout")
+                .args(["300", "mpirun", "--allow-run-as-root", "--oversubscribe"])
+                .args(["-x", "COLLBENCH_FORCE_RELAY", "-np", "4"])
+                .arg(&bin)
+                .args(coll.split(' '))
+                .args(["--sizes", "4M", "--placement", "out", "--iters", "6"])
+                .args(["--links", "--inject", inject, "-q", "--json"])
+                .arg(&f)
+                .env("COLLBENCH_FORCE_RELAY", relay)
+                .output()
+                .unwrap();
+            let what = format!("{coll} {inject}, relay {relay}");
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(1), "{what}: {err}");
+            let v = json(&f);
+            let pairs = v["links"]["pairs"].as_array().expect("links.pairs");
+            let expect_pairs = if coll.starts_with("all-to-all") {
+                12
+            } else {
+                4
+            };
+            assert_eq!(pairs.len(), expect_pairs, "{what}: {pairs:?}");
+            let named: Vec<&str> = v["links"]["findings"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|f| f["detail"].as_str().unwrap().split(':').next().unwrap())
+                .collect();
+            assert_eq!(named, [want], "{what}");
+        }
+    }
+}

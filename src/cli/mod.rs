@@ -239,9 +239,14 @@ pub struct RunArgs {
     /// [default: a new folder under ./collbench-dumps].
     #[arg(long, value_name = "DIR")]
     pub dump_dir: Option<PathBuf>,
-    /// Inject a fault: hang:rank=R,seq=S | delay:rank=R,seq=S,ms=M | nan:rank=R[,seq=S] | corrupt:rank=R[,seq=S] (repeatable).
+    /// Inject a fault: hang:rank=R,seq=S | delay:rank=R,seq=S,ms=M | nan:rank=R[,seq=S] | corrupt:rank=R[,seq=S] | slow:rank=R,factor=F | slow-link:from=A,to=B,factor=F (repeatable).
     #[arg(long, value_name = "SPEC", value_parser = values::inject)]
     pub inject: Vec<Inject>,
+    /// Measure every directed link (bytes, wait, transfer time) and print,
+    /// after the table, the link matrix of the largest size with a verdict
+    /// naming a slow link or rank; the JSON gets `links`.
+    #[arg(long)]
+    pub links: bool,
     /// Flight-recorder ring-buffer entries per rank.
     #[arg(long, default_value_t = crate::harness::DEFAULT_FR_ENTRIES, value_name = "N", value_parser = values::fr_entries, allow_negative_numbers = true)]
     pub fr_entries: usize,

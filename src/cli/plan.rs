@@ -3,6 +3,7 @@
 
 use super::values::{inject_in_world, AlgoArg, DeviceChoice, FormatChoice, TimingChoice};
 use super::{NcclTestsArgs, PlacementChoice, RunArgs, SizeArgs};
+use crate::engine::exec::world::Pace;
 use crate::engine::exec::HostOptions;
 use crate::engine::types::Collective;
 use crate::harness::{AlgoChoice, Plan, RootChoice};
@@ -155,6 +156,8 @@ pub fn build(
         host: HostOptions {
             slot_bytes: a.slot_size,
             timeout: a.timeout,
+            link_timing: a.links,
+            pace: Pace::new(a.inject.iter().filter_map(|i| i.pace_rule()).collect()),
             ..HostOptions::default()
         },
         fr_entries: a.fr_entries,

@@ -325,19 +325,31 @@ pub fn plot_path(v: &str) -> Result<PathBuf, ValueError> {
 }
 
 /// The forms of `--inject`, for messages.
-const INJECT_FORMS: &str =
-    "forms: hang:rank=R,seq=S  delay:rank=R,seq=S,ms=M  nan:rank=R[,seq=S]  corrupt:rank=R[,seq=S]";
+const INJECT_FORMS: &str = "forms: hang:rank=R,seq=S  delay:rank=R,seq=S,ms=M  nan:rank=R[,seq=S]  corrupt:rank=R[,seq=S]  slow:rank=R,factor=F  slow-link:from=A,to=B,factor=F";
 
 /// One `--inject SPEC`: its grammar (the rank's bound is checked against
 /// `--ranks` when the plan is built).
 pub fn inject(spec: &str) -> Result<Inject, ValueError> {
     let fail = |why: &str| ValueError(format!("--inject '{spec}': {why} ({INJECT_FORMS})"));
     let (kind, rest) = spec.split_once(':').ok_or_else(|| fail("missing ':'"))?;
-    let (mut rank, mut seq, mut ms) = (None, None, None);
+    let (mut rank, mut seq, mut ms, mut from, mut to) = (None, None, None, None, None);
+    let mut factor: Option<f64> = None;
     for kv in rest.split(',').map(str::trim).filter(|s| !s.is_empty()) {
         let (k, v) = kv
             .split_once('=')
             .ok_or_else(|| fail(&format!("'{kv}' is not key=value")))?;
+        if k.trim() == "factor" {
+            let f: f64 = v
+                .trim()
+                .parse()
+                .ok()
+                .filter(|f: &f64| f.is_finite() && *f >= 1.0 && *f <= 1000.0)
+                .ok_or_else(|| fail(&format!("factor={v} is not a number from 1 to 1000")))?;
+            if factor.replace(f).is_some() {
+                return Err(fail("factor is given twice"));
+            }
+            continue;
+        }
         let v: u64 = v
             .trim()
             .parse()
@@ -346,14 +358,25 @@ pub fn inject(spec: &str) -> Result<Inject, ValueError> {
             "rank" => &mut rank,
             "seq" => &mut seq,
             "ms" => &mut ms,
+            "from" => &mut from,
+            "to" => &mut to,
             other => return Err(fail(&format!("unknown key '{other}'"))),
         };
         if slot.replace(v).is_some() {
             return Err(fail(&format!("{} is given twice", k.trim())));
         }
     }
+    let kind = kind.trim();
+    if kind == "slow" || kind == "slow-link" {
+        return slow(kind, rank, from, to, factor, seq.or(ms), &fail);
+    }
+    if from.is_some() || to.is_some() || factor.is_some() {
+        return Err(fail(
+            "from=, to= and factor= only go with slow and slow-link",
+        ));
+    }
     let rank = rank.ok_or_else(|| fail("rank= is required"))? as usize;
-    let fault = match kind.trim() {
+    let fault = match kind {
         "hang" => Fault::Hang,
         "delay" => Fault::Delay {
             ms: ms.ok_or_else(|| fail("ms= is required"))?,
@@ -375,13 +398,50 @@ pub fn inject(spec: &str) -> Result<Inject, ValueError> {
     Ok(Inject { fault, rank, seq })
 }
 
-/// An injection's rank against the world's size.
+/// `slow:rank=R,factor=F` or `slow-link:from=A,to=B,factor=F`.
+fn slow(
+    kind: &str,
+    rank: Option<u64>,
+    from: Option<u64>,
+    to: Option<u64>,
+    factor: Option<f64>,
+    timed: Option<u64>,
+    fail: &dyn Fn(&str) -> ValueError,
+) -> Result<Inject, ValueError> {
+    if timed.is_some() {
+        return Err(fail(&format!(
+            "{kind} slows every transfer: no seq= or ms="
+        )));
+    }
+    let factor = factor.ok_or_else(|| fail("factor= is required"))?;
+    let (rank, to) = match (kind, rank, from, to) {
+        ("slow", Some(r), None, None) => (r, None),
+        ("slow", ..) => return Err(fail("slow takes rank= and factor=")),
+        ("slow-link", None, Some(a), Some(b)) if a == b => {
+            return Err(fail("from= and to= must be two ranks"))
+        }
+        (_, None, Some(a), Some(b)) => (a, Some(b as usize)),
+        _ => return Err(fail("slow-link takes from=, to= and factor=")),
+    };
+    Ok(Inject {
+        fault: Fault::Slow { to, factor },
+        rank: rank as usize,
+        seq: 1,
+    })
+}
+
+/// An injection's ranks against the world's size.
 pub fn inject_in_world(i: &Inject, nranks: usize) -> Result<(), ValueError> {
-    if i.rank >= nranks {
-        return bad(format!(
-            "--inject: rank {} is outside the {nranks} ranks ({INJECT_FORMS})",
-            i.rank
-        ));
+    let to = match i.fault {
+        Fault::Slow { to, .. } => to,
+        _ => None,
+    };
+    for r in std::iter::once(i.rank).chain(to) {
+        if r >= nranks {
+            return bad(format!(
+                "--inject {i}: rank {r} is outside the {nranks} ranks ({INJECT_FORMS})"
+            ));
+        }
     }
     Ok(())
 }

@@ -36,3 +36,31 @@ pub trait Observer: Send + Sync {
 pub struct Unobserved;
 
 impl Observer for Unobserved {}
+
+/// What one rank measured of one directed link (`from` -> `to`, this rank
+/// being `to`) over the operations since it was last asked (`--links`):
+/// the bytes received, how long this rank waited for `from`'s data, and how
+/// long moving it took once it was there.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct LinkSample {
+    pub from: usize,
+    pub to: usize,
+    pub bytes: u64,
+    pub wait_ns: u64,
+    pub transfer_ns: u64,
+    /// GB/s of each operation: the median over its steps of each step's
+    /// bytes over its time, so that a step the OS descheduled (or one
+    /// operation it did) cannot move the link's figure.
+    #[serde(default)]
+    pub op_gbps: Vec<f64>,
+}
+
+impl LinkSample {
+    /// Adds `other` (the same link, later operations or another case).
+    pub fn merge(&mut self, other: &LinkSample) {
+        self.bytes += other.bytes;
+        self.wait_ns += other.wait_ns;
+        self.transfer_ns += other.transfer_ns;
+        self.op_gbps.extend_from_slice(&other.op_gbps);
+    }
+}

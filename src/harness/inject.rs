@@ -5,7 +5,10 @@
 //! - `nan:rank=R[,seq=S]`: a NaN in rank R's input from collective S on
 //!   (floating-point types; the checks report it);
 //! - `corrupt:rank=R[,seq=S]`: a flipped bit in rank R's output from
-//!   collective S on (the checks report it).
+//!   collective S on (the checks report it);
+//! - `slow:rank=R,factor=F`: everything rank R sends takes F times as long
+//!   to move (`--links` names it);
+//! - `slow-link:from=A,to=B,factor=F`: the same for one directed link.
 //!
 //! Sequence numbers are the ones the flight recorder writes (group "0").
 //! The grammar is parsed by `cli::values::inject`.
@@ -13,18 +16,27 @@
 use crate::engine::types::Dtype;
 use half::{bf16, f16};
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Fault {
     Hang,
-    Delay { ms: u64 },
+    Delay {
+        ms: u64,
+    },
     Nan,
     Corrupt,
+    /// Every transfer from `rank` (to `to`, or to anyone) takes `factor`
+    /// times as long.
+    Slow {
+        to: Option<usize>,
+        factor: f64,
+    },
 }
 
 /// One injected fault.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Inject {
     pub fault: Fault,
+    /// The rank it hits (for a slowed link: the sender).
     pub rank: usize,
     /// The collective it hits (hang, delay) or from which on (nan, corrupt).
     pub seq: u64,
@@ -39,6 +51,11 @@ impl std::fmt::Display for Inject {
             Fault::Delay { ms } => write!(f, "delay:rank={r},seq={s},ms={ms}"),
             Fault::Nan => write!(f, "nan:rank={r},seq={s}"),
             Fault::Corrupt => write!(f, "corrupt:rank={r},seq={s}"),
+            Fault::Slow { to: None, factor } => write!(f, "slow:rank={r},factor={factor}"),
+            Fault::Slow {
+                to: Some(t),
+                factor,
+            } => write!(f, "slow-link:from={r},to={t},factor={factor}"),
         }
     }
 }
@@ -50,7 +67,21 @@ impl Inject {
             && match self.fault {
                 Fault::Hang | Fault::Delay { .. } => seq == self.seq,
                 Fault::Nan | Fault::Corrupt => seq >= self.seq,
+                // Not an event: it acts on every transfer (see `pace_rule`).
+                Fault::Slow { .. } => false,
             }
+    }
+
+    /// The transports' slowing rule of a `slow` or `slow-link` fault.
+    pub fn pace_rule(&self) -> Option<crate::engine::exec::world::PaceRule> {
+        match self.fault {
+            Fault::Slow { to, factor } => Some(crate::engine::exec::world::PaceRule {
+                from: self.rank,
+                to,
+                factor,
+            }),
+            _ => None,
+        }
     }
 }
 

@@ -176,6 +176,33 @@ pub struct Outcome {
     /// Injections (`--inject`) that never hit: past the sweep's end, or a
     /// NaN for integers only.
     pub unfired: Vec<crate::harness::inject::Inject>,
+    /// `--links`: every directed link as measured at the sweep's largest
+    /// size (all its cases merged), receivers' samples by (from, to).
+    pub links: Option<LinkTable>,
+    /// Slow links or ranks the verdict on `links` named (set by the caller).
+    pub link_findings: usize,
+}
+
+/// Links measured over the timed operations of the cases of one size.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct LinkTable {
+    pub bytes: u64,
+    pub samples: Vec<crate::engine::observe::LinkSample>,
+}
+
+impl LinkTable {
+    fn add(&mut self, samples: &[crate::engine::observe::LinkSample]) {
+        for s in samples {
+            match self
+                .samples
+                .iter_mut()
+                .find(|k| (k.from, k.to) == (s.from, s.to))
+            {
+                Some(k) => k.merge(s),
+                None => self.samples.push(s.clone()),
+            }
+        }
+    }
 }
 
 /// Where the NaN/Inf values of a row's outputs came from, as the input
@@ -828,6 +855,22 @@ fn collect(
             continue;
         };
         reports.sort_by_key(|r| r.rank);
+        let bytes = cases[key.0].bytes;
+        if reports.iter().any(|r| !r.links.is_empty()) {
+            let table = outcome.links.get_or_insert_with(LinkTable::default);
+            if bytes > table.bytes {
+                *table = LinkTable {
+                    bytes,
+                    samples: Vec::new(),
+                };
+            }
+            if bytes == table.bytes {
+                for r in &reports {
+                    table.add(&r.links);
+                }
+                table.samples.sort_by_key(|s| (s.from, s.to));
+            }
+        }
         let row = make_row(plan, setup, &cases[key.0], key.1, &reports);
         outcome.rows += 1;
         outcome.bad_rows += usize::from(row.is_bad());
@@ -988,6 +1031,7 @@ mod tests {
             arrive_ns: vec![],
             fired: vec![],
             input,
+            links: vec![],
         }
     }
 

@@ -39,6 +39,10 @@ pub struct Report {
     /// only): where a NaN/Inf in the outputs came from.
     #[serde(default)]
     pub input: Option<Verdict>,
+    /// What the timed operations measured of this rank's incoming links
+    /// (`--links`).
+    #[serde(default)]
+    pub links: Vec<crate::engine::observe::LinkSample>,
 }
 
 /// Bytes each rank allocates once for the whole sweep: [buf0, buf1, scratch].
@@ -149,6 +153,8 @@ impl RankJob<'_> {
             self.op(&ready, IterKind::Warmup)?;
         }
         self.wait()?;
+        // Links are measured over the timed operations only.
+        self.runner.take_links();
         if self.setup.graph && ready.on_runner {
             self.runner.prepare_graph(plan.iters)?;
         }
@@ -167,6 +173,7 @@ impl RankJob<'_> {
             }
             self.wait()?
         };
+        let links = self.runner.take_links();
         let total_ns = match self.setup.timing {
             super::Timing::Wall => start.elapsed().as_nanos() as u64,
             super::Timing::Events => iter_ns.iter().sum(),
@@ -203,6 +210,7 @@ impl RankJob<'_> {
             arrive_ns: std::mem::take(&mut self.arrivals),
             fired: (0..self.fired.len()).filter(|&i| self.fired[i]).collect(),
             input,
+            links,
         })
     }
 
@@ -251,6 +259,7 @@ impl RankJob<'_> {
                 generate(&spec).map_err(|e| ExecError::Setup(e.to_string()))?
             };
             self.runner.load(&op, &program)?;
+            self.mark_slowed(&program);
         }
         let info = OpInfo {
             group: WORLD_GROUP,
@@ -356,6 +365,28 @@ impl RankJob<'_> {
                 )))
             }
             (Data::Device(_), None) => Err(ExecError::Setup("device inputs not built".into())),
+        }
+    }
+
+    /// Marks the `slow`/`slow-link` injections this rank's program feels: it
+    /// receives over a slowed link.
+    fn mark_slowed(&mut self, program: &crate::engine::algo::Program) {
+        let me = self.rank();
+        for (i, f) in self.plan.injects.iter().enumerate() {
+            let Fault::Slow { to, .. } = f.fault else {
+                continue;
+            };
+            if to.is_some_and(|t| t != me) {
+                continue;
+            }
+            let feels = program
+                .channels
+                .iter()
+                .flat_map(|c| &c.steps)
+                .any(|s| s.recv.iter().any(|p| p.rank as usize == f.rank));
+            if feels {
+                self.fired[i] = true;
+            }
         }
     }
 

@@ -7,6 +7,7 @@ mod aliases;
 mod analyze;
 mod compare;
 mod info;
+mod links;
 mod logs;
 mod paths;
 mod qualify;
@@ -429,6 +430,16 @@ fn sweep(coll: Option<Collective>, args: &RunArgs) -> anyhow::Result<i32> {
         (s.quiet, s.json, s.csv, s.plot) = (true, None, None, None);
     }
     let chosen = choose_device(&s, mpi.is_some())?;
+    if chosen.gpu.is_some() {
+        // The kernels keep no per-link clock yet: refuse rather than print
+        // an empty matrix or slow nothing.
+        if s.plan.host.link_timing {
+            bail!("--links measures links on the host engine only (the CUDA executor does not time links yet): add --device host");
+        }
+        if let Some(i) = s.plan.injects.iter().find(|i| i.pace_rule().is_some()) {
+            bail!("--inject {i} slows links on the host engine only (the CUDA executor does not yet): add --device host");
+        }
+    }
     if let Some(n) = chosen.note.as_ref().filter(|_| leader) {
         eprintln!("collbench: {n}");
     }
@@ -449,7 +460,7 @@ fn sweep(coll: Option<Collective>, args: &RunArgs) -> anyhow::Result<i32> {
     let (s, plan) = (&s, &s.plan);
     let mut sink = sinks(s, leader)?;
     sink.start(&meta).context("writing results")?;
-    let result = execute(plan, &setup, &mut sink, mpi.as_ref());
+    let mut result = execute(plan, &setup, &mut sink, mpi.as_ref());
     if result
         .as_ref()
         .is_err_and(|e| e.is_hang() || e.is_interrupt())
@@ -473,12 +484,34 @@ fn sweep(coll: Option<Collective>, args: &RunArgs) -> anyhow::Result<i32> {
             missing_rows: 0,
         }),
     };
-    let results = Results::new(meta, std::mem::take(&mut sink.rows));
+    let mut results = Results::new(meta, std::mem::take(&mut sink.rows));
+    if let Ok(o) = result.as_mut() {
+        if let Some(t) = &o.links {
+            let r = links::report(t);
+            o.link_findings = r.findings.len();
+            results.links = Some(r);
+        }
+    }
     if result.as_ref().is_err_and(|e| e.partial().is_none()) {
         // Refused or failed: no verdict on values that were never made.
         sink.abandon(&results).context("writing results")?;
     } else {
         sink.finish(&results).context("writing results")?;
+    }
+    if let (true, Some(l)) = (leader, &results.links) {
+        if !s.quiet {
+            let text = crate::report::links::render(l, plan.ranks);
+            if s.json.as_deref().is_some_and(|p| p.as_os_str() == "-") {
+                eprint!("{text}");
+            } else {
+                print!("{text}");
+            }
+        }
+        if let Some(p) = &s.plot {
+            let path = links::heatmap_path(p);
+            crate::report::links::plot_heatmap(l, plan.ranks, &path)
+                .with_context(|| format!("--plot {}", path.display()))?;
+        }
     }
     if leader {
         for w in capped.iter().chain(&warn::scan(&results.rows)) {
@@ -541,12 +574,24 @@ fn exit_code(result: Result<harness::Outcome, harness::HarnessError>, leader: bo
                 eprintln!("collbench: note: {n}");
             }
             for i in o.unfired.iter().filter(|_| leader) {
+                if i.pace_rule().is_some() {
+                    eprintln!(
+                        "collbench: warning: --inject {i} never slowed anything: no operation of the sweep moved data over that link"
+                    );
+                    continue;
+                }
                 eprintln!(
                     "collbench: warning: --inject {i} never fired: the sweep ended before collective {} on rank {}, or no case had a type it applies to",
                     i.seq, i.rank
                 );
             }
-            if o.bad_rows > 0 || !o.unfired.is_empty() {
+            if o.link_findings > 0 && leader {
+                eprintln!(
+                    "collbench: {} slow link(s) or rank(s) found (see the link matrix)",
+                    o.link_findings
+                );
+            }
+            if o.bad_rows > 0 || !o.unfired.is_empty() || o.link_findings > 0 {
                 if o.bad_rows > 0 {
                     eprintln!(
                         "collbench: {} row(s) had wrong or NaN/Inf values",

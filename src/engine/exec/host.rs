@@ -9,13 +9,14 @@ use super::world::{spin_limit, Wait};
 pub use super::world::{ExecError, HostOptions, HostWorld, InProcess, Links, MAX_CHANNELS};
 use crate::engine::algo::{Buf, Layout, Prim, Program, Slice, Step, MAX_PEERS};
 use crate::engine::elem;
-use crate::engine::observe::{Observer, WaitKind};
+use crate::engine::observe::{LinkSample, Observer, WaitKind};
 pub use crate::engine::transport::inproc::DirectMap;
 use crate::engine::transport::inproc::Fifo;
+use crate::engine::transport::links::stretch;
 use crate::engine::types::{Dtype, ReduceOp};
 use std::collections::HashMap;
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 /// A step with its connections resolved.
 #[derive(Clone, Copy, Debug)]
@@ -38,6 +39,10 @@ pub struct Compiled {
     outs: Vec<Arc<Fifo>>,
     /// The peer rank of each of `outs`.
     out_peers: Vec<usize>,
+    /// The peer rank of each of `ins`, and how many times slower a transfer
+    /// from it is made (fault injection; 1: not slowed).
+    in_peers: Vec<usize>,
+    in_pace: Vec<f64>,
     step_counts: Vec<usize>,
     any_direct: bool,
     /// Bytes each physical buffer must hold for every slice to fit.
@@ -107,11 +112,16 @@ impl Compiled {
             )));
         }
         let mut out_peers = vec![0; outs.len()];
+        let mut in_peers = vec![0; ins.len()];
         for (&(is_out, peer, _), &i) in &index {
             if is_out {
                 out_peers[i as usize] = peer;
+            } else {
+                in_peers[i as usize] = peer;
             }
         }
+        let pace = &world.options().pace;
+        let in_pace = in_peers.iter().map(|&p| pace.factor(p, rank)).collect();
         tracing::debug!(
             rank,
             channels = channels.len(),
@@ -132,6 +142,8 @@ impl Compiled {
             ins,
             outs,
             out_peers,
+            in_peers,
+            in_pace,
             any_direct,
             need,
         })
@@ -220,6 +232,9 @@ pub struct RankExec {
     rank: usize,
     observer: Arc<dyn Observer>,
     spin_limit: u32,
+    /// What the operations since the last [`RankExec::take_links`]
+    /// measured of each incoming link (`--links`), by sender.
+    links: Mutex<Vec<LinkSample>>,
 }
 
 impl RankExec {
@@ -230,7 +245,17 @@ impl RankExec {
             rank,
             observer,
             spin_limit,
+            links: Mutex::new(Vec::new()),
         }
+    }
+
+    /// What the operations since the last call measured of each incoming
+    /// link (empty unless the world measures links).
+    pub fn take_links(&self) -> Vec<LinkSample> {
+        self.links
+            .lock()
+            .map(|mut l| std::mem::take(&mut *l))
+            .unwrap_or_default()
     }
 
     pub fn rank(&self) -> usize {
@@ -251,18 +276,27 @@ impl RankExec {
         let mut pcs = [0usize; MAX_CHANNELS];
         let nch = c.channels.len().min(MAX_CHANNELS);
         let mut wait = Wait::new(self.spin_limit);
+        let measure = self.world.options().link_timing;
+        let mut meter = (measure || c.in_pace.iter().any(|&f| f > 1.0)).then(|| Meter::new(c, nch));
         loop {
             let mut moved = false;
             let mut done = true;
             for (ch, (steps, pc)) in c.channels.iter().zip(pcs.iter_mut()).enumerate().take(nch) {
                 while let Some(x) = steps.get(*pc) {
                     if !ready(c, x) {
+                        if let Some(m) = meter.as_mut() {
+                            m.blocked(ch, c, x);
+                        }
                         done = false;
                         break;
                     }
+                    let began = meter.as_mut().map(|m| m.start(ch, x));
                     // SAFETY: the program's slices are inside the buffers the
                     // layout was made for, and `ready` checked the FIFOs.
                     unsafe { exec(c, x, &bases) };
+                    if let (Some(m), Some(b)) = (meter.as_mut(), began) {
+                        m.end(c, x, b);
+                    }
                     self.observer.step_done(ch, *pc);
                     *pc += 1;
                     moved = true;
@@ -283,7 +317,47 @@ impl RankExec {
                 self.snooze(&mut wait, c, &pcs)?;
             }
         }
+        if let (true, Some(m)) = (measure, meter) {
+            self.keep_links(c, &m);
+        }
         Ok(())
+    }
+
+    /// Adds one operation's link measurements to those kept, by sender.
+    fn keep_links(&self, c: &Compiled, m: &Meter) {
+        let Ok(mut kept) = self.links.lock() else {
+            return;
+        };
+        let mut op: Vec<LinkSample> = Vec::new();
+        let mut rates: Vec<Vec<f32>> = Vec::new();
+        for (i, &from) in c.in_peers.iter().enumerate() {
+            let at = match op.iter().position(|l| l.from == from) {
+                Some(at) => at,
+                None => {
+                    op.push(LinkSample {
+                        from,
+                        to: self.rank,
+                        ..LinkSample::default()
+                    });
+                    rates.push(Vec::new());
+                    op.len() - 1
+                }
+            };
+            op[at].bytes += m.bytes[i];
+            op[at].wait_ns += m.wait_ns[i];
+            op[at].transfer_ns += m.transfer_ns[i];
+            rates[at].extend_from_slice(&m.step_gbps[i]);
+        }
+        for (mut l, mut r) in op.into_iter().zip(rates) {
+            if !r.is_empty() {
+                r.sort_by(f32::total_cmp);
+                l.op_gbps.push(f64::from(r[r.len() / 2]));
+            }
+            match kept.iter_mut().find(|k| k.from == l.from) {
+                Some(k) => k.merge(&l),
+                None => kept.push(l),
+            }
+        }
     }
 
     fn snooze(&self, wait: &mut Wait, c: &Compiled, pcs: &[usize]) -> Result<(), ExecError> {
@@ -327,6 +401,89 @@ impl RankExec {
             },
             peer,
             waited,
+        }
+    }
+}
+
+/// One operation's measurements of its incoming links (`--links`), and
+/// the slowing of the links a fault injection slows.
+struct Meter {
+    /// Per channel: since when its current step is blocked, and which of
+    /// its receives (bits, by position in the step) had not arrived then.
+    blocked: Vec<Option<(Instant, u8)>>,
+    /// Per incoming FIFO.
+    bytes: Vec<u64>,
+    wait_ns: Vec<u64>,
+    transfer_ns: Vec<u64>,
+    /// Per incoming FIFO, GB/s of each step (bytes over its own time): their
+    /// median is what a step moves when nothing preempts it.
+    step_gbps: Vec<Vec<f32>>,
+}
+
+/// Steps per link and operation whose rates are kept for the median.
+const STEP_SAMPLES: usize = 4096;
+
+impl Meter {
+    fn new(c: &Compiled, channels: usize) -> Meter {
+        Meter {
+            blocked: vec![None; channels],
+            bytes: vec![0; c.ins.len()],
+            wait_ns: vec![0; c.ins.len()],
+            transfer_ns: vec![0; c.ins.len()],
+            step_gbps: vec![Vec::new(); c.ins.len()],
+        }
+    }
+
+    /// Channel `ch`'s step `x` is not ready: from now on, until it runs,
+    /// it waits for the receives that have not arrived.
+    fn blocked(&mut self, ch: usize, c: &Compiled, x: &XStep) {
+        if self.blocked[ch].is_some() {
+            return;
+        }
+        let mut missing = 0u8;
+        for (k, &i) in x.recv[..x.step.recv.len()].iter().enumerate() {
+            if c.ins[i as usize].peek().is_none() {
+                missing |= 1 << k;
+            }
+        }
+        self.blocked[ch] = Some((Instant::now(), missing));
+    }
+
+    /// Step `x` of channel `ch` starts: its wait, if any, ends.
+    fn start(&mut self, ch: usize, x: &XStep) -> Instant {
+        let now = Instant::now();
+        if let Some((since, missing)) = self.blocked[ch].take() {
+            let waited = now.duration_since(since).as_nanos() as u64;
+            for (k, &i) in x.recv[..x.step.recv.len()].iter().enumerate() {
+                if missing & (1 << k) != 0 {
+                    self.wait_ns[i as usize] += waited;
+                }
+            }
+        }
+        now
+    }
+
+    /// Step `x`, begun at `began`, is done: stretched as long as its
+    /// slowest slowed sender makes it, and counted against each sender.
+    fn end(&mut self, c: &Compiled, x: &XStep, began: Instant) {
+        let recv = &x.recv[..x.step.recv.len()];
+        if recv.is_empty() {
+            return;
+        }
+        let factor = recv
+            .iter()
+            .map(|&i| c.in_pace[i as usize])
+            .fold(1.0, f64::max);
+        stretch(began, factor);
+        let took = began.elapsed().as_nanos() as u64;
+        let bytes = (x.step.len * c.dtype.size()) as u64;
+        for &i in recv {
+            let i = i as usize;
+            self.bytes[i] += bytes;
+            self.transfer_ns[i] += took;
+            if took > 0 && self.step_gbps[i].len() < STEP_SAMPLES {
+                self.step_gbps[i].push(bytes as f32 / took as f32);
+            }
         }
     }
 }

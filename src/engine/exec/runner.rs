@@ -8,6 +8,7 @@ use super::host::{Compiled, RankBufs, RankExec};
 use super::mem::HostBuf;
 use super::world::{ExecError, HostWorld};
 use crate::engine::algo::{Layout, Program};
+use crate::engine::observe::LinkSample;
 use crate::engine::types::{Collective, Counts, Dtype, Engine, ReduceOp};
 use std::sync::Arc;
 use std::time::Instant;
@@ -102,6 +103,11 @@ pub trait RankRunner: Send {
     /// `k`-th of them is seen complete, in order, also when the wait fails.
     fn wait(&mut self, done: &mut dyn FnMut(usize)) -> Result<Vec<u64>, ExecError>;
     fn data(&mut self) -> Data<'_>;
+    /// What the operations since the last call measured of this rank's
+    /// incoming links (`--links`; empty where the executor does not measure).
+    fn take_links(&mut self) -> Vec<LinkSample> {
+        Vec::new()
+    }
 }
 
 /// The host executor's rank: a thread that runs each operation as it starts.
@@ -178,5 +184,9 @@ impl RankRunner for HostRank {
 
     fn data(&mut self) -> Data<'_> {
         Data::Host(&mut self.bufs)
+    }
+
+    fn take_links(&mut self) -> Vec<LinkSample> {
+        self.exec.take_links()
     }
 }

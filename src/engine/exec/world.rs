@@ -3,7 +3,7 @@
 //! processes of a node: `engine::transport`).
 
 use crate::engine::transport::inproc::Fifo;
-pub use crate::engine::transport::links::{spin_limit, InProcess, Links, Wait};
+pub use crate::engine::transport::links::{spin_limit, InProcess, Links, Pace, PaceRule, Wait};
 use crate::engine::transport::links::{FifoShape, LinkError, WaitCtl};
 use crate::engine::transport::mem::{AllocError, HostBuf};
 use crate::engine::types::Dtype;
@@ -26,6 +26,10 @@ pub struct HostOptions {
     pub direct_min_bytes: usize,
     /// How long any wait may last.
     pub timeout: Duration,
+    /// Measure every directed link (`--links`).
+    pub link_timing: bool,
+    /// Slowed links (fault injection).
+    pub pace: Pace,
 }
 
 impl Default for HostOptions {
@@ -35,6 +39,8 @@ impl Default for HostOptions {
             slot_bytes: 256 << 10,
             direct_min_bytes: 4096,
             timeout: Duration::from_secs(300),
+            link_timing: false,
+            pace: Pace::default(),
         }
     }
 }

@@ -207,3 +207,66 @@ impl Wait {
         self.started.map_or(Duration::ZERO, |t| t.elapsed())
     }
 }
+
+/// One slowed link or rank (fault injection, `--inject slow` and
+/// `slow-link`): every message `from` sends (to `to`, or to anyone) takes
+/// `factor` times as long to move.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct PaceRule {
+    pub from: usize,
+    pub to: Option<usize>,
+    pub factor: f64,
+}
+
+/// The slowed links of a world: what a transfer over each directed link
+/// is stretched by.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Pace {
+    rules: Vec<PaceRule>,
+}
+
+impl Pace {
+    pub fn new(rules: Vec<PaceRule>) -> Pace {
+        Pace { rules }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.rules.is_empty()
+    }
+
+    /// How many times longer a transfer from `from` to `to` takes (1: not
+    /// slowed); rules that both apply multiply.
+    pub fn factor(&self, from: usize, to: usize) -> f64 {
+        self.rules
+            .iter()
+            .filter(|r| r.from == from && r.to.is_none_or(|t| t == to))
+            .map(|r| r.factor)
+            .product()
+    }
+}
+
+/// Stretches a transfer that began at `began` and has just ended to
+/// `factor` times its length: waits out the difference, asleep while more
+/// than a fraction of a millisecond is left (so a slowed rank does not take
+/// the cores of the others, and a loaded machine wakes it on time: a
+/// yielding thread may wait behind every other runnable one), spinning for
+/// the rest.
+pub fn stretch(began: Instant, factor: f64) {
+    if factor <= 1.0 {
+        return;
+    }
+    let took = began.elapsed();
+    let until = began + took.mul_f64(factor);
+    loop {
+        let now = Instant::now();
+        if now >= until {
+            return;
+        }
+        let left = until - now;
+        if left > Duration::from_micros(300) {
+            std::thread::sleep(left - Duration::from_micros(200));
+        } else {
+            std::hint::spin_loop();
+        }
+    }
+}

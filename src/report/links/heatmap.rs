@@ -11,13 +11,9 @@ use plotters::coord::ranged1d::{DefaultFormatting, KeyPointHint, Ranged};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
-use plotters::style::{register_font, FontStyle};
 use std::path::Path;
 
-// The plots' font (report::plot keeps its loader private): text renders
-// on machines without fontconfig or freetype.
-static FONT: &[u8] = include_bytes!("../../../assets/fonts/DejaVuSans.ttf");
-const FAMILY: &str = "sans-serif";
+use crate::report::plot::{register, FAMILY};
 
 /// Sizes and colours of the heatmap.
 struct Style;
@@ -99,16 +95,6 @@ impl Ranged for Cells {
 
 fn err(e: impl std::fmt::Display) -> PlotError {
     PlotError::Draw(e.to_string())
-}
-
-fn register() -> Result<(), PlotError> {
-    static ONCE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    let ok = *ONCE.get_or_init(|| register_font(FAMILY, FontStyle::Normal, FONT).is_ok());
-    if ok {
-        Ok(())
-    } else {
-        Err(PlotError::Font)
-    }
 }
 
 /// The title, and the verdict's first line under it.

@@ -390,3 +390,28 @@ fn heatmap_refuses_bad_names_and_nothing_measured() {
     let big = judged(ring(64, |from, _| if from == 9 { 1.0 } else { 5.0 }));
     plot_heatmap(&big, 64, &dir.path().join("big.png")).unwrap();
 }
+
+/// Receivers that differ (half the ranks take data at 16 GB/s, half at 13,
+/// as a direct all-to-all's step groups make them) spread the links too
+/// wide for one median: links are judged against their receiver's, and a
+/// sender 3x slower everywhere is still named, while the healthy matrix
+/// stays quiet.
+#[test]
+fn receivers_that_differ_do_not_hide_a_slow_rank() {
+    let mut noise = Noise(11);
+    let speed = |to: usize| if to % 2 == 0 { 16.0 } else { 13.0 };
+    let slow = all_to_all(6, |from, to| {
+        let g = noise.around(speed(to), 0.05);
+        if from == 5 {
+            g / 3.0
+        } else {
+            g
+        }
+    });
+    let r = judged(slow);
+    assert_eq!(r.findings.len(), 1, "{:?}", r.findings);
+    assert_eq!(r.findings[0].kind, SLOW_RANK);
+    assert_eq!(r.findings[0].rank, Some(5));
+    let healthy = all_to_all(6, |_, to| noise.around(speed(to), 0.05));
+    assert!(judged(healthy).findings.is_empty());
+}

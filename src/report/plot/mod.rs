@@ -21,7 +21,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 static FONT: &[u8] = include_bytes!("../../../assets/fonts/DejaVuSans.ttf");
-const FAMILY: &str = "sans-serif";
+pub(crate) const FAMILY: &str = "sans-serif";
 
 /// Sizes, colours and fonts of every figure.
 struct Style;
@@ -372,7 +372,8 @@ fn figure<DB: DrawingBackend>(
     root.present().map_err(err)
 }
 
-fn register() -> Result<(), PlotError> {
+/// Registers the embedded font (once); every plot of the crate calls it.
+pub(crate) fn register() -> Result<(), PlotError> {
     static ONCE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     let ok = *ONCE.get_or_init(|| register_font(FAMILY, FontStyle::Normal, FONT).is_ok());
     if ok {

@@ -1,0 +1,218 @@
+//! `--links` end to end on the host engine (issue 15): per-link timing, the
+//! link matrix and the verdict naming a slowed link or rank, and the
+//! `slow`/`slow-link` injections that make them testable without special
+//! hardware. Each case runs a few times: a finder that names the wrong link
+//! once in a while is worse than none.
+
+use assert_cmd::Command;
+use serde_json::Value;
+
+fn collbench() -> Command {
+    Command::cargo_bin("collbench").expect("binary builds")
+}
+
+/// One sweep at a time: these measure rates, and this file's tests would
+/// otherwise share the cores with each other.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn alone() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Runs a sweep with `--links`; (exit code, stdout, results).
+fn run(args: &[&str]) -> (i32, String, Value) {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let out = collbench()
+        .args(args)
+        .args(["--device", "host", "--links", "--placement", "out"])
+        .args(["--iters", "6", "--warmup", "2", "--json"])
+        .arg(&json)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    let v: Value =
+        serde_json::from_slice(&std::fs::read(&json).unwrap_or_default()).unwrap_or(Value::Null);
+    (out.status.code().unwrap_or(-1), stdout, v)
+}
+
+/// The findings' first words (`slow link 2 -> 3`, `slow rank 5`).
+fn named(v: &Value) -> Vec<String> {
+    v["links"]["findings"]
+        .as_array()
+        .expect("links.findings")
+        .iter()
+        .map(|f| {
+            let d = f["detail"].as_str().unwrap();
+            d.split(':').next().unwrap().to_string()
+        })
+        .collect()
+}
+
+#[test]
+fn a_slowed_ring_link_is_named_and_nothing_else() {
+    let _alone = alone();
+    let args = [
+        "all-reduce",
+        "--ranks",
+        "8",
+        "--sizes",
+        "16M",
+        "--algo",
+        "ring",
+    ];
+    for run_no in 0..3 {
+        let slowed = [&args[..], &["--inject", "slow-link:from=2,to=3,factor=4"]].concat();
+        let (code, out, v) = run(&slowed);
+        assert_eq!(named(&v), ["slow link 2 -> 3"], "run {run_no}: {out}");
+        assert_eq!(code, 1, "a finding fails the run: {out}");
+        let line = out.lines().find(|l| l.starts_with("slow link 2 -> 3:"));
+        assert!(line.is_some_and(|l| l.contains("vs median")), "{out}");
+        let f = &v["links"]["findings"][0];
+        assert_eq!(
+            (f["kind"].as_str(), f["from"].as_u64(), f["to"].as_u64()),
+            (Some("slow-link"), Some(2), Some(3))
+        );
+        assert!(
+            f["gbps"].as_f64().unwrap() * 2.0 < f["median_gbps"].as_f64().unwrap(),
+            "{f}"
+        );
+
+        let (code, out, v) = run(&args);
+        assert_eq!(
+            named(&v),
+            Vec::<String>::new(),
+            "run {run_no}, nothing slowed: {out}"
+        );
+        assert_eq!(code, 0, "{out}");
+        // A ring of 8: eight directed links, each measured.
+        let pairs = v["links"]["pairs"].as_array().unwrap();
+        assert_eq!(pairs.len(), 8, "{pairs:?}");
+        for p in pairs {
+            assert_eq!(
+                (p["to"].as_u64().unwrap() + 8 - p["from"].as_u64().unwrap()) % 8,
+                1,
+                "{p}"
+            );
+            assert!(
+                p["bytes"].as_u64().unwrap() > 0 && p["gbps"].as_f64().unwrap() > 0.0,
+                "{p}"
+            );
+            assert!(
+                p["wait_us"].as_f64().is_some() && p["transfer_us"].as_f64().unwrap() > 0.0,
+                "{p}"
+            );
+        }
+        assert_eq!(v["links"]["bytes"], 16 << 20);
+        assert!(out.contains("# links at 16MiB"), "{out}");
+        assert!(out.contains("no slow link or rank (8 links"), "{out}");
+    }
+}
+
+#[test]
+fn a_slowed_rank_and_a_slowed_link_in_an_all_to_all_are_told_apart() {
+    let _alone = alone();
+    let args = ["all-to-all", "--ranks", "6", "--sizes", "6M"];
+    for _ in 0..2 {
+        let (code, out, v) = run(&[&args[..], &["--inject", "slow:rank=5,factor=3"]].concat());
+        assert_eq!(named(&v), ["slow rank 5"], "{out}");
+        assert_eq!(code, 1);
+        assert_eq!(v["links"]["findings"][0]["rank"], 5);
+        assert_eq!(v["links"]["pairs"].as_array().unwrap().len(), 30);
+        let (_, out, v) =
+            run(&[&args[..], &["--inject", "slow-link:from=1,to=4,factor=4"]].concat());
+        assert_eq!(named(&v), ["slow link 1 -> 4"], "{out}");
+        let (code, out, v) = run(&args);
+        assert_eq!(named(&v), Vec::<String>::new(), "{out}");
+        assert_eq!(code, 0);
+    }
+}
+
+#[test]
+fn the_heatmap_goes_beside_the_plot() {
+    let _alone = alone();
+    let dir = tempfile::tempdir().unwrap();
+    let plot = dir.path().join("bw.png");
+    let out = collbench()
+        .args([
+            "all-reduce",
+            "--device",
+            "host",
+            "--ranks",
+            "4",
+            "--sizes",
+            "1M:4M",
+        ])
+        .args(["--links", "--iters", "2", "--warmup", "1", "-q", "--plot"])
+        .arg(&plot)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let heatmap = dir.path().join("bw-links.png");
+    let png = std::fs::read(&heatmap).expect("the heatmap");
+    assert!(
+        png.starts_with(b"\x89PNG") && png.len() > 10_000,
+        "{} bytes",
+        png.len()
+    );
+}
+
+#[test]
+fn links_and_slowed_links_are_refused_where_they_cannot_work() {
+    let out = collbench()
+        .args([
+            "all-reduce",
+            "--device",
+            "cuda-emu",
+            "--links",
+            "--sizes",
+            "1K",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("--links measures links on the host engine only"),
+        "{err}"
+    );
+    for (spec, why) in [
+        ("slow-link:from=1,to=1,factor=2", "two ranks"),
+        ("slow:rank=1,factor=0.5", "factor=0.5"),
+        ("slow:rank=1", "factor= is required"),
+        ("slow:rank=1,factor=2,seq=3", "no seq="),
+        ("slow-link:from=1,factor=2", "from=, to= and factor="),
+        ("nan:rank=1,factor=2", "only go with slow"),
+    ] {
+        let out = collbench()
+            .args(["all-reduce", "--device", "host", "--inject", spec])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{spec}: {err}");
+        assert!(err.contains(why), "{spec}: {err}");
+    }
+    // A link no operation uses slows nothing: said, and the run fails.
+    let out = collbench()
+        .args([
+            "all-reduce",
+            "--device",
+            "host",
+            "--ranks",
+            "4",
+            "--algo",
+            "ring",
+        ])
+        .args(["--sizes", "64K", "--iters", "1", "--warmup", "0", "-q"])
+        .args(["--inject", "slow-link:from=2,to=0,factor=2"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("never slowed anything"), "{err}");
+}
