@@ -79,6 +79,17 @@ struct CbProgress {
     u64 pad[2];
 };
 
+// What a rank measured of one incoming connection (`--links`), in device
+// memory, one per entry of CbRank::ins: only the block of that connection's
+// channel writes it. `pace` (fault injection) stretches every step that
+// receives over it to pace / 1000 times its length.
+struct CbLink {
+    u64 bytes;
+    u64 wait_ns;      // waiting for the sender's data (simple protocol)
+    u64 transfer_ns;  // moving it once there (with the low-latency protocol, the wait too)
+    u64 pace;         // 1000: not slowed
+};
+
 // Why a kernel stopped early, in host-mapped memory shared by every rank of
 // a world: the first rank to give up writes it and every block of every
 // rank sees `abort` and leaves.
@@ -113,6 +124,7 @@ struct CbRank {
     u8 *bufs[3];            // send (or only) buffer, receive buffer, scratch
     CbProgress *progress;   // one per channel, host-mapped
     CbStatus *status;       // host-mapped, shared by the world
+    CbLink *links;          // one per entry of ins, or null: not measured
     u64 timeout_ns;         // how long any one wait may last
     u32 rank;
     u32 nranks;
@@ -124,4 +136,5 @@ static_assert(sizeof(CbStep) == 48, "CbStep layout");
 static_assert(sizeof(CbConn) == 56, "CbConn layout");
 static_assert(sizeof(CbProgress) == 32, "CbProgress layout");
 static_assert(sizeof(CbStatus) == 64, "CbStatus layout");
-static_assert(sizeof(CbRank) == 96, "CbRank layout");
+static_assert(sizeof(CbLink) == 32, "CbLink layout");
+static_assert(sizeof(CbRank) == 104, "CbRank layout");

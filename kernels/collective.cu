@@ -453,6 +453,34 @@ CB_DEVICE void cb_move_ll(CbBlock *b, const CbStep *s, const CbIo &io, bool fini
     }
 }
 
+// A step that received over the connections of `s` waited from `room` to
+// `data` for their messages and has moved them by now: stretch it as the
+// slowest slowed one asks (fault injection; the messages are not yet
+// released, so the sender waits too), then count it against each.
+CB_DEVICE void cb_time_links(const CbRank *r, const CbStep *s, u64 room, u64 data) {
+    u64 pace = 1000;
+    for (u32 k = 0; k < s->nrecv; k++) {
+        u64 p = r->links[s->recv[k]].pace;
+        pace = p > pace ? p : pace;
+    }
+    u64 done = cb_now_ns();
+    if (pace > 1000) {
+        // A bare clock loop: a pause (a sleep on the emulated device) would
+        // overshoot short steps many times over.
+        u64 until = data + (done - data) * pace / 1000;
+        while (cb_now_ns() < until) {
+        }
+        done = cb_now_ns();
+    }
+    u64 bytes = s->len * CB_SIZE;
+    for (u32 k = 0; k < s->nrecv; k++) {
+        CbLink *l = &r->links[s->recv[k]];
+        l->bytes += bytes;
+        l->wait_ns += data - room;
+        l->transfer_ns += done - data;
+    }
+}
+
 // Runs step `s`; false when the block must stop (a wait gave up).
 CB_DEVICE bool cb_run_step(CbBlock *b, const CbStep *s, CbIo *shared_io, u32 *shared_ok,
                             u32 *lost) {
@@ -460,14 +488,23 @@ CB_DEVICE bool cb_run_step(CbBlock *b, const CbStep *s, CbIo *shared_io, u32 *sh
     // A step with no peer has no slot: it moves data as the simple protocol
     // does, whatever the protocol of the operation.
     bool ll = (r->proto & CB_PROTO_MASK) == CB_PROTO_LL && (s->nrecv != 0 || s->nsend != 0);
+    // `--links`: thread 0 times the wait for the senders' data and the move.
+    bool timed = r->links != 0 && s->nrecv != 0;
+    u64 t_room = 0, t_data = 0;  // thread 0's
     if (cb_tid() == 0) {
         bool ok = cb_wait_send_room(b, s);
+        if (timed) {
+            t_room = cb_now_ns();
+        }
         // A low-latency message of no elements has no line to poll: wait
         // for its tail like the simple protocol, or this block would count
         // it consumed before it was sent (and its sender would then wait
         // for room forever).
         if (ok && (!ll || s->len == 0)) {
             ok = cb_wait_recv(b, s);
+        }
+        if (timed) {
+            t_data = cb_now_ns();
         }
         *shared_ok = ok ? 1u : 0u;
         *lost = 0;
@@ -508,6 +545,9 @@ CB_DEVICE bool cb_run_step(CbBlock *b, const CbStep *s, CbIo *shared_io, u32 *sh
         cb_move(io, s->len, finish, r->nranks);
     }
     cb_sync();
+    if (cb_tid() == 0 && timed && *lost == 0) {
+        cb_time_links(r, s, t_room, t_data);
+    }
     if (cb_tid() == 0) {
         if (ll && *lost != 0) {
             // A line never came: some thread gave up (no read of the

@@ -415,6 +415,56 @@ fn a_nan_is_counted_once_and_traced_to_the_rank_that_brought_it() {
     }
 }
 
+/// `--links` on the CUDA executor: its kernels time every step that
+/// receives (thread 0 of the block: the wait for the data, then the move),
+/// the same matrix comes out, and a slowed link is the slowest.
+#[test]
+fn the_kernels_fill_the_link_matrix() {
+    if !have_compiler("the_kernels_fill_the_link_matrix") {
+        return;
+    }
+    let ring = [
+        "all-reduce",
+        "--ranks",
+        "5",
+        "--algo",
+        "ring",
+        "--sizes",
+        "1M",
+    ];
+    let (code, v, err) = run(&[&ring[..], &["--links", "--placement", "out"]].concat());
+    assert!(code == 0 || code == 1, "{err}");
+    let pairs = v["links"]["pairs"].as_array().expect("links.pairs");
+    assert_eq!(pairs.len(), 5, "{pairs:?}");
+    for p in pairs {
+        let (from, to) = (p["from"].as_u64().unwrap(), p["to"].as_u64().unwrap());
+        assert_eq!((from + 1) % 5, to, "{p}");
+        assert!(p["bytes"].as_u64().unwrap() > 0, "{p}");
+        assert!(
+            p["gbps"].as_f64().unwrap() > 0.0 && p["transfer_us"].as_f64().unwrap() > 0.0,
+            "{p}"
+        );
+    }
+    let slowed = [&ring[..], &["--links", "--placement", "out"]].concat();
+    let slowed = [&slowed[..], &["--inject", "slow-link:from=2,to=3,factor=8"]].concat();
+    let (_, v, err) = run(&slowed);
+    let pairs = v["links"]["pairs"].as_array().expect("links.pairs");
+    let slowest = pairs
+        .iter()
+        .min_by(|a, b| {
+            a["gbps"]
+                .as_f64()
+                .unwrap()
+                .total_cmp(&b["gbps"].as_f64().unwrap())
+        })
+        .unwrap();
+    assert_eq!(
+        (slowest["from"].as_u64(), slowest["to"].as_u64()),
+        (Some(2), Some(3)),
+        "{err} {pairs:?}"
+    );
+}
+
 #[test]
 fn a_device_too_small_for_the_layout_is_refused_before_launch() {
     if !have_compiler("a_device_too_small_for_the_layout_is_refused_before_launch") {

@@ -257,10 +257,10 @@ fn links_are_timed_across_processes_and_a_slowed_one_is_named() {
         for (coll, inject, want) in [
             (
                 "all-reduce",
-                "slow-link:from=1,to=2,factor=4",
+                "slow-link:from=1,to=2,factor=8",
                 "slow link 1 -> 2",
             ),
-            ("all-to-all", "slow:rank=3,factor=4", "slow rank 3"),
+            ("all-to-all", "slow:rank=3,factor=8", "slow rank 3"),
         ] {
             let dir = tempfile::tempdir().unwrap();
             let f = dir.path().join("r.json");

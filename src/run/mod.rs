@@ -430,16 +430,6 @@ fn sweep(coll: Option<Collective>, args: &RunArgs) -> anyhow::Result<i32> {
         (s.quiet, s.json, s.csv, s.plot) = (true, None, None, None);
     }
     let chosen = choose_device(&s, mpi.is_some())?;
-    if chosen.gpu.is_some() {
-        // The kernels keep no per-link clock yet: refuse rather than print
-        // an empty matrix or slow nothing.
-        if s.plan.host.link_timing {
-            bail!("--links measures links on the host engine only (the CUDA executor does not time links yet): add --device host");
-        }
-        if let Some(i) = s.plan.injects.iter().find(|i| i.pace_rule().is_some()) {
-            bail!("--inject {i} slows links on the host engine only (the CUDA executor does not yet): add --device host");
-        }
-    }
     if let Some(n) = chosen.note.as_ref().filter(|_| leader) {
         eprintln!("collbench: {n}");
     }

@@ -67,6 +67,17 @@ pub struct CbProgress {
     pub pad: [u64; 2],
 }
 
+/// What a rank measured of one incoming connection (`--links`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CbLink {
+    pub bytes: u64,
+    pub wait_ns: u64,
+    pub transfer_ns: u64,
+    /// Steps receiving over it last `pace / 1000` times as long (fault injection).
+    pub pace: u64,
+}
+
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CbStatus {
@@ -92,6 +103,8 @@ pub struct CbRank {
     pub bufs: [u64; 3],
     pub progress: u64,
     pub status: u64,
+    /// One [`CbLink`] per incoming connection, or 0: links not measured.
+    pub links: u64,
     pub timeout_ns: u64,
     pub rank: u32,
     pub nranks: u32,
@@ -318,14 +331,16 @@ mod tests {
         assert_eq!(size_of::<CbConn>(), 56);
         assert_eq!(size_of::<CbProgress>(), 32);
         assert_eq!(size_of::<CbStatus>(), 64);
-        assert_eq!(size_of::<CbRank>(), 96);
+        assert_eq!(size_of::<CbLink>(), 32);
+        assert_eq!(size_of::<CbRank>(), 104);
         let header = include_str!("../../../../kernels/abi.cuh");
         for (name, size) in [
             ("CbStep", 48),
             ("CbConn", 56),
             ("CbProgress", 32),
             ("CbStatus", 64),
-            ("CbRank", 96),
+            ("CbLink", 32),
+            ("CbRank", 104),
         ] {
             let line = format!("static_assert(sizeof({name}) == {size},");
             assert!(header.contains(&line), "abi.cuh lacks `{line}`");

@@ -477,6 +477,7 @@ impl CudaWorld {
             pending: Vec::new(),
             wall_start: None,
             graph: None,
+            link_records: None,
         })
     }
 }

@@ -6,12 +6,14 @@ mod library;
 
 use super::{dev_err, CudaWorld, Kind, Owned, Timing};
 use crate::engine::algo::Program;
-use crate::engine::exec::cuda::abi::{as_bytes, CbProgress, CbRank, Proto, RankTables, PROTO_SYS};
+use crate::engine::exec::cuda::abi::{
+    as_bytes, CbLink, CbProgress, CbRank, Proto, RankTables, PROTO_SYS,
+};
 use crate::engine::exec::cuda::dev::{DevPtr, Device, EventId, FuncId, GraphId, Mapped, StreamId};
 use crate::engine::exec::cuda::kernels::Variant;
 use crate::engine::exec::runner::{At, Data, OpDesc, RankRunner};
 use crate::engine::exec::world::{ExecError, MAX_CHANNELS};
-use crate::engine::observe::{Observer, WaitKind};
+use crate::engine::observe::{LinkSample, Observer, WaitKind};
 use crate::engine::types::{Dtype, Engine, ReduceOp};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -26,6 +28,26 @@ pub(super) struct Loaded {
     pub(super) prims: Vec<Vec<&'static str>>,
     /// A library's collective (`--engine nccl`) instead of the kernel.
     pub(super) lib: Option<super::library::LibOp>,
+}
+
+/// Where the kernel counts what it measures of each incoming connection.
+pub(super) struct LinkRecords {
+    at: DevPtr,
+    from: Vec<usize>,
+    pace: Vec<u64>,
+}
+
+impl LinkRecords {
+    /// The records as uploaded: zero counts, each connection's pace.
+    fn fresh(&self) -> Vec<CbLink> {
+        self.pace
+            .iter()
+            .map(|&pace| CbLink {
+                pace,
+                ..CbLink::default()
+            })
+            .collect()
+    }
 }
 
 /// What a launched operation is waiting to report.
@@ -87,6 +109,9 @@ pub struct CudaRank {
     pub(super) wall_start: Option<Instant>,
     /// The captured graph of the loaded operation and how many operations it holds.
     pub(super) graph: Option<(GraphId, usize)>,
+    /// `--links` (or a slowed link): where the loaded program's kernel
+    /// counts what it measures of each incoming connection.
+    pub(super) link_records: Option<LinkRecords>,
 }
 
 impl CudaRank {
@@ -172,9 +197,26 @@ impl CudaRank {
         let chan = put(as_bytes(&t.chan_start));
         let ins_at = put(as_bytes(&ins));
         let outs_at = put(as_bytes(&outs));
+        let host = self.world.host.options();
+        let pace: Vec<u64> = t
+            .ins
+            .iter()
+            .map(|k| (host.pace.factor(k.from, k.to) * 1000.0).round() as u64)
+            .collect();
+        let mut records =
+            (host.link_timing || pace.iter().any(|&p| p > 1000)).then(|| LinkRecords {
+                at: 0,
+                from: t.ins.iter().map(|k| k.from).collect(),
+                pace,
+            });
+        let links_at = records.as_ref().map(|r| put(as_bytes(&r.fresh())));
         self.tables = self.region(self.tables, blob.len())?;
         let base = self.tables.0;
         self.dev.upload(self.stream, base, &blob).map_err(dev_err)?;
+        if let (Some(r), Some(at)) = (records.as_mut(), links_at) {
+            r.at = base + at;
+        }
+        self.link_records = records;
         let ll_max = self.world.opts.shape.ll_max_bytes();
         let (proto, why) = match self.world.opts.proto {
             Some(p) => (p, "asked for"),
@@ -200,6 +242,7 @@ impl CudaRank {
             bufs: self.bufs,
             progress: self.progress.dev,
             status: self.world.status.dev,
+            links: self.link_records.as_ref().map_or(0, |r| r.at),
             timeout_ns: self.world.opts.timeout.as_nanos().min(u64::MAX as u128) as u64,
             rank: self.rank as u32,
             nranks: nranks as u32,
@@ -393,6 +436,46 @@ impl CudaRank {
 }
 
 impl RankRunner for CudaRank {
+    fn take_links(&mut self) -> Vec<LinkSample> {
+        let Some(r) = &self.link_records else {
+            return Vec::new();
+        };
+        let mut got = vec![CbLink::default(); r.from.len()];
+        let bytes = std::mem::size_of_val(got.as_slice());
+        // SAFETY: CbLink is plain old data; `got` is `bytes` long.
+        let raw = unsafe { std::slice::from_raw_parts_mut(got.as_mut_ptr() as *mut u8, bytes) };
+        let read = self.dev.download(self.stream, raw, r.at);
+        let reset = self.dev.upload(self.stream, r.at, as_bytes(&r.fresh()));
+        if let Err(e) = read.and(reset) {
+            tracing::warn!(rank = self.rank, error = %e, "link records not read");
+            return Vec::new();
+        }
+        let mut out: Vec<LinkSample> = Vec::new();
+        for (l, &from) in got.iter().zip(&r.from) {
+            let at = match out.iter().position(|s| s.from == from) {
+                Some(at) => at,
+                None => {
+                    out.push(LinkSample {
+                        from,
+                        to: self.rank,
+                        ..LinkSample::default()
+                    });
+                    out.len() - 1
+                }
+            };
+            out[at].bytes += l.bytes;
+            out[at].wait_ns += l.wait_ns;
+            out[at].transfer_ns += l.transfer_ns;
+        }
+        for s in &mut out {
+            if s.transfer_ns > 0 {
+                s.op_gbps.push(s.bytes as f64 / s.transfer_ns as f64);
+            }
+        }
+        out.retain(|s| s.bytes > 0);
+        out
+    }
+
     fn rank(&self) -> usize {
         self.rank
     }
@@ -505,6 +588,7 @@ impl RankRunner for CudaRank {
             .dev
             .function(variant, "cb_collective")
             .map_err(dev_err)?;
+        self.link_records = None;
         self.loaded = Some(Loaded {
             variant,
             coll_fn,
