@@ -199,3 +199,51 @@ fn bad_slowing_injections_are_refused() {
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains("never slowed anything"), "{err}");
 }
+
+/// `qualify` judges links: a check with `min_link_gbps` or
+/// `max_link_spread` runs its sweep with `--links` and fails when the
+/// slowest link or the spread misses; the JUnit says which link.
+#[test]
+fn qualify_checks_the_slowest_link_and_the_spread() {
+    let _alone = alone();
+    let dir = tempfile::tempdir().unwrap();
+    let spec = dir.path().join("links.toml");
+    let check = |name: &str, threshold: &str| {
+        format!(
+            "[[check]]\nname = \"{name}\"\ncollective = \"all-reduce\"\ndevice = \"host\"\nranks = 4\nsizes = \"1M\"\nalgo = \"ring\"\nplacement = \"out\"\niters = 4\n{threshold}\n"
+        )
+    };
+    let text = check(
+        "links fine",
+        "min_link_gbps = 0.001\nmax_link_spread = 1000.0",
+    ) + &check("links too slow", "min_link_gbps = 1000000.0");
+    std::fs::write(&spec, text).unwrap();
+    let junit = dir.path().join("j.xml");
+    let out = collbench()
+        .arg("qualify")
+        .arg(&spec)
+        .arg("--junit")
+        .arg(&junit)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    let line = |name: &str| {
+        stdout
+            .lines()
+            .find(|l| l.starts_with(name))
+            .unwrap_or("")
+            .to_string()
+    };
+    assert!(line("links fine").contains("PASS"), "{stdout}");
+    assert!(line("links too slow").contains("FAIL"), "{stdout}");
+    assert!(stdout.contains("spread"), "{stdout}");
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    assert!(xml.contains("expected &gt;= 1000000 GB/s) at link "), "{xml}");
+    // A spread below 1 cannot be met: the spec is refused.
+    std::fs::write(&spec, check("bad", "max_link_spread = 0.5")).unwrap();
+    let out = collbench().arg("qualify").arg(&spec).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("max_link_spread"), "{err}");
+}

@@ -11,6 +11,8 @@
 //! dtype = "float"                   # optional, as --dtype (also op, algo, engine,
 //! max_time_us = 5000.0              #   placement, iters, warmup)
 //! min_busbw_gbps = 0.001            # at least one threshold
+//! min_link_gbps = 1.0               # link thresholds run the sweep with
+//! max_link_spread = 2.0             #   --links: slowest link, fastest/slowest
 //!
 //! [[check]]                         # judges a saved run instead of sweeping:
 //! collective = "all-reduce"         #   its rows of this collective (or "all")
@@ -59,6 +61,8 @@ pub struct CheckSpec {
     pub warmup: Option<u32>,
     pub min_busbw_gbps: Option<f64>,
     pub max_time_us: Option<f64>,
+    pub min_link_gbps: Option<f64>,
+    pub max_link_spread: Option<f64>,
 }
 
 #[derive(Deserialize)]
@@ -87,14 +91,28 @@ pub fn parse_spec(text: &str) -> Result<Vec<CheckSpec>, SpecError> {
     }
     for (i, c) in spec.check.iter().enumerate() {
         let at = format!("check {} ({})", i + 1, c.title());
-        if c.min_busbw_gbps.is_none() && c.max_time_us.is_none() {
+        if [
+            c.min_busbw_gbps,
+            c.max_time_us,
+            c.min_link_gbps,
+            c.max_link_spread,
+        ]
+        .iter()
+        .all(Option::is_none)
+        {
             return Err(SpecError(format!(
-                "{at}: has no threshold; give min_busbw_gbps and/or max_time_us"
+                "{at}: has no threshold; give min_busbw_gbps, max_time_us, min_link_gbps and/or max_link_spread"
+            )));
+        }
+        if let Some(v) = c.max_link_spread.filter(|v| !(v.is_finite() && *v >= 1.0)) {
+            return Err(SpecError(format!(
+                "{at}: max_link_spread is the fastest link over the slowest: at least 1, got {v}"
             )));
         }
         for (field, v) in [
             ("min_busbw_gbps", c.min_busbw_gbps),
             ("max_time_us", c.max_time_us),
+            ("min_link_gbps", c.min_link_gbps),
         ] {
             if let Some(v) = v.filter(|v| !(v.is_finite() && *v > 0.0)) {
                 return Err(SpecError(format!(
@@ -238,6 +256,7 @@ impl CheckSpec {
         if let Some(n) = self.iters {
             a.iters = key(values::iters(&n.to_string()))?;
         }
+        a.links = self.min_link_gbps.is_some() || self.max_link_spread.is_some();
         if let Some(n) = self.warmup {
             a.warmup = n as usize;
         }

@@ -20,12 +20,16 @@ pub struct Check {
     pub collective: String,
     pub min_busbw_gbps: Option<f64>,
     pub max_time_us: Option<f64>,
+    /// The slowest directed link's GB/s, at least (`--links`).
+    pub min_link_gbps: Option<f64>,
+    /// The fastest link's GB/s over the slowest's, at most.
+    pub max_link_spread: Option<f64>,
 }
 
 /// One threshold of a check, against the worst row measured.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Measured {
-    /// `busbw` or `time`.
+    /// `busbw`, `time`, `link` or `spread`.
     pub metric: &'static str,
     /// The worst value over the rows (lowest busbw, highest time).
     pub worst: f64,
@@ -39,14 +43,16 @@ impl Measured {
     /// `busbw 0.12 GB/s >= 1 GB/s` and the like.
     pub fn expected(&self) -> String {
         match self.metric {
-            "busbw" => format!(">= {} GB/s", self.limit),
+            "busbw" | "link" => format!(">= {} GB/s", self.limit),
+            "spread" => format!("<= {}x", self.limit),
             _ => format!("<= {} us", self.limit),
         }
     }
 
     pub fn value(&self) -> String {
         match self.metric {
-            "busbw" => format!("{:.3} GB/s", self.worst),
+            "busbw" | "link" => format!("{:.3} GB/s", self.worst),
+            "spread" => format!("{:.2}x", self.worst),
             _ => format!("{:.2} us", self.worst),
         }
     }
@@ -137,6 +143,75 @@ pub fn evaluate(check: &Check, rows: &[Row]) -> (Outcome, Vec<Measured>) {
     }
 }
 
+/// Judges the links a run measured (`--links`) against the check's link
+/// thresholds, adding to `outcome` and `measured` what [`evaluate`] found.
+pub fn evaluate_links(
+    check: &Check,
+    links: Option<&super::links::LinkReport>,
+    outcome: Outcome,
+    mut measured: Vec<Measured>,
+) -> (Outcome, Vec<Measured>) {
+    if check.min_link_gbps.is_none() && check.max_link_spread.is_none() {
+        return (outcome, measured);
+    }
+    let pairs: Vec<&super::links::LinkPair> = links
+        .map(|l| l.pairs.iter().filter(|p| p.measured()).collect())
+        .unwrap_or_default();
+    let (Some(slow), Some(fast)) = (
+        pairs.iter().min_by(|a, b| a.gbps.total_cmp(&b.gbps)),
+        pairs.iter().max_by(|a, b| a.gbps.total_cmp(&b.gbps)),
+    ) else {
+        let why = "no link was measured (link thresholds need a sweep's --links or results holding `links`)";
+        return match outcome {
+            Outcome::Failed(w) => (Outcome::Failed(format!("{w}; {why}")), measured),
+            Outcome::Passed => (Outcome::Failed(why.into()), measured),
+            e => (e, measured),
+        };
+    };
+    let size = links.map_or(0, |l| l.bytes);
+    let at = |p: &super::links::LinkPair| {
+        format!(
+            "link {} -> {} at {}",
+            p.from,
+            p.to,
+            crate::units::Bytes(size)
+        )
+    };
+    let mut added = Vec::new();
+    if let Some(limit) = check.min_link_gbps {
+        added.push(Measured {
+            metric: "link",
+            worst: slow.gbps,
+            limit,
+            at: at(slow),
+            ok: slow.gbps >= limit,
+        });
+    }
+    if let Some(limit) = check.max_link_spread {
+        let spread = fast.gbps / slow.gbps;
+        added.push(Measured {
+            metric: "spread",
+            worst: spread,
+            limit,
+            at: format!("{} against {}", at(fast), at(slow)),
+            ok: spread <= limit,
+        });
+    }
+    let why: Vec<String> = added
+        .iter()
+        .filter(|m| !m.ok)
+        .map(Measured::sentence)
+        .collect();
+    measured.extend(added);
+    let outcome = match (outcome, why.is_empty()) {
+        (o, true) => o,
+        (Outcome::Failed(w), false) => Outcome::Failed(format!("{w}; {}", why.join("; "))),
+        (Outcome::Passed, false) => Outcome::Failed(why.join("; ")),
+        (e, false) => e,
+    };
+    (outcome, measured)
+}
+
 /// The table lines of one check: one per threshold, or one with the reason.
 fn table_rows(r: &CheckResult) -> Vec<Vec<String>> {
     let verdict = match (&r.outcome, r.retried) {
@@ -225,12 +300,14 @@ pub mod tests {
                 collective: "all-reduce".into(),
                 min_busbw_gbps: None,
                 max_time_us: Some(1e9),
+                ..Check::default()
             },
             Check {
                 title: "all-gather 1M 4 ranks".into(),
                 collective: "all-gather".into(),
                 min_busbw_gbps: Some(100000.0),
                 max_time_us: None,
+                ..Check::default()
             },
         ]
     }
@@ -307,6 +384,59 @@ pub mod tests {
         assert!(
             t.contains("3 check(s): 1 passed, 1 failed, 1 could not run"),
             "{t}"
+        );
+    }
+
+    #[test]
+    fn link_thresholds_judge_the_slowest_link_and_the_spread() {
+        use crate::report::links::{judge, LinkPair, Thresholds};
+        let pair = |from, to, gbps| LinkPair {
+            from,
+            to,
+            bytes: 1 << 20,
+            gbps,
+            wait_us: 1.0,
+            transfer_us: 2.0,
+        };
+        let links = judge(
+            1 << 20,
+            vec![pair(0, 1, 10.0), pair(1, 2, 2.0), pair(2, 0, 9.0)],
+            &Thresholds::default(),
+        );
+        let check = Check {
+            title: "links".into(),
+            collective: "all-reduce".into(),
+            min_link_gbps: Some(5.0),
+            max_link_spread: Some(6.0),
+            ..Check::default()
+        };
+        let (o, m) = evaluate_links(&check, Some(&links), Outcome::Passed, Vec::new());
+        let Outcome::Failed(why) = o else {
+            panic!("{o:?}")
+        };
+        assert!(
+            why.contains("link 2.000 GB/s (expected >= 5 GB/s) at link 1 -> 2 at 1MiB"),
+            "{why}"
+        );
+        assert_eq!((m[0].metric, m[0].ok), ("link", false));
+        // 10 / 2 = 5x: within 6x.
+        assert_eq!((m[1].metric, m[1].worst, m[1].ok), ("spread", 5.0, true));
+        let lenient = Check {
+            min_link_gbps: Some(1.0),
+            ..check.clone()
+        };
+        assert_eq!(
+            evaluate_links(&lenient, Some(&links), Outcome::Passed, Vec::new()).0,
+            Outcome::Passed
+        );
+        // Thresholds on links that were never measured fail the check.
+        let (o, _) = evaluate_links(&lenient, None, Outcome::Passed, Vec::new());
+        assert!(matches!(o, Outcome::Failed(w) if w.contains("no link was measured")));
+        // Without link thresholds nothing changes.
+        let plain = Check::default();
+        assert_eq!(
+            evaluate_links(&plain, None, Outcome::Passed, Vec::new()).0,
+            Outcome::Passed
         );
     }
 }

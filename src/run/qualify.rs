@@ -19,21 +19,22 @@ use crate::cli::spec::{parse_spec, CheckSpec};
 use crate::cli::QualifyArgs;
 use crate::report::json::{read_merged, write_atomic};
 use crate::report::junit::junit;
+use crate::report::links::LinkReport;
 use crate::report::progress::{self, Progress};
-use crate::report::qualify::{evaluate, render, Check, CheckResult, Outcome};
+use crate::report::qualify::{evaluate, evaluate_links, render, Check, CheckResult, Outcome};
 use crate::report::{Fanout, Row};
 use std::io::Write;
 use std::path::Path;
 use std::time::Instant;
 
-/// What a check judges: a sweep it runs, or rows read from a file.
+/// What a check judges: a sweep it runs, or rows (and links) read from a file.
 enum Job {
     Sweep(Box<Sweep>),
-    Log(Vec<Row>),
+    Log(Vec<Row>, Option<LinkReport>),
 }
 
-/// One run of a check's sweep: its rows, or how it went wrong.
-fn measure(s: &Sweep) -> Result<Vec<Row>, Outcome> {
+/// One run of a check's sweep: its rows and links, or how it went wrong.
+fn measure(s: &Sweep) -> Result<(Vec<Row>, Option<LinkReport>), Outcome> {
     let ready = super::check_thread_ranks(&s.plan, None)
         .and_then(|()| choose_device(s, false))
         .and_then(|chosen| {
@@ -51,7 +52,7 @@ fn measure(s: &Sweep) -> Result<Vec<Row>, Outcome> {
     };
     let mut sink = Fanout::default();
     match execute(&s.plan, &setup, &mut sink, None) {
-        Ok(_) => Ok(sink.rows),
+        Ok(o) => Ok((sink.rows, o.links.as_ref().map(super::links::report))),
         Err(e) if e.is_hang() => Err(Outcome::Failed(format!("hang detected: {e}"))),
         Err(e) => Err(Outcome::Error(e.to_string())),
     }
@@ -70,15 +71,19 @@ fn run_check(c: &Check, job: &Job) -> CheckResult {
     };
     let s = match job {
         Job::Sweep(s) => s,
-        Job::Log(rows) => {
-            (result.outcome, result.measured) = evaluate(c, rows);
+        Job::Log(rows, links) => {
+            let (o, m) = evaluate(c, rows);
+            (result.outcome, result.measured) = evaluate_links(c, links.as_ref(), o, m);
             result.seconds = start.elapsed().as_secs_f64();
             return result;
         }
     };
     for attempt in 0..2 {
         let (outcome, measured) = match measure(s) {
-            Ok(rows) => evaluate(c, &rows),
+            Ok((rows, links)) => {
+                let (o, m) = evaluate(c, &rows);
+                evaluate_links(c, links.as_ref(), o, m)
+            }
             Err(o) => (o, Vec::new()),
         };
         result.outcome = outcome;
@@ -99,7 +104,11 @@ fn run_check(c: &Check, job: &Job) -> CheckResult {
 }
 
 /// The rows of `log` (relative to `dir`) that `collective` (or `all`) judges.
-fn log_rows(dir: &Path, log: &str, collective: &str) -> anyhow::Result<Vec<Row>> {
+fn log_rows(
+    dir: &Path,
+    log: &str,
+    collective: &str,
+) -> anyhow::Result<(Vec<Row>, Option<LinkReport>)> {
     let results = read_merged(&dir.join(log))?;
     let mut held: Vec<&str> = Vec::new();
     for r in &results.rows {
@@ -123,7 +132,7 @@ fn log_rows(dir: &Path, log: &str, collective: &str) -> anyhow::Result<Vec<Row>>
             }
         );
     }
-    Ok(rows)
+    Ok((rows, results.links))
 }
 
 /// Every check of the spec, validated: its verdict's terms and its sweep
@@ -142,11 +151,15 @@ fn checks(specs: &[CheckSpec], dir: &Path) -> anyhow::Result<Vec<(Check, Job)>> 
                 collective: name.to_string(),
                 min_busbw_gbps: c.min_busbw_gbps,
                 max_time_us: c.max_time_us,
+                min_link_gbps: c.min_link_gbps,
+                max_link_spread: c.max_link_spread,
             };
             let job = match &c.log {
-                Some(log) => Job::Log(
-                    log_rows(dir, log, name).map_err(|e| anyhow::anyhow!("{}: {e}", at()))?,
-                ),
+                Some(log) => {
+                    let (rows, links) =
+                        log_rows(dir, log, name).map_err(|e| anyhow::anyhow!("{}: {e}", at()))?;
+                    Job::Log(rows, links)
+                }
                 None => Job::Sweep(Box::new(
                     c.sweep().map_err(|e| anyhow::anyhow!("{}: {e}", at()))?,
                 )),
