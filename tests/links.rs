@@ -239,7 +239,10 @@ fn qualify_checks_the_slowest_link_and_the_spread() {
     assert!(line("links too slow").contains("FAIL"), "{stdout}");
     assert!(stdout.contains("spread"), "{stdout}");
     let xml = std::fs::read_to_string(&junit).unwrap();
-    assert!(xml.contains("expected &gt;= 1000000 GB/s) at link "), "{xml}");
+    assert!(
+        xml.contains("expected &gt;= 1000000 GB/s) at link "),
+        "{xml}"
+    );
     // A spread below 1 cannot be met: the spec is refused.
     std::fs::write(&spec, check("bad", "max_link_spread = 0.5")).unwrap();
     let out = collbench().arg("qualify").arg(&spec).output().unwrap();
