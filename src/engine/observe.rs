@@ -63,4 +63,27 @@ impl LinkSample {
         self.transfer_ns += other.transfer_ns;
         self.op_gbps.extend_from_slice(&other.op_gbps);
     }
+
+    /// The sample of link `from` -> `to` in `list`, added if missing.
+    pub fn of(list: &mut Vec<LinkSample>, from: usize, to: usize) -> &mut LinkSample {
+        let at = match list.iter().position(|l| (l.from, l.to) == (from, to)) {
+            Some(at) => at,
+            None => {
+                list.push(LinkSample {
+                    from,
+                    to,
+                    ..LinkSample::default()
+                });
+                list.len() - 1
+            }
+        };
+        &mut list[at]
+    }
+
+    /// Merges every sample of `samples` into the one of the same link in `list`.
+    pub fn merge_all(list: &mut Vec<LinkSample>, samples: &[LinkSample]) {
+        for s in samples {
+            LinkSample::of(list, s.from, s.to).merge(s);
+        }
+    }
 }

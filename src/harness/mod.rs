@@ -192,16 +192,7 @@ pub struct LinkTable {
 
 impl LinkTable {
     fn add(&mut self, samples: &[crate::engine::observe::LinkSample]) {
-        for s in samples {
-            match self
-                .samples
-                .iter_mut()
-                .find(|k| (k.from, k.to) == (s.from, s.to))
-            {
-                Some(k) => k.merge(s),
-                None => self.samples.push(s.clone()),
-            }
-        }
+        crate::engine::observe::LinkSample::merge_all(&mut self.samples, samples);
     }
 }
 

@@ -347,23 +347,15 @@ impl RankJob<'_> {
                 let send = &bufs[b].as_slice()[o * es..(o + count) * es];
                 Ok(Some(check::verify_input(&r.rule, rank, send)))
             }
-            (Data::Device(d), Some((g, header))) => {
-                let e = g.own_input(rank);
-                let (c, first_bits) = d.verify(header, as_bytes(&[e]), (b, o * es), count)?;
-                let counters = CbVerdict {
-                    wrong: c[0],
-                    nan: c[1],
-                    first: c[2],
-                    pad: 0,
-                };
-                Ok(Some(g.verdict_from(
-                    &e,
-                    count as u64,
-                    rank,
-                    &counters,
-                    first_bits,
-                )))
-            }
+            (Data::Device(d), Some((g, header))) => Ok(Some(device_verdict(
+                d,
+                g,
+                header,
+                &g.own_input(rank),
+                (b, o * es),
+                count,
+                rank,
+            )?)),
             (Data::Device(_), None) => Err(ExecError::Setup("device inputs not built".into())),
         }
     }
@@ -421,15 +413,7 @@ impl RankJob<'_> {
                 let Some(e) = g.expect(case.coll, case.counts, root, rank) else {
                     return Ok(Verdict::default());
                 };
-                let count = case.counts.recv;
-                let (c, first_bits) = d.verify(header, as_bytes(&[e]), (b, o * es), count)?;
-                let counters = CbVerdict {
-                    wrong: c[0],
-                    nan: c[1],
-                    first: c[2],
-                    pad: 0,
-                };
-                Ok(g.verdict_from(&e, count as u64, rank, &counters, first_bits))
+                device_verdict(d, g, header, &e, (b, o * es), case.counts.recv, rank)
             }
             (Data::Device(_), None) => Err(ExecError::Setup("device inputs not built".into())),
         }
@@ -621,4 +605,25 @@ impl RankJob<'_> {
         }
         Ok(())
     }
+}
+
+/// `cb_verify` over `count` elements at `at` of rank `rank`'s device
+/// memory against `e`, as a [`Verdict`].
+fn device_verdict(
+    d: &mut dyn crate::engine::exec::DeviceData,
+    g: &DeviceGen,
+    header: &[u8],
+    e: &crate::check::device::CbExpect,
+    at: crate::engine::exec::At,
+    count: usize,
+    rank: usize,
+) -> Result<Verdict, ExecError> {
+    let (c, first_bits) = d.verify(header, as_bytes(std::slice::from_ref(e)), at, count)?;
+    let counters = CbVerdict {
+        wrong: c[0],
+        nan: c[1],
+        first: c[2],
+        pad: 0,
+    };
+    Ok(g.verdict_from(e, count as u64, rank, &counters, first_bits))
 }

@@ -150,7 +150,8 @@ struct Center {
     mad: f64,
 }
 
-fn median(values: &mut [f64]) -> f64 {
+/// The median of `values` (sorted in place; 0 when empty).
+pub(crate) fn median(values: &mut [f64]) -> f64 {
     values.sort_by(f64::total_cmp);
     let n = values.len();
     match n {

@@ -4,19 +4,10 @@
 use crate::harness::LinkTable;
 use crate::report::links::{judge, LinkPair, LinkReport, Thresholds};
 
-/// The median of `v` (0 when empty).
+/// The median of the finite values of `v` (0 when none).
 fn median(v: &[f64]) -> f64 {
     let mut v: Vec<f64> = v.iter().copied().filter(|x| x.is_finite()).collect();
-    if v.is_empty() {
-        return 0.0;
-    }
-    v.sort_by(f64::total_cmp);
-    let m = v.len() / 2;
-    if v.len() % 2 == 1 {
-        v[m]
-    } else {
-        (v[m - 1] + v[m]) / 2.0
-    }
+    crate::report::links::median(&mut v)
 }
 
 /// Every measured directed link as a pair of the report (GB/s: the median

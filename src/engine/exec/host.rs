@@ -329,35 +329,24 @@ impl RankExec {
             return;
         };
         let mut op: Vec<LinkSample> = Vec::new();
-        let mut rates: Vec<Vec<f32>> = Vec::new();
         for (i, &from) in c.in_peers.iter().enumerate() {
-            let at = match op.iter().position(|l| l.from == from) {
-                Some(at) => at,
-                None => {
-                    op.push(LinkSample {
-                        from,
-                        to: self.rank,
-                        ..LinkSample::default()
-                    });
-                    rates.push(Vec::new());
-                    op.len() - 1
-                }
-            };
-            op[at].bytes += m.bytes[i];
-            op[at].wait_ns += m.wait_ns[i];
-            op[at].transfer_ns += m.transfer_ns[i];
-            rates[at].extend_from_slice(&m.step_gbps[i]);
+            let l = LinkSample::of(&mut op, from, self.rank);
+            l.bytes += m.bytes[i];
+            l.wait_ns += m.wait_ns[i];
+            l.transfer_ns += m.transfer_ns[i];
         }
-        for (mut l, mut r) in op.into_iter().zip(rates) {
+        for l in &mut op {
+            // The median step rate over every FIFO from this sender.
+            let mut r: Vec<f32> = (0..c.ins.len())
+                .filter(|&i| c.in_peers[i] == l.from)
+                .flat_map(|i| m.step_gbps[i].iter().copied())
+                .collect();
             if !r.is_empty() {
                 r.sort_by(f32::total_cmp);
                 l.op_gbps.push(f64::from(r[r.len() / 2]));
             }
-            match kept.iter_mut().find(|k| k.from == l.from) {
-                Some(k) => k.merge(&l),
-                None => kept.push(l),
-            }
         }
+        LinkSample::merge_all(&mut kept, &op);
     }
 
     fn snooze(&self, wait: &mut Wait, c: &Compiled, pcs: &[usize]) -> Result<(), ExecError> {

@@ -452,20 +452,10 @@ impl RankRunner for CudaRank {
         }
         let mut out: Vec<LinkSample> = Vec::new();
         for (l, &from) in got.iter().zip(&r.from) {
-            let at = match out.iter().position(|s| s.from == from) {
-                Some(at) => at,
-                None => {
-                    out.push(LinkSample {
-                        from,
-                        to: self.rank,
-                        ..LinkSample::default()
-                    });
-                    out.len() - 1
-                }
-            };
-            out[at].bytes += l.bytes;
-            out[at].wait_ns += l.wait_ns;
-            out[at].transfer_ns += l.transfer_ns;
+            let s = LinkSample::of(&mut out, from, self.rank);
+            s.bytes += l.bytes;
+            s.wait_ns += l.wait_ns;
+            s.transfer_ns += l.transfer_ns;
         }
         for s in &mut out {
             if s.transfer_ns > 0 {
