@@ -243,28 +243,169 @@ CB_DEVICE void cb_move_fixed(const u8 *in0, const u8 *in1, u8 *dst, u8 *out0, u6
     }
 }
 
-// The simple protocol's data movement: value of every element, written to
-// dst and every output slot. Vectors of 16 bytes where every address allows.
-CB_DEVICE void cb_move(const CbIo &io, u64 len, bool finish, u32 nranks) {
-    u64 bytes = len * CB_SIZE;
-    bool vec = (bytes & 15ull) == 0 && (io.dst == 0 || cb_aligned16(io.dst));
-    for (u32 k = 0; k < io.nin; k++) {
-        vec = vec && cb_aligned16(io.in[k]);
+// Elements [lo, hi) moved one at a time, U in flight per thread: the path
+// of addresses that are not 16-byte aligned alike (a block of an all-to-all
+// at an odd offset, read from or written to an aligned slot).
+CB_DEVICE void cb_move_elems(const CbIo &io, u64 lo, u64 hi, bool finish, u32 nranks) {
+    const u32 U = 8;
+    u32 nt = cb_nthreads();
+    u64 i = lo + cb_tid();
+    for (; i + (U - 1ull) * nt < hi; i += (u64)U * nt) {
+        cb_bits v[U];
+#pragma unroll
+        for (u32 u = 0; u < U; u++) {
+            v[u] = ((const cb_bits *)io.in[0])[i + (u64)u * nt];
+        }
+        for (u32 k = 1; k < io.nin; k++) {
+            cb_bits w[U];
+#pragma unroll
+            for (u32 u = 0; u < U; u++) {
+                w[u] = ((const cb_bits *)io.in[k])[i + (u64)u * nt];
+            }
+#pragma unroll
+            for (u32 u = 0; u < U; u++) {
+                v[u] = cb_apply(v[u], w[u]);
+            }
+        }
+#pragma unroll
+        for (u32 u = 0; u < U; u++) {
+            u64 e = i + (u64)u * nt;
+            cb_bits x = finish ? cb_finish(v[u], nranks) : v[u];
+            if (io.dst) {
+                ((cb_bits *)io.dst)[e] = x;
+            }
+            for (u32 k = 0; k < io.nout; k++) {
+                ((cb_bits *)io.out[k])[e] = x;
+            }
+        }
+    }
+    for (; i < hi; i += nt) {
+        cb_bits v = ((const cb_bits *)io.in[0])[i];
+        for (u32 k = 1; k < io.nin; k++) {
+            v = cb_apply(v, ((const cb_bits *)io.in[k])[i]);
+        }
+        if (finish) {
+            v = cb_finish(v, nranks);
+        }
+        if (io.dst) {
+            ((cb_bits *)io.dst)[i] = v;
+        }
+        for (u32 k = 0; k < io.nout; k++) {
+            ((cb_bits *)io.out[k])[i] = v;
+        }
+    }
+}
+
+// Elements before the first 16-byte boundary when every address of `io` is
+// the same distance from one (0 when aligned), or `len` when they differ
+// (then no element lines up for vectors).
+CB_DEVICE u64 cb_head_elems(const CbIo &io, u64 len) {
+    u64 m = (u64)io.in[0] & 15ull;
+    bool alike = io.dst == 0 || ((u64)io.dst & 15ull) == m;
+    for (u32 k = 1; k < io.nin; k++) {
+        alike = alike && ((u64)io.in[k] & 15ull) == m;
     }
     for (u32 k = 0; k < io.nout; k++) {
-        vec = vec && cb_aligned16(io.out[k]);
+        alike = alike && ((u64)io.out[k] & 15ull) == m;
     }
-    u32 t = cb_tid(), nt = cb_nthreads();
-    if (vec && io.nout <= 1 && (io.nin == 1 || io.nin == 2)) {
-        u8 *out0 = io.nout == 1 ? io.out[0] : 0;
-        if (io.nin == 1) {
-            cb_move_fixed<1, 8>(io.in[0], 0, io.dst, out0, bytes / 16, finish, nranks);
-        } else {
-            cb_move_fixed<2, 4>(io.in[0], io.in[1], io.dst, out0, bytes / 16, finish, nranks);
+    if (!alike || m % CB_SIZE != 0) {
+        return len;
+    }
+    u64 head = ((16ull - m) & 15ull) / CB_SIZE;
+    return head < len ? head : len;
+}
+
+// A copy between addresses equally far from an 8-byte boundary (but not
+// from a 16-byte one: an aligned slot and a block at an odd offset):
+// elements up to the boundary, then 8-byte words, U in flight per thread.
+// Returns the elements it did not move (the tail), or `len` when the
+// addresses do not line up even at 8 bytes.
+CB_DEVICE u64 cb_copy_words(const CbIo &io, u64 len, bool finish, u32 nranks) {
+    const u32 U = 8;
+    u64 m = (u64)io.in[0] & 7ull;
+    bool alike = io.nin == 1 && m % CB_SIZE == 0 && (io.dst == 0 || ((u64)io.dst & 7ull) == m);
+    for (u32 k = 0; k < io.nout; k++) {
+        alike = alike && ((u64)io.out[k] & 7ull) == m;
+    }
+#if CB_OP == CB_AVG
+    // A finishing copy divides: not a copy of bytes.
+    alike = alike && !finish;
+#endif
+    if (!alike) {
+        return 0;
+    }
+    u64 head = ((8ull - m) & 7ull) / CB_SIZE;
+    head = head < len ? head : len;
+    cb_move_elems(io, 0, head, finish, nranks);
+    u64 sk = head * CB_SIZE;
+    u64 nw = (len - head) * CB_SIZE / 8;
+    const u64 *src = (const u64 *)(io.in[0] + sk);
+    u64 *dst = io.dst ? (u64 *)(io.dst + sk) : 0;
+    u32 nt = cb_nthreads();
+    u64 i = cb_tid();
+    for (; i + (U - 1ull) * nt < nw; i += (u64)U * nt) {
+        u64 v[U];
+#pragma unroll
+        for (u32 u = 0; u < U; u++) {
+            v[u] = src[i + (u64)u * nt];
         }
-        return;
+#pragma unroll
+        for (u32 u = 0; u < U; u++) {
+            u64 w = i + (u64)u * nt;
+            if (dst) {
+                dst[w] = v[u];
+            }
+            for (u32 k = 0; k < io.nout; k++) {
+                ((u64 *)(io.out[k] + sk))[w] = v[u];
+            }
+        }
     }
-    if (vec) {
+    for (; i < nw; i += nt) {
+        u64 v = src[i];
+        if (dst) {
+            dst[i] = v;
+        }
+        for (u32 k = 0; k < io.nout; k++) {
+            ((u64 *)(io.out[k] + sk))[i] = v;
+        }
+    }
+    return head + nw * 8 / CB_SIZE;
+}
+
+// The simple protocol's data movement: value of every element, written to
+// dst and every output slot. Vectors of 16 bytes over the aligned middle
+// when every address is equally far from alignment; elements before and
+// after it (and everywhere when the addresses differ) one at a time.
+CB_DEVICE void cb_move(const CbIo &io, u64 len, bool finish, u32 nranks) {
+    u64 head = cb_head_elems(io, len);
+    if (head == len && len * CB_SIZE >= 64) {
+        // Not aligned alike at 16 bytes: 8-byte words for a copy that is at 8.
+        u64 done = cb_copy_words(io, len, finish, nranks);
+        if (done != 0) {
+            cb_move_elems(io, done, len, finish, nranks);
+            return;
+        }
+    }
+    if (head != 0) {
+        cb_move_elems(io, 0, head, finish, nranks);
+        if (head == len) {
+            return;
+        }
+    }
+    // The aligned middle: `sk` bytes in, `bytes` long.
+    u64 sk = head * CB_SIZE;
+    u64 bytes = ((len - head) * CB_SIZE) & ~15ull;
+    u64 body = head + bytes / CB_SIZE;
+    u32 t = cb_tid(), nt = cb_nthreads();
+    if (bytes != 0 && io.nout <= 1 && (io.nin == 1 || io.nin == 2)) {
+        u8 *out0 = io.nout == 1 ? io.out[0] + sk : 0;
+        u8 *dst = io.dst ? io.dst + sk : 0;
+        if (io.nin == 1) {
+            cb_move_fixed<1, 8>(io.in[0] + sk, 0, dst, out0, bytes / 16, finish, nranks);
+        } else {
+            cb_move_fixed<2, 4>(io.in[0] + sk, io.in[1] + sk, dst, out0, bytes / 16, finish, nranks);
+        }
+    } else if (bytes != 0) {
         u64 nv = bytes / 16;
         u64 i = t;
         // Four vectors in flight per thread: more bytes per memory round trip.
@@ -272,13 +413,13 @@ CB_DEVICE void cb_move(const CbIo &io, u64 len, bool finish, u32 nranks) {
             CbVec v[4];
 #pragma unroll
             for (u32 u = 0; u < 4; u++) {
-                v[u] = cb_load_vec(io.in[0] + (i + (u64)u * nt) * 16);
+                v[u] = cb_load_vec(io.in[0] + sk + (i + (u64)u * nt) * 16);
             }
             for (u32 k = 1; k < io.nin; k++) {
                 CbVec w[4];
 #pragma unroll
                 for (u32 u = 0; u < 4; u++) {
-                    w[u] = cb_load_vec(io.in[k] + (i + (u64)u * nt) * 16);
+                    w[u] = cb_load_vec(io.in[k] + sk + (i + (u64)u * nt) * 16);
                 }
 #pragma unroll
                 for (u32 u = 0; u < 4; u++) {
@@ -287,7 +428,7 @@ CB_DEVICE void cb_move(const CbIo &io, u64 len, bool finish, u32 nranks) {
             }
 #pragma unroll
             for (u32 u = 0; u < 4; u++) {
-                u64 off = (i + (u64)u * nt) * 16;
+                u64 off = sk + (i + (u64)u * nt) * 16;
                 CbVec x = finish ? cb_finish_vec(v[u], nranks) : v[u];
                 if (io.dst) {
                     cb_store_vec(io.dst + off, x);
@@ -298,7 +439,7 @@ CB_DEVICE void cb_move(const CbIo &io, u64 len, bool finish, u32 nranks) {
             }
         }
         for (; i < nv; i += nt) {
-            u64 off = i * 16;
+            u64 off = sk + i * 16;
             CbVec v = cb_load_vec(io.in[0] + off);
             for (u32 k = 1; k < io.nin; k++) {
                 v = cb_combine(v, cb_load_vec(io.in[k] + off));
@@ -313,22 +454,9 @@ CB_DEVICE void cb_move(const CbIo &io, u64 len, bool finish, u32 nranks) {
                 cb_store_vec(io.out[k] + off, v);
             }
         }
-        return;
     }
-    for (u64 i = t; i < len; i += nt) {
-        cb_bits v = ((const cb_bits *)io.in[0])[i];
-        for (u32 k = 1; k < io.nin; k++) {
-            v = cb_apply(v, ((const cb_bits *)io.in[k])[i]);
-        }
-        if (finish) {
-            v = cb_finish(v, nranks);
-        }
-        if (io.dst) {
-            ((cb_bits *)io.dst)[i] = v;
-        }
-        for (u32 k = 0; k < io.nout; k++) {
-            ((cb_bits *)io.out[k])[i] = v;
-        }
+    if (body < len) {
+        cb_move_elems(io, body, len, finish, nranks);
     }
 }
 
@@ -554,7 +682,8 @@ CB_DEVICE bool cb_run_step(CbBlock *b, const CbStep *s, CbIo *shared_io, u32 *sh
             // host-mapped status here: it would cross PCIe every step).
             *shared_ok = 0;
         } else {
-            if (cb_sys(r)) {
+            if (s->nsend + s->nrecv == 0) {
+            } else if (cb_sys(r)) {
                 cb_fence_system();
             } else {
                 cb_fence_gpu();

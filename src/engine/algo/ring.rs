@@ -3,7 +3,7 @@
 //! reduce. Ring order is rank order; channel `c` uses connections tagged `c`.
 
 use super::program::{ChannelProgram, Peers, Slice, Step};
-use super::{chunks, partition, push, wrap, Spec};
+use super::{chunks, granules, partition, push, wrap, Spec};
 use crate::engine::types::Placement;
 
 fn neighbours(spec: &Spec, chan: usize) -> (Peers, Peers) {
@@ -46,7 +46,7 @@ fn all_reduce_loops(steps: &mut Vec<Step>, spec: &Spec, chan: usize, start: usiz
     let mut offset = 0;
     while offset < len {
         let rem = len - offset;
-        let real = spec.chunk.min(rem.div_ceil(n));
+        let real = granules(rem.div_ceil(n), spec.chunk);
         let block = |j: isize| {
             let j = wrap(j, n);
             let at = j * real;

@@ -23,6 +23,10 @@ pub(super) struct Loaded {
     pub(super) variant: Variant,
     pub(super) coll_fn: FuncId,
     pub(super) arg: CbRank,
+    /// Blocks launched: up to the last channel with a step (a small message
+    /// leaves the channels after it empty, and their blocks would only cost
+    /// launch time).
+    pub(super) grid: u32,
     pub(super) step_counts: Vec<usize>,
     /// Primitive names of every step, per channel (for timeout messages).
     pub(super) prims: Vec<Vec<&'static str>>,
@@ -422,7 +426,7 @@ impl CudaRank {
                 _ => Err(ExecError::Setup("no NCCL in this world".into())),
             };
         }
-        let (f, grid, arg) = (l.coll_fn, l.arg.nchannels, l.arg);
+        let (f, grid, arg) = (l.coll_fn, l.grid, l.arg);
         self.dev
             .launch(
                 f,
@@ -538,6 +542,10 @@ impl RankRunner for CudaRank {
         self.check_residency(coll_fn, t.nchannels())?;
         let arg = self.upload_tables(&t, op.nranks)?;
         let step_counts: Vec<usize> = program.channels.iter().map(|c| c.steps.len()).collect();
+        let grid = step_counts
+            .iter()
+            .rposition(|&n| n > 0)
+            .map_or(1, |c| c + 1) as u32;
         let prims = program
             .channels
             .iter()
@@ -547,6 +555,7 @@ impl RankRunner for CudaRank {
             variant,
             coll_fn,
             arg,
+            grid,
             step_counts,
             prims,
             lib: None,
@@ -583,6 +592,7 @@ impl RankRunner for CudaRank {
             variant,
             coll_fn,
             arg: CbRank::default(),
+            grid: 1,
             step_counts: Vec::new(),
             prims: Vec::new(),
             lib: Some(lib),
