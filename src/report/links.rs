@@ -259,7 +259,8 @@ pub fn judge(bytes: u64, pairs: Vec<LinkPair>, t: &Thresholds) -> LinkReport {
 }
 
 /// Slow links, and ranks (two or more outgoing links measured, every one
-/// slow) named instead of their links; worst first.
+/// slow or their median slow among the senders') named instead of their
+/// links; worst first.
 fn verdict(pairs: &[LinkPair], t: &Thresholds) -> Vec<LinkFinding> {
     let links = measured(pairs);
     if links.len() < MIN_LINKS {
@@ -282,15 +283,16 @@ fn verdict(pairs: &[LinkPair], t: &Thresholds) -> Vec<LinkFinding> {
     for p in &slow {
         out.entry(p.from).or_default().1 += 1;
     }
+    let slow_senders = slow_senders(&links, &score, t);
     let slow_ranks: Vec<usize> = out
         .iter()
-        .filter(|(_, &(n, s))| n >= 2 && s == n)
+        .filter(|(r, &(n, s))| n >= 2 && (s == n || slow_senders.contains(r)))
         .map(|(&r, _)| r)
         .collect();
     let mut findings: Vec<LinkFinding> = slow_ranks
         .iter()
         .map(|&r| {
-            let own: Vec<&LinkPair> = slow.iter().copied().filter(|p| p.from == r).collect();
+            let own: Vec<&LinkPair> = links.iter().copied().filter(|p| p.from == r).collect();
             rank_finding(r, &own, center.median)
         })
         .collect();
@@ -305,6 +307,35 @@ fn verdict(pairs: &[LinkPair], t: &Thresholds) -> Vec<LinkFinding> {
             .then_with(|| (a.rank, a.from, a.to).cmp(&(b.rank, b.from, b.to)))
     });
     findings
+}
+
+/// Senders slow as a whole: each sender with [`MIN_LINKS`] or more measured
+/// links (fewer make no median a link cannot sway) scored by the median of
+/// its links' scores, and those medians judged
+/// against each other as links are. A slow rank slows every link it sends
+/// on, but not always each one past the thresholds (the receivers' own
+/// waits blur single links: an H100 all-to-all of 6 ranks with rank 5
+/// slowed 3x had its five links at 3.3-3.6x below the median for three and
+/// 2.6-3.1x for two); its median stands out where no single link has to.
+fn slow_senders(links: &[&LinkPair], score: &[f64], t: &Thresholds) -> Vec<usize> {
+    let mut by_sender: BTreeMap<usize, Vec<f64>> = BTreeMap::new();
+    for (p, &s) in links.iter().zip(score) {
+        by_sender.entry(p.from).or_default().push(s);
+    }
+    let medians: Vec<(usize, f64)> = by_sender
+        .into_iter()
+        .filter(|(_, v)| v.len() >= MIN_LINKS)
+        .map(|(r, mut v)| (r, median(&mut v)))
+        .collect();
+    if medians.len() < MIN_LINKS {
+        return Vec::new();
+    }
+    let center = Center::of_values(medians.iter().map(|&(_, m)| m).collect());
+    medians
+        .into_iter()
+        .filter(|&(_, m)| center.is_slow(m, t))
+        .map(|(r, _)| r)
+        .collect()
 }
 
 /// GB/s as the text shows it: one decimal, two significant digits below 0.1.
@@ -335,8 +366,9 @@ fn link_finding(p: &LinkPair, median: f64) -> LinkFinding {
     }
 }
 
-/// A rank named for its outgoing links (all slow). The factor is the
-/// median over its fastest link: each of them is at least that slow.
+/// A rank named for its outgoing links (every one slow, or slow as a
+/// whole). The factor is the median over its fastest link: each of them is
+/// at least that slow.
 fn rank_finding(rank: usize, links: &[&LinkPair], median: f64) -> LinkFinding {
     let lo = links.iter().map(|p| p.gbps).fold(f64::INFINITY, f64::min);
     let hi = links.iter().map(|p| p.gbps).fold(0.0, f64::max);

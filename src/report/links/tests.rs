@@ -415,3 +415,83 @@ fn receivers_that_differ_do_not_hide_a_slow_rank() {
     let healthy = all_to_all(6, |_, to| noise.around(speed(to), 0.05));
     assert!(judged(healthy).findings.is_empty());
 }
+
+/// A GB/s matrix as `--links` prints it (rows send, columns receive; `-` on
+/// the diagonal), as pairs.
+fn from_matrix(rows: &[[f64; 6]; 6]) -> Vec<LinkPair> {
+    let mut pairs = Vec::new();
+    for (from, row) in rows.iter().enumerate() {
+        for (to, &gbps) in row.iter().enumerate() {
+            if from != to {
+                pairs.push(pair(from, to, gbps));
+            }
+        }
+    }
+    pairs
+}
+
+#[test]
+fn an_h100_all_to_all_with_a_slowed_rank_names_the_rank_alone() {
+    // Measured on one H100 (2026-11-22): 6 virtual ranks, all-to-all of
+    // 64 MiB, `--inject slow:rank=5,factor=3`. Two of rank 5's links are
+    // under 3x the median, so no rule on single links names it whole.
+    let slowed = [
+        [0.0, 14.8, 15.6, 15.1, 15.8, 12.5],
+        [10.3, 0.0, 12.1, 15.4, 14.0, 12.0],
+        [15.6, 12.1, 0.0, 14.0, 14.3, 15.1],
+        [12.7, 12.2, 10.4, 0.0, 13.4, 12.1],
+        [15.6, 16.8, 15.6, 12.9, 0.0, 16.9],
+        [4.0, 3.9, 4.3, 5.1, 3.7, 0.0],
+    ];
+    let r = judged(from_matrix(&slowed));
+    assert_eq!(r.findings.len(), 1, "{:#?}", r.findings);
+    let f = &r.findings[0];
+    assert_eq!((f.kind.as_str(), f.rank), (SLOW_RANK, Some(5)));
+    assert!(
+        f.detail
+            .starts_with("slow rank 5: its 5 outgoing links 3.7-5.1 GB/s vs median "),
+        "{}",
+        f.detail
+    );
+    // The same run without the injection: nothing.
+    let healthy = [
+        [0.0, 13.1, 11.6, 10.9, 11.0, 10.7],
+        [9.3, 0.0, 10.7, 10.0, 9.3, 9.3],
+        [10.7, 10.5, 0.0, 12.2, 11.4, 10.3],
+        [9.4, 9.3, 9.3, 0.0, 10.3, 9.8],
+        [12.0, 10.8, 10.7, 10.6, 0.0, 12.5],
+        [10.6, 9.8, 9.3, 9.2, 9.3, 0.0],
+    ];
+    let r = judged(from_matrix(&healthy));
+    assert!(r.findings.is_empty(), "{:#?}", r.findings);
+}
+
+#[test]
+fn a_rank_with_most_links_slow_is_named_but_one_with_a_few_is_not() {
+    let mut noise = Noise(17);
+    // Three of five links 2.5x slow (under the strong gap), two healthy:
+    // the sender's median is slow.
+    let r = judged(all_to_all(6, |from, to| {
+        if from == 2 && to < 4 {
+            noise.around(1.8, 0.05)
+        } else {
+            noise.around(4.6, 0.1)
+        }
+    }));
+    assert_eq!(r.findings.len(), 1, "{:#?}", r.findings);
+    assert_eq!(r.findings[0].rank, Some(2));
+    // Two of five slow: those links, not the rank.
+    let r = judged(all_to_all(6, |from, to| {
+        if from == 2 && to < 2 {
+            noise.around(1.0, 0.05)
+        } else {
+            noise.around(4.6, 0.1)
+        }
+    }));
+    assert!(
+        r.findings.iter().all(|f| f.kind == SLOW_LINK),
+        "{:#?}",
+        r.findings
+    );
+    assert_eq!(r.findings.len(), 2, "{:#?}", r.findings);
+}
