@@ -38,6 +38,10 @@ run() { # name expected-exit command...
 "$bin" info --json > "$out/info.json" 2>> "$log" || true
 nvidia-smi >> "$log" 2>&1 || true
 
+say "== every kernel variant compiled up front (NVRTC on every core, into the kernel cache)"
+# On a fresh machine the variants take a minute or two to compile; compiled
+# here, the steps below are timed on running them.
+STEP_LIMIT=${COMPILE_LIMIT:-480} run compile-kernels 0 "$bin" info --compile-kernels
 say "== every collective x algorithm, checked, on 1, 2, 3 and 8 virtual ranks"
 for n in 1 2 3 8; do
   run "all-n$n" 0 "$bin" all --device cuda --ranks "$n" --algo all --sizes 8B:4M:x8 \
