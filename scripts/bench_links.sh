@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # The slow-link finder's hit and false-positive rates (issue 15): the same
-# sweep N times with a slowed link and N times without, on the host engine.
+# sweeps N times with a slowed link or rank and N times without, on the
+# host engine.
 #
 #   scripts/bench_links.sh [COLLBENCH_BINARY] [RUNS] [SIZE] [OUT.md]
 #
-# A hit is a run whose findings are exactly `slow link 2 -> 3`; a false
+# Two cases: an all-reduce ring of 8 ranks with the link 2 -> 3 slowed 4x
+# (a hit: the findings are exactly `slow link 2 -> 3`), and an all-to-all of
+# 6 ranks with rank 5 slowed 3x (a hit: exactly `slow rank 5`). A false
 # positive is any finding in a run without injection.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,27 +20,37 @@ trap 'rm -rf "$tmp"' EXIT
 findings() {
   python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(";".join(f["detail"].split(":")[0] for f in d["links"]["findings"]))' "$1"
 }
-hits=0 fps=0 t0=$SECONDS
-misses=()
-for k in $(seq "$runs"); do
-  "$bin" all-reduce --device host --ranks 8 --sizes "$size:$size" --placement out --iters 10 --warmup 2 \
-    --links --inject slow-link:from=2,to=3,factor=4 -q --json "$tmp/s.json" 2>/dev/null || true
-  got=$(findings "$tmp/s.json")
-  if [ "$got" = "slow link 2 -> 3" ]; then hits=$((hits + 1)); else misses+=("${got:-nothing}"); fi
-  "$bin" all-reduce --device host --ranks 8 --sizes "$size:$size" --placement out --iters 10 --warmup 2 \
-    --links -q --json "$tmp/h.json" 2>/dev/null || true
-  got=$(findings "$tmp/h.json")
-  if [ -n "$got" ]; then fps=$((fps + 1)); misses+=("healthy run: $got"); fi
-done
+rows=() misses=()
+t0=$SECONDS
+# case NAME WANTED INJECTION SWEEP...
+case_() {
+  local name=$1 want=$2 inject=$3 hits=0 fps=0 got
+  shift 3
+  for _ in $(seq "$runs"); do
+    "$bin" "$@" --sizes "$size:$size" --placement out --iters 10 --warmup 2 --links \
+      --inject "$inject" -q --json "$tmp/s.json" 2>/dev/null || true
+    got=$(findings "$tmp/s.json")
+    if [ "$got" = "$want" ]; then hits=$((hits + 1)); else misses+=("$name, slowed: ${got:-nothing}"); fi
+    "$bin" "$@" --sizes "$size:$size" --placement out --iters 10 --warmup 2 --links \
+      -q --json "$tmp/h.json" 2>/dev/null || true
+    got=$(findings "$tmp/h.json")
+    if [ -n "$got" ]; then fps=$((fps + 1)); misses+=("$name, healthy: $got"); fi
+  done
+  rows+=("| $name | $inject | $hits of $runs named exactly \`$want\` | $fps of $runs |")
+}
+case_ "all-reduce ring, 8 ranks" "slow link 2 -> 3" slow-link:from=2,to=3,factor=4 \
+  all-reduce --device host --ranks 8 --algo ring
+case_ "all-to-all, 6 ranks" "slow rank 5" slow:rank=5,factor=3 \
+  all-to-all --device host --ranks 6
 {
   echo "# Slow-link finder on $(nproc) cores ($(date -u +%Y-%m-%d))"
   echo
-  echo "all-reduce, 8 host ranks, $size, out-of-place, 10 iterations, ring; $runs runs each."
+  echo "Host engine, $size, out-of-place, 10 iterations; $runs runs each, slowed and not."
   echo
-  echo "| runs | slowed 2 -> 3 (x4): named exactly | not slowed: any finding |"
-  echo "|---|---|---|"
-  echo "| $runs | $hits of $runs | $fps of $runs |"
+  echo "| case | injection | slowed: hits | not slowed: any finding |"
+  echo "|---|---|---|---|"
+  for r in "${rows[@]}"; do echo "$r"; done
   echo
-  for m in "${misses[@]}"; do echo "- not as expected: $m"; done
+  for m in "${misses[@]+"${misses[@]}"}"; do echo "- not as expected: $m"; done
   echo "($((SECONDS - t0)) s.)"
 } > "$out"

@@ -465,6 +465,42 @@ fn the_kernels_fill_the_link_matrix() {
     );
 }
 
+/// `collbench links` on the CUDA executor: the send-recv rounds fill every
+/// directed pair of the matrix from the kernels' records.
+#[test]
+fn the_links_probe_fills_every_pair_on_the_emulated_device() {
+    if !have_compiler("the_links_probe_fills_every_pair_on_the_emulated_device") {
+        return;
+    }
+    let probe = [
+        "links",
+        "--ranks",
+        "4",
+        "--sizes",
+        "256K",
+        "--placement",
+        "out",
+        "--inject",
+        "slow-link:from=2,to=0,factor=8",
+    ];
+    let (code, v, err) = run(&probe);
+    assert_eq!(code, 1, "{err}");
+    assert_eq!(v["meta"]["device"], "cuda-emu");
+    let pairs = v["links"]["pairs"].as_array().expect("links.pairs");
+    assert_eq!(pairs.len(), 12, "{pairs:?}");
+    assert!(pairs.iter().all(|p| p["gbps"].as_f64().unwrap() > 0.0));
+    let named: Vec<&str> = v["links"]["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["detail"].as_str().unwrap().split(':').next().unwrap())
+        .collect();
+    // The emulated device's timings are rough (blocks are threads on the
+    // host's cores): the slowed link is the worst finding.
+    assert_eq!(named.first(), Some(&"slow link 2 -> 0"), "{err}");
+    assert!(rows(&v).iter().all(|r| r["wrong"] == 0));
+}
+
 #[test]
 fn a_device_too_small_for_the_layout_is_refused_before_launch() {
     if !have_compiler("a_device_too_small_for_the_layout_is_refused_before_launch") {

@@ -21,12 +21,17 @@ fn alone() -> std::sync::MutexGuard<'static, ()> {
 
 /// Runs a sweep with `--links`; (exit code, stdout, results).
 fn run(args: &[&str]) -> (i32, String, Value) {
+    run_iters(args, "6")
+}
+
+/// The same with `iters` timed iterations a case.
+fn run_iters(args: &[&str], iters: &str) -> (i32, String, Value) {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("r.json");
     let out = collbench()
         .args(args)
         .args(["--device", "host", "--links", "--placement", "out"])
-        .args(["--iters", "6", "--warmup", "2", "--json"])
+        .args(["--iters", iters, "--warmup", "2", "--json"])
         .arg(&json)
         .output()
         .unwrap();
@@ -249,4 +254,108 @@ fn qualify_checks_the_slowest_link_and_the_spread() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("max_link_spread"), "{err}");
+}
+
+#[test]
+fn the_links_probe_measures_every_directed_pair_and_names_the_slow_one() {
+    let _alone = alone();
+    // Each round's links are the median of 20 operations (the default): a
+    // handful on a busy 2-core machine left a healthy link at 1.5x below
+    // its round's median about one run in ten.
+    let args = ["links", "--ranks", "6", "--sizes", "4M"];
+    let (code, out, v) = run_iters(&args, "20");
+    assert_eq!(code, 0, "{out}");
+    let pairs = v["links"]["pairs"].as_array().expect("links.pairs");
+    let mut seen: Vec<(u64, u64)> = pairs
+        .iter()
+        .map(|p| (p["from"].as_u64().unwrap(), p["to"].as_u64().unwrap()))
+        .collect();
+    seen.sort();
+    let every: Vec<(u64, u64)> = (0..6)
+        .flat_map(|a| (0..6).filter(move |&b| b != a).map(move |b| (a, b)))
+        .collect();
+    assert_eq!(seen, every);
+    assert!(pairs.iter().all(|p| p["gbps"].as_f64().unwrap() > 0.0));
+    // One send-recv row per round, its root the peer offset, checked.
+    let rows = v["rows"].as_array().unwrap();
+    let roots: Vec<i64> = rows.iter().map(|r| r["root"].as_i64().unwrap()).collect();
+    assert_eq!(roots, [1, 2, 3, 4, 5]);
+    assert!(rows
+        .iter()
+        .all(|r| r["collective"] == "send-recv" && r["wrong"] == 0));
+    assert_eq!(named(&v), Vec::<String>::new(), "{out}");
+    for _ in 0..2 {
+        let slow_rank = [&args[..], &["--inject", "slow:rank=5,factor=3"]].concat();
+        let (code, out, v) = run_iters(&slow_rank, "20");
+        assert_eq!(named(&v), ["slow rank 5"], "{out}");
+        assert_eq!(code, 1);
+        let slow_link = [&args[..], &["--inject", "slow-link:from=1,to=4,factor=4"]].concat();
+        let (code, out, v) = run_iters(&slow_link, "20");
+        assert_eq!(named(&v), ["slow link 1 -> 4"], "{out}");
+        assert_eq!(code, 1);
+    }
+}
+
+#[test]
+fn a_link_floor_makes_findings_of_links_below_it() {
+    let _alone = alone();
+    let (code, out, v) = run(&[
+        "links",
+        "--ranks",
+        "3",
+        "--sizes",
+        "1M",
+        "--min-link-gbps",
+        "100000",
+    ]);
+    assert_eq!(code, 1, "{out}");
+    let details: Vec<&str> = v["links"]["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["detail"].as_str().unwrap())
+        .collect();
+    assert_eq!(details.len(), 6, "{details:?}");
+    assert!(
+        details
+            .iter()
+            .all(|d| d.starts_with("slow link ") && d.contains("below --min-link-gbps 100000")),
+        "{details:?}"
+    );
+    assert_eq!(v["links"]["findings"][0]["kind"], "slow-link");
+    // Every link above the floor: no finding.
+    let (code, out, v) = run(&[
+        "links",
+        "--ranks",
+        "3",
+        "--sizes",
+        "1M",
+        "--min-link-gbps",
+        "0.001",
+    ]);
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(named(&v), Vec::<String>::new());
+}
+
+#[test]
+fn the_links_probe_refuses_what_it_cannot_measure() {
+    for (args, says) in [
+        (
+            &["links", "--device", "host", "--ranks", "1"][..],
+            "1 rank has none",
+        ),
+        (
+            &["all-reduce", "--device", "host", "--min-link-gbps", "3"][..],
+            "give --links too",
+        ),
+        (
+            &["links", "--device", "host", "--min-link-gbps", "-1"][..],
+            "not a positive number of GB/s",
+        ),
+    ] {
+        let out = collbench().args(args).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
 }

@@ -244,9 +244,9 @@ fn ranks_must_match_the_world() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("every process is one rank"));
 }
 
-/// `--links` across processes, directly and through the relay: every
-/// process times its incoming links, rank 0 gathers them, and a slowed link
-/// or rank is named.
+/// `--links` and `collbench links` across processes, directly and through
+/// the relay: every process times its incoming links, rank 0 gathers them,
+/// and a slowed link or rank is named.
 #[test]
 fn links_are_timed_across_processes_and_a_slowed_one_is_named() {
     if mpirun().is_none() {
@@ -261,6 +261,12 @@ fn links_are_timed_across_processes_and_a_slowed_one_is_named() {
                 "slow link 1 -> 2",
             ),
             ("all-to-all", "slow:rank=3,factor=8", "slow rank 3"),
+            // The probe: send-recv in 3 rounds covers the 12 directed pairs.
+            (
+                "links",
+                "slow-link:from=3,to=1,factor=8",
+                "slow link 3 -> 1",
+            ),
         ] {
             let dir = tempfile::tempdir().unwrap();
             let f = dir.path().join("r.json");
@@ -280,7 +286,7 @@ fn links_are_timed_across_processes_and_a_slowed_one_is_named() {
             assert_eq!(out.status.code(), Some(1), "{what}: {err}");
             let v = json(&f);
             let pairs = v["links"]["pairs"].as_array().expect("links.pairs");
-            let expect_pairs = if coll.starts_with("all-to-all") {
+            let expect_pairs = if coll == "all-to-all" || coll == "links" {
                 12
             } else {
                 4

@@ -195,7 +195,11 @@ impl DeviceGen {
             Collective::AllToAll => (EXPECT_BLOCKS, 0, r as u64 * b),
             Collective::Broadcast => (EXPECT_INPUT, root as u64, 0),
             Collective::Scatter => (EXPECT_INPUT, root as u64, r as u64 * b),
-            Collective::SendRecv => (EXPECT_INPUT, ((r + n - 1) % n) as u64, 0),
+            Collective::SendRecv => (
+                EXPECT_INPUT,
+                crate::engine::types::send_recv_peers(r, n, root).1 as u64,
+                0,
+            ),
         };
         Some(CbExpect {
             kind,

@@ -118,7 +118,12 @@ impl Case {
             Collective::AllToAll => (0..n).for_each(|q| put(q * b, q, r * b, b)),
             Collective::Broadcast => put(0, root, 0, whole),
             Collective::Scatter => put(0, root, r * b, b),
-            Collective::SendRecv => put(0, (r + n - 1) % n, 0, whole),
+            Collective::SendRecv => put(
+                0,
+                crate::engine::types::send_recv_peers(r, n, root).1,
+                0,
+                whole,
+            ),
             Collective::AllReduce => return self.reduce(0, whole, order),
             Collective::ReduceScatter => return self.reduce(r * b, b, order),
             Collective::Reduce if r == root => return self.reduce(0, whole, order),

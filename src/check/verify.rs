@@ -143,7 +143,7 @@ fn verify_as<K: Kind>(
         Collective::Broadcast => t.run::<K>(0, counts.recv, |i| gen.input::<K>(root, i)),
         Collective::Scatter => t.run::<K>(0, counts.recv, |i| gen.input::<K>(root, r * b + i)),
         Collective::SendRecv => {
-            let from = (r + n - 1) % n;
+            let from = crate::engine::types::send_recv_peers(r, n, root).1;
             t.run::<K>(0, counts.recv, |i| gen.input::<K>(from, i));
         }
     }

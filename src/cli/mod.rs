@@ -68,6 +68,11 @@ pub enum Command {
     SendRecv(RunArgs),
     /// Sweep every collective.
     All(RunArgs),
+    /// Probe every directed link: send-recv in n-1 rounds (round k: rank r
+    /// sends to r+k and receives from r-k, every rank once a round), the
+    /// link matrix of the largest size and a verdict naming a slow link or
+    /// rank (exit 1); the sweep's options where they apply.
+    Links(RunArgs),
     /// Diagnose a hang from flight-recorder dumps (collbench's, or PyTorch's pickle/JSON).
     Analyze(AnalyzeArgs),
     /// What this build has and what this machine has.
@@ -247,6 +252,10 @@ pub struct RunArgs {
     /// naming a slow link or rank; the JSON gets `links`.
     #[arg(long)]
     pub links: bool,
+    /// With --links (or `collbench links`): a link slower than this many
+    /// GB/s is a finding too (exit 1), whatever the others do.
+    #[arg(long, value_name = "GBPS", value_parser = values::gbps, allow_negative_numbers = true)]
+    pub min_link_gbps: Option<f64>,
     /// Flight-recorder ring-buffer entries per rank.
     #[arg(long, default_value_t = crate::harness::DEFAULT_FR_ENTRIES, value_name = "N", value_parser = values::fr_entries, allow_negative_numbers = true)]
     pub fr_entries: usize,

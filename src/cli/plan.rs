@@ -35,6 +35,8 @@ pub struct Sweep {
     pub verbose: u8,
     /// One line each about flags accepted without effect here.
     pub notes: Vec<String>,
+    /// `--min-link-gbps`: links slower than this are findings too.
+    pub min_link_gbps: Option<f64>,
 }
 
 /// nccl-tests' default size (its `-b` and `-e` both default to 32 MiB).
@@ -122,6 +124,11 @@ pub fn build(
             ));
         }
     }
+    if a.min_link_gbps.is_some() && !a.links {
+        return bad(
+            "--min-link-gbps judges links: give --links too (or run `collbench links`)".into(),
+        );
+    }
     for i in &a.inject {
         inject_in_world(i, ranks).map_err(|e| PlanError(e.to_string()))?;
         if i.fault == crate::harness::inject::Fault::Nan && !a.dtype.0.iter().any(|d| d.is_float())
@@ -182,6 +189,7 @@ pub fn build(
         format,
         quiet: a.out.quiet,
         verbose: a.out.verbose,
+        min_link_gbps: a.min_link_gbps,
         notes: flag_notes(a.iters, nt)
             .into_iter()
             .chain(both.then(|| {
@@ -189,6 +197,23 @@ pub fn build(
             }))
             .collect(),
     })
+}
+
+/// `collbench links`: send-recv once per peer offset 1..n-1 with every link
+/// timed. `--root` and `--links` mean nothing here (the offsets are the
+/// roots; links are always on).
+pub fn build_links(a: &RunArgs, world: Option<usize>) -> Result<Sweep, PlanError> {
+    let mut a = a.clone();
+    a.links = true;
+    let mut s = build(Some(Collective::SendRecv), &a, world)?;
+    if s.plan.ranks < 2 {
+        return bad(format!(
+            "collbench links measures links between ranks: {} rank has none (give --ranks 2 or more)",
+            s.plan.ranks
+        ));
+    }
+    s.plan.roots = RootChoice::PeerOffsets;
+    Ok(s)
 }
 
 /// The rank count: `--ranks`, or nccl-tests' threads x GPUs per thread;
@@ -277,6 +302,26 @@ mod tests {
 
     fn parse(flags: &[&str]) -> RunArgs {
         Line::try_parse_from(flags).unwrap().run
+    }
+
+    #[test]
+    fn the_links_probe_is_send_recv_once_per_peer_offset_with_links_on() {
+        let s = build_links(&parse(&["--ranks", "4", "--sizes", "1M"]), None).unwrap();
+        assert_eq!(s.plan.collectives, [Collective::SendRecv]);
+        assert!(s.plan.host.link_timing);
+        let (cases, _) = crate::harness::plan::cases(&s.plan);
+        let roots: Vec<Option<usize>> = cases.iter().map(|c| c.root).collect();
+        assert_eq!(roots, [Some(1), Some(2), Some(3)]);
+        // A sweep of send-recv keeps its one case, root none (offset 1).
+        let s = build(
+            Some(Collective::SendRecv),
+            &parse(&["--ranks", "4", "--sizes", "1M"]),
+            None,
+        )
+        .unwrap();
+        let (cases, _) = crate::harness::plan::cases(&s.plan);
+        assert_eq!(cases.iter().map(|c| c.root).collect::<Vec<_>>(), [None]);
+        assert!(build_links(&parse(&["--ranks", "1"]), None).is_err());
     }
 
     #[test]

@@ -259,6 +259,14 @@ pub fn factor(v: &str) -> Result<f64, ValueError> {
     }
 }
 
+/// A bandwidth floor in GB/s (`--min-link-gbps`): a positive number.
+pub fn gbps(v: &str) -> Result<f64, ValueError> {
+    match v.trim().parse::<f64>() {
+        Ok(g) if g.is_finite() && g > 0.0 => Ok(g),
+        _ => bad(format!("'{v}' is not a positive number of GB/s")),
+    }
+}
+
 pub fn slot_size(v: &str) -> Result<usize, ValueError> {
     let b = bytes(v).map_err(|e| ValueError(format!("--slot-size: {e}")))?;
     if !(64..=64 << 20).contains(&b) {

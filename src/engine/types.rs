@@ -17,6 +17,21 @@ pub enum Collective {
     SendRecv,
 }
 
+/// Send-recv's peers of `rank` as `(to, from)`. Its `root` is the peer
+/// offset: rank r sends to r + k and receives from r - k (k = `root` mod
+/// `nranks`, and 0 stands for 1: the next rank, the default sweep). The
+/// offsets 1..n-1 are the rounds of `collbench links`: each round every
+/// rank sends once and receives once, and together they cover every
+/// directed pair.
+pub fn send_recv_peers(rank: usize, nranks: usize, root: usize) -> (usize, usize) {
+    let n = nranks.max(1);
+    let k = match root % n {
+        0 => 1 % n,
+        k => k,
+    };
+    ((rank + k) % n, (rank + n - k) % n)
+}
+
 impl Collective {
     /// Every collective, in the order `collbench all` runs them.
     pub const ALL: [Collective; 9] = [
@@ -403,6 +418,29 @@ impl Placement {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn send_recv_rounds_cover_every_directed_pair_once() {
+        // Root 0 (the default sweep) is the next rank.
+        assert_eq!(send_recv_peers(2, 5, 0), (3, 1));
+        assert_eq!(send_recv_peers(0, 1, 0), (0, 0));
+        for n in 2..9 {
+            let mut seen = std::collections::BTreeSet::new();
+            for k in 1..n {
+                let mut senders = std::collections::BTreeSet::new();
+                for r in 0..n {
+                    let (to, from) = send_recv_peers(r, n, k);
+                    assert_ne!(to, r);
+                    // r's sender this round sends to r.
+                    assert_eq!(send_recv_peers(from, n, k).0, r);
+                    assert!(seen.insert((r, to)), "n={n} k={k}: {r} -> {to} twice");
+                    senders.insert(from);
+                }
+                assert_eq!(senders.len(), n, "every rank receives once a round");
+            }
+            assert_eq!(seen.len(), n * (n - 1));
+        }
+    }
 
     #[test]
     fn counts_are_what_nccl_tests_prints() {

@@ -22,6 +22,11 @@ pub enum AlgoChoice {
 pub enum RootChoice {
     One(usize),
     All,
+    /// Send-recv once per peer offset 1..n-1 (its root is the offset; see
+    /// [`crate::engine::types::send_recv_peers`]): the rounds of
+    /// `collbench links`, every directed pair once. Rooted collectives take
+    /// root 0.
+    PeerOffsets,
 }
 
 /// How the ranks' times of one case make the row's time (nccl-tests' `-a`).
@@ -197,9 +202,13 @@ pub fn cases(plan: &Plan) -> (Vec<Case>, usize) {
             vec![ReduceOp::Sum]
         };
         let roots: Vec<Option<usize>> = match (coll.rooted(), plan.roots) {
+            (false, RootChoice::PeerOffsets) if coll == Collective::SendRecv => {
+                (1..plan.ranks.max(2)).map(Some).collect()
+            }
             (false, _) => vec![None],
             (true, RootChoice::One(r)) => vec![Some(r)],
             (true, RootChoice::All) => (0..plan.ranks).map(Some).collect(),
+            (true, RootChoice::PeerOffsets) => vec![Some(0)],
         };
         for &engine in &plan.engines {
             for algo in algos_of(plan, coll, engine) {

@@ -106,6 +106,11 @@ pub struct Thresholds {
     /// How many times slower than the median makes a link a finding
     /// whatever the others' spread.
     pub strong_gap: f64,
+    /// `Some(n)`: the links were measured in rounds, round k holding the
+    /// links r -> r+k of `n` ranks (`collbench links`), so a link is scored
+    /// against its round's median: a round slowed as a whole (the machine
+    /// busy while it ran) is no finding. None: all measured at once.
+    pub rounds: Option<usize>,
 }
 
 impl Default for Thresholds {
@@ -128,12 +133,20 @@ impl Default for Thresholds {
             z: 3.5,
             min_gap: 1.5,
             strong_gap: 3.0,
+            rounds: None,
         }
     }
 }
 
 /// The fewest measured links a verdict is given on.
 pub const MIN_LINKS: usize = 3;
+
+/// The fewest measured links the z-score is trusted on: below this many the
+/// median absolute deviation is too rough (3 host ranks' 6 healthy links
+/// put one at 1.6x below the median and past z = 3.5), and only a link
+/// `strong_gap` times slower (or slower than links that all agree) is a
+/// finding.
+pub const MIN_Z_LINKS: usize = 8;
 
 /// Above this many ranks the text lists the slowest links instead of
 /// drawing matrices no terminal holds.
@@ -198,7 +211,10 @@ impl Center {
 /// their steps, their own load) more than a healthy link differs from its
 /// neighbours, and a slow sender then stands out in every column. Else
 /// (a ring: one sender per receiver) the GB/s itself.
-fn scores(links: &[&LinkPair]) -> Vec<f64> {
+fn scores(links: &[&LinkPair], t: &Thresholds) -> Vec<f64> {
+    if let Some(n) = t.rounds.filter(|&n| n > 0) {
+        return round_scores(links, n);
+    }
     let mut by_receiver: BTreeMap<usize, Vec<f64>> = BTreeMap::new();
     for p in links {
         by_receiver.entry(p.to).or_default().push(p.gbps);
@@ -213,6 +229,29 @@ fn scores(links: &[&LinkPair]) -> Vec<f64> {
     links
         .iter()
         .map(|p| match medians.get(&p.to) {
+            Some(&m) if m > 0.0 => p.gbps / m,
+            _ => p.gbps,
+        })
+        .collect()
+}
+
+/// Links measured in rounds (round k: every r -> r+k of `n` ranks), each
+/// scored by its GB/s over its round's median (rounds of fewer than
+/// [`MIN_LINKS`] links: the GB/s itself).
+fn round_scores(links: &[&LinkPair], n: usize) -> Vec<f64> {
+    let round = |p: &LinkPair| (p.to + n - p.from % n) % n;
+    let mut by_round: BTreeMap<usize, Vec<f64>> = BTreeMap::new();
+    for p in links {
+        by_round.entry(round(p)).or_default().push(p.gbps);
+    }
+    let medians: BTreeMap<usize, f64> = by_round
+        .into_iter()
+        .filter(|(_, v)| v.len() >= MIN_LINKS)
+        .map(|(k, mut v)| (k, median(&mut v)))
+        .collect();
+    links
+        .iter()
+        .map(|p| match medians.get(&round(p)) {
             Some(&m) if m > 0.0 => p.gbps / m,
             _ => p.gbps,
         })
@@ -258,21 +297,27 @@ pub fn judge(bytes: u64, pairs: Vec<LinkPair>, t: &Thresholds) -> LinkReport {
     }
 }
 
-/// Slow links, and ranks (two or more outgoing links measured, every one
-/// slow or their median slow among the senders') named instead of their
-/// links; worst first.
+/// Slow links, and ranks named instead of their links (two or more
+/// outgoing links measured, every one an outlier: slow by the rules for
+/// links, or at least `min_gap` slow from a sender slow as a whole);
+/// worst first.
 fn verdict(pairs: &[LinkPair], t: &Thresholds) -> Vec<LinkFinding> {
     let links = measured(pairs);
     if links.len() < MIN_LINKS {
         return Vec::new();
     }
     let center = Center::of(&links);
-    let score = scores(&links);
+    let score = scores(&links, t);
     let judged = Center::of_values(score.clone());
     let slow: Vec<&LinkPair> = links
         .iter()
         .zip(&score)
-        .filter(|(_, &s)| judged.is_slow(s, t))
+        .filter(|(_, &s)| {
+            judged.is_slow(s, t)
+                && (links.len() >= MIN_Z_LINKS
+                    || s * t.strong_gap < judged.median
+                    || judged.mad <= judged.median * 1e-12)
+        })
         .map(|(p, _)| *p)
         .collect();
     // Per sender: (outgoing links measured, of which slow).
@@ -283,10 +328,20 @@ fn verdict(pairs: &[LinkPair], t: &Thresholds) -> Vec<LinkFinding> {
     for p in &slow {
         out.entry(p.from).or_default().1 += 1;
     }
+    // A slow sender's links are outliers when each is at least `min_gap`
+    // below the median: the sender as a whole is the outlier, and every one
+    // of its links is plainly slow.
     let slow_senders = slow_senders(&links, &score, t);
+    let all_gapped = |r: usize| {
+        links
+            .iter()
+            .zip(&score)
+            .filter(|(p, _)| p.from == r)
+            .all(|(_, &s)| s * t.min_gap < judged.median)
+    };
     let slow_ranks: Vec<usize> = out
         .iter()
-        .filter(|(r, &(n, s))| n >= 2 && (s == n || slow_senders.contains(r)))
+        .filter(|(&r, &(n, s))| n >= 2 && (s == n || (slow_senders.contains(&r) && all_gapped(r))))
         .map(|(&r, _)| r)
         .collect();
     let mut findings: Vec<LinkFinding> = slow_ranks
@@ -301,11 +356,7 @@ fn verdict(pairs: &[LinkPair], t: &Thresholds) -> Vec<LinkFinding> {
             .filter(|p| !slow_ranks.contains(&p.from))
             .map(|p| link_finding(p, center.median)),
     );
-    findings.sort_by(|a, b| {
-        a.gbps
-            .total_cmp(&b.gbps)
-            .then_with(|| (a.rank, a.from, a.to).cmp(&(b.rank, b.from, b.to)))
-    });
+    sort_findings(&mut findings);
     findings
 }
 
@@ -336,6 +387,41 @@ fn slow_senders(links: &[&LinkPair], score: &[f64], t: &Thresholds) -> Vec<usize
         .filter(|&(_, m)| center.is_slow(m, t))
         .map(|(r, _)| r)
         .collect()
+}
+
+/// Adds a finding for every measured link below `floor` GB/s that no
+/// finding covers yet (`--min-link-gbps`: a floor the hardware must meet,
+/// whatever the other links do), keeping the findings worst first.
+pub fn add_floor_findings(r: &mut LinkReport, floor: f64) {
+    let median = Center::of(&measured(&r.pairs)).median;
+    let below: Vec<LinkFinding> = r
+        .pairs
+        .iter()
+        .filter(|p| p.measured() && p.gbps < floor)
+        .filter(|p| !r.findings.iter().any(|f| f.covers(p.from, p.to)))
+        .map(|p| LinkFinding {
+            detail: format!(
+                "slow link {} -> {}: {} GB/s, below --min-link-gbps {} (median {} GB/s)",
+                p.from,
+                p.to,
+                gbps_text(p.gbps),
+                floor,
+                gbps_text(median)
+            ),
+            ..link_finding(p, median)
+        })
+        .collect();
+    r.findings.extend(below);
+    sort_findings(&mut r.findings);
+}
+
+/// Worst first; ties by rank, then link.
+fn sort_findings(findings: &mut [LinkFinding]) {
+    findings.sort_by(|a, b| {
+        a.gbps
+            .total_cmp(&b.gbps)
+            .then_with(|| (a.rank, a.from, a.to).cmp(&(b.rank, b.from, b.to)))
+    });
 }
 
 /// GB/s as the text shows it: one decimal, two significant digits below 0.1.

@@ -11,8 +11,10 @@ fn median(v: &[f64]) -> f64 {
 }
 
 /// Every measured directed link as a pair of the report (GB/s: the median
-/// over operations of bytes over transfer time) and the verdict on them.
-pub fn report(table: &LinkTable) -> LinkReport {
+/// over operations of bytes over transfer time) and the verdict on them;
+/// `rounds`: the links were measured in the probe's rounds of that many
+/// ranks (see [`Thresholds::rounds`]).
+pub fn report(table: &LinkTable, rounds: Option<usize>) -> LinkReport {
     let pairs = table
         .samples
         .iter()
@@ -26,7 +28,11 @@ pub fn report(table: &LinkTable) -> LinkReport {
             transfer_us: s.transfer_ns as f64 / 1e3,
         })
         .collect();
-    judge(table.bytes, pairs, &Thresholds::default())
+    let t = Thresholds {
+        rounds,
+        ..Thresholds::default()
+    };
+    judge(table.bytes, pairs, &t)
 }
 
 /// Where the heatmap goes beside `--plot FILE`: `FILE-links.EXT`.
@@ -71,7 +77,7 @@ mod tests {
                 },
             ],
         };
-        let r = report(&table);
+        let r = report(&table, None);
         assert_eq!(r.bytes, 1 << 20);
         // The unmeasured link is left out; one descheduled operation does
         // not move the median.

@@ -51,6 +51,7 @@ fn verbosity(c: &Command) -> u8 {
         | Command::Gather(a)
         | Command::Scatter(a)
         | Command::SendRecv(a)
+        | Command::Links(a)
         | Command::All(a) => a.out.verbose,
         _ => 0,
     }
@@ -88,8 +89,11 @@ pub fn run(cli: Cli) -> i32 {
         Command::Gather(a) => (Some(Collective::Gather), a),
         Command::Scatter(a) => (Some(Collective::Scatter), a),
         Command::SendRecv(a) => (Some(Collective::SendRecv), a),
+        Command::Links(a) => {
+            return sweep(None, &a, true).unwrap_or_else(|e| fail(one_line(&e)));
+        }
     };
-    sweep(coll, &args).unwrap_or_else(|e| fail(one_line(&e)))
+    sweep(coll, &args, false).unwrap_or_else(|e| fail(one_line(&e)))
 }
 
 /// An error and its causes on one line, each cause said once (a cause
@@ -407,13 +411,20 @@ fn check_thread_ranks(plan: &Plan, mpi: Option<&Mpi>) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn sweep(coll: Option<Collective>, args: &RunArgs) -> anyhow::Result<i32> {
+/// Runs a sweep of `coll` (None: every collective), or with `probe` the
+/// links probe (`collbench links`).
+fn sweep(coll: Option<Collective>, args: &RunArgs, probe: bool) -> anyhow::Result<i32> {
     // First: a signal from now on stops the run with its results written,
     // never the default death.
     watchdog::install_signal_handlers();
     let mpi = join_world()?.map(Arc::new);
     let leader = mpi.as_ref().is_none_or(|m| m.rank() == 0);
-    let mut s = plan::build(coll, args, mpi.as_ref().map(|m| m.size()))?;
+    let world = mpi.as_ref().map(|m| m.size());
+    let mut s = if probe {
+        plan::build_links(args, world)?
+    } else {
+        plan::build(coll, args, world)?
+    };
     check_thread_ranks(&s.plan, mpi.as_deref())?;
     if leader {
         let outputs: Vec<(&str, &Path)> =
@@ -477,7 +488,10 @@ fn sweep(coll: Option<Collective>, args: &RunArgs) -> anyhow::Result<i32> {
     let mut results = Results::new(meta, std::mem::take(&mut sink.rows));
     if let Ok(o) = result.as_mut() {
         if let Some(t) = &o.links {
-            let r = links::report(t);
+            let mut r = links::report(t, probe.then_some(plan.ranks));
+            if let Some(floor) = s.min_link_gbps {
+                crate::report::links::add_floor_findings(&mut r, floor);
+            }
             o.link_findings = r.findings.len();
             results.links = Some(r);
         }

@@ -52,7 +52,10 @@ fn measure(s: &Sweep) -> Result<(Vec<Row>, Option<LinkReport>), Outcome> {
     };
     let mut sink = Fanout::default();
     match execute(&s.plan, &setup, &mut sink, None) {
-        Ok(o) => Ok((sink.rows, o.links.as_ref().map(super::links::report))),
+        Ok(o) => Ok((
+            sink.rows,
+            o.links.as_ref().map(|t| super::links::report(t, None)),
+        )),
         Err(e) if e.is_hang() => Err(Outcome::Failed(format!("hang detected: {e}"))),
         Err(e) => Err(Outcome::Error(e.to_string())),
     }

@@ -156,7 +156,8 @@ pub fn scatter(spec: &Spec) -> Vec<ChannelProgram> {
 }
 
 pub fn send_recv(spec: &Spec) -> Vec<ChannelProgram> {
-    let (n, r) = (spec.nranks, spec.rank as isize);
+    let n = spec.nranks;
+    let (to, from) = crate::engine::types::send_recv_peers(spec.rank, n, spec.root);
     per_chunk(spec, spec.counts.send, |c, steps, x, l| {
         if n == 1 {
             if spec.placement == Placement::OutOfPlace {
@@ -164,13 +165,7 @@ pub fn send_recv(spec: &Spec) -> Vec<ChannelProgram> {
             }
             return;
         }
-        push(
-            steps,
-            Step::send(Slice::send(x), l, Peers::one(wrap(r + 1, n), c)),
-        );
-        push(
-            steps,
-            Step::recv(Peers::one(wrap(r - 1, n), c), Slice::recv(x), l),
-        );
+        push(steps, Step::send(Slice::send(x), l, Peers::one(to, c)));
+        push(steps, Step::recv(Peers::one(from, c), Slice::recv(x), l));
     })
 }

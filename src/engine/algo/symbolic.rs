@@ -372,7 +372,10 @@ fn expected(case: &Case, r: usize, i: usize) -> Option<Vec<u64>> {
         Collective::AllToAll => vec![contrib(i / b, r * b + i % b)],
         Collective::Gather if r == root => vec![contrib(i / b, i % b)],
         Collective::Scatter => vec![contrib(root, r * b + i)],
-        Collective::SendRecv => vec![contrib((r + n - 1) % n, i)],
+        Collective::SendRecv => vec![contrib(
+            crate::engine::types::send_recv_peers(r, n, root).1,
+            i,
+        )],
         Collective::Reduce | Collective::Gather => return None,
     };
     Some(v)
@@ -416,7 +419,8 @@ mod tests {
     use super::*;
 
     fn prove_all(coll: Collective, algo: Algo, n: usize, bytes: &[u64]) {
-        let roots: Vec<usize> = if coll.rooted() {
+        // Send-recv's root is its peer offset: every one is a program.
+        let roots: Vec<usize> = if coll.rooted() || coll == Collective::SendRecv {
             (0..n).collect()
         } else {
             vec![0]

@@ -226,11 +226,6 @@ impl Cx {
         // `root < nranks`, which came from a c_int.
         c_int::try_from(self.root).unwrap_or(0)
     }
-
-    fn peer(&self, step: usize) -> c_int {
-        // A rank below `nranks`, which came from a c_int.
-        c_int::try_from((self.rank + step) % self.nranks).unwrap_or(0)
-    }
 }
 
 fn mpi_count(elems: usize) -> Result<c_int, ExecError> {
@@ -497,7 +492,10 @@ fn start(cx: &Cx, v: &Views, p: &mut Pending) -> Result<(), ExecError> {
             } else {
                 send
             };
-            let (from, to) = (cx.peer(cx.nranks - 1), cx.peer(1));
+            let (to, from) = crate::engine::types::send_recv_peers(cx.rank, cx.nranks, cx.root);
+            // Ranks below `nranks`, which came from a c_int.
+            let from = c_int::try_from(from).unwrap_or(0);
+            let to = c_int::try_from(to).unwrap_or(0);
             p.post("MPI_Irecv", |r| unsafe {
                 ffi::MPI_Irecv(recv, cx.recv, dt, from, SENDRECV_TAG, comm, r)
             })?;

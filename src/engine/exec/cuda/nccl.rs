@@ -350,7 +350,7 @@ impl Comms {
             },
             Collective::SendRecv => {
                 let k = c.counts.recv;
-                let (to, from) = ((c.rank + 1) % n, (c.rank + n - 1) % n);
+                let (to, from) = crate::engine::types::send_recv_peers(c.rank, n, root);
                 return self.grouped(&mut || {
                     send_to(send, k, to)?;
                     recv_from(recv, k, from)

@@ -124,6 +124,9 @@ pub(super) fn output(lib: &LibOp, rank: usize, inputs: &[Vec<u8>]) -> Option<Vec
         Collective::AllToAll => Some(gather(rank * b)),
         Collective::Broadcast => Some(part(root, 0, lib.counts.recv).to_vec()),
         Collective::Scatter => Some(part(root, rank * b, b).to_vec()),
-        Collective::SendRecv => Some(part((rank + n - 1) % n, 0, lib.counts.recv).to_vec()),
+        Collective::SendRecv => {
+            let from = crate::engine::types::send_recv_peers(rank, n, root).1;
+            Some(part(from, 0, lib.counts.recv).to_vec())
+        }
     }
 }
