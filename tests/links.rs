@@ -276,13 +276,36 @@ fn the_links_probe_measures_every_directed_pair_and_names_the_slow_one() {
         .collect();
     assert_eq!(seen, every);
     assert!(pairs.iter().all(|p| p["gbps"].as_f64().unwrap() > 0.0));
-    // One send-recv row per round, its root the peer offset, checked.
+    // One send-recv row per round, its root the peer offset, then the
+    // all-reduces over a ring and a tree; all checked.
     let rows = v["rows"].as_array().unwrap();
-    let roots: Vec<i64> = rows.iter().map(|r| r["root"].as_i64().unwrap()).collect();
-    assert_eq!(roots, [1, 2, 3, 4, 5]);
-    assert!(rows
+    let got: Vec<(&str, &str, i64)> = rows
         .iter()
-        .all(|r| r["collective"] == "send-recv" && r["wrong"] == 0));
+        .map(|r| {
+            let s = |k: &str| r[k].as_str().unwrap();
+            (s("collective"), s("algo"), r["root"].as_i64().unwrap())
+        })
+        .collect();
+    let rounds = (1..6).map(|k| ("send-recv", "direct", k));
+    let want: Vec<_> = rounds
+        .chain([("all-reduce", "ring", -1), ("all-reduce", "tree", -1)])
+        .collect();
+    assert_eq!(got, want);
+    assert!(rows.iter().all(|r| r["wrong"] == 0));
+    // The all-reduces' links, told beside the matrix: a ring of 6 links.
+    let beside = v["case_links"].as_array().expect("case_links");
+    assert_eq!(beside.len(), 2);
+    assert_eq!(
+        (
+            &beside[0]["algo"],
+            beside[0]["pairs"].as_array().unwrap().len()
+        ),
+        (&"ring".into(), 6)
+    );
+    assert!(
+        out.contains("# all-reduce ring at 4MiB: 6 links, median "),
+        "{out}"
+    );
     assert_eq!(named(&v), Vec::<String>::new(), "{out}");
     for _ in 0..2 {
         let slow_rank = [&args[..], &["--inject", "slow:rank=5,factor=3"]].concat();

@@ -5,7 +5,7 @@ use super::values::{inject_in_world, AlgoArg, DeviceChoice, FormatChoice, Timing
 use super::{NcclTestsArgs, PlacementChoice, RunArgs, SizeArgs};
 use crate::engine::exec::world::Pace;
 use crate::engine::exec::HostOptions;
-use crate::engine::types::Collective;
+use crate::engine::types::{Algo, Collective};
 use crate::harness::{AlgoChoice, Plan, RootChoice};
 use crate::harness::{GraphAsk, RankTime};
 use crate::units::{sweep, Growth};
@@ -176,6 +176,7 @@ pub fn build(
             _ => GraphAsk::No,
         },
         protocol: a.protocol.proto(),
+        links_from: None,
         engines: a.engine.0.clone(),
         collectives,
     };
@@ -213,6 +214,15 @@ pub fn build_links(a: &RunArgs, world: Option<usize>) -> Result<Sweep, PlanError
         ));
     }
     s.plan.roots = RootChoice::PeerOffsets;
+    // Beside the rounds, the all-reduces whose links a sweep would time,
+    // each judged on its own.
+    s.plan.collectives.push(Collective::AllReduce);
+    s.plan.algos = AlgoChoice::Pairs(vec![
+        (Collective::SendRecv, Algo::Direct),
+        (Collective::AllReduce, Algo::Ring),
+        (Collective::AllReduce, Algo::Tree),
+    ]);
+    s.plan.links_from = Some(Collective::SendRecv);
     Ok(s)
 }
 
@@ -307,11 +317,21 @@ mod tests {
     #[test]
     fn the_links_probe_is_send_recv_once_per_peer_offset_with_links_on() {
         let s = build_links(&parse(&["--ranks", "4", "--sizes", "1M"]), None).unwrap();
-        assert_eq!(s.plan.collectives, [Collective::SendRecv]);
         assert!(s.plan.host.link_timing);
+        assert_eq!(s.plan.links_from, Some(Collective::SendRecv));
         let (cases, _) = crate::harness::plan::cases(&s.plan);
-        let roots: Vec<Option<usize>> = cases.iter().map(|c| c.root).collect();
-        assert_eq!(roots, [Some(1), Some(2), Some(3)]);
+        let got: Vec<(Collective, Algo, Option<usize>)> =
+            cases.iter().map(|c| (c.coll, c.algo, c.root)).collect();
+        assert_eq!(
+            got,
+            [
+                (Collective::SendRecv, Algo::Direct, Some(1)),
+                (Collective::SendRecv, Algo::Direct, Some(2)),
+                (Collective::SendRecv, Algo::Direct, Some(3)),
+                (Collective::AllReduce, Algo::Ring, None),
+                (Collective::AllReduce, Algo::Tree, None),
+            ]
+        );
         // A sweep of send-recv keeps its one case, root none (offset 1).
         let s = build(
             Some(Collective::SendRecv),

@@ -179,6 +179,13 @@ pub struct Outcome {
     /// `--links`: every directed link as measured at the sweep's largest
     /// size (all its cases merged), receivers' samples by (from, to).
     pub links: Option<LinkTable>,
+    /// With [`Plan::links_from`]: the other cases' links, each collective
+    /// and algorithm at its largest size, in sweep order.
+    pub case_links: Vec<(
+        crate::engine::types::Collective,
+        crate::engine::types::Algo,
+        LinkTable,
+    )>,
     /// Slow links or ranks the verdict on `links` named (set by the caller).
     pub link_findings: usize,
 }
@@ -193,6 +200,23 @@ pub struct LinkTable {
 impl LinkTable {
     fn add(&mut self, samples: &[crate::engine::observe::LinkSample]) {
         crate::engine::observe::LinkSample::merge_all(&mut self.samples, samples);
+    }
+
+    /// Keeps the links of one case of `bytes`: a larger size starts the
+    /// table over, the same size adds to it, a smaller one is dropped.
+    fn keep(&mut self, bytes: u64, reports: &[Report]) {
+        if bytes > self.bytes {
+            *self = LinkTable {
+                bytes,
+                samples: Vec::new(),
+            };
+        }
+        if bytes == self.bytes {
+            for r in reports {
+                self.add(&r.links);
+            }
+            self.samples.sort_by_key(|s| (s.from, s.to));
+        }
     }
 }
 
@@ -848,19 +872,22 @@ fn collect(
         reports.sort_by_key(|r| r.rank);
         let bytes = cases[key.0].bytes;
         if reports.iter().any(|r| !r.links.is_empty()) {
-            let table = outcome.links.get_or_insert_with(LinkTable::default);
-            if bytes > table.bytes {
-                *table = LinkTable {
-                    bytes,
-                    samples: Vec::new(),
-                };
-            }
-            if bytes == table.bytes {
-                for r in &reports {
-                    table.add(&r.links);
-                }
-                table.samples.sort_by_key(|s| (s.from, s.to));
-            }
+            let case = &cases[key.0];
+            let table = if plan.links_from.is_none_or(|c| c == case.coll) {
+                outcome.links.get_or_insert_with(LinkTable::default)
+            } else {
+                let at = outcome
+                    .case_links
+                    .iter()
+                    .position(|(c, a, _)| (*c, *a) == (case.coll, case.algo));
+                let at = at.unwrap_or_else(|| {
+                    let fresh = (case.coll, case.algo, LinkTable::default());
+                    outcome.case_links.push(fresh);
+                    outcome.case_links.len() - 1
+                });
+                &mut outcome.case_links[at].2
+            };
+            table.keep(bytes, &reports);
         }
         let row = make_row(plan, setup, &cases[key.0], key.1, &reports);
         outcome.rows += 1;

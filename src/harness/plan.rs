@@ -15,6 +15,9 @@ pub enum AlgoChoice {
     Auto,
     /// These, where the collective has them.
     List(Vec<Algo>),
+    /// Exactly these (collective, algorithm) pairs (`collbench links`:
+    /// send-recv's rounds, all-reduce over a ring and a tree).
+    Pairs(Vec<(Collective, Algo)>),
 }
 
 /// Which roots run (rooted collectives only).
@@ -100,6 +103,11 @@ pub struct Plan {
     pub graph: GraphAsk,
     /// The CUDA engine's protocol (None: by step size).
     pub protocol: Option<crate::engine::exec::cuda::abi::Proto>,
+    /// Whose links make the link matrix (`links` of the outcome): every
+    /// case's (None), or one collective's, the others' each kept apart by
+    /// (collective, algorithm) (`collbench links`: the send-recv rounds
+    /// make the matrix; the all-reduces beside them are judged alone).
+    pub links_from: Option<Collective>,
 }
 
 impl Plan {
@@ -244,6 +252,11 @@ fn algos_of(plan: &Plan, coll: Collective, engine: Engine) -> Vec<Option<Algo>> 
     match (&plan.algos, engine) {
         // A library's collectives have no algorithm of ours to choose.
         (_, Engine::Mpi | Engine::Nccl) | (AlgoChoice::Auto, _) => vec![None],
+        (AlgoChoice::Pairs(l), Engine::Builtin) => l
+            .iter()
+            .filter(|(c, _)| *c == coll)
+            .map(|&(_, a)| Some(a))
+            .collect(),
         (AlgoChoice::List(l), Engine::Builtin) => l
             .iter()
             .filter(|a| coll.algos().contains(a))

@@ -203,6 +203,7 @@ fn parse_jsonl(text: &str) -> Result<Results, ParseError> {
         meta: head.meta,
         rows,
         links: None,
+        case_links: Vec::new(),
     })
 }
 

@@ -96,6 +96,44 @@ pub struct LinkReport {
     pub findings: Vec<LinkFinding>,
 }
 
+/// The links one collective and algorithm used, measured beside the
+/// matrix (`collbench links`: the all-reduces run with the rounds;
+/// `case_links` in the results JSON). Told, not judged: a tree's steps
+/// receive from several peers at once and count their time against each,
+/// so its links are no verdict's evidence; the rounds' matrix is.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CaseLinks {
+    /// The collective's name (`all-reduce`).
+    pub collective: String,
+    /// The algorithm's name (`ring`).
+    pub algo: String,
+    /// The size the links were measured at (the largest).
+    pub bytes: u64,
+    /// Every measured link, sorted by (sender, receiver).
+    pub pairs: Vec<LinkPair>,
+}
+
+/// One line on a collective's links: how many, their median and spread,
+/// the slowest. `# all-reduce ring at 16MiB: 8 links, median 9.6 GB/s,
+/// 2.5-11.2 GB/s, slowest 1 -> 2`.
+pub fn render_case(c: &CaseLinks) -> String {
+    let links = measured(&c.pairs);
+    let head = format!("# {} {} at {}:", c.collective, c.algo, Bytes(c.bytes));
+    let Some(slowest) = links.iter().min_by(|a, b| a.gbps.total_cmp(&b.gbps)) else {
+        return format!("{head} no link measured\n");
+    };
+    let hi = links.iter().map(|p| p.gbps).fold(0.0, f64::max);
+    format!(
+        "{head} {} links, median {} GB/s, {}-{} GB/s, slowest {} -> {}\n",
+        links.len(),
+        gbps_text(Center::of(&links).median),
+        gbps_text(slowest.gbps),
+        gbps_text(hi),
+        slowest.from,
+        slowest.to
+    )
+}
+
 /// When a link is slow enough to be a finding.
 #[derive(Clone, Copy, Debug)]
 pub struct Thresholds {

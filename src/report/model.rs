@@ -210,6 +210,10 @@ pub struct Results {
     /// (`collbench links`; absent in files written before it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub links: Option<crate::report::links::LinkReport>,
+    /// `collbench links`: the collectives run beside the rounds, each
+    /// one's links judged alone.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub case_links: Vec<crate::report::links::CaseLinks>,
 }
 
 impl Results {
@@ -219,6 +223,7 @@ impl Results {
             meta,
             rows,
             links: None,
+            case_links: Vec::new(),
         }
     }
 }

@@ -495,6 +495,15 @@ fn sweep(coll: Option<Collective>, args: &RunArgs, probe: bool) -> anyhow::Resul
             o.link_findings = r.findings.len();
             results.links = Some(r);
         }
+        for (coll, algo, t) in &o.case_links {
+            let r = links::report(t, None);
+            results.case_links.push(crate::report::links::CaseLinks {
+                collective: coll.name().to_string(),
+                algo: algo.name().to_string(),
+                bytes: r.bytes,
+                pairs: r.pairs,
+            });
+        }
     }
     if result.as_ref().is_err_and(|e| e.partial().is_none()) {
         // Refused or failed: no verdict on values that were never made.
@@ -504,7 +513,10 @@ fn sweep(coll: Option<Collective>, args: &RunArgs, probe: bool) -> anyhow::Resul
     }
     if let (true, Some(l)) = (leader, &results.links) {
         if !s.quiet {
-            let text = crate::report::links::render(l, plan.ranks);
+            let mut text = crate::report::links::render(l, plan.ranks);
+            for c in &results.case_links {
+                text.push_str(&crate::report::links::render_case(c));
+            }
             if s.json.as_deref().is_some_and(|p| p.as_os_str() == "-") {
                 eprint!("{text}");
             } else {
@@ -657,7 +669,11 @@ fn sinks(s: &Sweep, leader: bool) -> anyhow::Result<Fanout> {
             .collect();
         let format: Format = s.format.into();
         // Several algorithms per case print one nccl-tests run each.
-        let split = matches!(&s.plan.algos, harness::AlgoChoice::List(l) if l.len() > 1);
+        let split = match &s.plan.algos {
+            harness::AlgoChoice::List(l) => l.len() > 1,
+            harness::AlgoChoice::Pairs(_) => true,
+            harness::AlgoChoice::Auto => false,
+        };
         let layout = format.layout(names, s.verbose > 0, s.plan.sizes.clone(), split);
         f.sinks.push(Box::new(LayoutSink::new(layout, out)));
     }

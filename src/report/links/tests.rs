@@ -496,3 +496,22 @@ fn a_rank_is_named_only_when_every_link_is_slow() {
     );
     assert_eq!(r.findings.len(), 3, "{:#?}", r.findings);
 }
+
+#[test]
+fn a_collective_beside_the_matrix_is_told_in_one_line() {
+    let c = CaseLinks {
+        collective: "all-reduce".into(),
+        algo: "ring".into(),
+        bytes: SIZE,
+        pairs: ring(4, |from, _| if from == 1 { 2.5 } else { 9.0 }),
+    };
+    assert_eq!(
+        render_case(&c),
+        "# all-reduce ring at 16MiB: 4 links, median 9.0 GB/s, 2.5-9.0 GB/s, slowest 1 -> 2\n"
+    );
+    let none = CaseLinks { pairs: vec![], ..c };
+    assert_eq!(
+        render_case(&none),
+        "# all-reduce ring at 16MiB: no link measured\n"
+    );
+}
