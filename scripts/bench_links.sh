@@ -5,6 +5,8 @@
 #
 #   scripts/bench_links.sh [COLLBENCH_BINARY] [RUNS] [SIZE] [OUT.md]
 #
+# Also the cost of measuring: the ring with and without --links, interleaved.
+#
 # Two cases: an all-reduce ring of 8 ranks with the link 2 -> 3 slowed 4x
 # (a hit: the findings are exactly `slow link 2 -> 3`), and an all-to-all of
 # 6 ranks with rank 5 slowed 3x (a hit: exactly `slow rank 5`). A false
@@ -42,6 +44,22 @@ case_ "all-reduce ring, 8 ranks" "slow link 2 -> 3" slow-link:from=2,to=3,factor
   all-reduce --device host --ranks 8 --algo ring
 case_ "all-to-all, 6 ranks" "slow rank 5" slow:rank=5,factor=3 \
   all-to-all --device host --ranks 6
+# What measuring costs: the same ring all-reduce with and without --links,
+# interleaved, each run's p50 iteration time; the median over runs of each.
+p50() {
+  python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["rows"][0]["stats"]["p50_us"])' "$1"
+}
+on=() off=()
+for _ in $(seq "$runs"); do
+  for mode in off on; do
+    flag=()
+    [ "$mode" = on ] && flag=(--links)
+    "$bin" all-reduce --device host --ranks 8 --algo ring --sizes "$size:$size" --placement out \
+      --iters 10 --warmup 2 "${flag[@]}" -q --json "$tmp/c.json" 2>/dev/null || true
+    if [ "$mode" = on ]; then on+=("$(p50 "$tmp/c.json")"); else off+=("$(p50 "$tmp/c.json")"); fi
+  done
+done
+cost=$(python3 -c 'import statistics,sys; a=[float(x) for x in sys.argv[1].split()]; b=[float(x) for x in sys.argv[2].split()]; print(f"{statistics.median(a):.0f} us without, {statistics.median(b):.0f} us with --links ({statistics.median(b)/statistics.median(a):.3f}x)")' "${off[*]}" "${on[*]}")
 {
   echo "# Slow-link finder on $(nproc) cores ($(date -u +%Y-%m-%d))"
   echo
@@ -52,5 +70,7 @@ case_ "all-to-all, 6 ranks" "slow rank 5" slow:rank=5,factor=3 \
   for r in "${rows[@]}"; do echo "$r"; done
   echo
   for m in "${misses[@]+"${misses[@]}"}"; do echo "- not as expected: $m"; done
+  echo
+  echo "Cost of measuring (all-reduce ring, 8 ranks, $size, p50 of each run's iterations, median over $runs interleaved runs each): $cost."
   echo "($((SECONDS - t0)) s.)"
 } > "$out"

@@ -50,7 +50,9 @@ fn interrupt(sig: i32, delay: Duration, dir: &std::path::Path) -> (ExitStatus, S
     let json = dir.join("r.json");
     let child = Command::new(bin())
         // Enough iterations that an optimised build is still running when
-        // the latest signal comes (an interrupted run ends at once).
+        // the latest signal comes (an interrupted run ends at once): 200
+        // took about 1 s on 2 cores, and delays reach 1.55 s, so half the
+        // runs or more ended before their signal now and then.
         .args([
             "all-reduce",
             "--sizes",
@@ -59,7 +61,7 @@ fn interrupt(sig: i32, delay: Duration, dir: &std::path::Path) -> (ExitStatus, S
             "4",
             "-q",
             "--iters",
-            "200",
+            "600",
         ])
         .arg("--json")
         .arg(&json)

@@ -382,3 +382,40 @@ fn the_links_probe_refuses_what_it_cannot_measure() {
         assert!(err.contains(says), "{args:?}: {err}");
     }
 }
+
+#[test]
+fn qualify_runs_the_links_probe_as_a_check() {
+    let _alone = alone();
+    let dir = tempfile::tempdir().unwrap();
+    let spec = dir.path().join("probe.toml");
+    let check = |name: &str, threshold: &str| {
+        format!(
+            "[[check]]\nname = \"{name}\"\ncollective = \"links\"\ndevice = \"host\"\nranks = 4\nsizes = \"1M\"\niters = 8\n{threshold}\n"
+        )
+    };
+    let text = check("probe fine", "min_link_gbps = 0.001")
+        + &check("probe too slow", "min_link_gbps = 1000000.0");
+    std::fs::write(&spec, text).unwrap();
+    let out = collbench().arg("qualify").arg(&spec).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    let line = |name: &str| {
+        stdout
+            .lines()
+            .find(|l| l.starts_with(name))
+            .unwrap_or("")
+            .to_string()
+    };
+    assert!(line("probe fine").contains("PASS"), "{stdout}");
+    assert!(line("probe too slow").contains("FAIL"), "{stdout}");
+    // The probe runs; it judges no saved log.
+    std::fs::write(
+        &spec,
+        "[[check]]\ncollective = \"links\"\nlog = \"r.json\"\nmin_link_gbps = 1.0\n",
+    )
+    .unwrap();
+    let out = collbench().arg("qualify").arg(&spec).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("runs the links probe"), "{err}");
+}

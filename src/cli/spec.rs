@@ -14,6 +14,13 @@
 //! min_link_gbps = 1.0               # link thresholds run the sweep with
 //! max_link_spread = 2.0             #   --links: slowest link, fastest/slowest
 //!
+//! [[check]]                         # the links probe (`collbench links`):
+//! collective = "links"              #   every directed pair, judged on
+//! device = "host"                   #   the slowest link and the spread
+//! ranks = 6
+//! sizes = "4M"
+//! min_link_gbps = 1.0
+//!
 //! [[check]]                         # judges a saved run instead of sweeping:
 //! collective = "all-reduce"         #   its rows of this collective (or "all")
 //! log = "nccl-tests/all_reduce.log" # an nccl-tests log or collbench results,
@@ -120,6 +127,11 @@ pub fn parse_spec(text: &str) -> Result<Vec<CheckSpec>, SpecError> {
                 )));
             }
         }
+        if c.log.is_some() && c.is_probe() {
+            return Err(SpecError(format!(
+                "{at}: `collective = \"links\"` runs the links probe: it takes no `log`"
+            )));
+        }
         if c.log.is_some() {
             if let Some(key) = c.sweep_keys().first() {
                 return Err(SpecError(format!(
@@ -195,14 +207,21 @@ impl CheckSpec {
         .collect()
     }
 
-    /// The collective it sweeps (None: all).
+    /// Whether the check runs the links probe (`collective = "links"`).
+    fn is_probe(&self) -> bool {
+        self.collective.trim() == "links"
+    }
+
+    /// The collective it sweeps (None: all; the probe's rounds are
+    /// send-recv).
     fn coll(&self) -> Result<Option<Collective>, SpecError> {
         match self.collective.trim() {
             "all" => Ok(None),
+            "links" => Ok(Some(Collective::SendRecv)),
             name => Collective::parse(name).map(Some).ok_or_else(|| {
                 let known: Vec<&str> = Collective::ALL.iter().map(|c| c.name()).collect();
                 SpecError(format!(
-                    "unknown collective '{name}' (known: {}, all)",
+                    "unknown collective '{name}' (known: {}, all, links)",
                     known.join(", ")
                 ))
             }),
@@ -211,6 +230,9 @@ impl CheckSpec {
 
     /// The collective's canonical name (or `all`).
     pub fn collective_name(&self) -> Result<&'static str, SpecError> {
+        if self.is_probe() {
+            return Ok("links");
+        }
         Ok(self.coll()?.map_or("all", |c| c.name()))
     }
 
@@ -259,6 +281,9 @@ impl CheckSpec {
         a.links = self.min_link_gbps.is_some() || self.max_link_spread.is_some();
         if let Some(n) = self.warmup {
             a.warmup = n as usize;
+        }
+        if self.is_probe() {
+            return plan::build_links(&a, None).map_err(|e| SpecError(e.to_string()));
         }
         plan::build(coll, &a, None).map_err(|e| SpecError(e.to_string()))
     }

@@ -488,7 +488,9 @@ fn sweep(coll: Option<Collective>, args: &RunArgs, probe: bool) -> anyhow::Resul
     let mut results = Results::new(meta, std::mem::take(&mut sink.rows));
     if let Ok(o) = result.as_mut() {
         if let Some(t) = &o.links {
-            let mut r = links::report(t, probe.then_some(plan.ranks));
+            // The probe's matrix was measured in rounds.
+            let rounds = plan.links_from.map(|_| plan.ranks);
+            let mut r = links::report(t, rounds);
             if let Some(floor) = s.min_link_gbps {
                 crate::report::links::add_floor_findings(&mut r, floor);
             }
