@@ -350,11 +350,16 @@ fn verdict(pairs: &[LinkPair], t: &Thresholds) -> Vec<LinkFinding> {
     let slow: Vec<&LinkPair> = links
         .iter()
         .zip(&score)
-        .filter(|(_, &s)| {
+        .filter(|(p, &s)| {
             judged.is_slow(s, t)
                 && (links.len() >= MIN_Z_LINKS
                     || s * t.strong_gap < judged.median
                     || judged.mad <= judged.median * 1e-12)
+                // Measured in rounds: slow for its round, and slow for the
+                // machine too (a round's other links may all run fast: two
+                // ranks sending to each other at once, where the slowed
+                // direction also holds the other back a little).
+                && (t.rounds.is_none() || p.gbps * t.min_gap < center.median)
         })
         .map(|(p, _)| *p)
         .collect();

@@ -515,3 +515,29 @@ fn a_collective_beside_the_matrix_is_told_in_one_line() {
         "# all-reduce ring at 16MiB: no link measured\n"
     );
 }
+
+#[test]
+fn a_link_slow_only_for_its_fast_round_is_no_finding() {
+    // Measured (2 cores, 6 host ranks, link 1 -> 4 slowed 4x): round 3
+    // pairs ranks sending to each other, twice as fast as the others; 4 -> 1
+    // is held back by the slowed 1 -> 4 to 16.5 GB/s, slow for its round but
+    // not for the machine (median 14.7 GB/s).
+    let m = [
+        [0.0, 14.7, 14.5, 28.0, 15.4, 14.5],
+        [14.8, 0.0, 14.3, 14.5, 3.7, 14.2],
+        [15.4, 14.8, 0.0, 14.6, 14.3, 27.5],
+        [27.3, 14.1, 14.9, 0.0, 14.3, 14.5],
+        [14.4, 16.5, 15.3, 15.0, 0.0, 14.2],
+        [14.3, 14.7, 27.6, 14.2, 14.8, 0.0],
+    ];
+    let t = Thresholds {
+        rounds: Some(6),
+        ..Thresholds::default()
+    };
+    let r = judge(SIZE, from_matrix(&m), &t);
+    let named: Vec<&str> = r.findings.iter().map(|f| f.detail.as_str()).collect();
+    assert_eq!(
+        named,
+        ["slow link 1 -> 4: 3.7 GB/s vs median 14.6 GB/s (4.0x)"]
+    );
+}
