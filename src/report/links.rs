@@ -227,16 +227,19 @@ impl Center {
     }
 
     /// Whether `gbps` is a slow outlier: at least `strong_gap` times slower
-    /// than the median, or far below it by the modified z-score and at
-    /// least `min_gap` times slower. Where the links deviate by nothing
-    /// (all others equal) the gap alone decides.
-    fn is_slow(&self, gbps: f64, t: &Thresholds) -> bool {
+    /// than the median, or far below it by the modified z-score (where
+    /// `trust_z`) and at least `min_gap` times slower. Where the links
+    /// deviate by nothing (all others equal) the gap alone decides.
+    fn is_slow(&self, gbps: f64, t: &Thresholds, trust_z: bool) -> bool {
         if gbps * t.strong_gap < self.median {
             return true;
         }
         let gap = gbps * t.min_gap < self.median;
         if self.mad <= self.median * 1e-12 {
             return gap;
+        }
+        if !trust_z {
+            return false;
         }
         let z = 0.6745 * (gbps - self.median) / self.mad;
         gap && z < -t.z
@@ -317,6 +320,18 @@ fn finite(v: f64) -> f64 {
 /// kept as 0 (a GB/s of 0 is a link not measured). With fewer than
 /// [`MIN_LINKS`] measured links there is no verdict (no findings).
 pub fn judge(bytes: u64, pairs: Vec<LinkPair>, t: &Thresholds) -> LinkReport {
+    let pairs = tidy(pairs);
+    let findings = verdict(&pairs, t);
+    LinkReport {
+        bytes,
+        pairs,
+        findings,
+    }
+}
+
+/// `pairs` as reports keep them: sorted by (sender, receiver), numbers that
+/// are not finite and non-negative as 0.
+pub fn tidy(pairs: Vec<LinkPair>) -> Vec<LinkPair> {
     let mut pairs: Vec<LinkPair> = pairs
         .into_iter()
         .map(|p| LinkPair {
@@ -327,12 +342,7 @@ pub fn judge(bytes: u64, pairs: Vec<LinkPair>, t: &Thresholds) -> LinkReport {
         })
         .collect();
     pairs.sort_by_key(|p| (p.from, p.to));
-    let findings = verdict(&pairs, t);
-    LinkReport {
-        bytes,
-        pairs,
-        findings,
-    }
+    pairs
 }
 
 /// Slow links, and ranks named instead of their links (two or more
@@ -351,10 +361,7 @@ fn verdict(pairs: &[LinkPair], t: &Thresholds) -> Vec<LinkFinding> {
         .iter()
         .zip(&score)
         .filter(|(p, &s)| {
-            judged.is_slow(s, t)
-                && (links.len() >= MIN_Z_LINKS
-                    || s * t.strong_gap < judged.median
-                    || judged.mad <= judged.median * 1e-12)
+            judged.is_slow(s, t, links.len() >= MIN_Z_LINKS)
                 // Measured in rounds: slow for its round, and slow for the
                 // machine too (a round's other links may all run fast: two
                 // ranks sending to each other at once, where the slowed
@@ -427,7 +434,7 @@ fn slow_senders(links: &[&LinkPair], score: &[f64], t: &Thresholds) -> Vec<usize
     let center = Center::of_values(medians.iter().map(|&(_, m)| m).collect());
     medians
         .into_iter()
-        .filter(|&(_, m)| center.is_slow(m, t))
+        .filter(|&(_, m)| center.is_slow(m, t, true))
         .map(|(r, _)| r)
         .collect()
 }

@@ -1,8 +1,9 @@
 //! `--links`: the harness's per-link measurements at the sweep's largest
 //! size, turned into the link matrix and verdict of `report::links`.
 
-use crate::harness::LinkTable;
-use crate::report::links::{judge, LinkPair, LinkReport, Thresholds};
+use crate::engine::types::{Algo, Collective};
+use crate::harness::{LinkTable, Plan};
+use crate::report::links::{judge, tidy, CaseLinks, LinkPair, LinkReport, Thresholds};
 
 /// The median of the finite values of `v` (0 when none).
 fn median(v: &[f64]) -> f64 {
@@ -11,11 +12,9 @@ fn median(v: &[f64]) -> f64 {
 }
 
 /// Every measured directed link as a pair of the report (GB/s: the median
-/// over operations of bytes over transfer time) and the verdict on them;
-/// `rounds`: the links were measured in the probe's rounds of that many
-/// ranks (see [`Thresholds::rounds`]).
-pub fn report(table: &LinkTable, rounds: Option<usize>) -> LinkReport {
-    let pairs = table
+/// over operations of bytes over transfer time).
+fn pairs(table: &LinkTable) -> Vec<LinkPair> {
+    table
         .samples
         .iter()
         .filter(|s| s.bytes > 0)
@@ -27,12 +26,34 @@ pub fn report(table: &LinkTable, rounds: Option<usize>) -> LinkReport {
             wait_us: s.wait_ns as f64 / 1e3,
             transfer_us: s.transfer_ns as f64 / 1e3,
         })
-        .collect();
+        .collect()
+}
+
+/// The links of `table` and the verdict on them; `rounds`: they were
+/// measured in the probe's rounds of that many ranks (see
+/// [`Thresholds::rounds`]).
+pub fn report(table: &LinkTable, rounds: Option<usize>) -> LinkReport {
     let t = Thresholds {
         rounds,
         ..Thresholds::default()
     };
-    judge(table.bytes, pairs, &t)
+    judge(table.bytes, pairs(table), &t)
+}
+
+/// The matrix of a run of `plan`: the probe's (`links_from` set) was
+/// measured in rounds.
+pub fn matrix(plan: &Plan, table: &LinkTable) -> LinkReport {
+    report(table, plan.links_from.map(|_| plan.ranks))
+}
+
+/// A collective's links measured beside the matrix, told without a verdict.
+pub fn told(coll: Collective, algo: Algo, table: &LinkTable) -> CaseLinks {
+    CaseLinks {
+        collective: coll.name().to_string(),
+        algo: algo.name().to_string(),
+        bytes: table.bytes,
+        pairs: tidy(pairs(table)),
+    }
 }
 
 /// Where the heatmap goes beside `--plot FILE`: `FILE-links.EXT`.

@@ -488,24 +488,18 @@ fn sweep(coll: Option<Collective>, args: &RunArgs, probe: bool) -> anyhow::Resul
     let mut results = Results::new(meta, std::mem::take(&mut sink.rows));
     if let Ok(o) = result.as_mut() {
         if let Some(t) = &o.links {
-            // The probe's matrix was measured in rounds.
-            let rounds = plan.links_from.map(|_| plan.ranks);
-            let mut r = links::report(t, rounds);
+            let mut r = links::matrix(plan, t);
             if let Some(floor) = s.min_link_gbps {
                 crate::report::links::add_floor_findings(&mut r, floor);
             }
             o.link_findings = r.findings.len();
             results.links = Some(r);
         }
-        for (coll, algo, t) in &o.case_links {
-            let r = links::report(t, None);
-            results.case_links.push(crate::report::links::CaseLinks {
-                collective: coll.name().to_string(),
-                algo: algo.name().to_string(),
-                bytes: r.bytes,
-                pairs: r.pairs,
-            });
-        }
+        results.case_links = o
+            .case_links
+            .iter()
+            .map(|(coll, algo, t)| links::told(*coll, *algo, t))
+            .collect();
     }
     if result.as_ref().is_err_and(|e| e.partial().is_none()) {
         // Refused or failed: no verdict on values that were never made.

@@ -54,10 +54,7 @@ fn measure(s: &Sweep) -> Result<(Vec<Row>, Option<LinkReport>), Outcome> {
     match execute(&s.plan, &setup, &mut sink, None) {
         Ok(o) => Ok((
             sink.rows,
-            o.links.as_ref().map(|t| {
-                let rounds = s.plan.links_from.map(|_| s.plan.ranks);
-                super::links::report(t, rounds)
-            }),
+            o.links.as_ref().map(|t| super::links::matrix(&s.plan, t)),
         )),
         Err(e) if e.is_hang() => Err(Outcome::Failed(format!("hang detected: {e}"))),
         Err(e) => Err(Outcome::Error(e.to_string())),
