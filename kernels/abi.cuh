@@ -22,6 +22,7 @@
 #define CB_MIN 2
 #define CB_MAX 3
 #define CB_AVG 4
+#define CB_PREMULSUM 5
 
 #define CB_MAX_PEERS 4
 
@@ -31,6 +32,7 @@
 #define CB_HAS_SRC 4u  // `src` is an input
 #define CB_HAS_DST 8u  // the value is written to `dst`
 #define CB_DST_IN 16u  // `dst` is also an input, after `src` (local-reduce)
+#define CB_PRE 32u     // premulsum: `src` is this rank's input, scaled by the scalar first
 
 // One primitive step of a channel program, its slices resolved to
 // (physical buffer 0..2, element offset) and its connections to indices
@@ -130,6 +132,7 @@ struct CbRank {
     u32 nranks;
     u32 proto;              // CB_PROTO_SIMPLE or CB_PROTO_LL, | CB_PROTO_SYS
     u32 nchannels;
+    u64 scalar;             // premulsum's scalar (the element type's bits)
 };
 
 static_assert(sizeof(CbStep) == 48, "CbStep layout");
@@ -137,4 +140,4 @@ static_assert(sizeof(CbConn) == 56, "CbConn layout");
 static_assert(sizeof(CbProgress) == 32, "CbProgress layout");
 static_assert(sizeof(CbStatus) == 64, "CbStatus layout");
 static_assert(sizeof(CbLink) == 32, "CbLink layout");
-static_assert(sizeof(CbRank) == 104, "CbRank layout");
+static_assert(sizeof(CbRank) == 112, "CbRank layout");

@@ -176,6 +176,42 @@ CB_DEVICE CbVec cb_finish_vec(CbVec a, u32 nranks) {
 #endif
 }
 
+// What a step does to values besides combining them: avg divides the
+// result by the rank count (finish); premulsum multiplies the step's source,
+// this rank's input, by the scalar before combining (pre).
+struct CbFx {
+    bool finish;
+    bool pre;
+    u32 nranks;
+    cb_bits scalar;
+};
+
+CB_DEVICE cb_bits cb_pre(const CbFx &fx, cb_bits x) {
+#if CB_OP == CB_PREMULSUM
+    return fx.pre ? cb_prod(x, fx.scalar) : x;
+#else
+    (void)fx;
+    return x;
+#endif
+}
+
+CB_DEVICE CbVec cb_pre_vec(const CbFx &fx, CbVec a) {
+#if CB_OP == CB_PREMULSUM
+    if (!fx.pre) {
+        return a;
+    }
+    CbVec r;
+#pragma unroll
+    for (u32 k = 0; k < CB_VEC_ELEMS; k++) {
+        cb_set_lane(r, k, cb_prod(cb_lane(a, k), fx.scalar));
+    }
+    return r;
+#else
+    (void)fx;
+    return a;
+#endif
+}
+
 // Where one step reads and writes.
 struct CbIo {
     const u8 *in[CB_MAX_PEERS + 2];  // src, dst-as-input, then received slots
@@ -193,14 +229,14 @@ CB_DEVICE bool cb_aligned16(const void *p) { return ((u64)p & 15ull) == 0; }
 // and costs a load before every vector. U vectors in flight per thread.
 template <u32 NIN, u32 U>
 CB_DEVICE void cb_move_fixed(const u8 *in0, const u8 *in1, u8 *dst, u8 *out0, u64 nv,
-                             bool finish, u32 nranks) {
+                             const CbFx &fx) {
     u32 t = cb_tid(), nt = cb_nthreads();
     u64 i = t;
     for (; i + (U - 1ull) * nt < nv; i += (u64)U * nt) {
         CbVec v[U];
 #pragma unroll
         for (u32 u = 0; u < U; u++) {
-            v[u] = cb_load_vec(in0 + (i + (u64)u * nt) * 16);
+            v[u] = cb_pre_vec(fx, cb_load_vec(in0 + (i + (u64)u * nt) * 16));
         }
         if (NIN == 2) {
             CbVec w[U];
@@ -216,7 +252,7 @@ CB_DEVICE void cb_move_fixed(const u8 *in0, const u8 *in1, u8 *dst, u8 *out0, u6
 #pragma unroll
         for (u32 u = 0; u < U; u++) {
             u64 off = (i + (u64)u * nt) * 16;
-            CbVec x = finish ? cb_finish_vec(v[u], nranks) : v[u];
+            CbVec x = fx.finish ? cb_finish_vec(v[u], fx.nranks) : v[u];
             if (dst) {
                 cb_store_vec(dst + off, x);
             }
@@ -227,12 +263,12 @@ CB_DEVICE void cb_move_fixed(const u8 *in0, const u8 *in1, u8 *dst, u8 *out0, u6
     }
     for (; i < nv; i += nt) {
         u64 off = i * 16;
-        CbVec v = cb_load_vec(in0 + off);
+        CbVec v = cb_pre_vec(fx, cb_load_vec(in0 + off));
         if (NIN == 2) {
             v = cb_combine(v, cb_load_vec(in1 + off));
         }
-        if (finish) {
-            v = cb_finish_vec(v, nranks);
+        if (fx.finish) {
+            v = cb_finish_vec(v, fx.nranks);
         }
         if (dst) {
             cb_store_vec(dst + off, v);
@@ -246,7 +282,7 @@ CB_DEVICE void cb_move_fixed(const u8 *in0, const u8 *in1, u8 *dst, u8 *out0, u6
 // Elements [lo, hi) moved one at a time, U in flight per thread: the path
 // of addresses that are not 16-byte aligned alike (a block of an all-to-all
 // at an odd offset, read from or written to an aligned slot).
-CB_DEVICE void cb_move_elems(const CbIo &io, u64 lo, u64 hi, bool finish, u32 nranks) {
+CB_DEVICE void cb_move_elems(const CbIo &io, u64 lo, u64 hi, const CbFx &fx) {
     const u32 U = 8;
     u32 nt = cb_nthreads();
     u64 i = lo + cb_tid();
@@ -254,7 +290,7 @@ CB_DEVICE void cb_move_elems(const CbIo &io, u64 lo, u64 hi, bool finish, u32 nr
         cb_bits v[U];
 #pragma unroll
         for (u32 u = 0; u < U; u++) {
-            v[u] = ((const cb_bits *)io.in[0])[i + (u64)u * nt];
+            v[u] = cb_pre(fx, ((const cb_bits *)io.in[0])[i + (u64)u * nt]);
         }
         for (u32 k = 1; k < io.nin; k++) {
             cb_bits w[U];
@@ -270,7 +306,7 @@ CB_DEVICE void cb_move_elems(const CbIo &io, u64 lo, u64 hi, bool finish, u32 nr
 #pragma unroll
         for (u32 u = 0; u < U; u++) {
             u64 e = i + (u64)u * nt;
-            cb_bits x = finish ? cb_finish(v[u], nranks) : v[u];
+            cb_bits x = fx.finish ? cb_finish(v[u], fx.nranks) : v[u];
             if (io.dst) {
                 ((cb_bits *)io.dst)[e] = x;
             }
@@ -280,12 +316,12 @@ CB_DEVICE void cb_move_elems(const CbIo &io, u64 lo, u64 hi, bool finish, u32 nr
         }
     }
     for (; i < hi; i += nt) {
-        cb_bits v = ((const cb_bits *)io.in[0])[i];
+        cb_bits v = cb_pre(fx, ((const cb_bits *)io.in[0])[i]);
         for (u32 k = 1; k < io.nin; k++) {
             v = cb_apply(v, ((const cb_bits *)io.in[k])[i]);
         }
-        if (finish) {
-            v = cb_finish(v, nranks);
+        if (fx.finish) {
+            v = cb_finish(v, fx.nranks);
         }
         if (io.dst) {
             ((cb_bits *)io.dst)[i] = v;
@@ -320,7 +356,7 @@ CB_DEVICE u64 cb_head_elems(const CbIo &io, u64 len) {
 // elements up to the boundary, then 8-byte words, U in flight per thread.
 // Returns the elements it did not move (the tail), or `len` when the
 // addresses do not line up even at 8 bytes.
-CB_DEVICE u64 cb_copy_words(const CbIo &io, u64 len, bool finish, u32 nranks) {
+CB_DEVICE u64 cb_copy_words(const CbIo &io, u64 len, const CbFx &fx) {
     const u32 U = 8;
     u64 m = (u64)io.in[0] & 7ull;
     bool alike = io.nin == 1 && m % CB_SIZE == 0 && (io.dst == 0 || ((u64)io.dst & 7ull) == m);
@@ -329,14 +365,17 @@ CB_DEVICE u64 cb_copy_words(const CbIo &io, u64 len, bool finish, u32 nranks) {
     }
 #if CB_OP == CB_AVG
     // A finishing copy divides: not a copy of bytes.
-    alike = alike && !finish;
+    alike = alike && !fx.finish;
+#elif CB_OP == CB_PREMULSUM
+    // A premultiplied copy scales: not a copy of bytes either.
+    alike = alike && !fx.pre;
 #endif
     if (!alike) {
         return 0;
     }
     u64 head = ((8ull - m) & 7ull) / CB_SIZE;
     head = head < len ? head : len;
-    cb_move_elems(io, 0, head, finish, nranks);
+    cb_move_elems(io, 0, head, fx);
     u64 sk = head * CB_SIZE;
     u64 nw = (len - head) * CB_SIZE / 8;
     const u64 *src = (const u64 *)(io.in[0] + sk);
@@ -376,18 +415,18 @@ CB_DEVICE u64 cb_copy_words(const CbIo &io, u64 len, bool finish, u32 nranks) {
 // dst and every output slot. Vectors of 16 bytes over the aligned middle
 // when every address is equally far from alignment; elements before and
 // after it (and everywhere when the addresses differ) one at a time.
-CB_DEVICE void cb_move(const CbIo &io, u64 len, bool finish, u32 nranks) {
+CB_DEVICE void cb_move(const CbIo &io, u64 len, const CbFx &fx) {
     u64 head = cb_head_elems(io, len);
     if (head == len && len * CB_SIZE >= 64) {
         // Not aligned alike at 16 bytes: 8-byte words for a copy that is at 8.
-        u64 done = cb_copy_words(io, len, finish, nranks);
+        u64 done = cb_copy_words(io, len, fx);
         if (done != 0) {
-            cb_move_elems(io, done, len, finish, nranks);
+            cb_move_elems(io, done, len, fx);
             return;
         }
     }
     if (head != 0) {
-        cb_move_elems(io, 0, head, finish, nranks);
+        cb_move_elems(io, 0, head, fx);
         if (head == len) {
             return;
         }
@@ -401,9 +440,9 @@ CB_DEVICE void cb_move(const CbIo &io, u64 len, bool finish, u32 nranks) {
         u8 *out0 = io.nout == 1 ? io.out[0] + sk : 0;
         u8 *dst = io.dst ? io.dst + sk : 0;
         if (io.nin == 1) {
-            cb_move_fixed<1, 8>(io.in[0] + sk, 0, dst, out0, bytes / 16, finish, nranks);
+            cb_move_fixed<1, 8>(io.in[0] + sk, 0, dst, out0, bytes / 16, fx);
         } else {
-            cb_move_fixed<2, 4>(io.in[0] + sk, io.in[1] + sk, dst, out0, bytes / 16, finish, nranks);
+            cb_move_fixed<2, 4>(io.in[0] + sk, io.in[1] + sk, dst, out0, bytes / 16, fx);
         }
     } else if (bytes != 0) {
         u64 nv = bytes / 16;
@@ -413,7 +452,7 @@ CB_DEVICE void cb_move(const CbIo &io, u64 len, bool finish, u32 nranks) {
             CbVec v[4];
 #pragma unroll
             for (u32 u = 0; u < 4; u++) {
-                v[u] = cb_load_vec(io.in[0] + sk + (i + (u64)u * nt) * 16);
+                v[u] = cb_pre_vec(fx, cb_load_vec(io.in[0] + sk + (i + (u64)u * nt) * 16));
             }
             for (u32 k = 1; k < io.nin; k++) {
                 CbVec w[4];
@@ -429,7 +468,7 @@ CB_DEVICE void cb_move(const CbIo &io, u64 len, bool finish, u32 nranks) {
 #pragma unroll
             for (u32 u = 0; u < 4; u++) {
                 u64 off = sk + (i + (u64)u * nt) * 16;
-                CbVec x = finish ? cb_finish_vec(v[u], nranks) : v[u];
+                CbVec x = fx.finish ? cb_finish_vec(v[u], fx.nranks) : v[u];
                 if (io.dst) {
                     cb_store_vec(io.dst + off, x);
                 }
@@ -440,12 +479,12 @@ CB_DEVICE void cb_move(const CbIo &io, u64 len, bool finish, u32 nranks) {
         }
         for (; i < nv; i += nt) {
             u64 off = sk + i * 16;
-            CbVec v = cb_load_vec(io.in[0] + off);
+            CbVec v = cb_pre_vec(fx, cb_load_vec(io.in[0] + off));
             for (u32 k = 1; k < io.nin; k++) {
                 v = cb_combine(v, cb_load_vec(io.in[k] + off));
             }
-            if (finish) {
-                v = cb_finish_vec(v, nranks);
+            if (fx.finish) {
+                v = cb_finish_vec(v, fx.nranks);
             }
             if (io.dst) {
                 cb_store_vec(io.dst + off, v);
@@ -456,7 +495,7 @@ CB_DEVICE void cb_move(const CbIo &io, u64 len, bool finish, u32 nranks) {
         }
     }
     if (body < len) {
-        cb_move_elems(io, body, len, finish, nranks);
+        cb_move_elems(io, body, len, fx);
     }
 }
 
@@ -503,7 +542,7 @@ CB_DEVICE u32 *cb_ll_slot(const CbConn *c, u64 seq_index) {
 
 // The low-latency protocol's data movement: 8 payload bytes per line; each
 // thread owns lines t, t + nt, ... of every input and output slot.
-CB_DEVICE void cb_move_ll(CbBlock *b, const CbStep *s, const CbIo &io, bool finish, u32 *lost) {
+CB_DEVICE void cb_move_ll(CbBlock *b, const CbStep *s, const CbIo &io, const CbFx &fx, u32 *lost) {
     const CbRank *r = b->r;
     u64 bytes = s->len * CB_SIZE;
     u64 lines = (bytes + 7) / 8;
@@ -535,6 +574,7 @@ CB_DEVICE void cb_move_ll(CbBlock *b, const CbStep *s, const CbIo &io, bool fini
         for (u32 k = 0; k < nlocal; k++) {
             for (u32 e = 0; e < ne; e++) {
                 cb_bits x = ((const cb_bits *)(io.in[k] + off))[e];
+                x = k == 0 ? cb_pre(fx, x) : x;
                 acc[e] = have ? cb_apply(acc[e], x) : x;
             }
             have = true;
@@ -561,9 +601,9 @@ CB_DEVICE void cb_move_ll(CbBlock *b, const CbStep *s, const CbIo &io, bool fini
             }
             have = true;
         }
-        if (finish) {
+        if (fx.finish) {
             for (u32 e = 0; e < ne; e++) {
-                acc[e] = cb_finish(acc[e], r->nranks);
+                acc[e] = cb_finish(acc[e], fx.nranks);
             }
         }
         if (io.dst) {
@@ -666,11 +706,15 @@ CB_DEVICE bool cb_run_step(CbBlock *b, const CbStep *s, CbIo *shared_io, u32 *sh
         return false;
     }
     CbIo io = *shared_io;
-    bool finish = (s->flags & CB_FINISH) != 0;
+    CbFx fx;
+    fx.finish = (s->flags & CB_FINISH) != 0;
+    fx.pre = (s->flags & CB_PRE) != 0;
+    fx.nranks = r->nranks;
+    fx.scalar = (cb_bits)r->scalar;
     if (ll) {
-        cb_move_ll(b, s, io, finish, lost);
+        cb_move_ll(b, s, io, fx, lost);
     } else if (io.nin > 0) {
-        cb_move(io, s->len, finish, r->nranks);
+        cb_move(io, s->len, fx);
     }
     cb_sync();
     if (cb_tid() == 0 && timed && *lost == 0) {

@@ -20,13 +20,14 @@ struct CbGen {
     u64 mid;     // floats: bits of the largest finite magnitude (the key of +0)
     u64 nranks;  // >= 1
     u32 scheme;  // CB_SCHEME_*
-    u32 op;      // CB_SUM..CB_AVG
+    u32 op;      // CB_SUM..CB_PREMULSUM
     u32 flips;   // whether elements may be negated or mirrored
     i32 lo_exp;  // units: smallest scale exponent
     u32 exps;    // units: number of scale exponents
     u32 ulps;    // verification tolerance in ULPs (float avg)
     u32 dtype;   // the CB_DT the header was built for
-    u32 pad;
+    i32 mul_exp; // premulsum: inputs are scaled by 2^-mul_exp (else 0)
+    u64 mul;     // premulsum: the multiplier of expected values (else 1)
 };
 
 // What a receive buffer must hold: recv[k] is
@@ -48,7 +49,7 @@ struct CbVerdict {
     u64 pad;
 };
 
-static_assert(sizeof(CbGen) == 72, "CbGen layout");
+static_assert(sizeof(CbGen) == 80, "CbGen layout");
 static_assert(sizeof(CbExpect) == 32, "CbExpect layout");
 static_assert(sizeof(CbVerdict) == 32, "CbVerdict layout");
 
@@ -175,7 +176,7 @@ CB_DEVICE cb_bits cb_gen_input(const CbGen &g, u64 q, u64 i) {
     case CB_SCHEME_WRAP:
         return (cb_bits)(v + cb_elem_offset(h));
     case CB_SCHEME_UNITS:
-        return cb_units_bits(flip ? 0 - v : v, cb_exponent(g, h));
+        return cb_units_bits(flip ? 0 - v : v, cb_exponent(g, h) - g.mul_exp);
     case CB_SCHEME_POW2:
         return cb_pow2_bits(((v & 1) != 0) != flip, (u32)(v >> 1));
     default: {
@@ -193,7 +194,7 @@ CB_DEVICE cb_bits cb_gen_reduced(const CbGen &g, u64 i) {
     bool flip = cb_gen_flip(g, h);
     switch (g.scheme) {
     case CB_SCHEME_WRAP:
-        return (cb_bits)(a + g.nranks * cb_elem_offset(h));
+        return (cb_bits)((a + g.nranks * cb_elem_offset(h)) * g.mul);
     case CB_SCHEME_UNITS: {
         u64 sum = flip ? 0 - a : a;
         if (g.op == CB_AVG) {
@@ -203,7 +204,7 @@ CB_DEVICE cb_bits cb_gen_reduced(const CbGen &g, u64 i) {
             return cb_avg(cb_units_bits(sum, cb_exponent(g, h)), (u32)g.nranks);
 #endif
         }
-        return cb_units_bits(sum, cb_exponent(g, h));
+        return cb_units_bits(sum * g.mul, cb_exponent(g, h));
     }
     case CB_SCHEME_POW2: {
         u64 negs = a + (flip ? g.nranks : 0);

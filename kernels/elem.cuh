@@ -224,9 +224,10 @@ CB_DEVICE cb_bits cb_max(cb_bits a, cb_bits b) {
 
 #endif
 
-// The operator this file is compiled for (avg sums; its division is cb_finish).
+// The operator this file is compiled for (avg sums, its division is
+// cb_finish; premulsum sums, its scaling of the input is the kernels' cb_pre).
 CB_DEVICE cb_bits cb_apply(cb_bits a, cb_bits b) {
-#if CB_OP == CB_SUM || CB_OP == CB_AVG
+#if CB_OP == CB_SUM || CB_OP == CB_AVG || CB_OP == CB_PREMULSUM
     return cb_sum(a, b);
 #elif CB_OP == CB_PROD
     return cb_prod(a, b);

@@ -157,6 +157,93 @@ fn every_dtype_and_op_is_correct_on_3_ranks() {
     assert!(rows(&v).iter().all(|r| r["wrong"] == 0 && r["nan"] == 0));
 }
 
+/// premulsum on every reducing collective, algorithm and type, at the
+/// rank counts the issue names, with scalars whose significands are short
+/// and long, both signs; its rows carry the scalar, and nccl-tests' text
+/// calls it `mulsum`.
+#[test]
+fn premulsum_is_bit_exact_on_1_2_3_5_and_8_ranks() {
+    for (n, scalar, dtypes) in [
+        ("1", "3", "all"),
+        ("2", "-2", "all"),
+        ("3", "0.1", "float,half,bfloat16,double,f8e4m3,f8e5m2"),
+        ("5", "7", "all"),
+        ("8", "-0.75", "float,half,bfloat16,double,f8e4m3,f8e5m2"),
+    ] {
+        for coll in ["all-reduce", "reduce-scatter", "reduce"] {
+            let (code, v, err) = run_json(&[
+                coll,
+                "--device",
+                "host",
+                "--ranks",
+                n,
+                "--op",
+                "premulsum",
+                "--scalar",
+                scalar,
+                "--dtype",
+                dtypes,
+                "--algo",
+                "all",
+                "--sizes",
+                "8B:64K:x8",
+            ]);
+            assert_eq!(code, 0, "{coll} {n} ranks x{scalar}: {err}");
+            assert!(!rows(&v).is_empty());
+            for r in rows(&v) {
+                assert_eq!((&r["wrong"], &r["nan"]), (&0.into(), &0.into()), "{r}");
+                assert_eq!(r["op"], "premulsum");
+                let want: f64 = scalar.parse().unwrap();
+                let got = r["scalar"].as_f64().unwrap();
+                // As the type holds it (0.1 rounds; unsigned types wrap).
+                let unsigned = r["dtype"].as_str().unwrap().starts_with("uint");
+                assert!(unsigned || (got - want).abs() <= want.abs() * 0.07, "{r}");
+            }
+        }
+    }
+    // One out-of-place in-place pair under nccl-tests' name.
+    let out = collbench()
+        .args([
+            "all-reduce",
+            "--device",
+            "host",
+            "--ranks",
+            "2",
+            "--op",
+            "mulsum",
+        ])
+        .args([
+            "--sizes",
+            "1K",
+            "--format",
+            "nccl-tests",
+            "--iters",
+            "1",
+            "--warmup",
+            "0",
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("float  mulsum"), "{text}");
+}
+
+/// A scalar is premulsum's alone: given without it, a note says so.
+#[test]
+fn a_scalar_without_premulsum_is_a_note() {
+    let (code, _, err) = run_json(&[
+        "all-reduce",
+        "--device",
+        "host",
+        "--scalar",
+        "2",
+        "--sizes",
+        "1K",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("--scalar 2 is premulsum's"), "{err}");
+}
+
 #[test]
 fn root_all_covers_every_root() {
     let (code, v, err) = run_json(&[
@@ -262,6 +349,62 @@ fn bad_input_exits_2_with_a_reason_and_no_panic() {
         (
             &["all-reduce", "--ranks", "8", "--sizes", "1000G"],
             "not enough memory",
+        ),
+        (
+            &[
+                "all-reduce",
+                "--op",
+                "premulsum",
+                "--scalar",
+                "0.5",
+                "-d",
+                "int32",
+            ],
+            "premulsum on int32 needs an integer --scalar (got 0.5)",
+        ),
+        (
+            &[
+                "all-reduce",
+                "--op",
+                "mulsum",
+                "--scalar",
+                "0",
+                "-d",
+                "float",
+            ],
+            "--scalar 0 is zero in float",
+        ),
+        (
+            &[
+                "all-reduce",
+                "--op",
+                "premulsum",
+                "--scalar",
+                "1e6",
+                "-d",
+                "half",
+            ],
+            "not finite in half",
+        ),
+        (
+            &[
+                "all-reduce",
+                "--op",
+                "premulsum",
+                "--scalar",
+                "8192",
+                "-d",
+                "half",
+            ],
+            "too large for premulsum on half",
+        ),
+        (
+            &["all-reduce", "--scalar", "nan"],
+            "expected a finite number",
+        ),
+        (
+            &["all-reduce", "--scalar", "2x"],
+            "expected a finite number",
         ),
     ];
     for (args, why) in cases {

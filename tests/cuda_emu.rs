@@ -214,6 +214,55 @@ fn every_dtype_and_operator_reduces_bit_exact() {
     }
 }
 
+/// premulsum in the kernels: the source of a step that reads the rank's
+/// input is scaled on every path (vectors, elements, low-latency lines),
+/// on 1, 2, 3, 5 and 8 ranks, beside NCCL's stand-in.
+#[test]
+fn premulsum_scales_each_input_once_in_the_kernels() {
+    if !have_compiler("premulsum_scales_each_input_once_in_the_kernels") {
+        return;
+    }
+    for (n, scalar, dtypes) in [
+        ("1", "3", "float,int32"),
+        ("2", "-0.5", "half,float"),
+        ("3", "0.1", "float,bfloat16"),
+        ("5", "-3", "int8,float"),
+        ("8", "1.5", "f8e4m3,double"),
+    ] {
+        for proto in ["simple", "ll"] {
+            let (code, v, err) = run(&[
+                "all",
+                "--ranks",
+                n,
+                "--op",
+                "premulsum",
+                "--scalar",
+                scalar,
+                "--dtype",
+                dtypes,
+                "--algo",
+                "all",
+                "--protocol",
+                proto,
+                "--sizes",
+                "8B:64K:x8",
+                "--engine",
+                "builtin,nccl",
+            ]);
+            let what = format!("{n} ranks x{scalar} {proto}");
+            assert_eq!(code, 0, "{what}: {err}");
+            assert_clean(&v, &what);
+            let scaled: BTreeSet<&str> = rows(&v)
+                .iter()
+                .filter(|r| r["op"] == "premulsum")
+                .map(|r| r["collective"].as_str().unwrap())
+                .collect();
+            let want: BTreeSet<&str> = ["all-reduce", "reduce-scatter", "reduce"].into();
+            assert_eq!(scaled, want, "{what}");
+        }
+    }
+}
+
 #[test]
 fn timing_methods_and_graphs_give_checked_rows() {
     if !have_compiler("timing_methods_and_graphs_give_checked_rows") {

@@ -81,12 +81,13 @@ impl Request {
         for w in [g.words, g.salt, g.kmax, g.mid, g.nranks] {
             self.word(w);
         }
-        let lo_exp = g.lo_exp as u32;
+        let (lo_exp, mul_exp) = (g.lo_exp as u32, g.mul_exp as u32);
         for w in [
-            g.scheme, g.op, g.flips, lo_exp, g.exps, g.ulps, g.dtype, g.pad,
+            g.scheme, g.op, g.flips, lo_exp, g.exps, g.ulps, g.dtype, mul_exp,
         ] {
             self.words.extend_from_slice(&w.to_le_bytes());
         }
+        self.word(g.mul);
         self.word(words.len() as u64);
         words.iter().for_each(|&w| self.word(w));
     }
@@ -160,9 +161,23 @@ impl Case {
     /// OP over every rank's elements `from..from + len`, then its finish.
     fn reduce(&self, from: usize, len: usize) -> Vec<u8> {
         let (dt, op, s) = (self.rule.dtype, self.rule.op, self.rule.dtype.size());
-        let ptrs: Vec<*const u8> = self.inputs.iter().map(|b| b[from * s..].as_ptr()).collect();
+        // Premulsum: every input scaled once, then summed.
+        let scaled: Vec<Vec<u8>> = self
+            .inputs
+            .iter()
+            .map(|b| {
+                let mut c = b[from * s..(from + len) * s].to_vec();
+                if op == ReduceOp::PreMulSum {
+                    let p = c.as_mut_ptr();
+                    // SAFETY: `c` holds `len` elements; dst is the input.
+                    unsafe { elem::reduce_premul(dt, self.rule.scalar, p, &[p as *const u8], len) };
+                }
+                c
+            })
+            .collect();
+        let ptrs: Vec<*const u8> = scaled.iter().map(|b| b.as_ptr()).collect();
         let mut out = vec![0u8; len * s];
-        // SAFETY: every input holds at least `from + len` elements.
+        // SAFETY: every input holds `len` elements.
         unsafe {
             elem::reduce(dt, op, out.as_mut_ptr(), &ptrs, len);
             elem::finish(dt, op, self.rule.nranks, out.as_mut_ptr(), len);
@@ -227,11 +242,17 @@ fn check_dtype(cxx: &str, dir: &Path, dt: Dtype) -> Result<(), String> {
 
     for op in ReduceOp::ALL {
         for n in [1, 2, 3, 8] {
+            // Premulsum with a scalar of the type (3, or 0.75 where it is
+            // a float), which scales inputs and expectations.
+            let scalar = if dt.is_float() { "0.75" } else { "3" };
             let rule = Rule {
                 seed: 0xDA7A_0000 + n as u64,
                 dtype: dt,
                 op,
                 nranks: n,
+                scalar: collbench::engine::types::Scalar::parse(scalar)
+                    .and_then(|s| s.bits(dt).ok())
+                    .unwrap_or(1),
             };
             let d = DeviceGen::new(&rule);
             req.gen(&d.header(0), d.words());

@@ -52,7 +52,7 @@ fn nvrtc_version() -> Option<String> {
 fn assert_all_compiled(v: &Value, arch: &str, nvrtc: &str) {
     let k = &v["kernels"];
     assert_eq!(k["failed"], Value::Array(vec![]), "{k:#}");
-    assert_eq!(k["compiled"], 60, "{k:#}");
+    assert_eq!(k["compiled"], 72, "{k:#}");
     assert_eq!(k["arch"], arch, "{k:#}");
     assert_eq!(k["nvrtc"], nvrtc, "{k:#}");
     assert!(k["seconds"].as_f64().is_some_and(|s| s >= 0.0), "{k:#}");
@@ -78,7 +78,7 @@ fn every_variant_compiles_for_sm_90_and_sm_80_and_is_cached() {
     assert_eq!(v["kernel_cache"]["dir"], cache.display().to_string());
     assert_eq!(
         std::fs::read_dir(&cache).expect("cache written").count(),
-        60
+        72
     );
 
     // No --arch and no GPU: sm_90 with a note, all from the cache.
@@ -86,7 +86,7 @@ fn every_variant_compiles_for_sm_90_and_sm_80_and_is_cached() {
     assert_eq!(code, 0, "{err}");
     let v = json(&out);
     assert_all_compiled(&v, "sm_90", &ver);
-    assert_eq!(v["kernels"]["cached"], 60);
+    assert_eq!(v["kernels"]["cached"], 72);
     assert!(
         v["kernels"]["note"]
             .as_str()
@@ -109,7 +109,7 @@ fn every_variant_compiles_for_sm_90_and_sm_80_and_is_cached() {
     assert_eq!(code, 0, "{err}");
     assert!(
         out.contains(&format!(
-            "60 of 60 variants compiled for sm_80 with NVRTC {ver} (60 from the cache)"
+            "72 of 72 variants compiled for sm_80 with NVRTC {ver} (72 from the cache)"
         )),
         "{out}"
     );

@@ -22,6 +22,14 @@
 //!   per-element `2^e` kept inside the type's range, so every partial sum is
 //!   an exactly representable multiple of `2^e`. Integers (avg): `U` is the
 //!   type's maximum, so the sum never wraps before Avg divides it.
+//! - **premulsum** (rank inputs times a scalar `S * 2^E`, `S` odd, before
+//!   the sum): integers as integer sum (`Wrap`), the expectation times the
+//!   scalar (wrapping multiplication distributes over wrapping sums); floats
+//!   as `Units` with the budget `U / |S|` and the input's scale `2^(e - E)`,
+//!   so every product is the exact `S * w * 2^e` and every partial sum of
+//!   products stays within `U` units of `2^e`: exact in any order. A scalar
+//!   with a long significand leaves few units (one, at worst: every element
+//!   then has one nonzero contribution), but the check stays bit-exact.
 //! - **product** (`Pow2`): factors ±1 and ±2 (unsigned: 1 and 2), with 2s
 //!   only at the first `twos` positions, so every partial product is ±2^k
 //!   with `k <= twos` (i8 6, u8 7, i32 30, u32 31, i64 62, u64 63, f16 15,
@@ -93,6 +101,9 @@ pub struct Rule {
     pub dtype: Dtype,
     pub op: ReduceOp,
     pub nranks: usize,
+    /// PreMulSum's scalar: its bits in `dtype` (`Scalar::bits`); other
+    /// operators ignore it.
+    pub scalar: u64,
 }
 
 /// Writes rank `rank`'s input (its send buffer): `dst.len() / dtype.size()`
@@ -169,6 +180,12 @@ pub(crate) struct Gen {
     pub(crate) op: ReduceOp,
     pub(crate) n: usize,
     pub(crate) scheme: Scheme,
+    /// PreMulSum's multiplier and exponent (`1, 0` for other operators):
+    /// integers multiply the expected sum by `mul` (wrapping); floats scale
+    /// inputs by `2^-mul_exp` and products are `mul` times the units at
+    /// the element's scale.
+    pub(crate) mul: i128,
+    pub(crate) mul_exp: i32,
     /// Whether values may be negated (floats and signed integers; keys too).
     pub(crate) flips: bool,
     pub(crate) salt: u64,
@@ -185,11 +202,17 @@ impl Gen {
         let (dtype, op) = (rule.dtype, rule.op);
         let tag = (dtype as u64) | (op as u64) << 8 | (n as u64) << 16;
         let salt = mix(mix(rule.seed) ^ mix(tag.wrapping_mul(GOLDEN)));
-        let scheme = scheme(dtype, op, n);
+        let (mul, mul_exp) = match op {
+            ReduceOp::PreMulSum => premul_parts(dtype, rule.scalar),
+            _ => (1, 0),
+        };
+        let scheme = scheme(dtype, op, n, mul, mul_exp);
         let mut gen = Gen {
             op,
             n,
             scheme,
+            mul,
+            mul_exp,
             flips: matches!(scheme, Scheme::Keys { .. }) || dtype.is_float() || is_signed(dtype),
             salt,
             vsalt: mix(salt ^ 0x5851_F42D_4C95_7F2D),
@@ -303,9 +326,11 @@ impl Gen {
         let flip = self.flip(h);
         match self.scheme {
             Scheme::Wrap => int_bits(K::DT, (v as u64).wrapping_add(Self::offset(h))),
-            Scheme::Units { lo_exp, exps, .. } => {
-                units_bits(K::DT, negate_if(flip, v), exponent(h, lo_exp, exps))
-            }
+            Scheme::Units { lo_exp, exps, .. } => units_bits(
+                K::DT,
+                negate_if(flip, v),
+                exponent(h, lo_exp, exps) - self.mul_exp,
+            ),
             Scheme::Pow2 { .. } => pow2_bits(K::DT, (v & 1 == 1) != flip, (v >> 1) as u32),
             Scheme::Keys { kmax } => {
                 let key = v as u64 + key_offset(h, kmax);
@@ -352,7 +377,9 @@ impl Gen {
         match self.scheme {
             Scheme::Wrap => int_bits(
                 K::DT,
-                (a as u64).wrapping_add((n as u64).wrapping_mul(Self::offset(h))),
+                (a as u64)
+                    .wrapping_add((n as u64).wrapping_mul(Self::offset(h)))
+                    .wrapping_mul(self.mul as u64),
             ),
             Scheme::Units { lo_exp, exps, .. } => {
                 let sum = negate_if(flip, a);
@@ -360,7 +387,7 @@ impl Gen {
                 match (self.op, K::DT.is_float()) {
                     (ReduceOp::Avg, true) => avg_bits(K::DT, units_bits(K::DT, sum, e), n),
                     (ReduceOp::Avg, false) => units_bits(K::DT, negate_if(flip, b), 0),
-                    _ => units_bits(K::DT, sum, e),
+                    _ => units_bits(K::DT, sum * self.mul, e),
                 }
             }
             Scheme::Pow2 { .. } => {
@@ -391,11 +418,17 @@ fn key_offset(h: u64, kmax: u64) -> u64 {
     below(Gen::offset(h), u128::from(kmax - kmax / 2) + 1) as u64
 }
 
-fn scheme(dtype: Dtype, op: ReduceOp, n: usize) -> Scheme {
+fn scheme(dtype: Dtype, op: ReduceOp, n: usize, mul: i128, mul_exp: i32) -> Scheme {
     match op {
-        ReduceOp::Sum if !dtype.is_float() => Scheme::Wrap,
-        ReduceOp::Sum | ReduceOp::Avg => {
-            let (budget, lo_exp, hi_exp) = units_budget(dtype);
+        ReduceOp::Sum | ReduceOp::PreMulSum if !dtype.is_float() => Scheme::Wrap,
+        ReduceOp::Sum | ReduceOp::Avg | ReduceOp::PreMulSum => {
+            let (mut budget, mut lo_exp, mut hi_exp) = units_budget(dtype);
+            if op == ReduceOp::PreMulSum {
+                budget = (budget / mul.unsigned_abs()).max(1);
+                // A scalar outside [`premul_exps`]'s range is refused
+                // before a run; keep at least one exponent regardless.
+                (lo_exp, hi_exp) = premul_exps(dtype, mul_exp).unwrap_or((lo_exp, lo_exp));
+            }
             let active = n.min(usize::try_from(budget).unwrap_or(usize::MAX));
             let m = budget / active as u128;
             let signed = dtype.is_float() || is_signed(dtype);
@@ -412,6 +445,61 @@ fn scheme(dtype: Dtype, op: ReduceOp, n: usize) -> Scheme {
         },
         ReduceOp::Min | ReduceOp::Max => Scheme::Keys { kmax: kmax(dtype) },
     }
+}
+
+/// PreMulSum's scalar (`bits` of a `dtype` value) as `(mul, exp)`: floats
+/// `S * 2^E` with `S` odd (signed), integers the scalar itself and 0.
+pub(crate) fn premul_parts(dtype: Dtype, bits: u64) -> (i128, i32) {
+    if !dtype.is_float() {
+        return (i128::from(bits & mask(dtype)), 0);
+    }
+    let v = crate::engine::elem::to_f64(dtype, bits & mask(dtype));
+    if v == 0.0 || !v.is_finite() {
+        return (1, 0);
+    }
+    let b = v.to_bits();
+    let (raw_exp, frac) = ((b >> 52) & 0x7FF, b & ((1 << 52) - 1));
+    let (mant, exp) = if raw_exp == 0 {
+        (frac, -1074)
+    } else {
+        (frac | 1 << 52, raw_exp as i32 - 1075)
+    };
+    let tz = mant.trailing_zeros();
+    let s = i128::from(mant >> tz);
+    (if v < 0.0 { -s } else { s }, exp + tz as i32)
+}
+
+/// The scale exponents of PreMulSum's products for a scalar of exponent
+/// `mul_exp`: the sum's range shifted by the scalar's, within what the type
+/// holds exactly (`2^e` at or above its smallest subnormal, `U * 2^e`
+/// finite); None when nothing is left (the scalar is too large or too
+/// small for checked values of the type).
+pub(crate) fn premul_exps(dtype: Dtype, mul_exp: i32) -> Option<(i32, i32)> {
+    let (_, lo, hi) = units_budget(dtype);
+    let (tlo, thi) = match dtype {
+        Dtype::F16 => (-24, 4),
+        Dtype::Bf16 => (-133, 119),
+        Dtype::F32 => (-149, 103),
+        Dtype::F64 => (-1022, 970),
+        Dtype::F8E4M3 => (-9, 4),
+        Dtype::F8E5M2 => (-16, 12),
+        _ => return Some((0, 0)),
+    };
+    let (a, b) = ((lo + mul_exp).max(tlo), (hi + mul_exp).min(thi));
+    (a <= b).then_some((a, b))
+}
+
+/// Why premulsum cannot be checked with `scalar` (bits of a `dtype`
+/// value), if it cannot.
+pub fn premul_refusal(dtype: Dtype, scalar: u64) -> Option<String> {
+    let (_, e) = premul_parts(dtype, scalar);
+    premul_exps(dtype, e).is_none().then(|| {
+        format!(
+            "--scalar {} is too {} for premulsum on {dtype}: its products of the checked inputs leave the type's range",
+            crate::check::format_elem(dtype, scalar & mask(dtype)),
+            if e > 0 { "large" } else { "small" }
+        )
+    })
 }
 
 /// Units scheme: the budget `U` of units per element, and the range of the

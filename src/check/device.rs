@@ -53,7 +53,12 @@ pub struct CbGen {
     pub exps: u32,
     pub ulps: u32,
     pub dtype: u32,
-    pub pad: u32,
+    /// PreMulSum: the scale exponent of the scalar (inputs are scaled by
+    /// `2^-mul_exp`); 0 otherwise.
+    pub mul_exp: i32,
+    /// PreMulSum: the multiplier of expected values (two's complement); 1
+    /// otherwise.
+    pub mul: u64,
 }
 
 /// What a receive buffer must hold (`struct CbExpect`): element `k` is
@@ -143,7 +148,8 @@ impl DeviceGen {
             exps,
             ulps: tolerance(rule) as u32,
             dtype: dtype as u32,
-            pad: 0,
+            mul_exp: gen.mul_exp,
+            mul: gen.mul as u64,
         };
         DeviceGen {
             rule: *rule,
@@ -279,12 +285,13 @@ mod tests {
 
     #[test]
     fn layouts_match_data_cu() {
-        assert_eq!(std::mem::size_of::<CbGen>(), 72);
+        assert_eq!(std::mem::size_of::<CbGen>(), 80);
         assert_eq!(std::mem::size_of::<CbExpect>(), 32);
         assert_eq!(std::mem::size_of::<CbVerdict>(), 32);
         assert_eq!(std::mem::offset_of!(CbGen, nranks), 32);
         assert_eq!(std::mem::offset_of!(CbGen, scheme), 40);
-        assert_eq!(std::mem::offset_of!(CbGen, pad), 68);
+        assert_eq!(std::mem::offset_of!(CbGen, mul_exp), 68);
+        assert_eq!(std::mem::offset_of!(CbGen, mul), 72);
     }
 
     fn bits_at(dtype: Dtype, buf: &[u8], k: usize) -> u64 {
@@ -305,6 +312,9 @@ mod tests {
                     dtype,
                     op,
                     nranks: 3,
+                    scalar: crate::engine::types::Scalar::parse("3")
+                        .and_then(|s| s.bits(dtype).ok())
+                        .unwrap_or(1),
                 };
                 let d = DeviceGen::new(&rule);
                 assert_eq!(d.words().len(), 2 * 32 + 32 * 3);
@@ -335,6 +345,7 @@ mod tests {
             dtype: Dtype::F32,
             op: ReduceOp::Sum,
             nranks: 2,
+            scalar: 0,
         };
         let d = DeviceGen::new(&rule);
         let counts = Collective::SendRecv.counts(64 * 4, 4, 2);

@@ -12,7 +12,7 @@ mod verify;
 
 pub mod device;
 
-pub use data::{fill_input, format_elem, poison, Rule};
+pub use data::{fill_input, format_elem, poison, premul_refusal, Rule};
 pub use verify::{verify, verify_input, BadElem, Verdict};
 
 #[cfg(test)]

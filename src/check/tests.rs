@@ -34,6 +34,9 @@ impl Case {
             dtype,
             op,
             nranks: n,
+            scalar: crate::engine::types::Scalar::parse("3")
+                .and_then(|s| s.bits(dtype).ok())
+                .unwrap_or(1),
         };
         let counts = coll.counts((BLOCK * n * dtype.size()) as u64, dtype.size(), n);
         let inputs = (0..n)
@@ -76,11 +79,28 @@ impl Case {
                 }
                 let ptrs: Vec<*const u8> = parts.iter().map(|p| p.as_ptr()).collect();
                 let mut out = vec![0u8; self.bytes(len)];
+                if op == ReduceOp::PreMulSum {
+                    // Each input scaled once, then summed.
+                    for p in &ptrs {
+                        let q = p.cast_mut();
+                        // SAFETY: `p` holds `len` elements; dst is the input.
+                        unsafe { elem::reduce_premul(dt, self.rule.scalar, q, &[*p], len) };
+                    }
+                }
                 // SAFETY: every buffer holds `len` elements.
                 unsafe { elem::reduce(dt, op, out.as_mut_ptr(), &ptrs, len) };
                 parts = vec![out];
             }
             Order::Tree => {
+                if op == ReduceOp::PreMulSum {
+                    for p in &mut parts {
+                        let q = p.as_mut_ptr();
+                        // SAFETY: `p` holds `len` elements; dst is the input.
+                        unsafe {
+                            elem::reduce_premul(dt, self.rule.scalar, q, &[q as *const u8], len)
+                        };
+                    }
+                }
                 while parts.len() > 1 {
                     let mut next = Vec::new();
                     let mut it = parts.into_iter();
@@ -375,14 +395,28 @@ proptest! {
         n in 1usize..2500,
         dtype in prop::sample::select(Dtype::ALL.to_vec()),
         op in prop::sample::select(ReduceOp::ALL.to_vec()),
+        scalar in prop::sample::select(vec!["1", "2", "-3", "0.5", "0.1", "-0.75", "1e-3", "7", "1000"]),
         order in any::<u64>(),
     ) {
         let len = 8;
-        let rule = Rule { seed, dtype, op, nranks: n };
+        let scalar = crate::engine::types::Scalar::parse(scalar).unwrap();
+        let Ok(scalar) = scalar.bits(dtype) else {
+            // A fraction for an integer type: refused before a run.
+            return Ok(());
+        };
+        if op == ReduceOp::PreMulSum && super::data::premul_refusal(dtype, scalar).is_some() {
+            return Ok(());
+        }
+        let rule = Rule { seed, dtype, op, nranks: n, scalar };
         let bufs = (0..n)
             .map(|q| {
                 let mut b = vec![0u8; len * dtype.size()];
                 fill_input(&rule, q, &mut b);
+                if op == ReduceOp::PreMulSum {
+                    let p = b.as_mut_ptr();
+                    // SAFETY: `b` holds `len` elements; dst is the input.
+                    unsafe { elem::reduce_premul(dtype, scalar, p, &[p as *const u8], len) };
+                }
                 b
             })
             .collect();
@@ -423,6 +457,7 @@ fn throughput() {
             dtype,
             op,
             nranks: n,
+            scalar: 1,
         };
         let bytes = count * dtype.size();
         let inputs: Vec<Vec<u8>> = (0..n)

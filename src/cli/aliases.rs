@@ -32,7 +32,8 @@ pub fn collective_of(program: &Path) -> Option<Collective> {
 /// The command line collbench runs for `argv`: unchanged, or, when run as
 /// an nccl-tests binary, the collective's subcommand with nccl-tests'
 /// option names translated where collbench's differ (`--check N` is
-/// `--check-iters N`).
+/// `--check-iters N`) and values where they mean more (`-o all` runs
+/// nccl-tests' six operators, `mulsum` included).
 pub fn command_line(argv: Vec<OsString>) -> Vec<OsString> {
     let Some(coll) = argv.first().and_then(|p| collective_of(Path::new(p))) else {
         return argv;
@@ -42,10 +43,20 @@ pub fn command_line(argv: Vec<OsString>) -> Vec<OsString> {
         coll.name().into(),
         "--as-nccl-tests".into(),
     ];
+    const ALL_OPS: &str = "sum,prod,max,min,avg,mulsum";
+    let mut op_value = false;
     for a in argv.into_iter().skip(1) {
+        let after_op = std::mem::take(&mut op_value);
         let translated = match a.to_str() {
             Some("--check") => "--check-iters".into(),
             Some(s) if s.starts_with("--check=") => format!("--check-iters={}", &s[8..]).into(),
+            Some("all") if after_op => ALL_OPS.into(),
+            Some("-oall") => format!("-o{ALL_OPS}").into(),
+            Some("--op=all") => format!("--op={ALL_OPS}").into(),
+            Some("-o" | "--op") => {
+                op_value = true;
+                a
+            }
             _ => a,
         };
         out.push(translated);
@@ -62,6 +73,26 @@ mod tests {
             .into_iter()
             .map(|s| s.to_string_lossy().into_owned())
             .collect()
+    }
+
+    #[test]
+    fn all_operators_are_nccl_tests_six_under_its_names() {
+        let six = "sum,prod,max,min,avg,mulsum";
+        for (args, want) in [
+            (vec!["-o", "all"], vec!["-o", six]),
+            (vec!["--op", "all"], vec!["--op", six]),
+            (vec!["-oall"], vec![&*format!("-o{six}")]),
+            (vec!["--op=all"], vec![&*format!("--op={six}")]),
+            (vec!["-d", "all"], vec!["-d", "all"]),
+            (vec!["-o", "sum", "all"], vec!["-o", "sum", "all"]),
+        ] {
+            let mut argv = vec!["all_reduce_perf"];
+            argv.extend(&args);
+            let got = line(&argv);
+            assert_eq!(got[3..], want, "{args:?}");
+        }
+        // collbench's own name keeps `--op all` at the five.
+        assert_eq!(line(&["collbench", "all-reduce", "--op", "all"])[3], "all");
     }
 
     #[test]

@@ -204,6 +204,10 @@ pub struct RunArgs {
     /// Reduction operators, comma-separated, or all (nccl-tests -o).
     #[arg(long, short = 'o', default_value = "sum", value_name = "LIST|all", value_parser = values::ops)]
     pub op: List<ReduceOp>,
+    /// premulsum's scalar: every input is multiplied by it (rounded to the
+    /// type) before the sum; an integer for integer types.
+    #[arg(long, default_value = "1", value_name = "X", value_parser = values::scalar, allow_negative_numbers = true)]
+    pub scalar: crate::engine::types::Scalar,
     /// Root rank of rooted collectives, or all (nccl-tests -r).
     #[arg(long, short = 'r', default_value = "0", value_name = "N|all", value_parser = values::root, allow_negative_numbers = true)]
     pub root: RootChoice,

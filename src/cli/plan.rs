@@ -5,7 +5,7 @@ use super::values::{inject_in_world, AlgoArg, DeviceChoice, FormatChoice, Timing
 use super::{NcclTestsArgs, PlacementChoice, RunArgs, SizeArgs};
 use crate::engine::exec::world::Pace;
 use crate::engine::exec::HostOptions;
-use crate::engine::types::{Algo, Collective};
+use crate::engine::types::{Algo, Collective, ReduceOp, Scalar};
 use crate::harness::{AlgoChoice, Plan, RootChoice};
 use crate::harness::{GraphAsk, RankTime};
 use crate::units::{sweep, Growth};
@@ -138,12 +138,22 @@ pub fn build(
             ));
         }
     }
+    let premul = a.op.0.contains(&ReduceOp::PreMulSum) && collectives.iter().any(|c| c.reduces());
+    if premul {
+        for &d in &a.dtype.0 {
+            let bits = a.scalar.bits(d).map_err(PlanError)?;
+            if let Some(why) = crate::check::premul_refusal(d, bits) {
+                return bad(why);
+            }
+        }
+    }
     let plan = Plan {
         sizes: sizes(&a.sizes, nt.as_nccl_tests)?,
         ranks,
         algos: algos(&a.algo, &collectives)?,
         dtypes: a.dtype.0.clone(),
         ops: a.op.0.clone(),
+        scalar: a.scalar,
         roots: a.root,
         placements,
         iters,
@@ -193,6 +203,12 @@ pub fn build(
         min_link_gbps: a.min_link_gbps,
         notes: flag_notes(a.iters, nt)
             .into_iter()
+            .chain((!premul && a.scalar != Scalar::default()).then(|| {
+                format!(
+                    "--scalar {} is premulsum's: no premulsum runs in this sweep, so it is unused",
+                    a.scalar
+                )
+            }))
             .chain(both.then(|| {
                 "--format nccl-tests shows out-of-place and in-place side by side, as nccl-tests does: both run".to_string()
             }))

@@ -61,6 +61,8 @@ pub struct CheckSpec {
     pub sizes: Option<String>,
     pub dtype: Option<String>,
     pub op: Option<String>,
+    /// premulsum's scalar (`--scalar`).
+    pub scalar: Option<f64>,
     pub algo: Option<String>,
     pub engine: Option<String>,
     pub placement: Option<String>,
@@ -263,6 +265,9 @@ impl CheckSpec {
         }
         if let Some(v) = &self.op {
             a.op = key(values::ops(v))?;
+        }
+        if let Some(x) = self.scalar {
+            a.scalar = key(values::scalar(&x.to_string()))?;
         }
         if let Some(v) = &self.algo {
             a.algo = key(values::algos(v))?;

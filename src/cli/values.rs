@@ -168,6 +168,14 @@ pub fn ops(v: &str) -> Result<List<ReduceOp>, ValueError> {
     list("--op", v, &all, ReduceOp::parse, &known).map(List)
 }
 
+pub fn scalar(v: &str) -> Result<crate::engine::types::Scalar, ValueError> {
+    crate::engine::types::Scalar::parse(v).ok_or_else(|| {
+        ValueError(format!(
+            "--scalar '{v}': expected a finite number (an integer for integer types)"
+        ))
+    })
+}
+
 pub fn engines(v: &str) -> Result<List<Engine>, ValueError> {
     const ALL: [Engine; 3] = [Engine::Builtin, Engine::Nccl, Engine::Mpi];
     let parse = |s: &str| ALL.into_iter().find(|e| e.name().eq_ignore_ascii_case(s));

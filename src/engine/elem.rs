@@ -102,6 +102,113 @@ pub unsafe fn finish(dtype: Dtype, op: ReduceOp, nranks: usize, dst: *mut u8, le
     }
 }
 
+/// PreMulSum's combination: `inputs[0]` multiplied by `scalar` (the
+/// scalar's bits in `dtype`, rounded to the type like every product), then
+/// the other inputs summed onto it, left to right. With one input this
+/// scales it. `dst` may be the address of any input, as for [`reduce`].
+///
+/// # Safety
+/// As [`reduce`].
+pub unsafe fn reduce_premul(
+    dtype: Dtype,
+    scalar: u64,
+    dst: *mut u8,
+    inputs: &[*const u8],
+    len: usize,
+) {
+    if inputs.is_empty() || len == 0 {
+        return;
+    }
+    // SAFETY: the caller's guarantees, forwarded unchanged.
+    unsafe {
+        match dtype {
+            Dtype::I8 => premul_as::<i8, CHUNK_BYTES>(scalar as u8 as i8, dst, inputs, len),
+            Dtype::U8 => premul_as::<u8, CHUNK_BYTES>(scalar as u8, dst, inputs, len),
+            Dtype::I32 => {
+                premul_as::<i32, { CHUNK_BYTES / 4 }>(scalar as u32 as i32, dst, inputs, len)
+            }
+            Dtype::U32 => premul_as::<u32, { CHUNK_BYTES / 4 }>(scalar as u32, dst, inputs, len),
+            Dtype::I64 => premul_as::<i64, { CHUNK_BYTES / 8 }>(scalar as i64, dst, inputs, len),
+            Dtype::U64 => premul_as::<u64, { CHUNK_BYTES / 8 }>(scalar, dst, inputs, len),
+            Dtype::F16 => premul_as::<f16, { CHUNK_BYTES / 2 }>(
+                f16::from_bits(scalar as u16),
+                dst,
+                inputs,
+                len,
+            ),
+            Dtype::Bf16 => premul_as::<bf16, { CHUNK_BYTES / 2 }>(
+                bf16::from_bits(scalar as u16),
+                dst,
+                inputs,
+                len,
+            ),
+            Dtype::F32 => premul_as::<f32, { CHUNK_BYTES / 4 }>(
+                f32::from_bits(scalar as u32),
+                dst,
+                inputs,
+                len,
+            ),
+            Dtype::F64 => {
+                premul_as::<f64, { CHUNK_BYTES / 8 }>(f64::from_bits(scalar), dst, inputs, len)
+            }
+            Dtype::F8E4M3 => premul_as::<E4M3, CHUNK_BYTES>(E4M3(scalar as u8), dst, inputs, len),
+            Dtype::F8E5M2 => premul_as::<E5M2, CHUNK_BYTES>(E5M2(scalar as u8), dst, inputs, len),
+        }
+    }
+}
+
+/// [`reduce_premul`]'s loop: every input's chunk is read before the chunk
+/// of `dst` is written (so `dst` may be an input), then the tail.
+///
+/// # Safety
+/// As [`reduce`], with at least one input and `K` elements per chunk.
+unsafe fn premul_as<T: Elem, const K: usize>(s: T, dst: *mut u8, inputs: &[*const u8], len: usize) {
+    let dst = dst.cast::<T>();
+    let full = len - len % K;
+    let mut off = 0;
+    // SAFETY: every access is below `len` elements of pointers valid for
+    // `len` elements (caller); reads of a chunk precede its write.
+    unsafe {
+        while off < full {
+            let mut acc: [T; K] = load(inputs[0], off);
+            for a in acc.iter_mut() {
+                *a = a.prod(s);
+            }
+            for &p in &inputs[1..] {
+                acc = combine::<T, Sum, K>(acc, load(p, off));
+            }
+            dst.add(off).cast::<[T; K]>().write_unaligned(acc);
+            off += K;
+        }
+        for i in full..len {
+            let mut v = inputs[0].cast::<T>().add(i).read_unaligned().prod(s);
+            for &p in &inputs[1..] {
+                v = v.sum(p.cast::<T>().add(i).read_unaligned());
+            }
+            dst.add(i).write_unaligned(v);
+        }
+    }
+}
+
+/// The value of `bits` (the low `dtype.size()` bytes) as an f64 (64-bit
+/// integers rounded).
+pub fn to_f64(dtype: Dtype, bits: u64) -> f64 {
+    match dtype {
+        Dtype::I8 => f64::from(bits as u8 as i8),
+        Dtype::U8 => f64::from(bits as u8),
+        Dtype::I32 => f64::from(bits as u32 as i32),
+        Dtype::U32 => f64::from(bits as u32),
+        Dtype::I64 => bits as i64 as f64,
+        Dtype::U64 => bits as f64,
+        Dtype::F64 => f64::from_bits(bits),
+        Dtype::F32 => f64::from(f32::from_bits(bits as u32)),
+        Dtype::F16 => f16::from_bits(bits as u16).to_f64(),
+        Dtype::Bf16 => bf16::from_bits(bits as u16).to_f64(),
+        Dtype::F8E4M3 => f64::from(e4m3_to_f32(bits as u8)),
+        Dtype::F8E5M2 => f64::from(e5m2_to_f32(bits as u8)),
+    }
+}
+
 /// [`finish`] for Avg on one element given as its little-endian bits (the
 /// low `dtype.size()` bytes of `bits`); other bits of the result are zero.
 /// With a constant `dtype` this inlines to the bare arithmetic.
@@ -181,7 +288,9 @@ unsafe fn reduce_as<T: Elem, const K: usize>(
     // SAFETY: forwarded from the caller.
     unsafe {
         match op {
-            ReduceOp::Sum | ReduceOp::Avg => run::<T, Sum, K>(dst, inputs, len),
+            ReduceOp::Sum | ReduceOp::Avg | ReduceOp::PreMulSum => {
+                run::<T, Sum, K>(dst, inputs, len)
+            }
             ReduceOp::Prod => run::<T, Prod, K>(dst, inputs, len),
             ReduceOp::Min => run::<T, Min, K>(dst, inputs, len),
             ReduceOp::Max => run::<T, Max, K>(dst, inputs, len),

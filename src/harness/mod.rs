@@ -1007,6 +1007,8 @@ fn make_row(
         } else {
             "none".into()
         },
+        scalar: (case.coll.reduces() && case.op == crate::engine::ReduceOp::PreMulSum)
+            .then(|| crate::engine::elem::to_f64(case.dtype, case.scalar)),
         root: case.root.map_or(-1, |r| r as i64),
         bytes: case.bytes,
         count: case.counts.reported_count(case.coll),

@@ -80,6 +80,8 @@ pub struct Plan {
     pub algos: AlgoChoice,
     pub dtypes: Vec<Dtype>,
     pub ops: Vec<ReduceOp>,
+    /// premulsum's scalar (validated for every dtype of the sweep).
+    pub scalar: crate::engine::types::Scalar,
     pub roots: RootChoice,
     pub placements: Vec<Placement>,
     /// Timed operations per case.
@@ -160,6 +162,8 @@ pub struct Case {
     pub algo: Algo,
     pub dtype: Dtype,
     pub op: ReduceOp,
+    /// premulsum's scalar as bits of `dtype` (0 for other operators).
+    pub scalar: u64,
     /// The root, where the collective has one.
     pub root: Option<usize>,
     pub counts: Counts,
@@ -229,6 +233,10 @@ pub fn cases(plan: &Plan) -> (Vec<Case>, usize) {
                                 algo: Algo::Ring,
                                 dtype,
                                 op,
+                                scalar: match op {
+                                    ReduceOp::PreMulSum => plan.scalar.bits(dtype).unwrap_or(1),
+                                    _ => 0,
+                                },
                                 root,
                                 counts: Counts {
                                     send: 0,

@@ -232,6 +232,7 @@ impl RankJob<'_> {
             coll: case.coll,
             dtype: case.dtype,
             op: case.op,
+            scalar: case.scalar,
             counts: case.counts,
             root: case.root.unwrap_or(0),
             nranks: self.plan.ranks,
@@ -279,6 +280,7 @@ impl RankJob<'_> {
             dtype: case.dtype,
             op: case.op,
             nranks: self.plan.ranks,
+            scalar: case.scalar,
         };
         let gen = match self.runner.data() {
             Data::Host(_) => None,

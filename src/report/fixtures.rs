@@ -6,6 +6,7 @@ use super::{Meta, Results, Row, Stats};
 pub fn row(bytes: u64, placement: &str) -> Row {
     Row {
         last_arrival: None,
+        scalar: None,
         collective: "all-reduce".into(),
         engine: "builtin".into(),
         algo: "ring".into(),

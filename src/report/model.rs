@@ -27,6 +27,9 @@ pub struct Row {
     pub algo: String,
     pub dtype: String,
     pub op: String,
+    /// premulsum's scalar, as the type holds it (other operators: none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scalar: Option<f64>,
     /// The root rank, or -1 where the collective has none.
     pub root: i64,
     pub bytes: u64,

@@ -41,10 +41,12 @@ impl NcclTests {
 }
 
 /// The redop nccl-tests prints: send-recv moves data only, yet its test
-/// prints the (unused) `sum`.
+/// prints the (unused) `sum`; premulsum is `mulsum` there.
 fn redop(r: &Row) -> &str {
     if r.collective == "send-recv" {
         "sum"
+    } else if r.op == crate::engine::ReduceOp::PreMulSum.name() {
+        crate::engine::ReduceOp::PreMulSum.nccl_tests_name()
     } else {
         &r.op
     }

@@ -702,7 +702,9 @@ impl LogRun {
                     op: if r.op.is_empty() || collective == "send-recv" {
                         "none".into()
                     } else {
-                        r.op.clone()
+                        // nccl-tests' `mulsum` is collbench's premulsum.
+                        crate::engine::ReduceOp::parse(&r.op)
+                            .map_or_else(|| r.op.clone(), |o| o.name().to_string())
                     },
                     root: r.root,
                     bytes: r.bytes,
@@ -723,6 +725,7 @@ impl LogRun {
                     per_rank_us: Vec::new(),
                     first_error: None,
                     last_arrival: None,
+                    scalar: None,
                 });
             }
         }

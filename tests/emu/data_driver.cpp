@@ -4,7 +4,7 @@
 // Usage: driver REQUEST RESPONSE. REQUEST is a sequence of records of
 // little-endian u64 words; RESPONSE gets, per command, its length in bytes
 // (u64) and then its bytes.
-//   1 GEN:    CbGen (72 bytes, `words` ignored), nwords, words[nwords]
+//   1 GEN:    CbGen (80 bytes, `words` ignored), nwords, words[nwords]
 //   2 FILL:   rank, first, count, nblocks       -> count elements (cb_fill if
 //                                                  first == 0, else cb_fill_at)
 //   3 POISON: count, nblocks                    -> count elements

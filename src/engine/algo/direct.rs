@@ -102,10 +102,15 @@ pub fn all_reduce(spec: &Spec) -> Vec<ChannelProgram> {
         };
         push(steps, first.with_finish(n == 2));
         for q in 2..n {
-            let step = if q == r && in_place && q == n - 1 {
-                // The output still holds this rank's input: fold the rest in.
-                Step::local_reduce(acc, out, l)
-            } else if q == r {
+            if q == r && in_place && q == n - 1 {
+                // The output still holds this rank's input: fold it into
+                // the rest, read as the input (premulsum scales it there;
+                // a sum commutes bit for bit), then write the output.
+                push(steps, Step::local_reduce(own, acc, l));
+                push(steps, Step::copy(acc, out, l).with_finish(true));
+                continue;
+            }
+            let step = if q == r {
                 Step::local_reduce(own, acc, l)
             } else {
                 Step::recv_reduce_copy(Peers::one(q, c), acc, dst(q), l)

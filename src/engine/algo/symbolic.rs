@@ -3,7 +3,10 @@
 //! bounded depth, and checks the outputs against the collective's meaning.
 //! It proves, for one case: no deadlock, matching sends and receives, no
 //! read of an unwritten element, no element counted twice or missed, the
-//! finishing step applied exactly once where a reduction ends, and
+//! finishing step applied exactly once where a reduction ends, every
+//! rank's input entering a reduction through its send view exactly once
+//! (where premulsum scales it: a contribution read through another view,
+//! or read again once written back, would be scaled never or twice), and
 //! out-of-place inputs left untouched.
 
 use super::program::{Layout, Program, Slice, Step};
@@ -28,6 +31,10 @@ pub const MIN_SLOTS: usize = 2;
 fn contrib(rank: usize, index: usize) -> u64 {
     ((rank as u64) << 32) | index as u64
 }
+
+/// The mark a contribution gets when a reduction reads it through the send
+/// view (where executors apply premulsum's scalar).
+const SCALED: u64 = 1 << 63;
 
 /// One case to prove.
 #[derive(Clone, Copy, Debug)]
@@ -267,7 +274,18 @@ fn exec(
 ) -> Result<(), ProofError> {
     let mut inputs: Vec<Vec<Val>> = Vec::new();
     if let Some(s) = step.src {
-        inputs.push(read(case, st, s, step.len)?);
+        let mut v = read(case, st, s, step.len)?;
+        if s.buf == Buf::Send && case.coll.reduces() {
+            for p in v.iter_mut().flatten().flat_map(|x| x.parts.iter_mut()) {
+                if *p & SCALED != 0 {
+                    return Err(ProofError::Malformed(
+                        "reads a reduced value through the send view (premulsum would scale it twice)",
+                    ));
+                }
+                *p |= SCALED;
+            }
+        }
+        inputs.push(v);
     }
     if step.prim == super::Prim::LocalReduce {
         let d = step
@@ -383,10 +401,15 @@ fn expected(case: &Case, r: usize, i: usize) -> Option<Vec<u64>> {
 
 fn check_outputs(case: &Case, r: usize, st: &RankState) -> Result<(), ProofError> {
     let want_finish = u8::from(case.coll.reduces());
+    // Reductions: every contribution read through its rank's send view.
+    let mark = if case.coll.reduces() { SCALED } else { 0 };
     for i in 0..case.counts.recv {
         let Some(mut want) = expected(case, r, i) else {
             continue;
         };
+        for p in want.iter_mut() {
+            *p |= mark;
+        }
         want.sort_unstable();
         let (b, o) = st.layout.resolve(Slice::recv(i));
         match &st.mem[b][o] {

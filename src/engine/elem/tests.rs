@@ -72,7 +72,7 @@ fn reference(dt: Dtype, op: ReduceOp, a: u64, b: u64) -> u64 {
     if !dt.is_float() {
         let (x, y) = (int_value(dt, a), int_value(dt, b));
         let r = match op {
-            ReduceOp::Sum | ReduceOp::Avg => x + y,
+            ReduceOp::Sum | ReduceOp::Avg | ReduceOp::PreMulSum => x + y,
             ReduceOp::Prod => x.wrapping_mul(y),
             ReduceOp::Min => x.min(y),
             ReduceOp::Max => x.max(y),
@@ -81,7 +81,7 @@ fn reference(dt: Dtype, op: ReduceOp, a: u64, b: u64) -> u64 {
     }
     let (x, y) = (float_value(dt, a), float_value(dt, b));
     match op {
-        ReduceOp::Sum | ReduceOp::Avg => float_bits(dt, x + y),
+        ReduceOp::Sum | ReduceOp::Avg | ReduceOp::PreMulSum => float_bits(dt, x + y),
         ReduceOp::Prod => float_bits(dt, x * y),
         ReduceOp::Min | ReduceOp::Max if x.is_nan() || y.is_nan() => float_bits(dt, f64::NAN),
         ReduceOp::Min if x == y => [b, a][usize::from(sign_bit(dt, a))],
@@ -139,11 +139,22 @@ fn check_case(dt: Dtype, op: ReduceOp, n: usize, alias: Option<usize>, rng: &mut
             _ => bufs[k][1..].as_ptr(),
         })
         .collect();
+    // Premulsum: input 0 scaled by a random scalar (any bits: NaN, Inf...).
+    let scalar = random_elem(dt, rng);
     // SAFETY: every pointer covers len elements; dst equals an input or is
     // separate from all of them.
-    unsafe { reduce(dt, op, d, &ptrs, len) };
+    unsafe {
+        if op == ReduceOp::PreMulSum {
+            reduce_premul(dt, scalar, d, &ptrs, len);
+        } else {
+            reduce(dt, op, d, &ptrs, len);
+        }
+    };
     for i in 0..len {
         let mut want = read(dt, &bufs[0][1..], i);
+        if op == ReduceOp::PreMulSum {
+            want = reference(dt, ReduceOp::Prod, want, scalar);
+        }
         for b in &bufs[1..] {
             want = reference(dt, op, want, read(dt, &b[1..], i));
         }

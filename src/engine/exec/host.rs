@@ -26,12 +26,17 @@ struct XStep {
     send: [u16; MAX_PEERS],
     /// Post a pointer to the step's value (dst, or src of a plain send).
     direct: bool,
+    /// Premulsum: the source is this rank's input, multiplied by the scalar
+    /// as it is read.
+    pre: bool,
 }
 
 /// One rank's program, ready to run on its buffers.
 pub struct Compiled {
     dtype: Dtype,
     op: ReduceOp,
+    /// Premulsum's scalar, as bits of `dtype`.
+    scalar: u64,
     nranks: usize,
     layout: Layout,
     channels: Vec<Vec<XStep>>,
@@ -57,6 +62,7 @@ impl Compiled {
         layout: Layout,
         dtype: Dtype,
         op: ReduceOp,
+        scalar: u64,
     ) -> Result<Compiled, ExecError> {
         let rank = program.rank;
         let mut index: HashMap<(bool, usize, u32), u16> = HashMap::new();
@@ -84,6 +90,10 @@ impl Compiled {
                     recv: [0; MAX_PEERS],
                     send: [0; MAX_PEERS],
                     direct: false,
+                    // The rank's input enters the reduction once, scaled,
+                    // wherever a step reads it (in place too: the layout
+                    // maps Send, which is never read after it is written).
+                    pre: op == ReduceOp::PreMulSum && step.src.is_some_and(|s| s.buf == Buf::Send),
                 };
                 for (k, p) in step.recv.iter().enumerate() {
                     let key = (false, p.rank as usize, p.chan);
@@ -97,7 +107,9 @@ impl Compiled {
                         world.fifo(rank, p.rank as usize, p.chan)
                     })?;
                 }
+                // A premultiplied send posts the scaled copy, never the input.
                 x.direct = !step.send.is_empty()
+                    && !x.pre
                     && bytes >= world.options().direct_min_bytes
                     && stable.holds(c, i, step);
                 any_direct |= x.direct;
@@ -135,6 +147,7 @@ impl Compiled {
         Ok(Compiled {
             dtype,
             op,
+            scalar,
             nranks: program.nranks,
             layout,
             step_counts: channels.iter().map(Vec::len).collect(),
@@ -592,7 +605,9 @@ unsafe fn exec(c: &Compiled, x: &XStep, bases: &[*mut u8; 3]) {
         None => c.outs[outs[0] as usize].send_buffer(bytes),
     };
     if !plain_send {
-        if s.prim == Prim::Recv && bytes >= STREAM_MIN && !s.finish {
+        if x.pre {
+            elem::reduce_premul(c.dtype, c.scalar, target, &inputs[..k], s.len);
+        } else if s.prim == Prim::Recv && bytes >= STREAM_MIN && !s.finish {
             // A final receive: nothing reads this output again in the
             // operation, so stream it past the caches (no read for ownership).
             stream_copy(target, inputs[0], bytes);
@@ -640,14 +655,14 @@ mod tests {
         let counts = Collective::AllReduce.counts(64, 4, 1);
         let layout = Layout::new(Collective::AllReduce, counts, Placement::OutOfPlace, 0);
         let ok = program(vec![Step::copy(Slice::send(0), Slice::recv(0), 16)]);
-        assert!(Compiled::new(&world, &ok, layout, Dtype::F32, ReduceOp::Sum).is_ok());
+        assert!(Compiled::new(&world, &ok, layout, Dtype::F32, ReduceOp::Sum, 0).is_ok());
         let bad = program(vec![Step::copy(Slice::send(8), Slice::recv(0), 16)]);
-        let err = Compiled::new(&world, &bad, layout, Dtype::F32, ReduceOp::Sum)
+        let err = Compiled::new(&world, &bad, layout, Dtype::F32, ReduceOp::Sum, 0)
             .err()
             .unwrap();
         assert!(err.to_string().contains("64-byte buffer"), "{err}");
         let scratch = program(vec![Step::copy(Slice::send(0), Slice::scratch(0), 4)]);
-        assert!(Compiled::new(&world, &scratch, layout, Dtype::F32, ReduceOp::Sum).is_err());
+        assert!(Compiled::new(&world, &scratch, layout, Dtype::F32, ReduceOp::Sum, 0).is_err());
     }
 
     #[test]
@@ -656,7 +671,7 @@ mod tests {
         let counts = Collective::AllReduce.counts(4096, 4, 1);
         let layout = Layout::new(Collective::AllReduce, counts, Placement::OutOfPlace, 0);
         let p = program(vec![Step::copy(Slice::send(0), Slice::recv(0), 1024)]);
-        let c = Compiled::new(&world, &p, layout, Dtype::F32, ReduceOp::Sum).unwrap();
+        let c = Compiled::new(&world, &p, layout, Dtype::F32, ReduceOp::Sum, 0).unwrap();
         let exec = RankExec::new(
             Arc::clone(&world),
             0,

@@ -88,6 +88,12 @@ pub fn unsupported(coll: Collective, dtype: Dtype, op: ReduceOp) -> Option<Strin
     if !coll.reduces() {
         return None;
     }
+    if op == ReduceOp::PreMulSum {
+        return Some(
+            "MPI has no pre-multiplied sum (premulsum is NCCL's; the builtin engine and --engine nccl run it)"
+                .to_string(),
+        );
+    }
     if numeric_type(dtype).is_none() {
         return Some(format!(
             "MPI cannot reduce {dtype} ({op}): MPI-3 has no half, bfloat16 or fp8 datatype"
@@ -194,7 +200,8 @@ impl Cx {
             )));
         }
         let mpi_op = match op {
-            ReduceOp::Sum | ReduceOp::Avg => SystemOperation::sum(),
+            // PreMulSum is refused by `unsupported` before a case runs.
+            ReduceOp::Sum | ReduceOp::Avg | ReduceOp::PreMulSum => SystemOperation::sum(),
             ReduceOp::Prod => SystemOperation::product(),
             ReduceOp::Min => SystemOperation::min(),
             ReduceOp::Max => SystemOperation::max(),

@@ -19,6 +19,8 @@ pub struct OpDesc {
     pub coll: Collective,
     pub dtype: Dtype,
     pub op: ReduceOp,
+    /// premulsum's scalar as bits of `dtype` (unused by other operators).
+    pub scalar: u64,
     pub counts: Counts,
     pub root: usize,
     pub nranks: usize,
@@ -154,6 +156,7 @@ impl RankRunner for HostRank {
             op.layout,
             op.dtype,
             op.op,
+            op.scalar,
         )?);
         Ok(())
     }

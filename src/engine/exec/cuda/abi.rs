@@ -15,6 +15,8 @@ pub const CB_FINISH: u32 = 2;
 pub const CB_HAS_SRC: u32 = 4;
 pub const CB_HAS_DST: u32 = 8;
 pub const CB_DST_IN: u32 = 16;
+/// Premulsum: `src` is the rank's input, multiplied by the scalar first.
+pub const CB_PRE: u32 = 32;
 
 /// Flag or'ed into [`CbRank::proto`]: connections outside this GPU's
 /// memory, so the kernel orders its flags at system scope.
@@ -110,6 +112,8 @@ pub struct CbRank {
     pub nranks: u32,
     pub proto: u32,
     pub nchannels: u32,
+    /// Premulsum's scalar (bits of the element type).
+    pub scalar: u64,
 }
 
 /// One direction of one connection: (sender, receiver, channel).
@@ -165,8 +169,14 @@ impl RankTables {
     /// Translates `program` (run on `layout`'s buffers) for the kernel.
     /// Fails if a slice lies outside its buffer, if a connection end is used
     /// by two channels (the kernel keeps its counters per block), or if the
-    /// tables outgrow the kernel's index types.
-    pub fn new(program: &Program, layout: &Layout, dtype: Dtype) -> Result<RankTables, TableError> {
+    /// tables outgrow the kernel's index types. With `premul` (premulsum),
+    /// every step whose source is the rank's input scales it.
+    pub fn new(
+        program: &Program,
+        layout: &Layout,
+        dtype: Dtype,
+        premul: bool,
+    ) -> Result<RankTables, TableError> {
         let need = program.bounds(layout, dtype)?;
         let rank = program.rank;
         let mut ins: Vec<ConnKey> = Vec::new();
@@ -194,6 +204,9 @@ impl RankTables {
                 if let Some(src) = s.src {
                     let (b, off) = layout.resolve(src);
                     x.flags |= CB_HAS_SRC;
+                    if premul && src.buf == crate::engine::algo::Buf::Send {
+                        x.flags |= CB_PRE;
+                    }
                     x.src_buf = b as u8;
                     x.src = off as u64;
                 }
@@ -332,7 +345,7 @@ mod tests {
         assert_eq!(size_of::<CbProgress>(), 32);
         assert_eq!(size_of::<CbStatus>(), 64);
         assert_eq!(size_of::<CbLink>(), 32);
-        assert_eq!(size_of::<CbRank>(), 104);
+        assert_eq!(size_of::<CbRank>(), 112);
         let header = include_str!("../../../../kernels/abi.cuh");
         for (name, size) in [
             ("CbStep", 48),
@@ -340,7 +353,7 @@ mod tests {
             ("CbProgress", 32),
             ("CbStatus", 64),
             ("CbLink", 32),
-            ("CbRank", 104),
+            ("CbRank", 112),
         ] {
             let line = format!("static_assert(sizeof({name}) == {size},");
             assert!(header.contains(&line), "abi.cuh lacks `{line}`");
@@ -351,6 +364,7 @@ mod tests {
             ("CB_HAS_SRC", CB_HAS_SRC),
             ("CB_HAS_DST", CB_HAS_DST),
             ("CB_DST_IN", CB_DST_IN),
+            ("CB_PRE", CB_PRE),
         ] {
             assert!(
                 header.contains(&format!("#define {name} {value}u")),
@@ -374,7 +388,7 @@ mod tests {
         };
         let p = generate(&spec).unwrap();
         let layout = Layout::new(coll, counts, Placement::OutOfPlace, rank);
-        RankTables::new(&p, &layout, Dtype::F32).unwrap()
+        RankTables::new(&p, &layout, Dtype::F32, false).unwrap()
     }
 
     #[test]

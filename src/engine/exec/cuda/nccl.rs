@@ -13,6 +13,14 @@ use std::sync::OnceLock;
 type Comm = *mut c_void;
 type Stream = *mut c_void;
 type Res = c_int;
+/// `ncclRedOpCreatePreMulSum(op*, scalar*, datatype, residence, comm)`.
+type PreMulCreate = unsafe extern "C" fn(*mut c_int, *mut c_void, c_int, c_int, Comm) -> Res;
+/// `ncclRedOpDestroy(op, comm)`.
+type RedOpDestroy = unsafe extern "C" fn(c_int, Comm) -> Res;
+/// A premulsum operator's (rank, NCCL type, scalar bits).
+type PreMulKey = (usize, c_int, u64);
+/// `ncclScalarHostImmediate`: the scalar is read from host memory at the call.
+const SCALAR_HOST_IMMEDIATE: c_int = 1;
 
 /// The NCCL functions collbench calls.
 struct Api {
@@ -42,6 +50,8 @@ struct Api {
     recv: unsafe extern "C" fn(*mut c_void, usize, c_int, c_int, Comm, Stream) -> Res,
     group_start: unsafe extern "C" fn() -> Res,
     group_end: unsafe extern "C" fn() -> Res,
+    /// `ncclRedOpCreatePreMulSum` and `ncclRedOpDestroy` (NCCL 2.11 and later).
+    premul: Option<(PreMulCreate, RedOpDestroy)>,
 }
 
 /// Why NCCL could not be loaded or one of its calls failed.
@@ -178,6 +188,16 @@ impl Nccl {
             recv: sym!(b"ncclRecv"),
             group_start: sym!(b"ncclGroupStart"),
             group_end: sym!(b"ncclGroupEnd"),
+            // SAFETY: the C signatures of nccl.h, as the types spell them.
+            premul: unsafe {
+                match (
+                    lib.get::<PreMulCreate>(b"ncclRedOpCreatePreMulSum"),
+                    lib.get::<RedOpDestroy>(b"ncclRedOpDestroy"),
+                ) {
+                    (Ok(c), Ok(d)) => Some((*c, *d)),
+                    _ => None,
+                }
+            },
         };
         let mut v: c_int = 0;
         // SAFETY: a valid out-pointer.
@@ -237,6 +257,7 @@ impl Nccl {
             nccl: self,
             comms: comms.into_iter().map(|c| c as usize).collect(),
             aborted: std::sync::atomic::AtomicBool::new(false),
+            premul_ops: std::sync::Mutex::new(Vec::new()),
         })
     }
 
@@ -261,14 +282,16 @@ impl Nccl {
     }
 }
 
-/// NCCL's operator (its Max and Min are 2 and 3).
-pub fn op(o: ReduceOp) -> c_int {
+/// NCCL's built-in operator (its Max and Min are 2 and 3); None for
+/// premulsum, which each communicator creates ([`Comms::op`]).
+pub fn op(o: ReduceOp) -> Option<c_int> {
     match o {
-        ReduceOp::Sum => 0,
-        ReduceOp::Prod => 1,
-        ReduceOp::Max => 2,
-        ReduceOp::Min => 3,
-        ReduceOp::Avg => 4,
+        ReduceOp::Sum => Some(0),
+        ReduceOp::Prod => Some(1),
+        ReduceOp::Max => Some(2),
+        ReduceOp::Min => Some(3),
+        ReduceOp::Avg => Some(4),
+        ReduceOp::PreMulSum => None,
     }
 }
 
@@ -279,6 +302,8 @@ pub struct Comms {
     comms: Vec<usize>,
     /// Set once the communicators were aborted (they are then gone).
     aborted: std::sync::atomic::AtomicBool,
+    /// Premulsum operators made so far: (rank, dtype, scalar bits) -> op.
+    premul_ops: std::sync::Mutex<Vec<(PreMulKey, c_int)>>,
 }
 
 /// One operation for NCCL: device addresses of the rank's send and receive views.
@@ -309,6 +334,59 @@ impl Comms {
                 let _ = unsafe { (self.nccl.api.comm_abort)(c as Comm) };
             }
         }
+    }
+
+    /// Rank `rank`'s NCCL operator for `o` on `dtype` (an NCCL type);
+    /// premulsum's is made once per (rank, type, scalar) with the scalar's
+    /// bits (little-endian, the type's width) and kept until the
+    /// communicators go.
+    pub fn op(
+        &self,
+        rank: usize,
+        o: ReduceOp,
+        dtype: c_int,
+        scalar: u64,
+    ) -> Result<c_int, NcclError> {
+        if let Some(op) = op(o) {
+            return Ok(op);
+        }
+        let Some((create, _)) = self.nccl.api.premul else {
+            return Err(NcclError::Call {
+                call: "ncclRedOpCreatePreMulSum".into(),
+                what: format!(
+                    "NCCL {} has no premulsum (2.11 or later has)",
+                    self.nccl.version_string()
+                ),
+            });
+        };
+        let key = (rank, dtype, scalar);
+        let mut ops = self
+            .premul_ops
+            .lock()
+            .map_err(|_| NcclError::NoCommunicator(rank))?;
+        if let Some(&(_, op)) = ops.iter().find(|(k, _)| *k == key) {
+            return Ok(op);
+        }
+        let comm = *self
+            .comms
+            .get(rank)
+            .ok_or(NcclError::NoCommunicator(rank))? as Comm;
+        let mut bytes = scalar.to_le_bytes();
+        let mut op: c_int = 0;
+        // SAFETY: out-pointer and an 8-byte scalar buffer (NCCL reads the
+        // type's width of it, immediately: host-immediate residence).
+        let r = unsafe {
+            create(
+                &mut op,
+                bytes.as_mut_ptr().cast(),
+                dtype,
+                SCALAR_HOST_IMMEDIATE,
+                comm,
+            )
+        };
+        self.nccl.check("ncclRedOpCreatePreMulSum", r)?;
+        ops.push((key, op));
+        Ok(op)
     }
 
     /// Enqueues `c` on `stream` (a `CUstream`).
@@ -404,6 +482,14 @@ impl Drop for Comms {
         if *self.aborted.get_mut() {
             return;
         }
+        if let (Some((_, destroy)), Ok(ops)) = (self.nccl.api.premul, self.premul_ops.get_mut()) {
+            for &((rank, _, _), op) in ops.iter() {
+                if let Some(&c) = self.comms.get(rank) {
+                    // SAFETY: an operator made on this communicator, destroyed once.
+                    let _ = unsafe { destroy(op, c as Comm) };
+                }
+            }
+        }
         for &c in &self.comms {
             if c != 0 {
                 // SAFETY: a communicator from ncclCommInitAll, no longer used.
@@ -439,8 +525,9 @@ mod tests {
     #[test]
     fn operators_follow_nccl_h() {
         // nccl.h: ncclSum 0, ncclProd 1, ncclMax 2, ncclMin 3, ncclAvg 4.
-        assert_eq!(op(ReduceOp::Max), 2);
-        assert_eq!(op(ReduceOp::Min), 3);
-        assert_eq!(op(ReduceOp::Avg), 4);
+        assert_eq!(op(ReduceOp::Max), Some(2));
+        assert_eq!(op(ReduceOp::Min), Some(3));
+        assert_eq!(op(ReduceOp::Avg), Some(4));
+        assert_eq!(op(ReduceOp::PreMulSum), None);
     }
 }

@@ -53,11 +53,17 @@ fn arch_rejects_junk_with_a_clear_message() {
 }
 
 #[test]
-fn sixty_variants_with_the_abi_ids() {
+fn seventy_two_variants_with_the_abi_ids() {
     let all = Variant::all();
-    assert_eq!(all.len(), 60);
+    assert_eq!(all.len(), 72);
     let distinct: std::collections::HashSet<_> = all.iter().collect();
-    assert_eq!(distinct.len(), 60);
+    assert_eq!(distinct.len(), 72);
+    let pm = Variant {
+        dtype: Dtype::F32,
+        op: ReduceOp::PreMulSum,
+    };
+    // kernels/abi.cuh: CB_PREMULSUM 5.
+    assert_eq!(pm.op_id(), 5);
     let v = Variant {
         dtype: Dtype::F32,
         op: ReduceOp::Avg,
@@ -77,8 +83,8 @@ fn sixty_variants_with_the_abi_ids() {
     );
     let first = all[0];
     assert_eq!((first.dtype_id(), first.op_id()), (0, 0));
-    let last = all[59];
-    assert_eq!((last.dtype_id(), last.op_id()), (11, 4));
+    let last = all[71];
+    assert_eq!((last.dtype_id(), last.op_id()), (11, 5));
 }
 
 #[test]

@@ -80,7 +80,7 @@ pub struct Variant {
 }
 
 impl Variant {
-    /// Every variant: 12 types x 5 operators.
+    /// Every variant: 12 types x 6 operators.
     pub fn all() -> Vec<Variant> {
         Dtype::ALL
             .into_iter()

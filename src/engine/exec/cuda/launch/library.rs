@@ -25,6 +25,8 @@ pub(super) struct LibOp {
     pub(super) coll: Collective,
     pub(super) dtype: Dtype,
     pub(super) op: ReduceOp,
+    /// premulsum's scalar as bits of `dtype`.
+    pub(super) scalar: u64,
     pub(super) counts: Counts,
     pub(super) root: usize,
     pub(super) nranks: usize,
@@ -58,6 +60,7 @@ impl LibOp {
             coll: op.coll,
             dtype: op.dtype,
             op: op.op,
+            scalar: op.scalar,
             counts: op.counts,
             root: op.root,
             nranks: op.nranks,
@@ -109,7 +112,19 @@ pub(super) fn output(lib: &LibOp, rank: usize, inputs: &[Vec<u8>]) -> Option<Vec
         // SAFETY: every input holds `len` elements (checked above) and `out`
         // is a separate buffer of the same size.
         unsafe {
-            elem::reduce(lib.dtype, lib.op, out.as_mut_ptr(), &ptrs, len);
+            if let (ReduceOp::PreMulSum, Some((first, rest))) = (lib.op, ptrs.split_first()) {
+                // Every input scaled, then summed: the first one scaled
+                // into `out`, each next one scaled and added.
+                elem::reduce_premul(lib.dtype, lib.scalar, out.as_mut_ptr(), &[*first], len);
+                let mut scaled = vec![0u8; len * es];
+                for &p in rest {
+                    elem::reduce_premul(lib.dtype, lib.scalar, scaled.as_mut_ptr(), &[p], len);
+                    let o = out.as_mut_ptr();
+                    elem::reduce(lib.dtype, ReduceOp::Sum, o, &[o, scaled.as_ptr()], len);
+                }
+            } else {
+                elem::reduce(lib.dtype, lib.op, out.as_mut_ptr(), &ptrs, len);
+            }
             elem::finish(lib.dtype, lib.op, n, out.as_mut_ptr(), len);
         }
         out

@@ -4,7 +4,7 @@
 use super::super::dev_err;
 use super::super::library::{output, LibOp, Library};
 use super::{CudaRank, Pending};
-use crate::engine::exec::cuda::nccl::{self, Call, Comms, Nccl};
+use crate::engine::exec::cuda::nccl::{Call, Comms, Nccl};
 use crate::engine::exec::runner::DeviceData;
 use crate::engine::exec::world::ExecError;
 use std::sync::Mutex;
@@ -59,7 +59,9 @@ impl CudaRank {
         let call = Call {
             coll: lib.coll,
             dtype,
-            op: nccl::op(lib.op),
+            op: comms
+                .op(self.rank, lib.op, dtype, lib.scalar)
+                .map_err(|e| ExecError::Setup(format!("NCCL: {e}")))?,
             counts: lib.counts,
             root: lib.root,
             nranks: lib.nranks,

@@ -252,6 +252,7 @@ impl CudaRank {
             nranks: nranks as u32,
             proto: proto as u32 | if self.world.staged { PROTO_SYS } else { 0 },
             nchannels: t.nchannels() as u32,
+            scalar: 0,
         })
     }
 
@@ -493,7 +494,8 @@ impl RankRunner for CudaRank {
         if let Some((g, _)) = self.graph.take() {
             self.dev.drop_graph(g).map_err(dev_err)?;
         }
-        let t = RankTables::new(program, &op.layout, op.dtype)
+        let premul = op.op == crate::engine::types::ReduceOp::PreMulSum;
+        let t = RankTables::new(program, &op.layout, op.dtype, premul)
             .map_err(|e| ExecError::Setup(e.to_string()))?;
         if let Some(i) = (0..3).find(|&i| self.sizes[i] < t.need[i]) {
             return Err(ExecError::Setup(format!(
@@ -540,7 +542,10 @@ impl RankRunner for CudaRank {
             "program loaded for the kernel"
         );
         self.check_residency(coll_fn, t.nchannels())?;
-        let arg = self.upload_tables(&t, op.nranks)?;
+        let arg = CbRank {
+            scalar: op.scalar,
+            ..self.upload_tables(&t, op.nranks)?
+        };
         let step_counts: Vec<usize> = program.channels.iter().map(|c| c.steps.len()).collect();
         let grid = step_counts
             .iter()
