@@ -250,7 +250,7 @@ fn check_dtype(cxx: &str, dir: &Path, dt: Dtype) -> Result<(), String> {
                 dtype: dt,
                 op,
                 nranks: n,
-                scalar: collbench::engine::types::Scalar::parse(scalar)
+                scalar: collbench::engine::elem::Scalar::parse(scalar)
                     .and_then(|s| s.bits(dt).ok())
                     .unwrap_or(1),
             };

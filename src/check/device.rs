@@ -312,7 +312,7 @@ mod tests {
                     dtype,
                     op,
                     nranks: 3,
-                    scalar: crate::engine::types::Scalar::parse("3")
+                    scalar: crate::engine::elem::Scalar::parse("3")
                         .and_then(|s| s.bits(dtype).ok())
                         .unwrap_or(1),
                 };

@@ -34,7 +34,7 @@ impl Case {
             dtype,
             op,
             nranks: n,
-            scalar: crate::engine::types::Scalar::parse("3")
+            scalar: crate::engine::elem::Scalar::parse("3")
                 .and_then(|s| s.bits(dtype).ok())
                 .unwrap_or(1),
         };
@@ -399,7 +399,7 @@ proptest! {
         order in any::<u64>(),
     ) {
         let len = 8;
-        let scalar = crate::engine::types::Scalar::parse(scalar).unwrap();
+        let scalar = crate::engine::elem::Scalar::parse(scalar).unwrap();
         let Ok(scalar) = scalar.bits(dtype) else {
             // A fraction for an integer type: refused before a run.
             return Ok(());

@@ -15,7 +15,7 @@ pub use values::{
 };
 
 use crate::engine::exec::cuda::Arch;
-use crate::engine::types::{Dtype, Engine, ReduceOp};
+use crate::engine::types::{Collective, Dtype, Engine, ReduceOp};
 use crate::harness::inject::Inject;
 use crate::harness::RootChoice;
 use clap::{Args, Parser, Subcommand};
@@ -86,6 +86,58 @@ pub enum Command {
     /// Make links named as nccl-tests' binaries (all_reduce_perf, ...) to
     /// this collbench in DIR: run by those names it behaves as them.
     InstallAliases(InstallArgs),
+    /// Fit the cost model on this machine: sweep every algorithm of the
+    /// collectives and write, per (collective, algorithm, protocol,
+    /// channels), a latency per hop and a bandwidth curve (`--tuning FILE`
+    /// reads it: `--algo auto` then takes the model's pick).
+    Tune(TuneArgs),
+    /// Predict time and busbw of every algorithm over a size sweep at any
+    /// rank count, from a fitted table or a link's bandwidth and latency.
+    Model(ModelArgs),
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct TuneArgs {
+    /// Collectives to fit, comma-separated, or all.
+    #[arg(long, default_value = "all-reduce", value_name = "LIST|all", value_parser = values::collectives)]
+    pub collective: List<Collective>,
+    /// Where the fitted table goes (JSON, schema collbench.tuning/1).
+    #[arg(long, short = 'O', value_name = "FILE")]
+    pub output: PathBuf,
+    /// Fit from saved results (collbench's JSON or JSONL) instead of
+    /// running a sweep: the builtin engine's clean out-of-place rows.
+    #[arg(long, value_name = "RESULTS.json", num_args = 1..)]
+    pub from: Vec<PathBuf>,
+    #[command(flatten)]
+    pub run: RunArgs,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct ModelArgs {
+    /// The table `collbench tune` wrote.
+    #[arg(long, value_name = "FILE", required_unless_present = "link_gbps", conflicts_with_all = ["link_gbps", "latency_us"])]
+    pub tuning: Option<PathBuf>,
+    /// Instead of a table: the bandwidth of one link, GB/s (every
+    /// algorithm moves its traffic at it).
+    #[arg(long, value_name = "GB/s", requires = "latency_us", value_parser = values::positive_f64, allow_negative_numbers = true)]
+    pub link_gbps: Option<f64>,
+    /// With --link-gbps: the latency of one hop, microseconds.
+    #[arg(long, value_name = "US", requires = "link_gbps", value_parser = values::positive_f64, allow_negative_numbers = true)]
+    pub latency_us: Option<f64>,
+    /// Ranks to predict for.
+    #[arg(long, value_name = "N", value_parser = values::ranks)]
+    pub ranks: usize,
+    /// Collectives, comma-separated, or all.
+    #[arg(long, default_value = "all-reduce", value_name = "LIST|all", value_parser = values::collectives)]
+    pub collective: List<Collective>,
+    /// The protocol whose entries to use where the table has several.
+    #[arg(long, value_name = "simple|ll|auto|host")]
+    pub protocol: Option<String>,
+    #[command(flatten)]
+    pub sizes: SizeArgs,
+    /// Write the predictions as JSON.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -207,7 +259,11 @@ pub struct RunArgs {
     /// premulsum's scalar: every input is multiplied by it (rounded to the
     /// type) before the sum; an integer for integer types.
     #[arg(long, default_value = "1", value_name = "X", value_parser = values::scalar, allow_negative_numbers = true)]
-    pub scalar: crate::engine::types::Scalar,
+    pub scalar: crate::engine::elem::Scalar,
+    /// The cost model `collbench tune` wrote: `--algo auto` takes its pick,
+    /// and rows carry its prediction (`predicted_us`) and pick (`auto_pick`).
+    #[arg(long, value_name = "FILE")]
+    pub tuning: Option<std::path::PathBuf>,
     /// Root rank of rooted collectives, or all (nccl-tests -r).
     #[arg(long, short = 'r', default_value = "0", value_name = "N|all", value_parser = values::root, allow_negative_numbers = true)]
     pub root: RootChoice,

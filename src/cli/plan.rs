@@ -3,9 +3,10 @@
 
 use super::values::{inject_in_world, AlgoArg, DeviceChoice, FormatChoice, TimingChoice};
 use super::{NcclTestsArgs, PlacementChoice, RunArgs, SizeArgs};
+use crate::engine::elem::Scalar;
 use crate::engine::exec::world::Pace;
 use crate::engine::exec::HostOptions;
-use crate::engine::types::{Algo, Collective, ReduceOp, Scalar};
+use crate::engine::types::{Algo, Collective, ReduceOp};
 use crate::harness::{AlgoChoice, Plan, RootChoice};
 use crate::harness::{GraphAsk, RankTime};
 use crate::units::{sweep, Growth};
@@ -42,7 +43,7 @@ pub struct Sweep {
 /// nccl-tests' default size (its `-b` and `-e` both default to 32 MiB).
 const NCCL_TESTS_SIZE: u64 = 32 << 20;
 
-fn sizes(a: &SizeArgs, as_nccl_tests: bool) -> Result<Vec<u64>, PlanError> {
+pub(crate) fn sizes(a: &SizeArgs, as_nccl_tests: bool) -> Result<Vec<u64>, PlanError> {
     if let Some(s) = &a.sizes {
         return Ok(s.0.clone());
     }
@@ -141,10 +142,7 @@ pub fn build(
     let premul = a.op.0.contains(&ReduceOp::PreMulSum) && collectives.iter().any(|c| c.reduces());
     if premul {
         for &d in &a.dtype.0 {
-            let bits = a.scalar.bits(d).map_err(PlanError)?;
-            if let Some(why) = crate::check::premul_refusal(d, bits) {
-                return bad(why);
-            }
+            crate::harness::plan::premul_fits(d, a.scalar).map_err(PlanError)?;
         }
     }
     let plan = Plan {
@@ -187,6 +185,10 @@ pub fn build(
         },
         protocol: a.protocol.proto(),
         links_from: None,
+        tuning: match &a.tuning {
+            Some(p) => Some(std::sync::Arc::new(read_tuning(p)?)),
+            None => None,
+        },
         engines: a.engine.0.clone(),
         collectives,
     };
@@ -214,6 +216,28 @@ pub fn build(
             }))
             .collect(),
     })
+}
+
+/// `collbench tune`: the sweep of every algorithm (or those `--algo`
+/// names) of the collectives to fit; its own `--tuning` is not read.
+pub fn build_tune(t: &super::TuneArgs) -> Result<Sweep, PlanError> {
+    let mut a = t.run.clone();
+    a.tuning = None;
+    if a.algo == AlgoArg::Auto {
+        a.algo = AlgoArg::List(Algo::ALL.to_vec());
+    }
+    let mut s = build(None, &a, None)?;
+    s.plan.algos = algos(&a.algo, &t.collective.0)?;
+    s.plan.collectives = t.collective.0.clone();
+    Ok(s)
+}
+
+/// Reads a cost-model table (`--tuning FILE`).
+pub fn read_tuning(p: &std::path::Path) -> Result<crate::harness::tuning::Tuning, PlanError> {
+    let text = std::fs::read_to_string(p)
+        .map_err(|e| PlanError(format!("--tuning {}: {e}", p.display())))?;
+    crate::harness::tuning::Tuning::parse(&text)
+        .map_err(|e| PlanError(format!("--tuning {}: {e}", p.display())))
 }
 
 /// `collbench links`: send-recv once per peer offset 1..n-1 with every link

@@ -3,7 +3,7 @@
 //! collbench, with the valid values listed.
 
 use crate::engine::exec::cuda::abi::Proto;
-use crate::engine::types::{Algo, Dtype, Engine, Placement, ReduceOp};
+use crate::engine::types::{Algo, Collective, Dtype, Engine, Placement, ReduceOp};
 use crate::harness::inject::{Fault, Inject};
 pub use crate::harness::RankTime;
 use crate::harness::RootChoice;
@@ -157,6 +157,25 @@ fn list<T: Copy + PartialEq>(
     Ok(out)
 }
 
+pub fn collectives(v: &str) -> Result<List<Collective>, ValueError> {
+    let known = names(&Collective::ALL, |c| c.name());
+    list(
+        "--collective",
+        v,
+        &Collective::ALL,
+        Collective::parse,
+        &known,
+    )
+    .map(List)
+}
+
+pub fn positive_f64(v: &str) -> Result<f64, ValueError> {
+    match v.trim().parse::<f64>() {
+        Ok(x) if x.is_finite() && x > 0.0 => Ok(x),
+        _ => bad(format!("'{v}' is not a positive number")),
+    }
+}
+
 pub fn dtypes(v: &str) -> Result<List<Dtype>, ValueError> {
     let known = names(&Dtype::ALL, |d| d.name());
     list("--dtype", v, &Dtype::ALL, Dtype::parse, &known).map(List)
@@ -168,8 +187,8 @@ pub fn ops(v: &str) -> Result<List<ReduceOp>, ValueError> {
     list("--op", v, &all, ReduceOp::parse, &known).map(List)
 }
 
-pub fn scalar(v: &str) -> Result<crate::engine::types::Scalar, ValueError> {
-    crate::engine::types::Scalar::parse(v).ok_or_else(|| {
+pub fn scalar(v: &str) -> Result<crate::engine::elem::Scalar, ValueError> {
+    crate::engine::elem::Scalar::parse(v).ok_or_else(|| {
         ValueError(format!(
             "--scalar '{v}': expected a finite number (an integer for integer types)"
         ))

@@ -26,6 +26,106 @@ pub use fp8::{e4m3_from_f32, e4m3_to_f32, e5m2_from_f32, e5m2_to_f32};
 
 use super::types::{Dtype, ReduceOp};
 use half::{bf16, f16};
+use std::fmt;
+
+/// PreMulSum's scalar, as the user wrote it (`--scalar`). Each element type
+/// takes it rounded to the type (integers: wrapped), as NCCL takes a scalar
+/// of the operation's type.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Scalar {
+    /// The value (integers: exact only up to 2^53; `int` keeps them whole).
+    pub value: f64,
+    /// The value as an integer, when it is one.
+    pub int: Option<i128>,
+}
+
+impl Default for Scalar {
+    fn default() -> Self {
+        Scalar {
+            value: 1.0,
+            int: Some(1),
+        }
+    }
+}
+
+impl Scalar {
+    /// Parses `--scalar`: a finite number (integers exactly, up to 64 bits
+    /// of either sign).
+    pub fn parse(s: &str) -> Option<Scalar> {
+        let t = s.trim();
+        if let Ok(i) = t.parse::<i128>() {
+            if i >= i128::from(i64::MIN) && i <= i128::from(u64::MAX) {
+                return Some(Scalar {
+                    value: i as f64,
+                    int: Some(i),
+                });
+            }
+            return None;
+        }
+        let value: f64 = t.parse().ok()?;
+        if !value.is_finite() {
+            return None;
+        }
+        let int = (value.fract() == 0.0 && value.abs() < 9.0e15).then_some(value as i128);
+        Some(Scalar { value, int })
+    }
+
+    /// The scalar's bits in `dtype` (the low `dtype.size()` bytes), or why
+    /// the type cannot take it: a fraction for an integer type, a value the
+    /// float type rounds to zero or infinity.
+    pub fn bits(self, dtype: Dtype) -> Result<u64, String> {
+        if !dtype.is_float() {
+            let Some(i) = self.int else {
+                return Err(format!(
+                    "premulsum on {dtype} needs an integer --scalar (got {self})"
+                ));
+            };
+            return Ok(i as u64 & mask_bits(dtype));
+        }
+        let v = self.value;
+        let bits = match dtype {
+            Dtype::F64 => v.to_bits(),
+            Dtype::F32 => u64::from((v as f32).to_bits()),
+            Dtype::F16 => u64::from(half::f16::from_f64(v).to_bits()),
+            Dtype::Bf16 => u64::from(half::bf16::from_f64(v).to_bits()),
+            Dtype::F8E4M3 => u64::from(e4m3_from_f32(v as f32)),
+            Dtype::F8E5M2 => u64::from(e5m2_from_f32(v as f32)),
+            _ => unreachable!("integer types return above"),
+        };
+        let back = to_f64(dtype, bits);
+        if back == 0.0 || !back.is_finite() {
+            return Err(format!(
+                "--scalar {self} is {} in {dtype}: premulsum needs a finite, nonzero scalar for float types",
+                if back == 0.0 { "zero" } else { "not finite" }
+            ));
+        }
+        Ok(bits)
+    }
+}
+
+impl fmt::Display for Scalar {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.int {
+            Some(i) => write!(f, "{i}"),
+            None if (1e-4..1e15).contains(&self.value.abs()) => write!(f, "{}", self.value),
+            None => write!(f, "{:e}", self.value),
+        }
+    }
+}
+
+/// The low `dtype.size()` bytes.
+fn mask_bits(dtype: Dtype) -> u64 {
+    match dtype.size() {
+        8 => u64::MAX,
+        s => (1u64 << (8 * s)) - 1,
+    }
+}
+
+impl fmt::Display for ReduceOp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
 
 /// Bytes of each input one step of the reduction loop holds in registers.
 const CHUNK_BYTES: usize = 128;

@@ -391,106 +391,6 @@ impl ReduceOp {
     }
 }
 
-/// PreMulSum's scalar, as the user wrote it (`--scalar`). Each element type
-/// takes it rounded to the type (integers: wrapped), as NCCL takes a scalar
-/// of the operation's type.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Scalar {
-    /// The value (integers: exact only up to 2^53; `int` keeps them whole).
-    pub value: f64,
-    /// The value as an integer, when it is one.
-    pub int: Option<i128>,
-}
-
-impl Default for Scalar {
-    fn default() -> Self {
-        Scalar {
-            value: 1.0,
-            int: Some(1),
-        }
-    }
-}
-
-impl Scalar {
-    /// Parses `--scalar`: a finite number (integers exactly, up to 64 bits
-    /// of either sign).
-    pub fn parse(s: &str) -> Option<Scalar> {
-        let t = s.trim();
-        if let Ok(i) = t.parse::<i128>() {
-            if i >= i128::from(i64::MIN) && i <= i128::from(u64::MAX) {
-                return Some(Scalar {
-                    value: i as f64,
-                    int: Some(i),
-                });
-            }
-            return None;
-        }
-        let value: f64 = t.parse().ok()?;
-        if !value.is_finite() {
-            return None;
-        }
-        let int = (value.fract() == 0.0 && value.abs() < 9.0e15).then_some(value as i128);
-        Some(Scalar { value, int })
-    }
-
-    /// The scalar's bits in `dtype` (the low `dtype.size()` bytes), or why
-    /// the type cannot take it: a fraction for an integer type, a value the
-    /// float type rounds to zero or infinity.
-    pub fn bits(self, dtype: Dtype) -> Result<u64, String> {
-        use crate::engine::elem;
-        if !dtype.is_float() {
-            let Some(i) = self.int else {
-                return Err(format!(
-                    "premulsum on {dtype} needs an integer --scalar (got {self})"
-                ));
-            };
-            return Ok(i as u64 & mask_bits(dtype));
-        }
-        let v = self.value;
-        let bits = match dtype {
-            Dtype::F64 => v.to_bits(),
-            Dtype::F32 => u64::from((v as f32).to_bits()),
-            Dtype::F16 => u64::from(half::f16::from_f64(v).to_bits()),
-            Dtype::Bf16 => u64::from(half::bf16::from_f64(v).to_bits()),
-            Dtype::F8E4M3 => u64::from(elem::e4m3_from_f32(v as f32)),
-            Dtype::F8E5M2 => u64::from(elem::e5m2_from_f32(v as f32)),
-            _ => unreachable!("integer types return above"),
-        };
-        let back = elem::to_f64(dtype, bits);
-        if back == 0.0 || !back.is_finite() {
-            return Err(format!(
-                "--scalar {self} is {} in {dtype}: premulsum needs a finite, nonzero scalar for float types",
-                if back == 0.0 { "zero" } else { "not finite" }
-            ));
-        }
-        Ok(bits)
-    }
-}
-
-impl fmt::Display for Scalar {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.int {
-            Some(i) => write!(f, "{i}"),
-            None if (1e-4..1e15).contains(&self.value.abs()) => write!(f, "{}", self.value),
-            None => write!(f, "{:e}", self.value),
-        }
-    }
-}
-
-/// The low `dtype.size()` bytes.
-fn mask_bits(dtype: Dtype) -> u64 {
-    match dtype.size() {
-        8 => u64::MAX,
-        s => (1u64 << (8 * s)) - 1,
-    }
-}
-
-impl fmt::Display for ReduceOp {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
 /// Who moves the data: collbench's own engine, or a library's collectives
 /// run side by side with it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -533,27 +433,6 @@ impl Placement {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn scalars_take_each_type() {
-        let s = |t: &str| Scalar::parse(t).unwrap();
-        assert_eq!(s("2").bits(Dtype::I32), Ok(2));
-        assert_eq!(s("-1").bits(Dtype::U8), Ok(0xFF));
-        assert_eq!(s("18446744073709551615").bits(Dtype::U64), Ok(u64::MAX));
-        assert!(s("0.5").bits(Dtype::I8).unwrap_err().contains("integer"));
-        assert_eq!(s("0.5").bits(Dtype::F32), Ok(u64::from(0.5f32.to_bits())));
-        assert_eq!(s("1e300").bits(Dtype::F64), Ok(1e300f64.to_bits()));
-        assert!(s("1e300")
-            .bits(Dtype::F32)
-            .unwrap_err()
-            .contains("not finite"));
-        assert!(s("0").bits(Dtype::F16).unwrap_err().contains("zero"));
-        assert!(s("1e-9").bits(Dtype::Bf16).is_ok());
-        assert_eq!(s("3").bits(Dtype::F16), Ok(0x4200));
-        assert_eq!(Scalar::parse("inf"), None);
-        assert_eq!(Scalar::parse("x"), None);
-        assert_eq!(Scalar::parse("1e30").unwrap().int, None);
-    }
 
     #[test]
     fn send_recv_rounds_cover_every_directed_pair_once() {

@@ -5,6 +5,7 @@ pub mod inject;
 pub mod plan;
 pub mod rank;
 pub mod stats;
+pub mod tuning;
 
 pub use crate::engine::exec::cuda::launch::{Kind as GpuKind, Timing};
 pub use crate::recorder::DEFAULT_ENTRIES as DEFAULT_FR_ENTRIES;
@@ -987,7 +988,20 @@ fn make_row(
             }
             text
         });
+    let builtin = case.engine == Engine::Builtin;
     Row {
+        predicted_us: plan.tuning.as_ref().filter(|_| builtin).and_then(|t| {
+            t.predict(
+                case.coll,
+                case.algo,
+                plan.ranks,
+                case.bytes,
+                plan.model_protocol(),
+            )
+        }),
+        auto_pick: plan
+            .model_pick(case.coll, case.bytes)
+            .map(|p| p.algo.name().to_string()),
         last_arrival: last_arrival(reports),
         collective: case.coll.name().into(),
         engine: match (case.engine, setup.gpu) {

@@ -81,7 +81,7 @@ pub struct Plan {
     pub dtypes: Vec<Dtype>,
     pub ops: Vec<ReduceOp>,
     /// premulsum's scalar (validated for every dtype of the sweep).
-    pub scalar: crate::engine::types::Scalar,
+    pub scalar: crate::engine::elem::Scalar,
     pub roots: RootChoice,
     pub placements: Vec<Placement>,
     /// Timed operations per case.
@@ -110,11 +110,39 @@ pub struct Plan {
     /// (collective, algorithm) (`collbench links`: the send-recv rounds
     /// make the matrix; the all-reduces beside them are judged alone).
     pub links_from: Option<Collective>,
+    /// The cost model (`--tuning FILE`): `auto` takes its pick, and rows
+    /// carry its prediction and pick.
+    pub tuning: Option<std::sync::Arc<super::tuning::Tuning>>,
 }
 
 impl Plan {
     pub fn timeout(&self) -> Duration {
         self.host.timeout
+    }
+
+    /// The protocol the cost model's entries should have been fitted with.
+    pub fn model_protocol(&self) -> Option<&'static str> {
+        use crate::engine::exec::cuda::abi::Proto;
+        match self.protocol {
+            Some(Proto::Simple) => Some("simple"),
+            Some(Proto::LowLatency) => Some("ll"),
+            None => None,
+        }
+    }
+
+    /// What `auto` runs for `coll` at `bytes`: the cost model's pick where
+    /// it has one, else the fixed rule of [`auto_algo`].
+    pub fn auto_algo(&self, coll: Collective, bytes: u64) -> Algo {
+        self.model_pick(coll, bytes)
+            .map_or_else(|| auto_algo(coll, bytes, self.ranks), |p| p.algo)
+    }
+
+    /// The cost model's pick for `coll` at `bytes` (None: no model, or none
+    /// of the collective's algorithms in it).
+    pub fn model_pick(&self, coll: Collective, bytes: u64) -> Option<super::tuning::Pick> {
+        self.tuning
+            .as_ref()?
+            .pick(coll, self.ranks, bytes, self.model_protocol())
     }
 }
 
@@ -169,6 +197,16 @@ pub struct Case {
     pub counts: Counts,
     /// Bytes nccl-tests would print for this case.
     pub bytes: u64,
+}
+
+/// Whether premulsum on `dtype` can run, and be checked, with `scalar`:
+/// the type holds it, and products of checked inputs stay in its range.
+pub fn premul_fits(dtype: Dtype, scalar: crate::engine::elem::Scalar) -> Result<(), String> {
+    let bits = scalar.bits(dtype)?;
+    match crate::check::premul_refusal(dtype, bits) {
+        Some(why) => Err(why),
+        None => Ok(()),
+    }
 }
 
 /// The algorithm `auto` picks. Latency-bound sizes (up to 64 KiB) take the
@@ -286,7 +324,7 @@ fn sizes(plan: &Plan, proto: Case, algo: Option<Algo>, out: &mut Vec<Case>) -> u
             continue;
         }
         last = Some(bytes);
-        let algo = algo.unwrap_or_else(|| auto_algo(coll, bytes, plan.ranks));
+        let algo = algo.unwrap_or_else(|| plan.auto_algo(coll, bytes));
         out.push(Case {
             algo,
             counts,

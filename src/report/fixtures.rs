@@ -7,6 +7,8 @@ pub fn row(bytes: u64, placement: &str) -> Row {
     Row {
         last_arrival: None,
         scalar: None,
+        predicted_us: None,
+        auto_pick: None,
         collective: "all-reduce".into(),
         engine: "builtin".into(),
         algo: "ring".into(),

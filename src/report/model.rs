@@ -53,6 +53,13 @@ pub struct Row {
     /// The rank that arrived last at a timed collective, by the most.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_arrival: Option<Arrival>,
+    /// The cost model's (`--tuning`) prediction of this row's time, us.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub predicted_us: Option<f64>,
+    /// The algorithm the cost model picks at this row's size (the same on
+    /// every row of the size).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auto_pick: Option<String>,
 }
 
 /// A rank that entered a collective after the others had.

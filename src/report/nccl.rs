@@ -45,8 +45,8 @@ impl NcclTests {
 fn redop(r: &Row) -> &str {
     if r.collective == "send-recv" {
         "sum"
-    } else if r.op == crate::engine::ReduceOp::PreMulSum.name() {
-        crate::engine::ReduceOp::PreMulSum.nccl_tests_name()
+    } else if r.op == "premulsum" {
+        "mulsum"
     } else {
         &r.op
     }

@@ -703,8 +703,10 @@ impl LogRun {
                         "none".into()
                     } else {
                         // nccl-tests' `mulsum` is collbench's premulsum.
-                        crate::engine::ReduceOp::parse(&r.op)
-                            .map_or_else(|| r.op.clone(), |o| o.name().to_string())
+                        match r.op.as_str() {
+                            "mulsum" => "premulsum".into(),
+                            op => op.to_string(),
+                        }
                     },
                     root: r.root,
                     bytes: r.bytes,
@@ -726,6 +728,8 @@ impl LogRun {
                     first_error: None,
                     last_arrival: None,
                     scalar: None,
+                    predicted_us: None,
+                    auto_pick: None,
                 });
             }
         }

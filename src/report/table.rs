@@ -76,10 +76,14 @@ impl Layout for Table {
         for cell in cells {
             line = line.placement(&PLACEMENT, *cell, TimeDigits::TABLE);
         }
-        let slowest = slowest(cells)
+        let mut tail = slowest(cells)
             .filter(|_| self.verbose)
-            .map(|s| format!("  slowest: {}", s.describe(time)));
-        line.end(slowest.as_deref().unwrap_or(""))
+            .map(|s| format!("  slowest: {}", s.describe(time)))
+            .unwrap_or_default();
+        if let (true, Some(p)) = (self.verbose, first.predicted_us) {
+            tail.push_str(&format!("  model: {} us", time(p)));
+        }
+        line.end(&tail)
     }
 
     fn footer(&self, results: &Results) -> Vec<String> {
@@ -90,6 +94,9 @@ impl Layout for Table {
                 avg_busbw(&results.rows)
             ),
         ];
+        if self.verbose {
+            out.extend(model_picks(&results.rows));
+        }
         for r in &results.rows {
             if let Some(e) = &r.first_error {
                 out.push(format!(
@@ -100,6 +107,66 @@ impl Layout for Table {
         }
         out
     }
+}
+
+/// `-v` with a cost model: per size, the model's pick beside every
+/// algorithm's measured p50 (out-of-place, or the first placement), and how
+/// far the pick is from the fastest.
+fn model_picks(rows: &[Row]) -> Vec<String> {
+    use std::collections::BTreeMap;
+    type Key<'a> = (&'a str, &'a str, &'a str, u64);
+    /// The pick, and each algorithm's p50.
+    type Measured<'a> = (String, Vec<(&'a str, f64)>);
+    let placement = rows
+        .iter()
+        .find(|r| r.placement == "out")
+        .or(rows.first())
+        .map(|r| r.placement.clone());
+    let mut sizes: BTreeMap<Key, Measured> = BTreeMap::new();
+    for r in rows {
+        let Some(pick) = &r.auto_pick else { continue };
+        if Some(&r.placement) != placement.as_ref() || r.engine != "builtin" {
+            continue;
+        }
+        let key = (
+            r.collective.as_str(),
+            r.dtype.as_str(),
+            r.op.as_str(),
+            r.bytes,
+        );
+        let e = sizes
+            .entry(key)
+            .or_insert_with(|| (pick.clone(), Vec::new()));
+        e.1.push((r.algo.as_str(), r.stats.p50_us));
+    }
+    if sizes.is_empty() {
+        return Vec::new();
+    }
+    let mut out = vec![format!(
+        "# the cost model's pick beside each algorithm's measured p50 (us), {}-of-place:",
+        if placement.as_deref() == Some("in") {
+            "in"
+        } else {
+            "out"
+        }
+    )];
+    for ((coll, dtype, op, bytes), (pick, measured)) in sizes {
+        let best = measured.iter().min_by(|a, b| a.1.total_cmp(&b.1));
+        let mine = measured.iter().find(|m| m.0 == pick);
+        let each: Vec<String> = measured
+            .iter()
+            .map(|(a, t)| format!("{a} {}", time(*t)))
+            .collect();
+        let verdict = match (mine, best) {
+            (Some(m), Some(b)) => format!("pick {pick}: {:.2}x the fastest ({})", m.1 / b.1, b.0),
+            _ => format!("pick {pick}: not measured here"),
+        };
+        out.push(format!(
+            "#   {coll} {dtype} {op} {bytes}B: {}; {verdict}",
+            each.join(", ")
+        ));
+    }
+    out
 }
 
 #[cfg(test)]

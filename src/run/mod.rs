@@ -12,6 +12,7 @@ mod logs;
 mod paths;
 mod qualify;
 mod report;
+mod tune;
 
 use crate::cli::plan::{self, Sweep};
 use crate::cli::{Cli, Command, DeviceChoice, FormatChoice, RunArgs, TimingChoice};
@@ -53,6 +54,7 @@ fn verbosity(c: &Command) -> u8 {
         | Command::SendRecv(a)
         | Command::Links(a)
         | Command::All(a) => a.out.verbose,
+        Command::Tune(a) => a.run.out.verbose,
         _ => 0,
     }
 }
@@ -79,6 +81,8 @@ pub fn run(cli: Cli) -> i32 {
         Command::Compare(a) => return compare::compare(&a),
         Command::Qualify(a) => return qualify::qualify(&a),
         Command::InstallAliases(a) => return aliases::install_aliases(&a),
+        Command::Tune(a) => return tune::tune(&a),
+        Command::Model(a) => return tune::model(&a),
         Command::All(a) => (None, a),
         Command::AllReduce(a) => (Some(Collective::AllReduce), a),
         Command::AllGather(a) => (Some(Collective::AllGather), a),

@@ -12,7 +12,7 @@ fn rule(seed: u64, dtype: Dtype, op: ReduceOp, nranks: usize) -> Rule {
         dtype,
         op,
         nranks,
-        scalar: crate::engine::types::Scalar::parse("3")
+        scalar: crate::engine::elem::Scalar::parse("3")
             .and_then(|s| s.bits(dtype).ok())
             .unwrap_or(1),
     }

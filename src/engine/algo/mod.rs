@@ -1,6 +1,7 @@
 //! Algorithms as data: generators turn (collective, algorithm, ranks, rank,
 //! root) into a [`Program`], and a symbolic executor proves them.
 
+pub mod cost;
 pub mod direct;
 pub mod program;
 pub mod ring;

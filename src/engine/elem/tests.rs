@@ -341,3 +341,24 @@ fn throughput_at(bytes: usize) {
         println!("{line}");
     }
 }
+
+#[test]
+fn scalars_take_each_type() {
+    let s = |t: &str| Scalar::parse(t).unwrap();
+    assert_eq!(s("2").bits(Dtype::I32), Ok(2));
+    assert_eq!(s("-1").bits(Dtype::U8), Ok(0xFF));
+    assert_eq!(s("18446744073709551615").bits(Dtype::U64), Ok(u64::MAX));
+    assert!(s("0.5").bits(Dtype::I8).unwrap_err().contains("integer"));
+    assert_eq!(s("0.5").bits(Dtype::F32), Ok(u64::from(0.5f32.to_bits())));
+    assert_eq!(s("1e300").bits(Dtype::F64), Ok(1e300f64.to_bits()));
+    assert!(s("1e300")
+        .bits(Dtype::F32)
+        .unwrap_err()
+        .contains("not finite"));
+    assert!(s("0").bits(Dtype::F16).unwrap_err().contains("zero"));
+    assert!(s("1e-9").bits(Dtype::Bf16).is_ok());
+    assert_eq!(s("3").bits(Dtype::F16), Ok(0x4200));
+    assert_eq!(Scalar::parse("inf"), None);
+    assert_eq!(Scalar::parse("x"), None);
+    assert_eq!(Scalar::parse("1e30").unwrap().int, None);
+}

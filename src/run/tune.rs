@@ -1,0 +1,313 @@
+//! `collbench tune` (fit the cost model from a sweep here) and `collbench
+//! model` (predict a sweep at any scale from a table or a link's figures).
+
+use super::{choose_device, execute, fail, meta, one_line, paths, setup, sinks};
+use crate::cli::{plan, ModelArgs, TuneArgs};
+use crate::engine::algo::cost;
+use crate::engine::types::Collective;
+use crate::harness::tuning::{Choice, Entry, Point, Tuning, TuningMeta};
+use crate::recorder::watchdog;
+use crate::report::{Results, Row, Sink};
+use crate::units::Bytes;
+use anyhow::{bail, Context};
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+pub fn tune(a: &TuneArgs) -> i32 {
+    tune_inner(a).unwrap_or_else(|e| fail(one_line(&e)))
+}
+
+fn tune_inner(a: &TuneArgs) -> anyhow::Result<i32> {
+    if !a.from.is_empty() {
+        return tune_from(a);
+    }
+    watchdog::install_signal_handlers();
+    let mut s = plan::build_tune(a)?;
+    super::check_thread_ranks(&s.plan, None)?;
+    let mut outputs = vec![("--output", a.output.as_path())];
+    if let Some(p) = s.json.as_deref().filter(|p| p.as_os_str() != "-") {
+        outputs.push(("--json", p));
+    }
+    paths::check_outputs(&outputs, &[])?;
+    let chosen = choose_device(&s, false)?;
+    if let Some(n) = &chosen.note {
+        eprintln!("collbench: {n}");
+    }
+    let meta = meta(&s, &chosen);
+    let setup = setup(&s.plan, &chosen, &meta, None)?;
+    // The table shows what is measured; the fit needs every row.
+    s.quiet = s.quiet || s.verbose == 0;
+    let mut sink = sinks(&s, true)?;
+    sink.start(&meta).context("writing results")?;
+    let result = execute(&s.plan, &setup, &mut sink, None);
+    let rows = std::mem::take(&mut sink.rows);
+    let code = super::exit_code(result, true);
+    let results = Results::new(meta.clone(), rows);
+    sink.finish(&results).context("writing results")?;
+    if code != super::OK {
+        bail!("tune: the sweep did not finish clean (exit {code}): no table written");
+    }
+    let protocol = match (meta.device.as_str(), s.plan.model_protocol()) {
+        ("host", _) => "host",
+        (_, Some(p)) => p,
+        (_, None) => "auto",
+    };
+    let tmeta = TuningMeta {
+        version: meta.version.clone(),
+        created_at: meta.started_at.clone(),
+        host: meta.host.clone(),
+        device: meta.device.clone(),
+        command: meta.command.clone(),
+        dtype: s.plan.dtypes.first().map_or("float", |d| d.name()).into(),
+        iters: s.plan.iters,
+    };
+    let groups = points(
+        &results.rows,
+        &tmeta.dtype,
+        protocol,
+        s.plan.channels,
+        s.plan.ranks,
+    );
+    write_table(a, Tuning::fit(tmeta, &groups))
+}
+
+/// `tune --from`: the fit of saved results.
+fn tune_from(a: &TuneArgs) -> anyhow::Result<i32> {
+    paths::check_outputs(&[("--output", a.output.as_path())], &[])?;
+    let mut groups = Vec::new();
+    let mut tmeta = TuningMeta::default();
+    for p in &a.from {
+        let r = crate::report::json::read_results(p)
+            .with_context(|| format!("--from {}", p.display()))?;
+        let m = &r.meta;
+        let protocol = if m.device == "host" { "host" } else { "auto" };
+        let dtype = r
+            .rows
+            .iter()
+            .find(|r| r.engine == "builtin")
+            .map_or("float", |r| r.dtype.as_str())
+            .to_string();
+        let wanted: Vec<Row> = r
+            .rows
+            .iter()
+            .filter(|row| {
+                Collective::parse(&row.collective).is_some_and(|c| a.collective.0.contains(&c))
+            })
+            .cloned()
+            .collect();
+        groups.extend(points(&wanted, &dtype, protocol, 0, m.world_size));
+        if tmeta.version.is_empty() {
+            let me = std::env::args().collect::<Vec<_>>().join(" ");
+            tmeta = TuningMeta {
+                version: m.version.clone(),
+                created_at: m.started_at.clone(),
+                host: m.host.clone(),
+                device: m.device.clone(),
+                command: format!("{me} (from: {})", m.command),
+                dtype,
+                iters: 0,
+            };
+        }
+    }
+    write_table(a, Tuning::fit(tmeta, &groups))
+}
+
+fn write_table(a: &TuneArgs, table: Tuning) -> anyhow::Result<i32> {
+    if table.entries.is_empty() {
+        bail!("tune: no clean out-of-place row of the builtin engine to fit");
+    }
+    let text = serde_json::to_string_pretty(&table)?;
+    std::fs::write(&a.output, text + "\n")
+        .with_context(|| format!("--output {}", a.output.display()))?;
+    print!("{}", render_entries(&table.entries));
+    println!("# wrote {}", a.output.display());
+    Ok(super::OK)
+}
+
+/// Each (collective, algorithm)'s clean out-of-place p50s of the first
+/// type, by size.
+fn points(
+    rows: &[Row],
+    dtype: &str,
+    protocol: &str,
+    channels: usize,
+    ranks: usize,
+) -> Vec<(Choice, usize, Vec<Point>)> {
+    let mut by: BTreeMap<(String, String), Vec<Point>> = BTreeMap::new();
+    for r in rows {
+        let clean = r.wrong <= 0 && r.nan <= 0;
+        if r.engine != "builtin" || r.placement != "out" || r.dtype != dtype || !clean {
+            continue;
+        }
+        by.entry((r.collective.clone(), r.algo.clone()))
+            .or_default()
+            .push(Point {
+                bytes: r.bytes,
+                p50_us: r.stats.p50_us,
+            });
+    }
+    by.into_iter()
+        .filter_map(|((c, a), p)| {
+            let choice = Choice {
+                coll: Collective::parse(&c)?,
+                algo: crate::engine::types::Algo::parse(&a)?,
+                protocol: protocol.into(),
+                channels,
+            };
+            Some((choice, ranks, p))
+        })
+        .collect()
+}
+
+fn render_entries(entries: &[Entry]) -> String {
+    let mut t = String::from(
+        "# collective      algo    protocol  ranks  latency/hop (us)  peak bw (GB/s)  sizes\n",
+    );
+    for e in entries {
+        let _ = writeln!(
+            t,
+            "  {:<15} {:<7} {:<9} {:>5}  {:>16.3}  {:>14.2}  {:>5}",
+            e.collective,
+            e.algo,
+            e.protocol,
+            e.ranks,
+            e.latency_us,
+            e.peak_gbps(),
+            e.points
+        );
+    }
+    t
+}
+
+pub fn model(a: &ModelArgs) -> i32 {
+    model_inner(a).unwrap_or_else(|e| fail(one_line(&e)))
+}
+
+/// One prediction, as `--json` writes it.
+#[derive(serde::Serialize)]
+struct Predicted {
+    collective: String,
+    algo: String,
+    bytes: u64,
+    predicted_us: f64,
+    busbw_gbps: f64,
+    /// The model's pick at this size.
+    pick: bool,
+}
+
+fn model_inner(a: &ModelArgs) -> anyhow::Result<i32> {
+    let (table, source) = match (&a.tuning, a.link_gbps, a.latency_us) {
+        (Some(p), _, _) => (
+            plan::read_tuning(p)?,
+            format!("fitted table {}", p.display()),
+        ),
+        (None, Some(bw), Some(lat)) => (
+            Tuning::from_link(
+                TuningMeta {
+                    device: "given".into(),
+                    ..TuningMeta::default()
+                },
+                bw,
+                lat,
+            ),
+            format!("a link of {bw} GB/s and {lat} us per hop"),
+        ),
+        _ => bail!("model: give --tuning FILE, or --link-gbps and --latency-us"),
+    };
+    if let Some(p) = a.json.as_deref().filter(|p| p.as_os_str() != "-") {
+        paths::check_outputs(&[("--json", p)], &[])?;
+    }
+    let sizes = plan::sizes(&a.sizes, false)?;
+    let n = a.ranks;
+    let mut text = String::new();
+    let mut out = Vec::new();
+    for &coll in &a.collective.0 {
+        let entries = table.candidates(coll, n, a.protocol.as_deref());
+        if entries.is_empty() {
+            let _ = writeln!(text, "# {coll}: the table has no entry for it");
+            continue;
+        }
+        let _ = writeln!(text, "#\n# {coll} on {n} ranks, predicted from {source}");
+        let mut head = format!("# {:>12}", "size");
+        for e in &entries {
+            let from = if e.ranks > 0 && e.ranks != n {
+                format!(" (fit: {} ranks)", e.ranks)
+            } else {
+                String::new()
+            };
+            let _ = write!(head, "  {:>22}", format!("{}{from}", e.algo));
+        }
+        let _ = writeln!(text, "{head}  pick");
+        let _ = writeln!(
+            text,
+            "# {:>12}{}",
+            "(B)",
+            "  time (us) busbw (GB/s)".repeat(entries.len())
+        );
+        for &b in &sizes {
+            let counts = coll.counts(b, 1, n);
+            if counts.block == 0 {
+                continue;
+            }
+            let preds: Vec<Option<f64>> = entries.iter().map(|e| e.predict(n, b)).collect();
+            let best = preds
+                .iter()
+                .enumerate()
+                .filter_map(|(i, p)| Some((i, (*p)?)))
+                .min_by(|x, y| x.1.total_cmp(&y.1))
+                .map(|(i, _)| i);
+            let mut line = format!("  {b:>12}");
+            for (i, (e, p)) in entries.iter().zip(&preds).enumerate() {
+                let Some(us) = *p else {
+                    let _ = write!(line, "  {:>22}", "-");
+                    continue;
+                };
+                let busbw = b as f64 / (us * 1e3) * coll.busbw_factor(n);
+                let _ = write!(line, "  {us:>10.2} {busbw:>11.2}");
+                out.push(Predicted {
+                    collective: coll.name().into(),
+                    algo: e.algo.clone(),
+                    bytes: b,
+                    predicted_us: us,
+                    busbw_gbps: busbw,
+                    pick: best == Some(i),
+                });
+            }
+            let pick = best.map_or("-", |i| entries[i].algo.as_str());
+            let _ = writeln!(text, "{line}  {pick}");
+        }
+        // Where the fit's traffic factors take it, in one line.
+        let lines: Vec<String> = entries
+            .iter()
+            .filter_map(|e| {
+                let algo = e.algo()?;
+                Some(format!(
+                    "{} {} hops x {:.2} us, {:.2} x bytes at up to {:.1} GB/s",
+                    e.algo,
+                    cost::hops(coll, algo, n),
+                    e.latency_us,
+                    cost::traffic(coll, algo, n),
+                    e.peak_gbps()
+                ))
+            })
+            .collect();
+        let _ = writeln!(text, "# {}", lines.join("; "));
+    }
+    let json = serde_json::json!({
+        "schema": "collbench.model/1",
+        "ranks": n,
+        "source": source,
+        "sizes": sizes.iter().map(|&b| Bytes(b).to_string()).collect::<Vec<_>>(),
+        "rows": out,
+    });
+    match a.json.as_deref() {
+        Some(p) if p.as_os_str() == "-" => println!("{}", serde_json::to_string_pretty(&json)?),
+        Some(p) => {
+            print!("{text}");
+            std::fs::write(p, serde_json::to_string_pretty(&json)? + "\n")
+                .with_context(|| format!("--json {}", p.display()))?;
+        }
+        None => print!("{text}"),
+    }
+    Ok(super::OK)
+}

@@ -1,0 +1,306 @@
+//! The cost model end to end: `collbench tune` writes a table, `--tuning`
+//! reads it (auto takes its pick; rows carry the pick and the prediction),
+//! `collbench model` predicts at other rank counts. Timings are the
+//! machine's: these tests check the plumbing and the arithmetic, never
+//! that one algorithm beats another here (scripts/bench_auto.sh does).
+
+use assert_cmd::Command;
+use serde_json::Value;
+
+fn collbench() -> Command {
+    Command::cargo_bin("collbench").expect("binary builds")
+}
+
+fn json(path: &std::path::Path) -> Value {
+    serde_json::from_slice(&std::fs::read(path).expect("written")).expect("JSON")
+}
+
+#[test]
+fn tune_writes_a_table_that_auto_and_model_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let table = dir.path().join("t.json");
+    let out = collbench()
+        .args([
+            "tune",
+            "--device",
+            "host",
+            "--ranks",
+            "3",
+            "--sizes",
+            "8B:256K:x8",
+        ])
+        .args([
+            "--iters",
+            "3",
+            "--warmup",
+            "1",
+            "--output",
+            table.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("latency/hop"), "{text}");
+    let t = json(&table);
+    assert_eq!(t["schema"], "collbench.tuning/1");
+    assert_eq!(t["meta"]["device"], "host");
+    let entries = t["entries"].as_array().unwrap();
+    let algos: Vec<&str> = entries
+        .iter()
+        .map(|e| e["algo"].as_str().unwrap())
+        .collect();
+    assert_eq!(algos, ["direct", "ring", "tree"], "{t:#}");
+    for e in entries {
+        assert_eq!(e["ranks"], 3);
+        assert_eq!(e["protocol"], "host");
+        assert_eq!(e["points"], 6);
+        assert!(e["latency_us"].as_f64().unwrap() > 0.0, "{e}");
+    }
+
+    // Every algorithm measured, each row with the model's pick at its size
+    // and its own prediction; -v sets the pick beside the measurements.
+    let res = dir.path().join("r.json");
+    let out = collbench()
+        .args([
+            "all-reduce",
+            "--device",
+            "host",
+            "--ranks",
+            "3",
+            "--algo",
+            "all",
+        ])
+        .args([
+            "--sizes",
+            "1K:64K:x8",
+            "--iters",
+            "3",
+            "--warmup",
+            "1",
+            "-v",
+        ])
+        .args([
+            "--tuning",
+            table.to_str().unwrap(),
+            "--json",
+            res.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains("the cost model's pick beside each algorithm's measured p50"),
+        "{text}"
+    );
+    assert!(text.contains("x the fastest"), "{text}");
+    assert!(text.contains("model: "), "{text}");
+    let rows = json(&res)["rows"].as_array().unwrap().clone();
+    assert_eq!(rows.len(), 3 * 3 * 2);
+    for r in &rows {
+        let same_size: Vec<&Value> = rows.iter().filter(|x| x["bytes"] == r["bytes"]).collect();
+        assert!(
+            same_size.iter().all(|x| x["auto_pick"] == r["auto_pick"]),
+            "{r}"
+        );
+        assert!(["ring", "tree", "direct"].contains(&r["auto_pick"].as_str().unwrap()));
+        assert!(r["predicted_us"].as_f64().unwrap() > 0.0, "{r}");
+    }
+
+    // `auto` runs the pick.
+    let res2 = dir.path().join("a.json");
+    let out = collbench()
+        .args([
+            "all-reduce",
+            "--device",
+            "host",
+            "--ranks",
+            "3",
+            "--sizes",
+            "1K:64K:x8",
+        ])
+        .args([
+            "--iters",
+            "2",
+            "--warmup",
+            "1",
+            "-q",
+            "--tuning",
+            table.to_str().unwrap(),
+        ])
+        .args(["--json", res2.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for r in json(&res2)["rows"].as_array().unwrap() {
+        assert_eq!(r["algo"], r["auto_pick"], "{r}");
+    }
+
+    // The model at a scale this machine does not run.
+    let pred = dir.path().join("m.json");
+    let out = collbench()
+        .args([
+            "model",
+            "--tuning",
+            table.to_str().unwrap(),
+            "--ranks",
+            "64",
+        ])
+        .args(["--sizes", "1K:1G:x32", "--json", pred.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("all-reduce on 64 ranks"), "{text}");
+    assert!(text.contains("(fit: 3 ranks)"), "{text}");
+    let m = json(&pred);
+    assert_eq!(m["ranks"], 64);
+    let rows = m["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 5 * 3);
+    // One pick per size.
+    for b in [1024u64, 32 << 10, 1 << 20, 32 << 20, 1 << 30] {
+        let picks = rows
+            .iter()
+            .filter(|r| r["bytes"] == b && r["pick"] == true)
+            .count();
+        assert_eq!(picks, 1, "{b}");
+    }
+}
+
+/// From a link's figures alone: rings win large messages on many ranks
+/// (least traffic), trees small ones (fewest hops), and the arithmetic is
+/// the model's: ring all-reduce on 8 ranks at 1 GB/s and 1 us per hop moves
+/// 2 * 7/8 of the bytes and waits 14 hops.
+#[test]
+fn a_link_alone_predicts_by_hops_and_traffic() {
+    let dir = tempfile::tempdir().unwrap();
+    let pred = dir.path().join("m.json");
+    let out = collbench()
+        .args([
+            "model",
+            "--link-gbps",
+            "1",
+            "--latency-us",
+            "1",
+            "--ranks",
+            "8",
+        ])
+        .args([
+            "--collective",
+            "all-reduce,all-gather",
+            "--sizes",
+            "8B:1G:x8",
+        ])
+        .args(["--json", pred.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let m = json(&pred);
+    let rows = m["rows"].as_array().unwrap();
+    let at = |algo: &str, b: u64| {
+        rows.iter()
+            .find(|r| r["collective"] == "all-reduce" && r["algo"] == algo && r["bytes"] == b)
+            .unwrap()
+            .clone()
+    };
+    let ring = at("ring", 1 << 30);
+    let want = 14.0 + (1u64 << 30) as f64 * 2.0 * 7.0 / 8.0 / 1e3;
+    assert!(
+        (ring["predicted_us"].as_f64().unwrap() / want - 1.0).abs() < 1e-9,
+        "{ring}"
+    );
+    assert_eq!(ring["pick"], true);
+    assert_eq!(at("tree", 8)["pick"], true);
+    assert!(rows.iter().any(|r| r["collective"] == "all-gather"));
+}
+
+#[test]
+fn bad_model_input_is_exit_2_with_a_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let junk = dir.path().join("junk.json");
+    std::fs::write(&junk, "{\"schema\": 1}").unwrap();
+    let missing = dir.path().join("none.json");
+    let cases: Vec<(Vec<String>, &str)> = vec![
+        (
+            vec!["model".into(), "--ranks".into(), "4".into()],
+            "--tuning",
+        ),
+        (
+            vec!["model", "--link-gbps", "5", "--ranks", "4"]
+                .into_iter()
+                .map(String::from)
+                .collect(),
+            "--latency-us",
+        ),
+        (
+            vec![
+                "model",
+                "--link-gbps",
+                "-5",
+                "--latency-us",
+                "1",
+                "--ranks",
+                "4",
+            ]
+            .into_iter()
+            .map(String::from)
+            .collect(),
+            "not a positive number",
+        ),
+        (
+            vec![
+                "model".into(),
+                "--tuning".into(),
+                junk.display().to_string(),
+                "--ranks".into(),
+                "4".into(),
+            ],
+            "not a tuning table",
+        ),
+        (
+            vec![
+                "all-reduce".into(),
+                "--tuning".into(),
+                missing.display().to_string(),
+            ],
+            "--tuning",
+        ),
+        (
+            vec!["tune".into(), "--ranks".into(), "2".into()],
+            "--output",
+        ),
+    ];
+    for (args, why) in cases {
+        let out = collbench().args(&args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(why), "{args:?}: expected '{why}' in {err}");
+        assert!(!err.contains("panicked"), "{err}");
+    }
+}
