@@ -70,6 +70,8 @@ struct CbConn {
     u64 ll_slot_bytes;  // a multiple of 16: carries ll_slot_bytes / 2 payload bytes
     u32 slots;
     u32 peer;         // the rank at the other end, for diagnosis
+    u8 *ll128;        // LL128: slots * ll128_slot_bytes (128-byte lines)
+    u64 ll128_slot_bytes;  // a multiple of 128: carries ll128_slot_bytes / 128 * 120 payload bytes
 };
 
 // Where a block of a rank stands, in host-mapped memory: the flight
@@ -109,6 +111,10 @@ struct CbStatus {
 // Protocols.
 #define CB_PROTO_SIMPLE 0u
 #define CB_PROTO_LL 1u
+// LL128: 128-byte lines {120 payload bytes, u64 seq}, each line stored by 8
+// consecutive threads of a warp with one 16-byte store each, the seq in
+// the last thread's store, in a region of its own.
+#define CB_PROTO_LL128 2u
 // Flag in CbRank::proto: some peer's flags or slots are outside this GPU's
 // memory (host-mapped or another GPU's), so orderings use system scope.
 // Without it every connection is in this GPU's memory: GPU scope suffices,
@@ -136,7 +142,7 @@ struct CbRank {
 };
 
 static_assert(sizeof(CbStep) == 48, "CbStep layout");
-static_assert(sizeof(CbConn) == 56, "CbConn layout");
+static_assert(sizeof(CbConn) == 72, "CbConn layout");
 static_assert(sizeof(CbProgress) == 32, "CbProgress layout");
 static_assert(sizeof(CbStatus) == 64, "CbStatus layout");
 static_assert(sizeof(CbLink) == 32, "CbLink layout");

@@ -621,6 +621,121 @@ CB_DEVICE void cb_move_ll(CbBlock *b, const CbStep *s, const CbIo &io, const CbF
     }
 }
 
+CB_DEVICE u64 *cb_ll128_slot(const CbConn *c, u64 seq_index) {
+    return (u64 *)(c->ll128 + (seq_index % c->slots) * c->ll128_slot_bytes);
+}
+
+// Waits until part `lane` of the LL128 line at `line` holds message `seq`,
+// and reads it. False: give up (every thread of the line's group agrees).
+CB_DEVICE bool cb_ll128_wait(CbBlock *b, const u64 *line, u32 lane, u64 seq, u32 peer, u64 *w0,
+                             u64 *w1) {
+#if defined(__CUDACC__)
+    // The line's eight threads read their parts at once and look at the
+    // sequence number in the last one; all of them read again until it is
+    // this message's.
+    for (;;) {
+        cb_ll128_get(line + 2 * lane, w0, w1);
+        if (cb_group8_all(lane != 7 || *w1 == seq)) {
+            return true;
+        }
+        bool give_up = !cb_keep_waiting(b, peer, CB_WAIT_RECV);
+        if (cb_group8_any(give_up)) {
+            return false;
+        }
+    }
+#else
+    // One thread reads the line's parts in order: the sequence number first.
+    if (lane == 0) {
+        while (cb_ll128_flag(line) != seq) {
+            if (!cb_keep_waiting(b, peer, CB_WAIT_RECV)) {
+                return false;
+            }
+        }
+    }
+    cb_ll128_get(line + 2 * lane, w0, w1);
+    return true;
+#endif
+}
+
+// LL128's data movement: 120 payload bytes a line; thread t owns part
+// t % 8 of lines t / 8, t / 8 + nt / 8, ... (16 bytes each; the last part
+// 8 bytes and the sequence number), of every input and output slot and of
+// the local buffers at the same payload offsets.
+CB_DEVICE void cb_move_ll128(CbBlock *b, const CbStep *s, const CbIo &io, const CbFx &fx,
+                             u32 *lost) {
+    const CbRank *r = b->r;
+    u64 bytes = s->len * CB_SIZE;
+    u64 parts = (bytes + 119) / 120 * 8;
+    u32 t = cb_tid(), nt = cb_nthreads();
+    const u64 *in_l[CB_MAX_PEERS];
+    u64 in_seq[CB_MAX_PEERS];
+    u64 *out_l[CB_MAX_PEERS];
+    u64 out_seq[CB_MAX_PEERS];
+    for (u32 k = 0; k < s->nrecv; k++) {
+        const CbConn *c = &r->ins[s->recv[k]];
+        u64 idx = *c->head;
+        in_l[k] = cb_ll128_slot(c, idx);
+        in_seq[k] = idx + 1;
+    }
+    for (u32 k = 0; k < s->nsend; k++) {
+        const CbConn *c = &r->outs[s->send[k]];
+        u64 idx = *c->tail;
+        out_l[k] = cb_ll128_slot(c, idx);
+        out_seq[k] = idx + 1;
+    }
+    for (u64 p = t; p < parts; p += nt) {
+        u64 line = p >> 3;
+        u32 lane = (u32)(p & 7);
+        u64 off = line * 120 + lane * 16;
+        u32 cap = lane == 7 ? 8u : 16u;
+        u32 n = off >= bytes ? 0u : (bytes - off < cap ? (u32)(bytes - off) : cap);
+        u32 ne = n / CB_SIZE;
+        cb_bits acc[16 / CB_SIZE];
+        bool have = false;
+        for (u32 k = 0; k < io.nin; k++) {
+            for (u32 e = 0; e < ne; e++) {
+                cb_bits x = ((const cb_bits *)(io.in[k] + off))[e];
+                x = k == 0 ? cb_pre(fx, x) : x;
+                acc[e] = have ? cb_apply(acc[e], x) : x;
+            }
+            have = true;
+        }
+        for (u32 k = 0; k < s->nrecv; k++) {
+            u64 w[2];
+            if (!cb_ll128_wait(b, in_l[k] + line * 16, lane, in_seq[k], r->ins[s->recv[k]].peer,
+                               &w[0], &w[1])) {
+                cb_mark(lost);
+                return;
+            }
+            const u8 *bytes16 = (const u8 *)w;
+            for (u32 e = 0; e < ne; e++) {
+                cb_bits x;
+                cb_bytes(&x, bytes16 + e * CB_SIZE, CB_SIZE);
+                acc[e] = have ? cb_apply(acc[e], x) : x;
+            }
+            have = true;
+        }
+        if (fx.finish) {
+            for (u32 e = 0; e < ne; e++) {
+                acc[e] = cb_finish(acc[e], fx.nranks);
+            }
+        }
+        if (io.dst) {
+            for (u32 e = 0; e < ne; e++) {
+                ((cb_bits *)(io.dst + off))[e] = acc[e];
+            }
+        }
+        if (s->nsend) {
+            u64 w[2] = {0, 0};
+            cb_bytes(w, acc, ne * CB_SIZE);
+            for (u32 k = 0; k < s->nsend; k++) {
+                cb_ll128_put(out_l[k] + line * 16 + 2 * lane, w[0], lane == 7 ? out_seq[k] : w[1],
+                             lane == 7);
+            }
+        }
+    }
+}
+
 // A step that received over the connections of `s` waited from `room` to
 // `data` for their messages and has moved them by now: stretch it as the
 // slowest slowed one asks (fault injection; the messages are not yet
@@ -655,7 +770,11 @@ CB_DEVICE bool cb_run_step(CbBlock *b, const CbStep *s, CbIo *shared_io, u32 *sh
     const CbRank *r = b->r;
     // A step with no peer has no slot: it moves data as the simple protocol
     // does, whatever the protocol of the operation.
-    bool ll = (r->proto & CB_PROTO_MASK) == CB_PROTO_LL && (s->nrecv != 0 || s->nsend != 0);
+    bool peers = s->nrecv != 0 || s->nsend != 0;
+    bool ll = (r->proto & CB_PROTO_MASK) == CB_PROTO_LL && peers;
+    bool ll128 = (r->proto & CB_PROTO_MASK) == CB_PROTO_LL128 && peers;
+    // Payload and flags in the same lines: no wait for a tail, no slot pointers.
+    bool lines = ll || ll128;
     // `--links`: thread 0 times the wait for the senders' data and the move.
     bool timed = r->links != 0 && s->nrecv != 0;
     u64 t_room = 0, t_data = 0;  // thread 0's
@@ -668,7 +787,7 @@ CB_DEVICE bool cb_run_step(CbBlock *b, const CbStep *s, CbIo *shared_io, u32 *sh
         // for its tail like the simple protocol, or this block would count
         // it consumed before it was sent (and its sender would then wait
         // for room forever).
-        if (ok && (!ll || s->len == 0)) {
+        if (ok && (!lines || s->len == 0)) {
             ok = cb_wait_recv(b, s);
         }
         if (timed) {
@@ -686,7 +805,7 @@ CB_DEVICE bool cb_run_step(CbBlock *b, const CbStep *s, CbIo *shared_io, u32 *sh
             io.in[io.nin++] = io.dst;
         }
         io.nout = 0;
-        if (!ll) {
+        if (!lines) {
             for (u32 k = 0; k < s->nrecv; k++) {
                 const CbConn *c = &r->ins[s->recv[k]];
                 io.in[io.nin++] = cb_slot(c, *c->head);
@@ -713,6 +832,8 @@ CB_DEVICE bool cb_run_step(CbBlock *b, const CbStep *s, CbIo *shared_io, u32 *sh
     fx.scalar = (cb_bits)r->scalar;
     if (ll) {
         cb_move_ll(b, s, io, fx, lost);
+    } else if (ll128) {
+        cb_move_ll128(b, s, io, fx, lost);
     } else if (io.nin > 0) {
         cb_move(io, s->len, fx);
     }
@@ -721,7 +842,7 @@ CB_DEVICE bool cb_run_step(CbBlock *b, const CbStep *s, CbIo *shared_io, u32 *sh
         cb_time_links(r, s, t_room, t_data);
     }
     if (cb_tid() == 0) {
-        if (ll && *lost != 0) {
+        if (lines && *lost != 0) {
             // A line never came: some thread gave up (no read of the
             // host-mapped status here: it would cross PCIe every step).
             *shared_ok = 0;

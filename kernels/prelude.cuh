@@ -78,6 +78,27 @@ CB_DEVICE void cb_ll_load(const u32 *line, u32 *d0, u32 *f0, u32 *d1, u32 *f1) {
                  : "l"(line)
                  : "memory");
 }
+// LL128: one thread's 16-byte part of a 128-byte line (two u64s), one
+// vector access; `flag` says the part holds the line's sequence number
+// (its second word), which the GPU needs no more than the others: a warp's
+// eight parts of a line go out in one instruction (NCCL's LL128).
+CB_DEVICE void cb_ll128_put(u64 *part, u64 a, u64 b, bool flag) {
+    (void)flag;
+    asm volatile("st.volatile.global.v2.u64 [%0], {%1, %2};" ::"l"(part), "l"(a), "l"(b) : "memory");
+}
+CB_DEVICE void cb_ll128_get(const u64 *part, u64 *a, u64 *b) {
+    asm volatile("ld.volatile.global.v2.u64 {%0, %1}, [%2];" : "=l"(*a), "=l"(*b) : "l"(part) : "memory");
+}
+// Whether `ok` holds on every thread of this thread's group of 8 (the
+// threads of one LL128 line: consecutive lanes of a warp).
+CB_DEVICE bool cb_group8_all(bool ok) {
+    u32 lane = threadIdx.x & 31u;
+    return __all_sync(0xFFu << (lane & 24u), ok);
+}
+CB_DEVICE bool cb_group8_any(bool ok) {
+    u32 lane = threadIdx.x & 31u;
+    return __any_sync(0xFFu << (lane & 24u), ok);
+}
 CB_DEVICE void cb_fence_system() { __threadfence_system(); }
 CB_DEVICE void cb_fence_gpu() { __threadfence(); }
 CB_DEVICE u64 cb_now_ns() {
@@ -133,6 +154,17 @@ static inline void cb_ll_load(const u32 *line, u32 *d0, u32 *f0, u32 *d1, u32 *f
     *d0 = __atomic_load_n(&line[0], __ATOMIC_RELAXED);
     *d1 = __atomic_load_n(&line[2], __ATOMIC_RELAXED);
 }
+// LL128 emulated: one thread writes a line's eight parts in order, the
+// sequence number last with release; a reader acquires it before the rest.
+static inline void cb_ll128_put(u64 *part, u64 a, u64 b, bool flag) {
+    __atomic_store_n(&part[0], a, __ATOMIC_RELAXED);
+    __atomic_store_n(&part[1], b, flag ? __ATOMIC_RELEASE : __ATOMIC_RELAXED);
+}
+static inline void cb_ll128_get(const u64 *part, u64 *a, u64 *b) {
+    *a = __atomic_load_n(&part[0], __ATOMIC_RELAXED);
+    *b = __atomic_load_n(&part[1], __ATOMIC_RELAXED);
+}
+static inline u64 cb_ll128_flag(const u64 *line) { return __atomic_load_n(&line[15], __ATOMIC_ACQUIRE); }
 static inline void cb_fence_system() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 static inline void cb_fence_gpu() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 u64 cb_emu_now_ns();

@@ -63,6 +63,17 @@ run perf-n8 0 "$bin" all-reduce --device cuda --ranks 8 --placement out --sizes 
   --iters 20 --warmup 5 --json "$out/perf-n8.json" -q
 run perf-n8-graph 0 "$bin" all-reduce --device cuda --ranks 8 --placement out --graph \
   --sizes 8B:8B --iters 50 --warmup 5 --json "$out/perf-n8-graph.json" -q
+say "== protocols: simple, ll, ll128 and auto on 8 ranks (LL128's crossovers)"
+for proto in simple ll ll128 auto; do
+  run "proto-$proto" 0 "$bin" all-reduce --device cuda --ranks 8 --placement out --protocol "$proto" \
+    --sizes 8B:64M:x4 --iters 20 --warmup 5 --json "$out/proto-$proto.json" -q
+done
+say "== premulsum and the cost model"
+run premulsum-n3 0 "$bin" all --device cuda --ranks 3 --op premulsum --scalar 0.5 --algo all \
+  --dtype float,half,bfloat16,int32 --sizes 8B:4M:x8 --iters 2 --warmup 1 --json "$out/premulsum-n3.json" -q
+run tune-n8 0 "$bin" tune --device cuda --ranks 8 --sizes 8B:256M:x4 --output "$out/tuning-n8.json"
+run auto-n8 0 "$bin" all-reduce --device cuda --ranks 8 --algo all --placement out --sizes 64K:256M:x4 \
+  --tuning "$out/tuning-n8.json" --json "$out/auto-n8.json" -q
 say "== NCCL side by side (one rank: NCCL refuses two ranks on one GPU)"
 run nccl-all-n1 0 "$bin" all --device cuda --ranks 1 --engine builtin,nccl --sizes 8B:4M:x8 \
   --iters 5 --warmup 2 --json "$out/nccl-all-n1.json" -q
@@ -206,6 +217,29 @@ if nc:
             x, y = e["builtin"], e["nccl"]
             bw = x["algbw_gbps"] / y["algbw_gbps"] if y["algbw_gbps"] > 0 else float("nan")
             print(f"| {b} | {x['algbw_gbps']:.1f} | {y['algbw_gbps']:.1f} | {bw:.3f} | {x['time_us']:.2f} | {y['time_us']:.2f} | {x['time_us'] / y['time_us']:.2f} |")
+protos = {p: load(f"proto-{p}.json") for p in ["simple", "ll", "ll128", "auto"]}
+if all(protos.values()):
+    print("\n## 8 ranks, all-reduce by protocol (us; LL128's crossovers)\n")
+    print("| bytes | simple | ll | ll128 | auto | fastest |\n|---|---|---|---|---|---|")
+    by = {p: {r["bytes"]: r["time_us"] for r in d["rows"]} for p, d in protos.items()}
+    for b in sorted(by["simple"]):
+        t = {p: by[p].get(b) for p in by}
+        fixed = {p: v for p, v in t.items() if p != "auto" and v}
+        best = min(fixed, key=fixed.get) if fixed else "-"
+        cells = " | ".join(f"{t[p]:.2f}" if t[p] else "-" for p in ["simple", "ll", "ll128", "auto"])
+        print(f"| {b} | {cells} | {best} |")
+a = load("auto-n8.json")
+if a:
+    print("\n## 8 ranks, the cost model's pick against the fastest algorithm (p50)\n")
+    print("| bytes | pick | fastest | pick/best (target <= 1.2) |\n|---|---|---|---|")
+    sizes = {}
+    for r in a["rows"]:
+        sizes.setdefault(r["bytes"], {})[r["algo"]] = r
+    for b, algos in sorted(sizes.items()):
+        best = min(algos.values(), key=lambda x: x["stats"]["p50_us"])
+        pick = next(iter(algos.values())).get("auto_pick")
+        if pick in algos:
+            print(f"| {b} | {pick} | {best['algo']} | {algos[pick]['stats']['p50_us'] / best['stats']['p50_us']:.2f} |")
 g = load("perf-n8-graph.json")
 if g:
     print(f"\n8 ranks, 8 B, graph: {g['rows'][0]['time_us']:.2f} us (target <= 15 us)")

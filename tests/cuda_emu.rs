@@ -115,11 +115,11 @@ fn every_collective_and_algorithm_is_bit_exact_on_1_2_3_and_5_ranks() {
 /// multiple of 16 (the kernel's vector path) and one that is not (its
 /// element path).
 #[test]
-fn both_protocols_move_many_steps_through_small_slots() {
-    if !have_compiler("both_protocols_move_many_steps_through_small_slots") {
+fn every_protocol_moves_many_steps_through_small_slots() {
+    if !have_compiler("every_protocol_moves_many_steps_through_small_slots") {
         return;
     }
-    for proto in ["simple", "ll"] {
+    for proto in ["simple", "ll", "ll128"] {
         for n in ["2", "3", "5"] {
             let (code, v, err) = run(&[
                 "all",
@@ -165,7 +165,7 @@ fn a_single_ranks_copies_may_outgrow_the_slot() {
         "--channels",
         "2",
     ];
-    for proto in ["simple", "ll"] {
+    for proto in ["simple", "ll", "ll128"] {
         let (code, v, err) = run(&[&args[..], &["--protocol", proto]].concat());
         let what = format!("--protocol {proto}");
         assert_eq!(code, 0, "{what}: {err}");
@@ -211,6 +211,57 @@ fn every_dtype_and_operator_reduces_bit_exact() {
             .map(|r| (r["dtype"].as_str().unwrap(), r["op"].as_str().unwrap()))
             .collect();
         assert_eq!(variants.len(), 60, "{coll}: 12 types x 5 operators");
+    }
+}
+
+/// LL128 (120 payload bytes a 128-byte line) at sizes that end mid-line,
+/// fill whole lines and span many, with every type's element size, and
+/// `auto` choosing it between the low-latency slot and 4 MiB.
+#[test]
+fn ll128_lines_carry_every_size_and_auto_takes_them_in_the_middle() {
+    if !have_compiler("ll128_lines_carry_every_size_and_auto_takes_them_in_the_middle") {
+        return;
+    }
+    for n in ["3", "8"] {
+        let (code, v, err) = run(&[
+            "all",
+            "--ranks",
+            n,
+            "--algo",
+            "all",
+            "--protocol",
+            "ll128",
+            "--dtype",
+            "int8,half,double",
+            "--sizes",
+            "120B:1080B:+240",
+            "--slot-size",
+            "4K",
+        ]);
+        let what = format!("ll128 on {n} ranks");
+        assert_eq!(code, 0, "{what}: {err}");
+        assert_clean(&v, &what);
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = collbench()
+        .args([
+            "all-reduce",
+            "--device",
+            "cuda-emu",
+            "--ranks",
+            "2",
+            "--sizes",
+            "1K:1M:x32",
+        ])
+        .args(["--iters", "1", "--warmup", "0", "-q", "--json"])
+        .arg(dir.path().join("r.json"))
+        .env("COLLBENCH_LOG", "collbench::engine=debug")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    for proto in ["proto=LowLatency ", "proto=LowLatency128 "] {
+        assert!(err.lines().any(|l| l.contains(proto)), "{proto}: {err}");
     }
 }
 

@@ -72,6 +72,7 @@ pub enum ProtocolChoice {
     Simple,
     #[value(alias = "low-latency")]
     Ll,
+    Ll128,
 }
 
 impl ProtocolChoice {
@@ -80,6 +81,7 @@ impl ProtocolChoice {
             ProtocolChoice::Auto => None,
             ProtocolChoice::Simple => Some(Proto::Simple),
             ProtocolChoice::Ll => Some(Proto::LowLatency),
+            ProtocolChoice::Ll128 => Some(Proto::LowLatency128),
         }
     }
 }

@@ -122,12 +122,7 @@ impl Plan {
 
     /// The protocol the cost model's entries should have been fitted with.
     pub fn model_protocol(&self) -> Option<&'static str> {
-        use crate::engine::exec::cuda::abi::Proto;
-        match self.protocol {
-            Some(Proto::Simple) => Some("simple"),
-            Some(Proto::LowLatency) => Some("ll"),
-            None => None,
-        }
+        self.protocol.map(|p| p.name())
     }
 
     /// What `auto` runs for `coll` at `bytes`: the cost model's pick where

@@ -30,6 +30,20 @@ pub enum Proto {
     Simple = 0,
     /// Payload and sequence number in each 16-byte line: latency.
     LowLatency = 1,
+    /// NCCL's LL128: 128-byte lines of 120 payload bytes and an 8-byte
+    /// sequence number, written and read by 8 threads at once: most of the
+    /// bandwidth of simple, without its flag round trip per slot.
+    LowLatency128 = 2,
+}
+
+impl Proto {
+    pub fn name(self) -> &'static str {
+        match self {
+            Proto::Simple => "simple",
+            Proto::LowLatency => "ll",
+            Proto::LowLatency128 => "ll128",
+        }
+    }
 }
 
 #[repr(C)]
@@ -58,6 +72,9 @@ pub struct CbConn {
     pub ll_slot_bytes: u64,
     pub slots: u32,
     pub peer: u32,
+    /// LL128 slots: `slots` of `ll128_slot_bytes` (128-byte lines).
+    pub ll128: u64,
+    pub ll128_slot_bytes: u64,
 }
 
 #[repr(C)]
@@ -289,13 +306,16 @@ pub struct ConnShape {
     pub slot_bytes: usize,
     /// Low-latency slot size in lines of 16 bytes (a multiple of 16; half is payload).
     pub ll_slot_bytes: usize,
+    /// LL128 slot size in lines of 128 bytes (a multiple of 128; 120 of
+    /// each 128 are payload).
+    pub ll128_slot_bytes: usize,
 }
 
 impl ConnShape {
     /// Bytes one connection takes in the arena: tail and head on lines of
-    /// their own, then the two slot rings.
+    /// their own, then the three slot rings.
     pub fn bytes(&self) -> usize {
-        2 * FLAG_LINE + self.slots * (self.slot_bytes + self.ll_slot_bytes)
+        2 * FLAG_LINE + self.slots * (self.slot_bytes + self.ll_slot_bytes + self.ll128_slot_bytes)
     }
 
     /// The largest step payload the low-latency protocol carries.
@@ -303,16 +323,29 @@ impl ConnShape {
         self.ll_slot_bytes / 2
     }
 
+    /// The largest step payload LL128 carries.
+    pub fn ll128_max_bytes(&self) -> usize {
+        self.ll128_slot_bytes / 128 * 120
+    }
+
+    /// The LL128 slot that carries what a simple slot of `slot_bytes` does.
+    pub fn ll128_for(slot_bytes: usize) -> usize {
+        slot_bytes.div_ceil(120) * 128
+    }
+
     /// The kernel's view of connection `key` whose memory starts at `base`,
     /// seen from rank `me` (the peer is the other end): both ends get the
     /// same flags and rings.
     pub fn conn(&self, base: u64, key: ConnKey, me: usize) -> CbConn {
         let buf = base + 2 * FLAG_LINE as u64;
+        let ll = buf + (self.slots * self.slot_bytes) as u64;
         CbConn {
             tail: base,
             head: base + FLAG_LINE as u64,
             buf,
-            ll: buf + (self.slots * self.slot_bytes) as u64,
+            ll,
+            ll128: ll + (self.slots * self.ll_slot_bytes) as u64,
+            ll128_slot_bytes: self.ll128_slot_bytes as u64,
             slot_bytes: self.slot_bytes as u64,
             ll_slot_bytes: self.ll_slot_bytes as u64,
             slots: self.slots as u32,
@@ -341,7 +374,7 @@ mod tests {
     fn layouts_match_the_kernel_header() {
         use std::mem::size_of;
         assert_eq!(size_of::<CbStep>(), 48);
-        assert_eq!(size_of::<CbConn>(), 56);
+        assert_eq!(size_of::<CbConn>(), 72);
         assert_eq!(size_of::<CbProgress>(), 32);
         assert_eq!(size_of::<CbStatus>(), 64);
         assert_eq!(size_of::<CbLink>(), 32);
@@ -349,7 +382,7 @@ mod tests {
         let header = include_str!("../../../../kernels/abi.cuh");
         for (name, size) in [
             ("CbStep", 48),
-            ("CbConn", 56),
+            ("CbConn", 72),
             ("CbProgress", 32),
             ("CbStatus", 64),
             ("CbLink", 32),
@@ -436,6 +469,7 @@ mod tests {
             slots: 4,
             slot_bytes: 1024,
             ll_slot_bytes: 512,
+            ll128_slot_bytes: 1152,
         };
         let mut keys: Vec<ConnKey> = all
             .iter()

@@ -72,6 +72,8 @@ impl CudaOptions {
                 slot_bytes,
                 // Half of a line is payload: the same payload as a simple slot, at most 16 KiB.
                 ll_slot_bytes: (2 * slot_bytes).min(32 << 10),
+                // The same payload as a simple slot.
+                ll128_slot_bytes: ConnShape::ll128_for(slot_bytes),
             },
             threads: match kind {
                 Kind::Cuda => threads_from_env().unwrap_or(512),

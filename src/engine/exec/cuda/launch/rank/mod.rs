@@ -118,6 +118,17 @@ pub struct CudaRank {
     pub(super) link_records: Option<LinkRecords>,
 }
 
+/// `--protocol auto` runs LL128 for operations of at most this many bytes
+/// per rank (the larger of its buffers) whose steps outgrow the
+/// low-latency slot, simple above: NCCL's order of protocols by size. The
+/// crossover is a GPU's to measure (`scripts/gpu-acceptance.sh`).
+const LL128_AUTO_MAX: usize = 4 << 20;
+
+/// The larger of an operation's buffers, in bytes.
+fn op_bytes(op: &OpDesc) -> usize {
+    op.counts.send.max(op.counts.recv) * op.dtype.size()
+}
+
 impl CudaRank {
     /// A device region of at least `bytes` (grow-only; old ones are freed with the world).
     pub(super) fn region(
@@ -181,7 +192,12 @@ impl CudaRank {
     }
 
     /// Uploads the rank's tables; returns the kernel's argument.
-    fn upload_tables(&mut self, t: &RankTables, nranks: usize) -> Result<CbRank, ExecError> {
+    fn upload_tables(
+        &mut self,
+        t: &RankTables,
+        nranks: usize,
+        op_bytes: usize,
+    ) -> Result<CbRank, ExecError> {
         let mut ins = Vec::with_capacity(t.ins.len());
         let mut outs = Vec::with_capacity(t.outs.len());
         for (keys, list) in [(&t.ins, &mut ins), (&t.outs, &mut outs)] {
@@ -222,12 +238,20 @@ impl CudaRank {
         }
         self.link_records = records;
         let ll_max = self.world.opts.shape.ll_max_bytes();
+        let ll128_max = self.world.opts.shape.ll128_max_bytes();
         let (proto, why) = match self.world.opts.proto {
             Some(p) => (p, "asked for"),
             None if t.max_step_bytes <= ll_max => {
                 (Proto::LowLatency, "every step fits the low-latency slot")
             }
-            None => (Proto::Simple, "a step exceeds the low-latency slot"),
+            None if op_bytes <= LL128_AUTO_MAX && t.max_step_bytes <= ll128_max => (
+                Proto::LowLatency128,
+                "a step exceeds the low-latency slot; the operation is at most 4 MiB (LL128)",
+            ),
+            None => (
+                Proto::Simple,
+                "a step exceeds the low-latency slot; the operation exceeds 4 MiB",
+            ),
         };
         tracing::debug!(
             rank = self.rank,
@@ -479,6 +503,7 @@ impl RankRunner for CudaRank {
         let shape = self.world.opts.shape;
         let bytes = match self.world.opts.proto {
             Some(Proto::LowLatency) => shape.ll_max_bytes().min(shape.slot_bytes),
+            Some(Proto::LowLatency128) => shape.ll128_max_bytes().min(shape.slot_bytes),
             _ => shape.slot_bytes,
         };
         (bytes / dtype.size()).max(1)
@@ -507,6 +532,15 @@ impl RankRunner for CudaRank {
             return Err(ExecError::Setup(format!(
                 "a step of {} bytes exceeds the {}-byte connection slot",
                 t.max_step_bytes, self.world.opts.shape.slot_bytes
+            )));
+        }
+        if self.world.opts.proto == Some(Proto::LowLatency128)
+            && t.max_step_bytes > self.world.opts.shape.ll128_max_bytes()
+        {
+            return Err(ExecError::Setup(format!(
+                "--protocol ll128: a step of {} bytes exceeds the {}-byte LL128 slot payload",
+                t.max_step_bytes,
+                self.world.opts.shape.ll128_max_bytes()
             )));
         }
         if self.world.opts.proto == Some(Proto::LowLatency)
@@ -544,7 +578,7 @@ impl RankRunner for CudaRank {
         self.check_residency(coll_fn, t.nchannels())?;
         let arg = CbRank {
             scalar: op.scalar,
-            ..self.upload_tables(&t, op.nranks)?
+            ..self.upload_tables(&t, op.nranks, op_bytes(op))?
         };
         let step_counts: Vec<usize> = program.channels.iter().map(|c| c.steps.len()).collect();
         let grid = step_counts
