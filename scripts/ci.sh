@@ -90,7 +90,7 @@ for arch in sm_90 sm_80; do
   python3 - "$out/kernels-$arch.json" <<'PY'
 import json, sys
 k = json.load(open(sys.argv[1]))["kernels"]
-assert k["compiled"] == 60 and k["failed"] == [], k
+assert k["compiled"] == 72 and k["failed"] == [], k
 print(f'ci: {k["compiled"]} variants compiled for {k["arch"]} with NVRTC {k["nvrtc"]} in {k["seconds"]} s')
 PY
 done
@@ -115,6 +115,22 @@ assert rows and all(x["wrong"] == 0 and x["nan"] == 0 for x in rows)
 assert {x["engine"] for x in rows} == {"builtin", "nccl-standin"}
 print(f"ci: {len(rows)} rows on the emulated device, all checked clean")
 PY
+
+echo "== end-to-end: premulsum, LL128 and the cost model"
+./target/release/collbench all --device host --ranks 3 --op premulsum --scalar 0.5 --dtype float,half \
+  --algo all --sizes 8B:64K:x8 --iters 2 --warmup 1 -q
+./target/release/collbench all-reduce --device cuda-emu --ranks 3 --protocol ll128 --algo all \
+  --sizes 1K:256K:x16 --iters 2 --warmup 1 -q
+./target/release/collbench tune --device host --ranks 2 --sizes 8B:1M:x4 --output "$out/tuning.json" > /dev/null
+./target/release/collbench all-reduce --device host --ranks 2 --algo all --sizes 64K:1M:x4 \
+  --tuning "$out/tuning.json" --json "$out/tuned.json" -q
+python3 - "$out/tuned.json" <<'PY'
+import json, sys
+rows = json.load(open(sys.argv[1]))["rows"]
+assert rows and all(r.get("auto_pick") and r.get("predicted_us", 0) > 0 for r in rows), rows[:2]
+print(f"ci: {len(rows)} rows with the cost model's pick and prediction")
+PY
+./target/release/collbench model --tuning "$out/tuning.json" --ranks 64 --sizes 1K:1G:x32 > /dev/null
 
 echo "== end-to-end: plots, nccl-tests text, report, compare"
 ./target/release/collbench all --device host --ranks 3 --algo all --sizes 8B:1M:x8 --iters 2 \
