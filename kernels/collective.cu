@@ -625,6 +625,23 @@ CB_DEVICE u64 *cb_ll128_slot(const CbConn *c, u64 seq_index) {
     return (u64 *)(c->ll128 + (seq_index % c->slots) * c->ll128_slot_bytes);
 }
 
+// Waits (thread 0) until the first line of every LL128 message of `s` has
+// arrived. False: give up.
+CB_DEVICE bool cb_wait_ll128_first(CbBlock *b, const CbStep *s) {
+    const CbRank *r = b->r;
+    for (u32 k = 0; k < s->nrecv; k++) {
+        const CbConn *c = &r->ins[s->recv[k]];
+        u64 idx = *c->head;
+        const u64 *line = cb_ll128_slot(c, idx);
+        while (cb_ll128_flag(line) != idx + 1) {
+            if (!cb_keep_waiting(b, c->peer, CB_WAIT_RECV)) {
+                return false;
+            }
+        }
+    }
+    return true;
+}
+
 // Waits until part `lane` of the LL128 line at `line` holds message `seq`,
 // and reads it. False: give up (every thread of the line's group agrees).
 CB_DEVICE bool cb_ll128_wait(CbBlock *b, const u64 *line, u32 lane, u64 seq, u32 peer, u64 *w0,
@@ -789,6 +806,10 @@ CB_DEVICE bool cb_run_step(CbBlock *b, const CbStep *s, CbIo *shared_io, u32 *sh
         // for room forever).
         if (ok && (!lines || s->len == 0)) {
             ok = cb_wait_recv(b, s);
+        } else if (ok && ll128 && timed) {
+            // `--links`: the data's wait is until each message's first line
+            // is there, so a slow sender is not counted as a slow transfer.
+            ok = cb_wait_ll128_first(b, s);
         }
         if (timed) {
             t_data = cb_now_ns();

@@ -89,6 +89,8 @@ CB_DEVICE void cb_ll128_put(u64 *part, u64 a, u64 b, bool flag) {
 CB_DEVICE void cb_ll128_get(const u64 *part, u64 *a, u64 *b) {
     asm volatile("ld.volatile.global.v2.u64 {%0, %1}, [%2];" : "=l"(*a), "=l"(*b) : "l"(part) : "memory");
 }
+// The sequence number of the LL128 line at `line` (its last word).
+CB_DEVICE u64 cb_ll128_flag(const u64 *line) { return cb_ld_volatile(line + 15); }
 // Whether `ok` holds on every thread of this thread's group of 8 (the
 // threads of one LL128 line: consecutive lanes of a warp).
 CB_DEVICE bool cb_group8_all(bool ok) {

@@ -296,6 +296,16 @@ fn bad_model_input_is_exit_2_with_a_reason() {
             "--output",
         ),
     ];
+    // Under a launcher: one sweep, not one per task.
+    let out = collbench()
+        .args(["tune", "--ranks", "2", "--output"])
+        .arg(dir.path().join("t.json"))
+        .env("OMPI_COMM_WORLD_SIZE", "4")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("tune --from"), "{err}");
     for (args, why) in cases {
         let out = collbench().args(&args).output().unwrap();
         let err = String::from_utf8_lossy(&out.stderr);

@@ -21,6 +21,13 @@ fn tune_inner(a: &TuneArgs) -> anyhow::Result<i32> {
     if !a.from.is_empty() {
         return tune_from(a);
     }
+    if let Some((launcher, n)) = crate::launch::foreign_launcher() {
+        bail!(
+            "tune runs its sweep in one process (thread ranks, or the GPUs of one host), but {launcher} \
+             started {n} tasks: run it once, or sweep under {launcher} with --json and fit that with \
+             `collbench tune --from RESULTS.json`"
+        );
+    }
     watchdog::install_signal_handlers();
     let mut s = plan::build_tune(a)?;
     super::check_thread_ranks(&s.plan, None)?;
