@@ -497,12 +497,20 @@ pub fn prepare(plan: &Plan, setup: &Setup, mpi: Option<&Mpi>) -> Result<Prepared
     }
     if plan.algos == AlgoChoice::Auto {
         for c in cases.iter().filter(|c| c.engine == Engine::Builtin) {
+            let model = plan.model_pick(c.coll, c.bytes).map(|p| {
+                format!(
+                    "the cost model's fastest prediction ({:.2} us)",
+                    p.predicted_us
+                )
+            });
             tracing::debug!(
                 coll = c.coll.name(),
                 bytes = c.bytes,
                 ranks = plan.ranks,
                 algo = c.algo.name(),
-                why = plan::auto_reason(c.coll, c.bytes, plan.ranks),
+                why = model
+                    .as_deref()
+                    .unwrap_or_else(|| plan::auto_reason(c.coll, c.bytes, plan.ranks)),
                 "auto algorithm"
             );
         }

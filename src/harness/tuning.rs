@@ -91,6 +91,14 @@ impl Entry {
             return None;
         }
         pts.sort_by_key(|p| p.bytes);
+        // A larger message never takes less time: a size slower than a
+        // larger one was disturbed (these machines are shared), and takes
+        // the larger one's time.
+        let mut floor = f64::INFINITY;
+        for p in pts.iter_mut().rev() {
+            floor = floor.min(p.p50_us);
+            p.p50_us = floor;
+        }
         let (c, a) = (choice.coll, choice.algo);
         let (h, f) = (cost::hops(c, a, ranks), cost::traffic(c, a, ranks));
         // The smallest time is (nearly) all latency.
@@ -404,6 +412,20 @@ mod tests {
             assert_eq!((&a.algo, a.bandwidth.len()), (&b.algo, b.bandwidth.len()));
             let p = |e: &Entry| e.predict(4, 1 << 20).unwrap();
             assert!((p(a) / p(b) - 1.0).abs() < 1e-12);
+        }
+    }
+
+    #[test]
+    fn a_disturbed_small_size_does_not_bend_the_fit() {
+        let c = choice(Collective::AllReduce, Algo::Ring);
+        let sizes: Vec<u64> = (3..24).map(|k| 1u64 << k).collect();
+        let mut pts = ideal(&c, 2, 1.0, 10.0, &sizes);
+        let clean = Entry::fit(&c, 2, &pts).unwrap();
+        pts[6].p50_us *= 5.0; // 512 B, slowed by something else
+        let e = Entry::fit(&c, 2, &pts).unwrap();
+        for b in [512u64, 4096, 1 << 20] {
+            let (got, want) = (e.predict(2, b).unwrap(), clean.predict(2, b).unwrap());
+            assert!((got / want - 1.0).abs() < 0.05, "{b}: {got} vs {want}");
         }
     }
 
