@@ -43,12 +43,16 @@ pub fn traffic(coll: Collective, algo: Algo, n: usize) -> f64 {
     }
     let nf = n as f64;
     match (coll, algo) {
-        // A tree's inner rank sends to (or receives from) two children.
+        // Two trees, each over half the data: a rank is inner in one (its
+        // half from two children and the parent, to the parent and two
+        // children: 1.5x the data each way) and a leaf in the other (half
+        // up, half down): twice the data each way, as a ring's ~2(n-1)/n.
+        // Two ranks exchange their data once.
         (Collective::AllReduce, Algo::Tree) => {
             if n == 2 {
-                2.0
+                1.0
             } else {
-                4.0
+                2.0
             }
         }
         // Every rank sends its whole input to every peer.
@@ -79,6 +83,9 @@ mod tests {
         assert_eq!(hops(Collective::AllReduce, Algo::Tree, 9), 8.0);
         assert_eq!(hops(Collective::Broadcast, Algo::Tree, 2), 1.0);
         assert_eq!(traffic(Collective::AllReduce, Algo::Direct, 4), 3.0);
+        assert_eq!(traffic(Collective::AllReduce, Algo::Tree, 2), 1.0);
+        assert_eq!(traffic(Collective::AllReduce, Algo::Tree, 8), 2.0);
+        assert_eq!(traffic(Collective::Broadcast, Algo::Tree, 8), 2.0);
         for c in Collective::ALL {
             for &a in c.algos() {
                 assert_eq!((hops(c, a, 1), traffic(c, a, 1)), (1.0, 1.0));
