@@ -540,6 +540,43 @@ CB_DEVICE u32 *cb_ll_slot(const CbConn *c, u64 seq_index) {
     return (u32 *)(c->ll + (seq_index % c->slots) * c->ll_slot_bytes);
 }
 
+// The line protocols' shared work on `ne` elements at byte `off`: the local
+// inputs (src, scaled by premulsum, then dst-as-input) combined into `acc`
+// (returns whether there were any) ...
+CB_DEVICE bool cb_lines_local(const CbIo &io, const CbFx &fx, u64 off, u32 ne, cb_bits *acc) {
+    for (u32 k = 0; k < io.nin; k++) {
+        for (u32 e = 0; e < ne; e++) {
+            cb_bits x = ((const cb_bits *)(io.in[k] + off))[e];
+            x = k == 0 ? cb_pre(fx, x) : x;
+            acc[e] = k > 0 ? cb_apply(acc[e], x) : x;
+        }
+    }
+    return io.nin > 0;
+}
+
+// ... a received payload's elements folded in ...
+CB_DEVICE void cb_lines_fold(cb_bits *acc, bool have, const u8 *payload, u32 ne) {
+    for (u32 e = 0; e < ne; e++) {
+        cb_bits x;
+        cb_bytes(&x, payload + e * CB_SIZE, CB_SIZE);
+        acc[e] = have ? cb_apply(acc[e], x) : x;
+    }
+}
+
+// ... and the value finished and written to dst.
+CB_DEVICE void cb_lines_out(const CbIo &io, const CbFx &fx, u64 off, u32 ne, cb_bits *acc) {
+    if (fx.finish) {
+        for (u32 e = 0; e < ne; e++) {
+            acc[e] = cb_finish(acc[e], fx.nranks);
+        }
+    }
+    if (io.dst) {
+        for (u32 e = 0; e < ne; e++) {
+            ((cb_bits *)(io.dst + off))[e] = acc[e];
+        }
+    }
+}
+
 // The low-latency protocol's data movement: 8 payload bytes per line; each
 // thread owns lines t, t + nt, ... of every input and output slot.
 CB_DEVICE void cb_move_ll(CbBlock *b, const CbStep *s, const CbIo &io, const CbFx &fx, u32 *lost) {
@@ -563,22 +600,13 @@ CB_DEVICE void cb_move_ll(CbBlock *b, const CbStep *s, const CbIo &io, const CbF
         out_ll[k] = cb_ll_slot(c, idx);
         out_seq[k] = (u32)(idx + 1);
     }
-    u32 nlocal = io.nin;  // inputs from this rank's buffers
     for (u64 j = t; j < lines; j += nt) {
         u64 off = j * 8;
         u32 n = bytes - off < 8 ? (u32)(bytes - off) : 8u;
         u32 ne = n / CB_SIZE;
         // Gather the 8-byte group of every input: local ones, then lines.
         cb_bits acc[8 / CB_SIZE > 0 ? 8 / CB_SIZE : 1];
-        bool have = false;
-        for (u32 k = 0; k < nlocal; k++) {
-            for (u32 e = 0; e < ne; e++) {
-                cb_bits x = ((const cb_bits *)(io.in[k] + off))[e];
-                x = k == 0 ? cb_pre(fx, x) : x;
-                acc[e] = have ? cb_apply(acc[e], x) : x;
-            }
-            have = true;
-        }
+        bool have = cb_lines_local(io, fx, off, ne, acc);
         for (u32 k = 0; k < s->nrecv; k++) {
             u32 d0, f0, d1, f1;
             const u32 *line = in_ll[k] + 4 * j;
@@ -593,24 +621,10 @@ CB_DEVICE void cb_move_ll(CbBlock *b, const CbStep *s, const CbIo &io, const CbF
                 }
             }
             u32 words[2] = {d0, d1};
-            const u8 *bytes8 = (const u8 *)words;
-            for (u32 e = 0; e < ne; e++) {
-                cb_bits x;
-                cb_bytes(&x, bytes8 + e * CB_SIZE, CB_SIZE);
-                acc[e] = have ? cb_apply(acc[e], x) : x;
-            }
+            cb_lines_fold(acc, have, (const u8 *)words, ne);
             have = true;
         }
-        if (fx.finish) {
-            for (u32 e = 0; e < ne; e++) {
-                acc[e] = cb_finish(acc[e], fx.nranks);
-            }
-        }
-        if (io.dst) {
-            for (u32 e = 0; e < ne; e++) {
-                ((cb_bits *)(io.dst + off))[e] = acc[e];
-            }
-        }
+        cb_lines_out(io, fx, off, ne, acc);
         if (s->nsend) {
             u32 words[2] = {0, 0};
             cb_bytes(words, acc, ne * CB_SIZE);
@@ -708,15 +722,7 @@ CB_DEVICE void cb_move_ll128(CbBlock *b, const CbStep *s, const CbIo &io, const 
         u32 n = off >= bytes ? 0u : (bytes - off < cap ? (u32)(bytes - off) : cap);
         u32 ne = n / CB_SIZE;
         cb_bits acc[16 / CB_SIZE];
-        bool have = false;
-        for (u32 k = 0; k < io.nin; k++) {
-            for (u32 e = 0; e < ne; e++) {
-                cb_bits x = ((const cb_bits *)(io.in[k] + off))[e];
-                x = k == 0 ? cb_pre(fx, x) : x;
-                acc[e] = have ? cb_apply(acc[e], x) : x;
-            }
-            have = true;
-        }
+        bool have = cb_lines_local(io, fx, off, ne, acc);
         for (u32 k = 0; k < s->nrecv; k++) {
             u64 w[2];
             if (!cb_ll128_wait(b, in_l[k] + line * 16, lane, in_seq[k], r->ins[s->recv[k]].peer,
@@ -724,24 +730,10 @@ CB_DEVICE void cb_move_ll128(CbBlock *b, const CbStep *s, const CbIo &io, const 
                 cb_mark(lost);
                 return;
             }
-            const u8 *bytes16 = (const u8 *)w;
-            for (u32 e = 0; e < ne; e++) {
-                cb_bits x;
-                cb_bytes(&x, bytes16 + e * CB_SIZE, CB_SIZE);
-                acc[e] = have ? cb_apply(acc[e], x) : x;
-            }
+            cb_lines_fold(acc, have, (const u8 *)w, ne);
             have = true;
         }
-        if (fx.finish) {
-            for (u32 e = 0; e < ne; e++) {
-                acc[e] = cb_finish(acc[e], fx.nranks);
-            }
-        }
-        if (io.dst) {
-            for (u32 e = 0; e < ne; e++) {
-                ((cb_bits *)(io.dst + off))[e] = acc[e];
-            }
-        }
+        cb_lines_out(io, fx, off, ne, acc);
         if (s->nsend) {
             u64 w[2] = {0, 0};
             cb_bytes(w, acc, ne * CB_SIZE);
