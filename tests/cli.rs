@@ -878,3 +878,167 @@ fn json_to_dev_null_leaves_the_device_alone() {
         "no JSONL beside a device"
     );
 }
+
+/// The v-collectives on the host engine: zero wrong on 1, 2, 3, 5 and 8
+/// ranks under every kind of split (a file's matrix included); sizes and
+/// busbw as nccl-tests' alltoallv_perf defines them; `all` keeps nine.
+#[test]
+fn v_collectives_are_bit_exact_on_1_2_3_5_and_8_ranks() {
+    let dir = tempfile::tempdir().unwrap();
+    let matrix = dir.path().join("m.txt");
+    std::fs::write(&matrix, "# 3 ranks\n1 2 3\n0 0 1\n5, 1, 0.5\n").unwrap();
+    let vector = dir.path().join("w.txt");
+    std::fs::write(&vector, "4 1 0\n").unwrap();
+    for n in ["1", "2", "3", "5", "8"] {
+        let mut splits = vec![
+            "uniform".to_string(),
+            "skew:7".into(),
+            format!("hot:{}", n.parse::<usize>().unwrap() - 1),
+        ];
+        if n == "3" {
+            splits.push(vector.to_str().unwrap().into());
+        }
+        for split in &splits {
+            for coll in ["all-to-all-v", "all-gather-v", "reduce-scatter-v"] {
+                let what = format!("{coll} {n} ranks {split}");
+                let (code, v, err) = run_json(&[
+                    coll,
+                    "--device",
+                    "host",
+                    "--ranks",
+                    n,
+                    "--sizes",
+                    "8B:128K:x8",
+                    "--split",
+                    split,
+                    "--dtype",
+                    "float,int8",
+                    "--op",
+                    "sum,max",
+                ]);
+                assert_eq!(code, 0, "{what}: {err}");
+                assert!(rows(&v).len() >= 8, "{what}");
+                for r in rows(&v) {
+                    assert_eq!(r["wrong"], 0, "{what}: {r}");
+                    assert_eq!(r["collective"], coll);
+                    assert_eq!(r["split"].as_str(), Some(split.as_str()), "{what}");
+                }
+            }
+        }
+    }
+    let m = matrix.to_str().unwrap();
+    let (code, v, err) = run_json(&[
+        "all-to-all-v",
+        "--device",
+        "host",
+        "--ranks",
+        "3",
+        "--sizes",
+        "1M",
+        "--split",
+        m,
+    ]);
+    assert_eq!(code, 0, "{err}");
+    for r in rows(&v) {
+        assert_eq!(r["wrong"], 0, "{r}");
+        // Each rank's send buffer is the size; busbw is (n-1)/n of algbw.
+        assert_eq!(r["bytes"], 1 << 20);
+        assert_eq!(r["count"], (1 << 20) / 4 / 3);
+        let (alg, bus) = (
+            r["algbw_gbps"].as_f64().unwrap(),
+            r["busbw_gbps"].as_f64().unwrap(),
+        );
+        assert!((bus - alg * 2.0 / 3.0).abs() <= 1e-9 * alg.max(1.0), "{r}");
+    }
+    // `all` runs the nine even collectives only.
+    let (code, v, err) = run_json(&["all", "--device", "host", "--ranks", "2", "--sizes", "1K"]);
+    assert_eq!(code, 0, "{err}");
+    let colls: BTreeSet<&str> = rows(&v)
+        .iter()
+        .map(|r| r["collective"].as_str().unwrap())
+        .collect();
+    assert_eq!(colls.len(), 9, "{colls:?}");
+    assert!(!colls.iter().any(|c| c.ends_with("-v")));
+}
+
+#[test]
+fn a_bad_split_exits_2_naming_the_problem() {
+    let dir = tempfile::tempdir().unwrap();
+    let short = dir.path().join("short.txt");
+    std::fs::write(&short, "1 2 3\n").unwrap();
+    let matrix = dir.path().join("m.txt");
+    std::fs::write(&matrix, "1 2\n3 4\n").unwrap();
+    let junk = dir.path().join("junk.txt");
+    std::fs::write(&junk, "1 two\n").unwrap();
+    for (args, want) in [
+        (
+            vec!["all-to-all-v", "--ranks", "4", "--split", "hot:4"],
+            "outside the 4 ranks",
+        ),
+        (
+            vec!["all-gather-v", "--ranks", "4", "--split", "skew:x"],
+            "whole number",
+        ),
+        (
+            vec!["all-gather-v", "--ranks", "4", "--split", "no-such-file"],
+            "not a readable file",
+        ),
+        (
+            vec![
+                "all-gather-v",
+                "--ranks",
+                "4",
+                "--split",
+                short.to_str().unwrap(),
+            ],
+            "3 weights per row for 4 ranks",
+        ),
+        (
+            vec![
+                "reduce-scatter-v",
+                "--ranks",
+                "2",
+                "--split",
+                matrix.to_str().unwrap(),
+            ],
+            "matrix",
+        ),
+        (
+            vec![
+                "all-to-all-v",
+                "--ranks",
+                "2",
+                "--split",
+                junk.to_str().unwrap(),
+            ],
+            "not a number",
+        ),
+    ] {
+        let out = collbench()
+            .args(&args)
+            .args(["--device", "host"])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(want), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{err}");
+    }
+    // A split where no v-collective runs is a note, not an error.
+    let out = collbench()
+        .args([
+            "all-reduce",
+            "--device",
+            "host",
+            "--ranks",
+            "2",
+            "--sizes",
+            "1K",
+            "--split",
+            "skew",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--split skew:1 is the v-collectives'"));
+}

@@ -466,7 +466,8 @@ fn nccl_tests_binary_names_behave_as_those_binaries() {
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
-    assert_eq!(names.len(), 9, "{names:?}");
+    assert_eq!(names.len(), 10, "{names:?}");
+    assert!(names.iter().any(|n| n == "alltoallv_perf"), "{names:?}");
     // Again: nothing to do. A foreign file is not replaced without --force.
     collbench()
         .arg("install-aliases")
@@ -525,4 +526,19 @@ fn nccl_tests_binary_names_behave_as_those_binaries() {
     assert_eq!(runs[0].rows.len(), 1);
     assert_eq!(runs[0].rows[0][0], (32u64 << 20).to_string());
     assert_eq!(runs[0].rows[0][3], "sum", "sendrecv_perf prints sum");
+    // nccl-tests' all-to-all-v by its binary name: the even split, checked.
+    let out = std::process::Command::new(dir.path().join("alltoallv_perf"))
+        .args(["-b", "1K", "-e", "4K", "-g", "3", "-n", "1", "-w", "0"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("alltoallv_perf"), "{text}");
+    let runs = parse_runs(&text).unwrap();
+    assert_eq!(runs[0].rows.len(), 3, "{text}");
+    check_run(&runs[0]).unwrap();
 }

@@ -74,6 +74,15 @@ pub struct CbExpect {
     pub block: u64,
 }
 
+/// One stretch of a receive buffer and what it must hold: `count`
+/// elements from element `at`, element `k` of them as `e` says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Region {
+    pub at: usize,
+    pub count: usize,
+    pub e: CbExpect,
+}
+
 /// What `cb_verify` counts (`struct CbVerdict`); start from [`CbVerdict::CLEAN`].
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -179,9 +188,66 @@ impl DeviceGen {
     }
 
     /// What rank `rank`'s receive buffer must hold after `coll` with
-    /// `counts` and `root`, as [`super::verify`] checks it; `None` where it
-    /// checks nothing (non-roots of reduce and gather).
-    pub fn expect(
+    /// `counts` and `root`, as [`super::verify`] checks it: one region for
+    /// the even collectives, one per rank's block for all-gather-v and
+    /// all-to-all-v; none where it checks nothing (non-roots of reduce and
+    /// gather).
+    pub fn regions(
+        &self,
+        coll: Collective,
+        counts: Counts,
+        root: usize,
+        rank: usize,
+    ) -> Vec<Region> {
+        let n = self.gen.nranks();
+        let r = self.gen.rank(rank);
+        let input = |q: usize, src: usize, (at, count): (usize, usize)| Region {
+            at,
+            count,
+            e: CbExpect {
+                kind: EXPECT_INPUT,
+                rank: q as u64,
+                src: src as u64,
+                block: 0,
+            },
+        };
+        match coll {
+            Collective::AllGatherV => counts
+                .blocks(n)
+                .into_iter()
+                .enumerate()
+                .map(|(q, span)| input(q, 0, span))
+                .collect(),
+            Collective::AllToAllV => counts
+                .recvs(r, n)
+                .into_iter()
+                .enumerate()
+                .map(|(s, span)| input(s, counts.sends(s, n)[r].0, span))
+                .collect(),
+            Collective::ReduceScatterV => vec![Region {
+                at: 0,
+                count: counts.recv_of(r),
+                e: CbExpect {
+                    kind: EXPECT_REDUCED,
+                    rank: 0,
+                    src: counts.blocks(n)[r].0 as u64,
+                    block: 0,
+                },
+            }],
+            _ => self
+                .expect(coll, counts, root, rank)
+                .map(|e| Region {
+                    at: 0,
+                    count: counts.recv,
+                    e,
+                })
+                .into_iter()
+                .collect(),
+        }
+    }
+
+    /// The single region of an even collective (see [`Self::regions`]).
+    fn expect(
         &self,
         coll: Collective,
         counts: Counts,
@@ -206,6 +272,9 @@ impl DeviceGen {
                 crate::engine::types::send_recv_peers(r, n, root).1 as u64,
                 0,
             ),
+            Collective::AllToAllV | Collective::AllGatherV | Collective::ReduceScatterV => {
+                return None
+            }
         };
         Some(CbExpect {
             kind,

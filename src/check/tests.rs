@@ -5,6 +5,7 @@
 
 use super::*;
 use crate::engine::elem;
+use crate::engine::split::Split;
 use crate::engine::{Collective, Counts, Dtype, ReduceOp};
 use proptest::prelude::*;
 
@@ -29,6 +30,17 @@ struct Case {
 
 impl Case {
     fn new(coll: Collective, dtype: Dtype, op: ReduceOp, n: usize, root: usize) -> Case {
+        Case::split(coll, dtype, op, n, root, Split::Uniform)
+    }
+
+    fn split(
+        coll: Collective,
+        dtype: Dtype,
+        op: ReduceOp,
+        n: usize,
+        root: usize,
+        split: Split,
+    ) -> Case {
         let rule = Rule {
             seed: 0xC011_BE4C,
             dtype,
@@ -38,10 +50,11 @@ impl Case {
                 .and_then(|s| s.bits(dtype).ok())
                 .unwrap_or(1),
         };
-        let counts = coll.counts((BLOCK * n * dtype.size()) as u64, dtype.size(), n);
+        let bytes = (BLOCK * n * dtype.size()) as u64;
+        let counts = coll.counts_split(bytes, dtype.size(), n, split);
         let inputs = (0..n)
             .map(|q| {
-                let mut buf = vec![0u8; counts.send * dtype.size()];
+                let mut buf = vec![0u8; counts.send_of(q) * dtype.size()];
                 fill_input(&rule, q, &mut buf);
                 buf
             })
@@ -125,8 +138,9 @@ impl Case {
     /// What rank `r`'s receive buffer holds afterwards, per the semantics.
     fn recv(&self, r: usize, order: Order) -> Vec<u8> {
         let (n, b, root) = (self.n(), self.counts.block, self.root);
-        let mut recv = vec![0u8; self.bytes(self.counts.recv)];
+        let mut recv = vec![0u8; self.bytes(self.counts.recv_of(r))];
         poison(self.rule.dtype, &mut recv);
+        let c = self.counts;
         let whole = self.counts.recv;
         let mut put = |at: usize, q: usize, from: usize, len: usize| {
             let (src, dst) = (self.bytes(from)..self.bytes(from + len), self.bytes(at));
@@ -148,6 +162,29 @@ impl Case {
             Collective::ReduceScatter => return self.reduce(r * b, b, order),
             Collective::Reduce if r == root => return self.reduce(0, whole, order),
             Collective::Reduce | Collective::Gather => {}
+            // The v forms, from the split's counts written out here.
+            Collective::AllGatherV => {
+                let row = c.v.map(|v| v.row(0)).unwrap_or_default();
+                let mut at = 0;
+                for (q, &len) in row.iter().enumerate() {
+                    put(at, q, 0, len);
+                    at += len;
+                }
+            }
+            Collective::AllToAllV => {
+                let m = c.v.map(|v| v.matrix()).unwrap_or_default();
+                let mut at = 0;
+                for (q, row) in m.iter().enumerate() {
+                    let from: usize = row[..r].iter().sum();
+                    put(at, q, from, row[r]);
+                    at += row[r];
+                }
+            }
+            Collective::ReduceScatterV => {
+                let row = c.v.map(|v| v.row(0)).unwrap_or_default();
+                let from: usize = row[..r].iter().sum();
+                return self.reduce(from, row[r], order);
+            }
         }
         recv
     }
@@ -188,6 +225,38 @@ fn every_collective_verifies_clean_in_every_order() {
                                     break; // one order is all there is
                                 }
                             }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn every_v_collective_verifies_clean_and_catches_a_wrong_element() {
+    for coll in Collective::V {
+        for dtype in [Dtype::I32, Dtype::F16, Dtype::F64] {
+            for op in [ReduceOp::Sum, ReduceOp::Max] {
+                for n in [1, 2, 3, 5, 8] {
+                    for split in [Split::Uniform, Split::Skew(9), Split::Hot(n - 1)] {
+                        let case = Case::split(coll, dtype, op, n, 0, split);
+                        for r in 0..n {
+                            let what = format!("{coll} {dtype} {op} n={n} {split} rank={r}");
+                            let good = case.recv(r, Order::Forward);
+                            let v = case.verify(r, &good);
+                            assert!(v.ok() && v.nan == 0, "{what}: {v:?}");
+                            assert_eq!(v.checked, case.counts.recv_of(r) as u64, "{what}");
+                            if good.is_empty() {
+                                continue;
+                            }
+                            let mut bad = good.clone();
+                            let k = case.counts.recv_of(r) - 1;
+                            let bits = get(&case, &bad, k);
+                            set(&case, &mut bad, k, bits ^ 1);
+                            let v = case.verify(r, &bad);
+                            assert_eq!(v.wrong, 1, "{what}: {v:?}");
+                            assert_eq!(v.first.map(|f| f.index), Some(k), "{what}");
                         }
                     }
                 }
@@ -423,7 +492,12 @@ proptest! {
         let mut out = reduce_shuffled(dtype, op, bufs, len, order | 1);
         // SAFETY: `out` holds `len` elements.
         unsafe { elem::finish(dtype, op, n, out.as_mut_ptr(), len) };
-        let counts = Counts { send: len, recv: len, block: len };
+        let counts = Counts {
+            send: len,
+            recv: len,
+            block: len,
+            v: None,
+        };
         let v = verify(&rule, Collective::AllReduce, counts, 0, 0, &out);
         prop_assert!(v.ok(), "{:?}", v);
     }
@@ -479,6 +553,7 @@ fn throughput() {
             send: count,
             recv: count,
             block: count,
+            v: None,
         };
         let all_reduce = best(&mut || {
             assert!(verify(&rule, Collective::AllReduce, counts, 0, 3, &buf).ok());

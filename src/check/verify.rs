@@ -123,23 +123,34 @@ fn verify_as<K: Kind>(
     let root = root % n; // unused by unrooted collectives, which may pass anything
     let mut t = Tally::new(rule, rank, recv);
     let b = counts.block;
+    let mine = counts.recv_of(r);
     match coll {
         Collective::AllReduce => {
             let stats = gen.stats();
             t.run::<K>(0, counts.recv, |i| gen.reduced::<K>(&stats, i));
         }
-        Collective::ReduceScatter => {
+        Collective::ReduceScatter | Collective::ReduceScatterV => {
             let stats = gen.stats();
-            t.run::<K>(0, counts.recv, |i| gen.reduced::<K>(&stats, r * b + i));
+            let from = counts.blocks(n)[r].0;
+            t.run::<K>(0, mine, |i| gen.reduced::<K>(&stats, from + i));
         }
         Collective::Reduce if r == root => {
             let stats = gen.stats();
             t.run::<K>(0, counts.recv, |i| gen.reduced::<K>(&stats, i));
         }
-        Collective::AllGather => blocks::<K>(&mut t, &gen, n, b, 0),
+        Collective::AllGather | Collective::AllGatherV => {
+            for (q, (at, len)) in counts.blocks(n).into_iter().enumerate() {
+                t.run::<K>(at, len, |i| gen.input::<K>(q, i));
+            }
+        }
         Collective::Gather if r == root => blocks::<K>(&mut t, &gen, n, b, 0),
         Collective::Reduce | Collective::Gather => {}
-        Collective::AllToAll => blocks::<K>(&mut t, &gen, n, b, r * b),
+        Collective::AllToAll | Collective::AllToAllV => {
+            for (q, (at, len)) in counts.recvs(r, n).into_iter().enumerate() {
+                let from = counts.sends(q, n)[r].0;
+                t.run::<K>(at, len, |i| gen.input::<K>(q, from + i));
+            }
+        }
         Collective::Broadcast => t.run::<K>(0, counts.recv, |i| gen.input::<K>(root, i)),
         Collective::Scatter => t.run::<K>(0, counts.recv, |i| gen.input::<K>(root, r * b + i)),
         Collective::SendRecv => {

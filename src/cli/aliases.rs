@@ -9,13 +9,14 @@ use std::ffi::OsString;
 use std::path::Path;
 
 /// nccl-tests' binaries that collbench has a collective for.
-pub const BINARIES: [(&str, Collective); 9] = [
+pub const BINARIES: [(&str, Collective); 10] = [
     ("all_reduce_perf", Collective::AllReduce),
     ("all_gather_perf", Collective::AllGather),
     ("reduce_scatter_perf", Collective::ReduceScatter),
     ("broadcast_perf", Collective::Broadcast),
     ("reduce_perf", Collective::Reduce),
     ("alltoall_perf", Collective::AllToAll),
+    ("alltoallv_perf", Collective::AllToAllV),
     ("gather_perf", Collective::Gather),
     ("scatter_perf", Collective::Scatter),
     ("sendrecv_perf", Collective::SendRecv),

@@ -66,6 +66,27 @@ pub enum Command {
     /// Sweep send-recv (rank r sends to r+1, receives from r-1).
     #[command(name = "send-recv", visible_alias = "sendrecv", alias = "send_recv")]
     SendRecv(RunArgs),
+    /// Sweep all-to-all with per-pair counts (--split; PyTorch's all_to_allv).
+    #[command(
+        name = "all-to-all-v",
+        visible_alias = "alltoallv",
+        alias = "all_to_allv"
+    )]
+    AllToAllV(RunArgs),
+    /// Sweep all-gather with per-rank block sizes (--split).
+    #[command(
+        name = "all-gather-v",
+        visible_alias = "allgatherv",
+        alias = "all_gatherv"
+    )]
+    AllGatherV(RunArgs),
+    /// Sweep reduce-scatter with per-rank block sizes (--split).
+    #[command(
+        name = "reduce-scatter-v",
+        visible_alias = "reducescatterv",
+        alias = "reduce_scatterv"
+    )]
+    ReduceScatterV(RunArgs),
     /// Sweep every collective.
     All(RunArgs),
     /// Probe every directed link: send-recv in n-1 rounds (round k: rank r
@@ -157,8 +178,14 @@ pub struct InstallArgs {
 pub fn command() -> clap::Command {
     use clap::CommandFactory;
     let mut cmd = Cli::command();
-    for coll in crate::engine::types::Collective::ALL {
+    for name in ["all", "links"] {
+        cmd = cmd.mut_subcommand(name, |s| s.mut_arg("split", |a| a.hide(true)));
+    }
+    for coll in crate::engine::types::Collective::EVERY {
         let name = coll.name();
+        if coll.vkind().is_none() {
+            cmd = cmd.mut_subcommand(name, |s| s.mut_arg("split", |a| a.hide(true)));
+        }
         if !coll.rooted() {
             cmd = cmd.mut_subcommand(name, |s| s.mut_arg("root", |a| a.hide(true)));
         }
@@ -260,6 +287,13 @@ pub struct RunArgs {
     /// type) before the sum; an integer for integer types.
     #[arg(long, default_value = "1", value_name = "X", value_parser = values::scalar, allow_negative_numbers = true)]
     pub scalar: crate::engine::elem::Scalar,
+    /// How the v-collectives (all-to-all-v, all-gather-v, reduce-scatter-v)
+    /// divide their data: uniform, skew[:SEED] (seeded random weights 1 to
+    /// 16, per pair for all-to-all-v), hot[:RANK] (that rank holds, or
+    /// receives, three quarters), or a FILE of weights (one per rank; for
+    /// all-to-all-v also a matrix, a row per sending rank).
+    #[arg(long, default_value = "uniform", value_name = "uniform|skew[:SEED]|hot[:RANK]|FILE", value_parser = values::split)]
+    pub split: crate::engine::split::Split,
     /// The cost model `collbench tune` wrote: `--algo auto` takes its pick,
     /// and rows carry its prediction (`predicted_us`) and pick (`auto_pick`).
     #[arg(long, value_name = "FILE")]

@@ -6,6 +6,7 @@ use super::{NcclTestsArgs, PlacementChoice, RunArgs, SizeArgs};
 use crate::engine::elem::Scalar;
 use crate::engine::exec::world::Pace;
 use crate::engine::exec::HostOptions;
+use crate::engine::split::Split;
 use crate::engine::types::{Algo, Collective, ReduceOp};
 use crate::harness::{AlgoChoice, Plan, RootChoice};
 use crate::harness::{GraphAsk, RankTime};
@@ -145,7 +146,12 @@ pub fn build(
             crate::harness::plan::premul_fits(d, a.scalar).map_err(PlanError)?;
         }
     }
+    let v_runs = collectives.iter().any(|c| c.vkind().is_some());
+    for kind in collectives.iter().filter_map(|c| c.vkind()) {
+        a.split.check(kind, ranks).map_err(PlanError)?;
+    }
     let plan = Plan {
+        split: a.split,
         sizes: sizes(&a.sizes, nt.as_nccl_tests)?,
         ranks,
         algos: algos(&a.algo, &collectives)?,
@@ -209,6 +215,12 @@ pub fn build(
                 format!(
                     "--scalar {} is premulsum's: no premulsum runs in this sweep, so it is unused",
                     a.scalar
+                )
+            }))
+            .chain((!v_runs && a.split != Split::Uniform).then(|| {
+                format!(
+                    "--split {} is the v-collectives': none runs in this sweep, so it is unused",
+                    a.split
                 )
             }))
             .chain(both.then(|| {

@@ -160,7 +160,7 @@ fn list<T: Copy + PartialEq>(
 }
 
 pub fn collectives(v: &str) -> Result<List<Collective>, ValueError> {
-    let known = names(&Collective::ALL, |c| c.name());
+    let known = names(&Collective::EVERY, |c| c.name());
     list(
         "--collective",
         v,
@@ -195,6 +195,20 @@ pub fn scalar(v: &str) -> Result<crate::engine::elem::Scalar, ValueError> {
             "--scalar '{v}': expected a finite number (an integer for integer types)"
         ))
     })
+}
+
+/// `--split`: a named split, or a file of weights (read here, once).
+pub fn split(v: &str) -> Result<crate::engine::split::Split, ValueError> {
+    use crate::engine::split::Split;
+    if let Some(s) = Split::parse_named(v).map_err(|e| ValueError(format!("--split {e}")))? {
+        return Ok(s);
+    }
+    let text = std::fs::read_to_string(v).map_err(|e| {
+        ValueError(format!(
+            "--split '{v}': not uniform, skew[:SEED] or hot[:RANK], and not a readable file of weights ({e})"
+        ))
+    })?;
+    Split::from_text(v, &text).map_err(|e| ValueError(format!("--split {e}")))
 }
 
 pub fn engines(v: &str) -> Result<List<Engine>, ValueError> {

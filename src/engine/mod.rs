@@ -7,6 +7,7 @@ pub mod elem;
 pub mod exec;
 pub mod observe;
 pub mod probe;
+pub mod split;
 pub mod transport;
 pub mod types;
 

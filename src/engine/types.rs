@@ -1,6 +1,7 @@
 //! The vocabulary every room shares: collectives, algorithms, element types
 //! and reduction operators, with their names as the CLI and JSON spell them.
 
+use super::split::{Split, VKind, VShape};
 use std::fmt;
 
 /// A collective operation, as nccl-tests names its binaries.
@@ -15,6 +16,12 @@ pub enum Collective {
     Gather,
     Scatter,
     SendRecv,
+    /// All-to-all with per-pair counts (PyTorch's `all_to_allv`).
+    AllToAllV,
+    /// All-gather with per-rank block sizes.
+    AllGatherV,
+    /// Reduce-scatter with per-rank block sizes.
+    ReduceScatterV,
 }
 
 /// Send-recv's peers of `rank` as `(to, from)`. Its `root` is the peer
@@ -46,12 +53,59 @@ impl Collective {
         Collective::SendRecv,
     ];
 
+    /// The v-collectives: uneven counts, run when named (not by `all`).
+    pub const V: [Collective; 3] = [
+        Collective::AllToAllV,
+        Collective::AllGatherV,
+        Collective::ReduceScatterV,
+    ];
+
+    /// Every collective, the v forms last.
+    pub const EVERY: [Collective; 12] = [
+        Collective::AllReduce,
+        Collective::AllGather,
+        Collective::ReduceScatter,
+        Collective::Broadcast,
+        Collective::Reduce,
+        Collective::AllToAll,
+        Collective::Gather,
+        Collective::Scatter,
+        Collective::SendRecv,
+        Collective::AllToAllV,
+        Collective::AllGatherV,
+        Collective::ReduceScatterV,
+    ];
+
+    /// Which v-collective this is, if it is one.
+    pub fn vkind(self) -> Option<VKind> {
+        match self {
+            Collective::AllToAllV => Some(VKind::AllToAll),
+            Collective::AllGatherV => Some(VKind::AllGather),
+            Collective::ReduceScatterV => Some(VKind::ReduceScatter),
+            _ => None,
+        }
+    }
+
+    /// The even collective a v-collective generalises (itself otherwise):
+    /// both share their generators, checks and bandwidth factors.
+    pub fn even(self) -> Collective {
+        match self {
+            Collective::AllToAllV => Collective::AllToAll,
+            Collective::AllGatherV => Collective::AllGather,
+            Collective::ReduceScatterV => Collective::ReduceScatter,
+            c => c,
+        }
+    }
+
     /// Whether every rank's output holds the same values (all-reduce,
     /// all-gather, broadcast): one bad element there reaches every rank.
     pub fn output_replicated(self) -> bool {
         matches!(
             self,
-            Collective::AllReduce | Collective::AllGather | Collective::Broadcast
+            Collective::AllReduce
+                | Collective::AllGather
+                | Collective::Broadcast
+                | Collective::AllGatherV
         )
     }
 
@@ -66,6 +120,9 @@ impl Collective {
             Collective::Gather => "gather",
             Collective::Scatter => "scatter",
             Collective::SendRecv => "send-recv",
+            Collective::AllToAllV => "all-to-all-v",
+            Collective::AllGatherV => "all-gather-v",
+            Collective::ReduceScatterV => "reduce-scatter-v",
         }
     }
 
@@ -77,16 +134,22 @@ impl Collective {
             "reducescatter" => "reduce-scatter",
             "alltoall" => "all-to-all",
             "sendrecv" => "send-recv",
+            "alltoallv" | "all-to-allv" => "all-to-all-v",
+            "allgatherv" | "all-gatherv" => "all-gather-v",
+            "reducescatterv" | "reduce-scatterv" => "reduce-scatter-v",
             other => other,
         };
-        Collective::ALL.into_iter().find(|c| c.name() == alias)
+        Collective::EVERY.into_iter().find(|c| c.name() == alias)
     }
 
     /// Whether the collective combines values with a reduction operator.
     pub fn reduces(self) -> bool {
         matches!(
             self,
-            Collective::AllReduce | Collective::ReduceScatter | Collective::Reduce
+            Collective::AllReduce
+                | Collective::ReduceScatter
+                | Collective::Reduce
+                | Collective::ReduceScatterV
         )
     }
 
@@ -99,6 +162,8 @@ impl Collective {
     }
 
     /// nccl-tests' bus-bandwidth factor for `n` ranks.
+    /// The v forms take their even forms' factors (all-to-all-v as
+    /// nccl-tests' `alltoallv_perf`: `(n-1)/n` of the per-rank send size).
     pub fn busbw_factor(self, n: usize) -> f64 {
         let n = n.max(1) as f64;
         match self {
@@ -106,6 +171,9 @@ impl Collective {
             Collective::AllGather
             | Collective::ReduceScatter
             | Collective::AllToAll
+            | Collective::AllToAllV
+            | Collective::AllGatherV
+            | Collective::ReduceScatterV
             | Collective::Gather
             | Collective::Scatter => (n - 1.0) / n,
             Collective::Broadcast | Collective::Reduce | Collective::SendRecv => 1.0,
@@ -117,8 +185,12 @@ impl Collective {
         match self {
             Collective::AllReduce => &[Algo::Ring, Algo::Tree, Algo::Direct],
             Collective::Broadcast | Collective::Reduce => &[Algo::Ring, Algo::Tree],
-            Collective::AllGather | Collective::ReduceScatter => &[Algo::Ring],
+            Collective::AllGather
+            | Collective::ReduceScatter
+            | Collective::AllGatherV
+            | Collective::ReduceScatterV => &[Algo::Ring],
             Collective::AllToAll
+            | Collective::AllToAllV
             | Collective::Gather
             | Collective::Scatter
             | Collective::SendRecv => &[Algo::Direct],
@@ -127,8 +199,46 @@ impl Collective {
 
     /// Element counts of one case, following nccl-tests: `bytes` is the size
     /// the sweep asked for; the counts are what each rank's buffers hold.
+    /// The v-collectives divide evenly; see [`Collective::counts_split`].
     pub fn counts(self, bytes: u64, elem: usize, nranks: usize) -> Counts {
+        self.counts_split(bytes, elem, nranks, Split::Uniform)
+    }
+
+    /// Element counts of one case, the v-collectives' divided by `split`
+    /// (which the others ignore). For all-gather-v, `bytes` is the gathered
+    /// buffer (every rank's receive), for reduce-scatter-v every rank's send
+    /// buffer, for all-to-all-v what each rank sends (its send buffer, as
+    /// nccl-tests' `alltoallv_perf`). The case's `send` and `recv` are the
+    /// largest rank's (what buffers are sized for); [`Counts::send_of`] and
+    /// [`Counts::recv_of`] give each rank's.
+    pub fn counts_split(self, bytes: u64, elem: usize, nranks: usize, split: Split) -> Counts {
         let total = bytes / elem as u64;
+        if let Some(kind) = self.vkind() {
+            let v = VShape {
+                kind,
+                split,
+                total: total as usize,
+                nranks: nranks.max(1),
+            };
+            let m = v.matrix();
+            let widest = m[0].iter().copied().max().unwrap_or(0);
+            let columns = (0..nranks.max(1))
+                .map(|d| m.iter().map(|row| row[d]).sum::<usize>())
+                .max()
+                .unwrap_or(0);
+            let t = total as usize;
+            let (send, recv) = match kind {
+                VKind::AllGather => (widest, t),
+                VKind::ReduceScatter => (t, widest),
+                VKind::AllToAll => (t, columns),
+            };
+            return Counts {
+                send,
+                recv,
+                block: t / nranks.max(1),
+                v: Some(v),
+            };
+        }
         let n = nranks.max(1) as u64;
         let (send, recv, block) = match self {
             Collective::AllReduce
@@ -147,11 +257,15 @@ impl Collective {
                 let base = total / n;
                 (base * n, base * n, base)
             }
+            Collective::AllToAllV | Collective::AllGatherV | Collective::ReduceScatterV => {
+                unreachable!("the v-collectives returned above")
+            }
         };
         Counts {
             send: send as usize,
             recv: recv as usize,
             block: block as usize,
+            v: None,
         }
     }
 }
@@ -163,19 +277,85 @@ impl fmt::Display for Collective {
 }
 
 /// Per-rank element counts of one case.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Counts {
-    /// Elements in each rank's send buffer (the root's, for scatter).
+    /// Elements in each rank's send buffer (the root's, for scatter; the
+    /// largest rank's for a v-collective).
     pub send: usize,
-    /// Elements in each rank's receive buffer (the root's, for gather).
+    /// Elements in each rank's receive buffer (the root's, for gather; the
+    /// largest rank's for a v-collective).
     pub recv: usize,
-    /// Elements one rank contributes or receives: the unit blocks are cut in.
+    /// Elements one rank contributes or receives: the unit blocks are cut
+    /// in (a v-collective's average).
     pub block: usize,
+    /// A v-collective's division among ranks.
+    pub v: Option<VShape>,
+}
+
+/// Where a block lies in a buffer, and its length, in elements.
+pub type Span = (usize, usize);
+
+/// `(offset, len)` of consecutive blocks of `lens`.
+fn spans(lens: impl IntoIterator<Item = usize>) -> Vec<Span> {
+    let mut at = 0;
+    lens.into_iter()
+        .map(|l| {
+            let s = (at, l);
+            at += l;
+            s
+        })
+        .collect()
 }
 
 impl Counts {
-    /// The size nccl-tests prints for this case, in bytes.
+    /// Elements of rank `r`'s send view.
+    pub fn send_of(&self, r: usize) -> usize {
+        match self.v {
+            Some(v) if v.kind == VKind::AllGather => v.row(0).get(r).copied().unwrap_or(0),
+            _ => self.send,
+        }
+    }
+
+    /// Elements of rank `r`'s receive view.
+    pub fn recv_of(&self, r: usize) -> usize {
+        match self.v {
+            Some(v) if v.kind == VKind::ReduceScatter => v.row(0).get(r).copied().unwrap_or(0),
+            Some(v) if v.kind == VKind::AllToAll => v.matrix().iter().map(|row| row[r]).sum(),
+            _ => self.recv,
+        }
+    }
+
+    /// Every rank's block in the gathered buffer (all-gather's receive,
+    /// reduce-scatter's send, the root's of gather and scatter), in rank order.
+    pub fn blocks(&self, nranks: usize) -> Vec<Span> {
+        match self.v {
+            Some(v) if v.kind != VKind::AllToAll => spans(v.row(0)),
+            _ => spans(std::iter::repeat_n(self.block, nranks.max(1))),
+        }
+    }
+
+    /// All-to-all: what rank `r` sends each rank, in its send view.
+    pub fn sends(&self, r: usize, nranks: usize) -> Vec<Span> {
+        match self.v {
+            Some(v) if v.kind == VKind::AllToAll => spans(v.row(r)),
+            _ => self.blocks(nranks),
+        }
+    }
+
+    /// All-to-all: what rank `r` receives from each rank, in its receive view.
+    pub fn recvs(&self, r: usize, nranks: usize) -> Vec<Span> {
+        match self.v {
+            Some(v) if v.kind == VKind::AllToAll => spans(v.matrix().iter().map(|row| row[r])),
+            _ => self.blocks(nranks),
+        }
+    }
+
+    /// The size nccl-tests prints for this case, in bytes (a v-collective's:
+    /// its `total`, see [`Collective::counts_split`]).
     pub fn reported_bytes(&self, c: Collective, elem: usize) -> u64 {
+        if let Some(v) = self.v {
+            return (v.total * elem) as u64;
+        }
         let elems = match c {
             Collective::AllGather | Collective::Gather => self.recv,
             Collective::ReduceScatter | Collective::Scatter | Collective::AllToAll => self.send,
@@ -193,7 +373,10 @@ impl Counts {
             | Collective::Gather
             | Collective::ReduceScatter
             | Collective::Scatter
-            | Collective::AllToAll => self.block as u64,
+            | Collective::AllToAll
+            | Collective::AllToAllV
+            | Collective::AllGatherV
+            | Collective::ReduceScatterV => self.block as u64,
             _ => self.send as u64,
         }
     }

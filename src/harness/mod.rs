@@ -1031,6 +1031,7 @@ fn make_row(
         },
         scalar: (case.coll.reduces() && case.op == crate::engine::ReduceOp::PreMulSum)
             .then(|| crate::engine::elem::to_f64(case.dtype, case.scalar)),
+        split: case.counts.v.map(|v| v.split.to_string()),
         root: case.root.map_or(-1, |r| r as i64),
         bytes: case.bytes,
         count: case.counts.reported_count(case.coll),

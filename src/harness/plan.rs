@@ -82,6 +82,8 @@ pub struct Plan {
     pub ops: Vec<ReduceOp>,
     /// premulsum's scalar (validated for every dtype of the sweep).
     pub scalar: crate::engine::elem::Scalar,
+    /// How the v-collectives divide their data (validated for the ranks).
+    pub split: crate::engine::split::Split,
     pub roots: RootChoice,
     pub placements: Vec<Placement>,
     /// Timed operations per case.
@@ -271,11 +273,7 @@ pub fn cases(plan: &Plan) -> (Vec<Case>, usize) {
                                     _ => 0,
                                 },
                                 root,
-                                counts: Counts {
-                                    send: 0,
-                                    recv: 0,
-                                    block: 0,
-                                },
+                                counts: Counts::default(),
                                 bytes: 0,
                             };
                             skipped += sizes(plan, proto, algo, &mut out);
@@ -312,7 +310,7 @@ fn sizes(plan: &Plan, proto: Case, algo: Option<Algo>, out: &mut Vec<Case>) -> u
     let mut last = None;
     let mut skipped = 0;
     for &size in &plan.sizes {
-        let counts = coll.counts(size, es, plan.ranks);
+        let counts = coll.counts_split(size, es, plan.ranks, plan.split);
         let bytes = counts.reported_bytes(coll, es);
         if counts.block == 0 || last == Some(bytes) {
             skipped += 1;

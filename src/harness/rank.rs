@@ -308,22 +308,23 @@ impl RankJob<'_> {
         let es = case.dtype.size();
         let (rb, ro) = r.layout.resolve(Slice::recv(0));
         let (sb, so) = r.layout.resolve(Slice::send(0));
+        let (send, recv) = (case.counts.send_of(rank), case.counts.recv_of(rank));
         match (self.runner.data(), &r.gen) {
             (Data::Host(bufs), _) => {
                 check::poison(
                     case.dtype,
-                    &mut bufs[rb].as_mut_slice()[ro * es..(ro + case.counts.recv) * es],
+                    &mut bufs[rb].as_mut_slice()[ro * es..(ro + recv) * es],
                 );
                 check::fill_input(
                     &r.rule,
                     rank,
-                    &mut bufs[sb].as_mut_slice()[so * es..(so + case.counts.send) * es],
+                    &mut bufs[sb].as_mut_slice()[so * es..(so + send) * es],
                 );
                 Ok(())
             }
             (Data::Device(d), Some((_, header))) => {
-                d.poison((rb, ro * es), case.counts.recv)?;
-                d.fill(header, rank as u32, (sb, so * es), case.counts.send)
+                d.poison((rb, ro * es), recv)?;
+                d.fill(header, rank as u32, (sb, so * es), send)
             }
             (Data::Device(_), None) => Err(ExecError::Setup("device inputs not built".into())),
         }
@@ -338,12 +339,12 @@ impl RankJob<'_> {
         }
         let (rank, next) = (self.rank(), self.rec.next_seq(WORLD_GROUP));
         let at = r.layout.resolve(Slice::send(0));
+        let count = r.case.counts.send_of(rank);
         if self.nan_hits(next) {
-            self.poke(r, at, r.case.counts.send / 2, inject::poke_nan)?;
+            self.poke(r, at, count / 2, inject::poke_nan)?;
         }
-        let (case, es) = (r.case, r.case.dtype.size());
+        let es = r.case.dtype.size();
         let (b, o) = at;
-        let count = case.counts.send;
         match (self.runner.data(), &r.gen) {
             (Data::Host(bufs), _) => {
                 let send = &bufs[b].as_slice()[o * es..(o + count) * es];
@@ -401,7 +402,8 @@ impl RankJob<'_> {
         let root = case.root.unwrap_or(0);
         match (self.runner.data(), &r.gen) {
             (Data::Host(bufs), _) => {
-                let recv = &bufs[b].as_slice()[o * es..(o + case.counts.recv) * es];
+                let count = case.counts.recv_of(rank);
+                let recv = &bufs[b].as_slice()[o * es..(o + count) * es];
                 Ok(check::verify(
                     &r.rule,
                     case.coll,
@@ -412,10 +414,16 @@ impl RankJob<'_> {
                 ))
             }
             (Data::Device(d), Some((g, header))) => {
-                let Some(e) = g.expect(case.coll, case.counts, root, rank) else {
-                    return Ok(Verdict::default());
-                };
-                device_verdict(d, g, header, &e, (b, o * es), case.counts.recv, rank)
+                let mut all = Verdict::default();
+                for reg in g.regions(case.coll, case.counts, root, rank) {
+                    let at = (b, (o + reg.at) * es);
+                    let mut v = device_verdict(d, g, header, &reg.e, at, reg.count, rank)?;
+                    if let Some(f) = v.first.as_mut() {
+                        f.index += reg.at;
+                    }
+                    all.merge(v);
+                }
+                Ok(all)
             }
             (Data::Device(_), None) => Err(ExecError::Setup("device inputs not built".into())),
         }
@@ -468,7 +476,7 @@ impl RankJob<'_> {
         {
             self.fired[i] = true;
             let at = r.layout.resolve(Slice::recv(0));
-            self.poke(r, at, r.case.counts.recv / 2, inject::flip_bit)?;
+            self.poke(r, at, r.case.counts.recv_of(rank) / 2, inject::flip_bit)?;
         }
         Ok(())
     }
@@ -591,7 +599,12 @@ impl RankJob<'_> {
         // A checked operation's NaN went in before its input scan.
         if nan && kind != IterKind::Check {
             let at = r.layout.resolve(Slice::send(0));
-            self.poke(r, at, r.case.counts.send / 2, inject::poke_nan)?;
+            self.poke(
+                r,
+                at,
+                r.case.counts.send_of(self.rank()) / 2,
+                inject::poke_nan,
+            )?;
         }
         Ok(seq)
     }

@@ -9,6 +9,7 @@ pub fn row(bytes: u64, placement: &str) -> Row {
         scalar: None,
         predicted_us: None,
         auto_pick: None,
+        split: None,
         collective: "all-reduce".into(),
         engine: "builtin".into(),
         algo: "ring".into(),

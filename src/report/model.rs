@@ -30,6 +30,9 @@ pub struct Row {
     /// premulsum's scalar, as the type holds it (other operators: none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scalar: Option<f64>,
+    /// How a v-collective divided its data (`--split`; others: none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub split: Option<String>,
     /// The root rank, or -1 where the collective has none.
     pub root: i64,
     pub bytes: u64,

@@ -82,6 +82,7 @@ fn algorithm_line(rows: &[Row]) -> String {
 pub fn perf_binary(collective: &str) -> String {
     match collective {
         "all-to-all" => "alltoall_perf".into(),
+        "all-to-all-v" => "alltoallv_perf".into(),
         "send-recv" => "sendrecv_perf".into(),
         c => format!("{}_perf", c.replace('-', "_")),
     }

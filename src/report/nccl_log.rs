@@ -565,6 +565,7 @@ pub fn collective_of_binary(binary: &str) -> String {
     let stem = stem.strip_suffix("_perf").unwrap_or(stem);
     match stem {
         "alltoall" => "all-to-all".into(),
+        "alltoallv" => "all-to-all-v".into(),
         "sendrecv" => "send-recv".into(),
         s => s.replace('_', "-"),
     }
@@ -582,6 +583,7 @@ pub fn collective_of_name(name: &str) -> Option<&'static str> {
         ("allreduce", "all-reduce"),
         ("allgather", "all-gather"),
         ("reducescatter", "reduce-scatter"),
+        ("alltoallv", "all-to-all-v"),
         ("alltoall", "all-to-all"),
         ("sendrecv", "send-recv"),
         ("broadcast", "broadcast"),
@@ -730,6 +732,7 @@ impl LogRun {
                     scalar: None,
                     predicted_us: None,
                     auto_pick: None,
+                    split: None,
                 });
             }
         }

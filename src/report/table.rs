@@ -51,7 +51,10 @@ impl Layout for Table {
         }
         vec![
             "#".to_string(),
-            format!("# {} ({} engine)", row.collective, row.engine),
+            match &row.split {
+                Some(s) => format!("# {} ({} engine, split {s})", row.collective, row.engine),
+                None => format!("# {} ({} engine)", row.collective, row.engine),
+            },
             top.into(),
             cols.into(),
             units.into(),

@@ -93,6 +93,9 @@ pub fn run(cli: Cli) -> i32 {
         Command::Gather(a) => (Some(Collective::Gather), a),
         Command::Scatter(a) => (Some(Collective::Scatter), a),
         Command::SendRecv(a) => (Some(Collective::SendRecv), a),
+        Command::AllToAllV(a) => (Some(Collective::AllToAllV), a),
+        Command::AllGatherV(a) => (Some(Collective::AllGatherV), a),
+        Command::ReduceScatterV(a) => (Some(Collective::ReduceScatterV), a),
         Command::Links(a) => {
             return sweep(None, &a, true).unwrap_or_else(|e| fail(one_line(&e)));
         }

@@ -4,7 +4,7 @@
 //! send-recv moves each rank's buffer to the next rank.
 
 use super::program::{ChannelProgram, Peers, Slice, Step};
-use super::{chunks, partition, push, wrap, Spec};
+use super::{chunks, partition, push, wrap, Pieces, Spec};
 use crate::engine::types::Placement;
 
 /// Runs `body(chan, x, l)` for every chunk of each channel's part of a block.
@@ -25,46 +25,84 @@ fn per_chunk(
         .collect()
 }
 
+/// Pairwise exchange; what each pair moves may differ (all-to-all-v),
+/// each pair's block cut in its own pieces.
 pub fn all_to_all(spec: &Spec) -> Vec<ChannelProgram> {
-    let (n, r, b) = (spec.nranks, spec.rank, spec.counts.block);
+    let (n, r) = (spec.nranks, spec.rank);
     let in_place = spec.placement == Placement::InPlace;
-    let mut programs = per_chunk(spec, b, |c, steps, x, l| {
-        if !in_place {
-            push(
-                steps,
-                Step::copy(Slice::send(r * b + x), Slice::recv(r * b + x), l),
-            );
-        }
-        for k in 1..n as isize {
-            let to = wrap(r as isize + k, n);
-            let from = wrap(r as isize - k, n);
-            push(
-                steps,
-                Step::send(Slice::send(to * b + x), l, Peers::one(to, c)),
-            );
-            let dst = if in_place {
-                Slice::scratch(from * b + x)
-            } else {
-                Slice::recv(from * b + x)
-            };
-            push(steps, Step::recv(Peers::one(from, c), dst, l));
-        }
-    });
-    if in_place {
-        // Received blocks land in scratch until every block has been sent.
-        let tails = per_chunk(spec, b, |_, steps, x, l| {
-            for q in (0..n).filter(|&q| q != r) {
-                push(
-                    steps,
-                    Step::copy(Slice::scratch(q * b + x), Slice::recv(q * b + x), l),
-                );
-            }
-        });
-        for (p, t) in programs.iter_mut().zip(tails) {
-            p.steps.extend(t.steps);
-        }
+    if in_place && spec.channels > 1 && !spans_agree(spec) {
+        // A rank's channels would write received blocks over data its
+        // other channels have still to send: every rank runs one channel.
+        let one = Spec {
+            channels: 1,
+            ..*spec
+        };
+        let mut programs = all_to_all(&one);
+        programs.resize_with(spec.channels, || ChannelProgram { steps: Vec::new() });
+        return programs;
     }
-    programs
+    let (sends, recvs) = (spec.counts.sends(r, n), spec.counts.recvs(r, n));
+    // In place, this rank's block to itself stays put where it sends and
+    // receives it at the same offset (always, when counts are even); else
+    // it waits in scratch with the received blocks.
+    let own_moves = in_place && sends[r].0 != recvs[r].0;
+    (0..spec.channels)
+        .map(|c| {
+            let (out, inn) = (Pieces::new(&sends, spec, c), Pieces::new(&recvs, spec, c));
+            let rounds = out.rounds.max(inn.rounds);
+            let mut steps = Vec::new();
+            for i in 0..rounds {
+                let ((x, l), (y, _)) = (out.at(r, i), inn.at(r, i));
+                if !in_place {
+                    push(&mut steps, Step::copy(Slice::send(x), Slice::recv(y), l));
+                } else if own_moves {
+                    push(&mut steps, Step::copy(Slice::send(x), Slice::scratch(y), l));
+                }
+                for k in 1..n as isize {
+                    let to = wrap(r as isize + k, n);
+                    let from = wrap(r as isize - k, n);
+                    let (x, l) = out.at(to, i);
+                    push(&mut steps, Step::send(Slice::send(x), l, Peers::one(to, c)));
+                    let (y, l) = inn.at(from, i);
+                    let dst = if in_place {
+                        Slice::scratch(y)
+                    } else {
+                        Slice::recv(y)
+                    };
+                    push(&mut steps, Step::recv(Peers::one(from, c), dst, l));
+                }
+            }
+            if in_place {
+                // Received blocks land in scratch until every block has been sent.
+                for i in 0..inn.rounds {
+                    for q in (0..n).filter(|&q| q != r || own_moves) {
+                        let (y, l) = inn.at(q, i);
+                        push(&mut steps, Step::copy(Slice::scratch(y), Slice::recv(y), l));
+                    }
+                }
+            }
+            ChannelProgram { steps }
+        })
+        .collect()
+}
+
+/// Whether, on every rank, each block lies at the same offset in the send
+/// view as in the receive view (all-to-all; all-to-all-v may differ).
+fn spans_agree(spec: &Spec) -> bool {
+    let Some(v) = spec.counts.v else {
+        return true;
+    };
+    let m = v.matrix();
+    let n = m.len();
+    (0..n).all(|r| {
+        let (mut sent, mut got) = (0, 0);
+        (0..n).all(|q| {
+            let same = sent == got;
+            sent += m[r][q];
+            got += m[q][r];
+            same
+        })
+    })
 }
 
 /// All-reduce where every rank reads every peer's input and reduces them

@@ -52,7 +52,9 @@ pub enum AlgoError {
 /// The program rank `spec.rank` runs.
 pub fn generate(spec: &Spec) -> Result<Program, AlgoError> {
     validate(spec)?;
-    let channels = match (spec.coll, spec.algo) {
+    // The v-collectives run their even forms' generators, which cut blocks
+    // where the counts say.
+    let channels = match (spec.coll.even(), spec.algo) {
         (Collective::AllReduce, Algo::Ring) => ring::all_reduce(spec),
         (Collective::AllGather, Algo::Ring) => ring::all_gather(spec),
         (Collective::ReduceScatter, Algo::Ring) => ring::reduce_scatter(spec),
@@ -97,7 +99,7 @@ pub fn scratch_elems(
     counts: crate::engine::types::Counts,
 ) -> usize {
     match (coll, algo, placement) {
-        (Collective::AllToAll, _, Placement::InPlace) => counts.recv,
+        (Collective::AllToAll | Collective::AllToAllV, _, Placement::InPlace) => counts.recv,
         (Collective::AllReduce, Algo::Direct, Placement::InPlace) => counts.recv,
         _ => 0,
     }
@@ -146,6 +148,45 @@ pub(crate) fn partition(len: usize, parts: usize, c: usize) -> (usize, usize) {
         part += len % GRANULE;
     }
     (start, part)
+}
+
+/// Channel `c`'s part of each of several blocks, cut in chunk-sized pieces:
+/// round `i` moves piece `i` of every block (a block with fewer pieces
+/// moves nothing then). Ranks that agree on the blocks agree on every
+/// piece, so a sender's piece is its receiver's.
+pub(crate) struct Pieces {
+    parts: Vec<(usize, usize)>,
+    chunk: usize,
+    pub rounds: usize,
+}
+
+impl Pieces {
+    pub(crate) fn new(blocks: &[(usize, usize)], spec: &Spec, c: usize) -> Pieces {
+        let parts: Vec<(usize, usize)> = blocks
+            .iter()
+            .map(|&(off, len)| {
+                let (s, l) = partition(len, spec.channels, c);
+                (off + s, l)
+            })
+            .collect();
+        let rounds = parts
+            .iter()
+            .map(|p| p.1.div_ceil(spec.chunk))
+            .max()
+            .unwrap_or(0);
+        Pieces {
+            parts,
+            chunk: spec.chunk,
+            rounds,
+        }
+    }
+
+    /// `(offset, len)` of block `q`'s piece in round `i` (len 0: none).
+    pub(crate) fn at(&self, q: usize, i: usize) -> (usize, usize) {
+        let (at, len) = self.parts[q];
+        let o = (i * self.chunk).min(len);
+        (at + o, self.chunk.min(len - o))
+    }
 }
 
 /// `n` rounded up to whole granules, but never past `cap` (a slot's worth).

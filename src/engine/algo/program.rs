@@ -335,7 +335,12 @@ pub struct Layout {
 
 impl Layout {
     pub fn new(coll: Collective, counts: Counts, placement: Placement, rank: usize) -> Layout {
-        let (send, recv, b) = (counts.send, counts.recv, counts.block);
+        let (send, recv) = (counts.send_of(rank), counts.recv_of(rank));
+        // Where this rank's block lies in the gathered buffer.
+        let own = match counts.v {
+            Some(v) => counts.blocks(v.nranks).get(rank).map_or(0, |b| b.0),
+            None => rank * counts.block,
+        };
         match placement {
             Placement::OutOfPlace => Layout {
                 placement,
@@ -346,8 +351,12 @@ impl Layout {
             },
             Placement::InPlace => {
                 let (size, send_off, recv_off) = match coll {
-                    Collective::AllGather | Collective::Gather => (recv, rank * b, 0),
-                    Collective::ReduceScatter | Collective::Scatter => (send, 0, rank * b),
+                    Collective::AllGather | Collective::Gather | Collective::AllGatherV => {
+                        (recv, own, 0)
+                    }
+                    Collective::ReduceScatter
+                    | Collective::Scatter
+                    | Collective::ReduceScatterV => (send, 0, own),
                     _ => (send.max(recv), 0, 0),
                 };
                 Layout {

@@ -3,7 +3,7 @@
 //! reduce. Ring order is rank order; channel `c` uses connections tagged `c`.
 
 use super::program::{ChannelProgram, Peers, Slice, Step};
-use super::{chunks, granules, partition, push, wrap, Spec};
+use super::{chunks, granules, partition, push, wrap, Pieces, Spec};
 use crate::engine::types::Placement;
 
 fn neighbours(spec: &Spec, chan: usize) -> (Peers, Peers) {
@@ -74,31 +74,34 @@ fn all_reduce_loops(steps: &mut Vec<Step>, spec: &Spec, chan: usize, start: usiz
     }
 }
 
+/// Each rank's block goes around the ring; blocks may differ in size
+/// (all-gather-v), each cut in its own pieces.
 pub fn all_gather(spec: &Spec) -> Vec<ChannelProgram> {
-    let (n, r, b) = (spec.nranks, spec.rank as isize, spec.counts.block);
+    let (n, r) = (spec.nranks, spec.rank as isize);
+    let blocks = spec.counts.blocks(n);
+    let own = blocks[spec.rank].0;
     (0..spec.channels)
         .map(|c| {
             let (prev, next) = neighbours(spec, c);
-            let (start, len) = partition(b, spec.channels, c);
+            let p = Pieces::new(&blocks, spec, c);
             let mut steps = Vec::new();
-            for (o, l) in chunks(len, spec.chunk) {
-                let x = start + o;
+            for i in 0..p.rounds {
+                let (x, l) = p.at(spec.rank, i);
                 if n > 1 {
-                    push(&mut steps, Step::send(Slice::send(x), l, next));
+                    push(&mut steps, Step::send(Slice::send(x - own), l, next));
                 }
                 if spec.placement == Placement::OutOfPlace {
                     push(
                         &mut steps,
-                        Step::copy(Slice::send(x), Slice::recv(spec.rank * b + x), l),
+                        Step::copy(Slice::send(x - own), Slice::recv(x), l),
                     );
                 }
                 for s in 1..n as isize {
-                    let q = wrap(r - s, n);
-                    let dst = Slice::recv(q * b + x);
+                    let (x, l) = p.at(wrap(r - s, n), i);
                     let step = if s < n as isize - 1 {
-                        Step::recv_copy_send(prev, dst, l, next)
+                        Step::recv_copy_send(prev, Slice::recv(x), l, next)
                     } else {
-                        Step::recv(prev, dst, l)
+                        Step::recv(prev, Slice::recv(x), l)
                     };
                     push(&mut steps, step);
                 }
@@ -108,33 +111,37 @@ pub fn all_gather(spec: &Spec) -> Vec<ChannelProgram> {
         .collect()
 }
 
+/// Each block is reduced around the ring and ends at its rank; blocks may
+/// differ in size (reduce-scatter-v).
 pub fn reduce_scatter(spec: &Spec) -> Vec<ChannelProgram> {
-    let (n, r, b) = (spec.nranks, spec.rank as isize, spec.counts.block);
+    let (n, r) = (spec.nranks, spec.rank as isize);
+    let blocks = spec.counts.blocks(n);
+    let own = blocks[spec.rank].0;
     (0..spec.channels)
         .map(|c| {
             let (prev, next) = neighbours(spec, c);
-            let (start, len) = partition(b, spec.channels, c);
+            let p = Pieces::new(&blocks, spec, c);
             let mut steps = Vec::new();
-            for (o, l) in chunks(len, spec.chunk) {
-                let x = start + o;
-                let at = |q: isize| Slice::send(wrap(q, n) * b + x);
+            for i in 0..p.rounds {
+                let at = |q: isize| {
+                    let (x, l) = p.at(wrap(q, n), i);
+                    (Slice::send(x), l)
+                };
+                let (mine, ml) = at(r);
+                let out = Slice::recv(mine.off - own);
                 if n == 1 {
-                    push(
-                        &mut steps,
-                        Step::copy(at(0), Slice::recv(x), l).with_finish(true),
-                    );
+                    push(&mut steps, Step::copy(mine, out, ml).with_finish(true));
                     continue;
                 }
-                push(&mut steps, Step::send(at(r - 1), l, next));
+                let (x, l) = at(r - 1);
+                push(&mut steps, Step::send(x, l, next));
                 for s in 1..n as isize - 1 {
-                    push(
-                        &mut steps,
-                        Step::recv_reduce_send(prev, at(r - 1 - s), l, next),
-                    );
+                    let (x, l) = at(r - 1 - s);
+                    push(&mut steps, Step::recv_reduce_send(prev, x, l, next));
                 }
                 push(
                     &mut steps,
-                    Step::recv_reduce_copy(prev, at(r), Slice::recv(x), l).with_finish(true),
+                    Step::recv_reduce_copy(prev, mine, out, ml).with_finish(true),
                 );
             }
             ChannelProgram { steps }

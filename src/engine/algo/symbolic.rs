@@ -185,7 +185,7 @@ fn setup(case: &Case) -> Result<Vec<RankState>, ProofError> {
                 vec![None; layout.buf1],
                 vec![None; program.scratch],
             ];
-            for i in 0..case.counts.send {
+            for i in 0..case.counts.send_of(rank) {
                 let (b, o) = layout.resolve(Slice::send(i));
                 mem[b][o] = Some(Sym {
                     parts: vec![contrib(rank, i)],
@@ -247,8 +247,8 @@ fn ready(case: &Case, conns: &HashMap<ConnKey, VecDeque<Vec<Val>>>, r: usize, st
 
 fn view_len(st: &RankState, case: &Case, s: Slice) -> usize {
     match s.buf {
-        super::Buf::Send => case.counts.send,
-        super::Buf::Recv => case.counts.recv,
+        super::Buf::Send => case.counts.send_of(st.program.rank),
+        super::Buf::Recv => case.counts.recv_of(st.program.rank),
         super::Buf::Scratch => st.program.scratch,
     }
 }
@@ -377,19 +377,52 @@ fn deadlock_report(ranks: &[RankState]) -> ProofError {
     ProofError::Deadlock(s)
 }
 
+/// Where rank `r`'s blocks come from: every rank's block in the gathered
+/// buffer, and (all-to-all) where each rank's block for `r` lies in `r`'s
+/// receive buffer and in the sender's send buffer.
+struct Geometry {
+    blocks: Vec<(usize, usize)>,
+    recvs: Vec<(usize, usize)>,
+    from: Vec<usize>,
+}
+
+impl Geometry {
+    fn new(case: &Case, r: usize) -> Geometry {
+        let (n, c) = (case.nranks, case.counts);
+        Geometry {
+            blocks: c.blocks(n),
+            recvs: c.recvs(r, n),
+            from: (0..n).map(|q| c.sends(q, n)[r].0).collect(),
+        }
+    }
+
+    /// The block of `spans` holding element `i`, and `i`'s place in it.
+    fn find(spans: &[(usize, usize)], i: usize) -> (usize, usize) {
+        let q = spans.partition_point(|&(o, l)| o + l <= i);
+        (q, i - spans.get(q).map_or(0, |s| s.0))
+    }
+}
+
 /// What element `i` of rank `r`'s receive buffer must hold, if defined.
-fn expected(case: &Case, r: usize, i: usize) -> Option<Vec<u64>> {
-    let (n, b, root) = (case.nranks, case.counts.block, case.root);
+fn expected(case: &Case, g: &Geometry, r: usize, i: usize) -> Option<Vec<u64>> {
+    let (n, root) = (case.nranks, case.root);
     let all = |idx: usize| (0..n).map(|q| contrib(q, idx)).collect::<Vec<_>>();
+    let block = |i: usize| {
+        let (q, k) = Geometry::find(&g.blocks, i);
+        vec![contrib(q, k)]
+    };
     let v = match case.coll {
         Collective::AllReduce => all(i),
-        Collective::AllGather => vec![contrib(i / b, i % b)],
-        Collective::ReduceScatter => all(r * b + i),
+        Collective::AllGather | Collective::AllGatherV => block(i),
+        Collective::ReduceScatter | Collective::ReduceScatterV => all(g.blocks[r].0 + i),
         Collective::Broadcast => vec![contrib(root, i)],
         Collective::Reduce if r == root => all(i),
-        Collective::AllToAll => vec![contrib(i / b, r * b + i % b)],
-        Collective::Gather if r == root => vec![contrib(i / b, i % b)],
-        Collective::Scatter => vec![contrib(root, r * b + i)],
+        Collective::AllToAll | Collective::AllToAllV => {
+            let (q, k) = Geometry::find(&g.recvs, i);
+            vec![contrib(q, g.from[q] + k)]
+        }
+        Collective::Gather if r == root => block(i),
+        Collective::Scatter => vec![contrib(root, g.blocks[r].0 + i)],
         Collective::SendRecv => vec![contrib(
             crate::engine::types::send_recv_peers(r, n, root).1,
             i,
@@ -403,8 +436,9 @@ fn check_outputs(case: &Case, r: usize, st: &RankState) -> Result<(), ProofError
     let want_finish = u8::from(case.coll.reduces());
     // Reductions: every contribution read through its rank's send view.
     let mark = if case.coll.reduces() { SCALED } else { 0 };
-    for i in 0..case.counts.recv {
-        let Some(mut want) = expected(case, r, i) else {
+    let g = Geometry::new(case, r);
+    for i in 0..case.counts.recv_of(r) {
+        let Some(mut want) = expected(case, &g, r, i) else {
             continue;
         };
         for p in want.iter_mut() {
@@ -426,7 +460,7 @@ fn check_outputs(case: &Case, r: usize, st: &RankState) -> Result<(), ProofError
         }
     }
     if case.placement == Placement::OutOfPlace {
-        for i in 0..case.counts.send {
+        for i in 0..case.counts.send_of(r) {
             let ok =
                 matches!(&st.mem[0][i], Some(v) if v.parts == [contrib(r, i)] && v.finished == 0);
             if !ok {
@@ -485,6 +519,43 @@ mod tests {
                         n,
                         &[0, (n as u64) / 2, 7 * n as u64 + 5, 23 * n as u64],
                     );
+                }
+            }
+        }
+    }
+
+    /// The v-collectives' generators for 1..=16 ranks, under every kind
+    /// of split (blocks of zero elements included: a skew over few
+    /// elements, a hot rank), both placements, several channel and chunk
+    /// shapes.
+    #[test]
+    fn every_v_generator_is_correct_for_1_to_16_ranks() {
+        use crate::engine::split::Split;
+        for coll in Collective::V {
+            for &algo in coll.algos() {
+                for n in 1..=16 {
+                    for split in [Split::Uniform, Split::Skew(5), Split::Hot(n / 2)] {
+                        for b in [0, n as u64 / 2, 7 * n as u64 + 5, 23 * n as u64] {
+                            for placement in [Placement::OutOfPlace, Placement::InPlace] {
+                                for (channels, chunk) in [(1, 3), (2, 2), (3, 64)] {
+                                    let case = Case {
+                                        coll,
+                                        algo,
+                                        nranks: n,
+                                        root: 0,
+                                        counts: coll.counts_split(b, 1, n, split),
+                                        placement,
+                                        channels,
+                                        chunk,
+                                        slots: MIN_SLOTS,
+                                    };
+                                    if let Err(e) = prove(&case) {
+                                        panic!("{coll} {algo} n={n} {split} bytes={b} {placement:?} channels={channels} chunk={chunk}: {e}");
+                                    }
+                                }
+                            }
+                        }
+                    }
                 }
             }
         }

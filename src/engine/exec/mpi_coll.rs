@@ -85,6 +85,11 @@ const CHECK_EVERY: u32 = 64;
 /// wrapping (see the module docs), so call it after initialising MPI; every
 /// rank of a job must get the same answers (one library, one kind of CPU).
 pub fn unsupported(coll: Collective, dtype: Dtype, op: ReduceOp) -> Option<String> {
+    if coll.vkind().is_some() {
+        return Some(format!(
+            "the MPI engine runs the even collectives; {coll} runs on the builtin engine and --engine nccl"
+        ));
+    }
     if !coll.reduces() {
         return None;
     }
@@ -493,6 +498,10 @@ fn start(cx: &Cx, v: &Views, p: &mut Pending) -> Result<(), ExecError> {
             })
         }
         Collective::Scatter => scatter(cx, v, p, in_place),
+        Collective::AllToAllV | Collective::AllGatherV | Collective::ReduceScatterV => {
+            // Refused by `unsupported` before a case runs.
+            return Err(ExecError::Setup(format!("MPI: {} is not run", cx.coll)));
+        }
         Collective::SendRecv => {
             let s = if cx.aliased {
                 p.stage(cx, v.send, cx.counts.send)?

@@ -458,6 +458,47 @@ impl Comms {
                     recv_from(recv, block, root)
                 });
             }
+            // The v forms as PyTorch builds them: point-to-point in one
+            // group (all-to-all-v, all-gather-v), a reduce per block
+            // (reduce-scatter-v).
+            Collective::AllToAllV => {
+                let (out, inn) = (c.counts.sends(c.rank, n), c.counts.recvs(c.rank, n));
+                let el = |base: u64, off: usize| (base + (off * c.esize) as u64) as *mut c_void;
+                return self.grouped(&mut || {
+                    (0..n).try_for_each(|q| {
+                        send_to(el(c.send, out[q].0), out[q].1, q)?;
+                        recv_from(el(c.recv, inn[q].0), inn[q].1, q)
+                    })
+                });
+            }
+            Collective::AllGatherV => {
+                let blocks = c.counts.blocks(n);
+                let el = |base: u64, off: usize| (base + (off * c.esize) as u64) as *mut c_void;
+                let mine = blocks[c.rank];
+                // In place, this rank's block is where it belongs already.
+                let in_place = el(c.recv, mine.0) as u64 == c.send;
+                return self.grouped(&mut || {
+                    (0..n)
+                        .filter(|&q| !(in_place && q == c.rank))
+                        .try_for_each(|q| {
+                            send_to(send, mine.1, q)?;
+                            recv_from(el(c.recv, blocks[q].0), blocks[q].1, q)
+                        })
+                });
+            }
+            Collective::ReduceScatterV => {
+                let blocks = c.counts.blocks(n);
+                let el = |base: u64, off: usize| (base + (off * c.esize) as u64) as *mut c_void;
+                return self.grouped(&mut || {
+                    blocks.iter().enumerate().try_for_each(|(q, &(off, len))| {
+                        // SAFETY: as above; non-roots' receive pointer is unused.
+                        let r = unsafe {
+                            (api.reduce)(el(c.send, off), recv, len, dt, op, q as c_int, comm, s)
+                        };
+                        self.nccl.check("ncclReduce", r)
+                    })
+                });
+            }
         };
         self.nccl.check(c.coll.name(), called)
     }

@@ -43,11 +43,16 @@ impl LibOp {
     /// and receives on one buffer are not valid in NCCL (in-place
     /// all-to-all and send-recv).
     pub(super) fn needs_copy(&self) -> bool {
-        self.send == self.recv && matches!(self.coll, Collective::AllToAll | Collective::SendRecv)
+        self.send == self.recv
+            && matches!(
+                self.coll,
+                Collective::AllToAll | Collective::AllToAllV | Collective::SendRecv
+            )
     }
 
-    pub(super) fn send_bytes(&self) -> usize {
-        self.counts.send * self.dtype.size()
+    /// Bytes of rank `rank`'s send view.
+    pub(super) fn send_bytes(&self, rank: usize) -> usize {
+        self.counts.send_of(rank) * self.dtype.size()
     }
 
     pub(super) fn new(op: &OpDesc) -> LibOp {
@@ -143,5 +148,25 @@ pub(super) fn output(lib: &LibOp, rank: usize, inputs: &[Vec<u8>]) -> Option<Vec
             let from = crate::engine::types::send_recv_peers(rank, n, root).1;
             Some(part(from, 0, lib.counts.recv).to_vec())
         }
+        Collective::AllGatherV => Some(
+            lib.counts
+                .blocks(n)
+                .into_iter()
+                .enumerate()
+                .flat_map(|(q, (_, len))| part(q, 0, len).to_vec())
+                .collect(),
+        ),
+        Collective::ReduceScatterV => {
+            let (off, len) = lib.counts.blocks(n)[rank];
+            Some(reduce(off, len))
+        }
+        Collective::AllToAllV => Some(
+            lib.counts
+                .recvs(rank, n)
+                .into_iter()
+                .enumerate()
+                .flat_map(|(q, (_, len))| part(q, lib.counts.sends(q, n)[rank].0, len).to_vec())
+                .collect(),
+        ),
     }
 }

@@ -52,7 +52,7 @@ impl CudaRank {
             // of what an in-place exchange costs NCCL.
             let (stage, _) = self.stage;
             self.dev
-                .copy(self.stream, stage, send, lib.send_bytes())
+                .copy(self.stream, stage, send, lib.send_bytes(self.rank))
                 .map_err(dev_err)?;
             send = stage;
         }
@@ -78,9 +78,8 @@ impl CudaRank {
     /// The stand-in: every rank deposits its input, then writes its output
     /// computed on the host, between two barriers of the world.
     fn stand_in(&mut self, inputs: &Mutex<Vec<Vec<u8>>>, lib: LibOp) -> Result<(), ExecError> {
-        let es = lib.dtype.size();
         self.dev.sync(self.stream).map_err(dev_err)?;
-        let mine = self.read(lib.send, lib.counts.send * es)?;
+        let mine = self.read(lib.send, lib.send_bytes(self.rank))?;
         let poisoned = || ExecError::Setup("stand-in inputs poisoned".into());
         inputs.lock().map_err(|_| poisoned())?[self.rank] = mine;
         self.world.host.barrier(self.rank)?;

@@ -619,7 +619,7 @@ impl RankRunner for CudaRank {
         let lib = super::library::LibOp::new(op);
         if lib.needs_copy() && self.world.kind == Kind::Cuda {
             // Allocated now, before the case's barriers, never mid-loop.
-            self.stage = self.region(self.stage, lib.send_bytes())?;
+            self.stage = self.region(self.stage, lib.send_bytes(self.rank))?;
         }
         // The data kernels of the variant fill and check NCCL's buffers too.
         let coll_fn = self
