@@ -74,11 +74,24 @@ run premulsum-n3 0 "$bin" all --device cuda --ranks 3 --op premulsum --scalar 0.
 run tune-n8 0 "$bin" tune --device cuda --ranks 8 --sizes 8B:256M:x4 --output "$out/tuning-n8.json"
 run auto-n8 0 "$bin" all-reduce --device cuda --ranks 8 --algo all --placement out --sizes 64K:256M:x4 \
   --tuning "$out/tuning-n8.json" --json "$out/auto-n8.json" -q
+say "== uneven collectives and groups (one launch per rank per group)"
+for c in all-to-all-v all-gather-v reduce-scatter-v; do
+  run "$c-n8" 0 "$bin" "$c" --device cuda --ranks 8 --split skew:3 --sizes 8B:64M:x8 \
+    --iters 5 --warmup 2 --json "$out/$c-n8.json" -q
+done
+run group-n8 0 "$bin" all --device cuda --ranks 8 --group-mix all-reduce,all-gather,reduce-scatter-v \
+  --group 8 --split hot:0 --sizes 8B:64M:x8 --iters 5 --warmup 2 --json "$out/group-n8.json" -q
+run group-single-n8 0 "$bin" all-reduce --device cuda --ranks 8 --placement out --sizes 8B:64M:x8 \
+  --iters 40 --warmup 5 --json "$out/group-single-n8.json" -q
+run group-x8-n8 0 "$bin" all-reduce --device cuda --ranks 8 --placement out --group 8 --sizes 8B:64M:x8 \
+  --iters 5 --warmup 2 --json "$out/group-x8-n8.json" -q
 say "== NCCL side by side (one rank: NCCL refuses two ranks on one GPU)"
 run nccl-all-n1 0 "$bin" all --device cuda --ranks 1 --engine builtin,nccl --sizes 8B:4M:x8 \
   --iters 5 --warmup 2 --json "$out/nccl-all-n1.json" -q
 run nccl-n1 0 "$bin" all-reduce --device cuda --ranks 1 --engine builtin,nccl --placement out \
   --sizes 8B:1G:x8 --iters 20 --warmup 5 --json "$out/nccl-n1.json" -q
+run nccl-v-n1 0 "$bin" all-to-all-v --device cuda --ranks 1 --engine builtin,nccl --sizes 8B:4M:x8 \
+  --iters 5 --warmup 2 --json "$out/nccl-v-n1.json" -q
 if python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
   python3 - "$out/copy.json" <<'PY'
 import json, sys, torch

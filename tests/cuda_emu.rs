@@ -893,3 +893,41 @@ fn v_collectives_are_bit_exact_on_the_emulated_device() {
         "{text}"
     );
 }
+
+/// A group through the kernels: every member's program merged into one per
+/// rank (one launch per rank per group), on 1, 2, 3, 5 and 8 ranks, each
+/// member's output checked on the device.
+#[test]
+fn groups_are_bit_exact_on_the_emulated_device() {
+    if !have_compiler("groups_are_bit_exact_on_the_emulated_device") {
+        return;
+    }
+    let mix = "all-reduce,all-gather,reduce-scatter-v,all-to-all,broadcast,all-reduce";
+    for n in ["1", "2", "3", "5", "8"] {
+        let what = format!("{mix} on {n} ranks");
+        let (code, v, err) = run(&[
+            "all",
+            "--group-mix",
+            mix,
+            "--ranks",
+            n,
+            "--sizes",
+            "8K:512K:x64",
+            "--split",
+            "hot:0",
+            "--slot-size",
+            "8K",
+        ]);
+        assert_eq!(code, 0, "{what}: {err}");
+        assert_clean(&v, &what);
+        let groups: Vec<&Value> = rows(&v)
+            .iter()
+            .filter(|r| r["collective"] == "group")
+            .collect();
+        assert_eq!(groups.len(), 2 * 2, "{what}");
+        assert_eq!(rows(&v).len(), 7 * groups.len(), "{what}");
+        for g in groups {
+            assert_eq!(g["members"].as_array().unwrap().len(), 6, "{what}");
+        }
+    }
+}

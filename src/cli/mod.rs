@@ -294,6 +294,15 @@ pub struct RunArgs {
     /// all-to-all-v also a matrix, a row per sending rank).
     #[arg(long, default_value = "uniform", value_name = "uniform|skew[:SEED]|hot[:RANK]|FILE", value_parser = values::split)]
     pub split: crate::engine::split::Split,
+    /// Issue N operations as one group (NCCL's group calls), timed as one:
+    /// a row per operation and one for the group. On the builtin engine a
+    /// group is one program per rank (one launch on a GPU).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(2..=64))]
+    pub group: Option<u16>,
+    /// The group's collectives, cycled over its N operations (default: the
+    /// subcommand's); without --group, one operation each.
+    #[arg(long, value_name = "LIST", value_parser = values::group_mix)]
+    pub group_mix: Option<List<Collective>>,
     /// The cost model `collbench tune` wrote: `--algo auto` takes its pick,
     /// and rows carry its prediction (`predicted_us`) and pick (`auto_pick`).
     #[arg(long, value_name = "FILE")]

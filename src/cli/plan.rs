@@ -7,7 +7,7 @@ use crate::engine::elem::Scalar;
 use crate::engine::exec::world::Pace;
 use crate::engine::exec::HostOptions;
 use crate::engine::split::Split;
-use crate::engine::types::{Algo, Collective, ReduceOp};
+use crate::engine::types::{Algo, Collective, Engine, ReduceOp};
 use crate::harness::{AlgoChoice, Plan, RootChoice};
 use crate::harness::{GraphAsk, RankTime};
 use crate::units::{sweep, Growth};
@@ -146,11 +146,15 @@ pub fn build(
             crate::harness::plan::premul_fits(d, a.scalar).map_err(PlanError)?;
         }
     }
-    let v_runs = collectives.iter().any(|c| c.vkind().is_some());
-    for kind in collectives.iter().filter_map(|c| c.vkind()) {
+    let (group, group_mix, collectives) = grouping(a, coll, collectives)?;
+    let members: Vec<Collective> = collectives.iter().chain(&group_mix).copied().collect();
+    let v_runs = members.iter().any(|c| c.vkind().is_some());
+    for kind in members.iter().filter_map(|c| c.vkind()) {
         a.split.check(kind, ranks).map_err(PlanError)?;
     }
     let plan = Plan {
+        group,
+        group_mix,
         split: a.split,
         sizes: sizes(&a.sizes, nt.as_nccl_tests)?,
         ranks,
@@ -230,11 +234,64 @@ pub fn build(
     })
 }
 
+/// `--group` and `--group-mix`: the group's size, its members' collectives
+/// (empty: the case's own) and the collectives the sweep's cases lead with.
+fn grouping(
+    a: &RunArgs,
+    coll: Option<Collective>,
+    collectives: Vec<Collective>,
+) -> Result<(usize, Vec<Collective>, Vec<Collective>), PlanError> {
+    let mix = a
+        .group_mix
+        .as_ref()
+        .map(|m| m.0.clone())
+        .unwrap_or_default();
+    let n = match (a.group, mix.len()) {
+        (Some(n), _) => n as usize,
+        (None, 0) => return Ok((0, mix, collectives)),
+        (None, 1) => {
+            return bad(format!(
+                "--group-mix {}: a group has 2 or more operations (name more, or give --group N)",
+                mix[0]
+            ))
+        }
+        (None, len) => len,
+    };
+    if let Some(e) = a.engine.0.iter().find(|e| **e != Engine::Builtin) {
+        return bad(format!(
+            "--group runs on the builtin engine; --engine {} runs each operation alone",
+            e.name()
+        ));
+    }
+    if a.op.0.contains(&ReduceOp::PreMulSum)
+        && mix.iter().any(|c| !c.reduces())
+        && mix.iter().any(|c| c.reduces())
+    {
+        return bad(
+            "--op premulsum in a group that mixes reducing and non-reducing collectives: premulsum scales every input a group reads, so run the reducing ones as their own group".into(),
+        );
+    }
+    let Some(&lead) = mix.first() else {
+        return Ok((n, mix, collectives));
+    };
+    match coll {
+        Some(c) if !mix.contains(&c) => bad(format!(
+            "--group-mix {}: it does not include {c}, the subcommand's collective (run `collbench all --group-mix ...`, or name {c} in it)",
+            mix.iter().map(|c| c.name()).collect::<Vec<_>>().join(",")
+        )),
+        // The mix makes one group per case, led by its first collective.
+        _ => Ok((n, mix, vec![lead])),
+    }
+}
+
 /// `collbench tune`: the sweep of every algorithm (or those `--algo`
 /// names) of the collectives to fit; its own `--tuning` is not read.
 pub fn build_tune(t: &super::TuneArgs) -> Result<Sweep, PlanError> {
     let mut a = t.run.clone();
     a.tuning = None;
+    if a.group.is_some() || a.group_mix.is_some() {
+        return bad("tune fits single operations: drop --group and --group-mix".into());
+    }
     if a.algo == AlgoArg::Auto {
         a.algo = AlgoArg::List(Algo::ALL.to_vec());
     }
@@ -258,6 +315,9 @@ pub fn read_tuning(p: &std::path::Path) -> Result<crate::harness::tuning::Tuning
 pub fn build_links(a: &RunArgs, world: Option<usize>) -> Result<Sweep, PlanError> {
     let mut a = a.clone();
     a.links = true;
+    if a.group.is_some() || a.group_mix.is_some() {
+        return bad("collbench links times single send-recvs: drop --group and --group-mix".into());
+    }
     let mut s = build(Some(Collective::SendRecv), &a, world)?;
     if s.plan.ranks < 2 {
         return bad(format!(

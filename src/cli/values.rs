@@ -159,6 +159,30 @@ fn list<T: Copy + PartialEq>(
     Ok(out)
 }
 
+/// `--group-mix`: collectives in issue order, each as often as named
+/// (`all`: the nine of `collbench all`).
+pub fn group_mix(v: &str) -> Result<List<Collective>, ValueError> {
+    if v.trim().eq_ignore_ascii_case("all") {
+        return Ok(List(Collective::ALL.to_vec()));
+    }
+    let mut out = Vec::new();
+    for item in v.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        match Collective::parse(item) {
+            Some(c) => out.push(c),
+            None => {
+                return bad(format!(
+                    "unknown --group-mix collective '{item}' (known: {}, all)",
+                    names(&Collective::EVERY, |c| c.name())
+                ))
+            }
+        }
+    }
+    if out.is_empty() {
+        return bad("--group-mix is empty".into());
+    }
+    Ok(List(out))
+}
+
 pub fn collectives(v: &str) -> Result<List<Collective>, ValueError> {
     let known = names(&Collective::EVERY, |c| c.name());
     list(

@@ -297,7 +297,7 @@ pub fn host_fifos(plan: &Plan, cases: &[Case]) -> HostFifos {
         let size = |c: &Case| c.counts.send.max(c.counts.recv);
         match largest
             .iter_mut()
-            .find(|l| (l.coll, l.algo, l.root) == (c.coll, c.algo, c.root))
+            .find(|l| (l.coll, l.algo, l.root, l.group) == (c.coll, c.algo, c.root, c.group))
         {
             Some(l) if size(l) < size(c) => *l = c,
             Some(_) => {}
@@ -308,20 +308,34 @@ pub fn host_fifos(plan: &Plan, cases: &[Case]) -> HostFifos {
     let channels = plan.channels.max(1);
     let mut links = std::collections::HashSet::new();
     for c in largest {
+        let members = plan.members(c);
+        let chunk = members
+            .iter()
+            .map(|m| m.counts.send.max(m.counts.recv))
+            .max()
+            .unwrap_or(1)
+            .max(1);
         for &placement in &plan.placements {
             for rank in 0..n {
-                let spec = Spec {
-                    coll: c.coll,
-                    algo: c.algo,
-                    nranks: n,
-                    rank,
-                    root: c.root.unwrap_or(0),
-                    counts: c.counts,
-                    placement,
-                    channels,
-                    chunk: c.counts.send.max(c.counts.recv).max(1),
+                let specs: Vec<Spec> = members
+                    .iter()
+                    .map(|m| Spec {
+                        coll: m.coll,
+                        algo: m.algo,
+                        nranks: n,
+                        rank,
+                        root: m.root.unwrap_or(0),
+                        counts: m.counts,
+                        placement,
+                        channels,
+                        chunk,
+                    })
+                    .collect();
+                let program = match specs.as_slice() {
+                    [one] => generate(one),
+                    group => crate::engine::algo::group::generate_group(group).map(|g| g.0),
                 };
-                match generate(&spec) {
+                match program {
                     Ok(p) => {
                         let sends = p.channels.iter().flat_map(|ch| &ch.steps);
                         for peer in sends.flat_map(|s| s.send.iter()) {
@@ -898,10 +912,11 @@ fn collect(
             };
             table.keep(bytes, &reports);
         }
-        let row = make_row(plan, setup, &cases[key.0], key.1, &reports);
-        outcome.rows += 1;
-        outcome.bad_rows += usize::from(row.is_bad());
-        sink.row(&row)?;
+        for row in make_rows(plan, setup, &cases[key.0], key.1, &reports) {
+            outcome.rows += 1;
+            outcome.bad_rows += usize::from(row.is_bad());
+            sink.row(&row)?;
+        }
     }
     outcome.unfired = plan
         .injects
@@ -933,14 +948,108 @@ fn last_arrival(reports: &[Report]) -> Option<crate::report::Arrival> {
     })
 }
 
+/// A case's rows: its own, or a group's: one per operation (the group's
+/// time, the operation's size and checks, `group_member` its place in the
+/// group), then the group's (`collective: "group"`, its members listed,
+/// sizes and bus bytes summed, every operation's wrong values).
+fn make_rows(
+    plan: &Plan,
+    setup: &Setup,
+    case: &Case,
+    placement: crate::engine::types::Placement,
+    reports: &[Report],
+) -> Vec<Row> {
+    if case.group == 0 {
+        return vec![make_row(plan, setup, case, placement, reports, &|r| {
+            r.verdict.as_ref()
+        })];
+    }
+    let members = plan.members(case);
+    let mut rows: Vec<Row> = members
+        .iter()
+        .enumerate()
+        .map(|(k, m)| {
+            let mut row = make_row(plan, setup, m, placement, reports, &|r| {
+                r.verdict.as_ref().and(r.members.get(k))
+            });
+            row.group_member = Some(k);
+            row.predicted_us = None;
+            row.auto_pick = None;
+            row
+        })
+        .collect();
+    let mut g = make_row(plan, setup, case, placement, reports, &|r| {
+        r.verdict.as_ref()
+    });
+    let time_s = g.time_us * 1e-6;
+    let per_s = |b: f64| if time_s > 0.0 { b / time_s / 1e9 } else { 0.0 };
+    let bytes: u64 = members.iter().map(|m| m.bytes).sum();
+    let bus: f64 = members
+        .iter()
+        .map(|m| m.bytes as f64 * m.coll.busbw_factor(plan.ranks))
+        .sum();
+    let mut algos: Vec<&str> = Vec::new();
+    for m in &members {
+        if !algos.contains(&m.algo.name()) {
+            algos.push(m.algo.name());
+        }
+    }
+    let checked = rows.iter().all(|r| r.wrong >= 0);
+    g.collective = "group".into();
+    // Each operation's row names its algorithm; the group's, one or "mixed".
+    g.algo = match algos.as_slice() {
+        [one] => one.to_string(),
+        _ => "mixed".into(),
+    };
+    g.op = match members.iter().any(|m| m.coll.reduces()) {
+        true => case.op.name().into(),
+        false => "none".into(),
+    };
+    g.root = match members.iter().any(|m| m.coll.rooted()) {
+        true => case.root.map_or(-1, |r| r as i64),
+        false => -1,
+    };
+    g.split = members
+        .iter()
+        .find_map(|m| m.counts.v)
+        .map(|v| v.split.to_string());
+    g.bytes = bytes;
+    g.count = members
+        .iter()
+        .map(|m| m.counts.reported_count(m.coll))
+        .sum();
+    g.algbw_gbps = per_s(bytes as f64);
+    g.busbw_gbps = per_s(bus);
+    g.wrong = if checked {
+        rows.iter().map(|r| r.wrong).sum()
+    } else {
+        -1
+    };
+    g.nan = if checked {
+        rows.iter().map(|r| r.nan).sum()
+    } else {
+        -1
+    };
+    g.first_error = rows.iter().enumerate().find_map(|(k, r)| {
+        let e = r.first_error.as_ref()?;
+        Some(format!("operation {k} ({}): {e}", r.collective))
+    });
+    g.members = members.iter().map(|m| m.coll.name().to_string()).collect();
+    g.predicted_us = None;
+    g.auto_pick = None;
+    rows.push(g);
+    rows
+}
+
 /// Time: the ranks' mean iterations combined as `plan.rank_time` says; stats over the per-iteration
-/// max across ranks.
+/// max across ranks. `verdict` picks a report's verdict for this row.
 fn make_row(
     plan: &Plan,
     setup: &Setup,
     case: &Case,
     placement: crate::engine::types::Placement,
     reports: &[Report],
+    verdict: &dyn Fn(&Report) -> Option<&crate::check::Verdict>,
 ) -> Row {
     let iters = plan.iters.max(1) as f64;
     let per_rank_us: Vec<f64> = reports
@@ -964,7 +1073,7 @@ fn make_row(
     } else {
         0.0
     };
-    let checked = reports.iter().all(|r| r.verdict.is_some());
+    let checked = reports.iter().all(|r| verdict(r).is_some());
     // Where every rank holds the same output, one bad element reaching
     // every rank is one bad element: the most any rank saw, not the sum.
     let replicated = case.coll.output_replicated();
@@ -972,7 +1081,7 @@ fn make_row(
         if !checked {
             return -1;
         }
-        let each = reports.iter().filter_map(|r| r.verdict.as_ref()).map(f);
+        let each = reports.iter().filter_map(verdict).map(f);
         if replicated {
             each.max().unwrap_or(0) as i64
         } else {
@@ -981,7 +1090,7 @@ fn make_row(
     };
     let first_error = reports
         .iter()
-        .filter_map(|r| r.verdict.as_ref()?.first.as_ref())
+        .filter_map(|r| verdict(r)?.first.as_ref())
         .next()
         .map(|b| {
             let mut text = format!(
@@ -990,7 +1099,7 @@ fn make_row(
             );
             if reports
                 .iter()
-                .any(|r| r.verdict.as_ref().is_some_and(|v| v.nan > 0))
+                .any(|r| verdict(r).is_some_and(|v| v.nan > 0))
             {
                 text.push_str(&nan_source(reports));
             }
@@ -1032,6 +1141,8 @@ fn make_row(
         scalar: (case.coll.reduces() && case.op == crate::engine::ReduceOp::PreMulSum)
             .then(|| crate::engine::elem::to_f64(case.dtype, case.scalar)),
         split: case.counts.v.map(|v| v.split.to_string()),
+        members: Vec::new(),
+        group_member: None,
         root: case.root.map_or(-1, |r| r as i64),
         bytes: case.bytes,
         count: case.counts.reported_count(case.coll),
@@ -1075,6 +1186,7 @@ mod tests {
             fired: vec![],
             input,
             links: vec![],
+            members: vec![],
         }
     }
 

@@ -84,6 +84,11 @@ pub struct Plan {
     pub scalar: crate::engine::elem::Scalar,
     /// How the v-collectives divide their data (validated for the ranks).
     pub split: crate::engine::split::Split,
+    /// Operations issued as one group per case (`--group N`; 0: none).
+    pub group: usize,
+    /// The group members' collectives, cycled (`--group-mix`; empty: the
+    /// case's own).
+    pub group_mix: Vec<Collective>,
     pub roots: RootChoice,
     pub placements: Vec<Placement>,
     /// Timed operations per case.
@@ -120,6 +125,50 @@ pub struct Plan {
 impl Plan {
     pub fn timeout(&self) -> Duration {
         self.host.timeout
+    }
+
+    /// The operations `case` issues: itself, or its group's members in
+    /// issue order. Member k runs `--group-mix`'s k-th collective (cycled),
+    /// at the case's size, dtype and operator (`sum` where it reduces
+    /// nothing), with the case's algorithm where it has it (else `auto`'s)
+    /// and its root where it has one.
+    pub fn members(&self, case: &Case) -> Vec<Case> {
+        if case.group == 0 {
+            return vec![*case];
+        }
+        let es = case.dtype.size();
+        (0..case.group)
+            .map(|k| {
+                let coll = match self.group_mix.as_slice() {
+                    [] => case.coll,
+                    mix => mix[k % mix.len()],
+                };
+                let counts = coll.counts_split(case.size, es, self.ranks, self.split);
+                let bytes = counts.reported_bytes(coll, es);
+                let algo = if coll.algos().contains(&case.algo) {
+                    case.algo
+                } else {
+                    self.auto_algo(coll, bytes)
+                };
+                let root = match (coll.rooted(), coll == Collective::SendRecv) {
+                    (true, _) => Some(case.root.unwrap_or(0)),
+                    (false, true) => Some(case.root.unwrap_or(1)),
+                    _ => None,
+                };
+                let reduces = coll.reduces();
+                Case {
+                    coll,
+                    algo,
+                    op: if reduces { case.op } else { ReduceOp::Sum },
+                    scalar: if reduces { case.scalar } else { 0 },
+                    root,
+                    counts,
+                    bytes,
+                    group: 0,
+                    ..*case
+                }
+            })
+            .collect()
     }
 
     /// The protocol the cost model's entries should have been fitted with.
@@ -194,6 +243,10 @@ pub struct Case {
     pub counts: Counts,
     /// Bytes nccl-tests would print for this case.
     pub bytes: u64,
+    /// The sweep's size the case was made from.
+    pub size: u64,
+    /// Members of its group (0: a single operation; see [`Plan::members`]).
+    pub group: usize,
 }
 
 /// Whether premulsum on `dtype` can run, and be checked, with `scalar`:
@@ -243,12 +296,19 @@ pub fn cases(plan: &Plan) -> (Vec<Case>, usize) {
     let mut out = Vec::new();
     let mut skipped = 0;
     for &coll in &plan.collectives {
-        let ops = if coll.reduces() {
+        // A group's members decide what varies: operators where one
+        // reduces, roots where one has a root.
+        let kinds: Vec<Collective> = match (plan.group, plan.group_mix.as_slice()) {
+            (0, _) | (_, []) => vec![coll],
+            (_, mix) => mix.to_vec(),
+        };
+        let ops = if kinds.iter().any(|c| c.reduces()) {
             plan.ops.clone()
         } else {
             vec![ReduceOp::Sum]
         };
-        let roots: Vec<Option<usize>> = match (coll.rooted(), plan.roots) {
+        let rooted = kinds.iter().any(|c| c.rooted());
+        let roots: Vec<Option<usize>> = match (rooted, plan.roots) {
             (false, RootChoice::PeerOffsets) if coll == Collective::SendRecv => {
                 (1..plan.ranks.max(2)).map(Some).collect()
             }
@@ -275,6 +335,8 @@ pub fn cases(plan: &Plan) -> (Vec<Case>, usize) {
                                 root,
                                 counts: Counts::default(),
                                 bytes: 0,
+                                size: 0,
+                                group: plan.group,
                             };
                             skipped += sizes(plan, proto, algo, &mut out);
                         }
@@ -318,12 +380,19 @@ fn sizes(plan: &Plan, proto: Case, algo: Option<Algo>, out: &mut Vec<Case>) -> u
         }
         last = Some(bytes);
         let algo = algo.unwrap_or_else(|| plan.auto_algo(coll, bytes));
-        out.push(Case {
+        let case = Case {
             algo,
             counts,
             bytes,
+            size,
             ..proto
-        });
+        };
+        // Every member of a group gives every rank an element.
+        if case.group > 0 && plan.members(&case).iter().any(|m| m.counts.block == 0) {
+            skipped += 1;
+            continue;
+        }
+        out.push(case);
     }
     skipped
 }

@@ -7,7 +7,8 @@ use super::inject::{self, Fault};
 use super::plan::{Case, Plan, Setup};
 use crate::check::device::{CbVerdict, DeviceGen};
 use crate::check::{self, Rule, Verdict};
-use crate::engine::algo::{generate, Layout, Slice, Spec};
+use crate::engine::algo::group::{self, Shift};
+use crate::engine::algo::{generate, Layout, Program, Slice, Spec};
 use crate::engine::exec::cuda::abi::as_bytes;
 use crate::engine::exec::{Data, ExecError, HostWorld, OpDesc, RankRunner};
 use crate::engine::types::{Engine, Placement};
@@ -43,6 +44,10 @@ pub struct Report {
     /// (`--links`).
     #[serde(default)]
     pub links: Vec<crate::engine::observe::LinkSample>,
+    /// A group's verdicts, one per operation in issue order (empty for a
+    /// single operation: `verdict` is its).
+    #[serde(default)]
+    pub members: Vec<Verdict>,
 }
 
 /// Bytes each rank allocates once for the whole sweep: [buf0, buf1, scratch].
@@ -50,14 +55,21 @@ pub fn buffer_bytes(plan: &Plan, cases: &[Case]) -> [usize; 3] {
     let mut need = [0usize; 3];
     for case in cases {
         let es = case.dtype.size();
+        let members = plan.members(case);
         for &pl in &plan.placements {
+            let scratch =
+                |m: &Case| crate::engine::algo::scratch_elems(m.coll, m.algo, pl, m.counts);
             for rank in 0..plan.ranks {
-                let l = Layout::new(case.coll, case.counts, pl, rank);
+                // A group's buffers hold its members' end to end.
+                let each: Vec<(Layout, usize)> = members
+                    .iter()
+                    .map(|m| (Layout::new(m.coll, m.counts, pl, rank), scratch(m)))
+                    .collect();
+                let (l, _, s) = group::layout(&each, pl);
                 need[0] = need[0].max(l.buf0 * es);
                 need[1] = need[1].max(l.buf1 * es);
+                need[2] = need[2].max(s * es);
             }
-            let scratch = crate::engine::algo::scratch_elems(case.coll, case.algo, pl, case.counts);
-            need[2] = need[2].max(scratch * es);
         }
     }
     need
@@ -92,13 +104,35 @@ struct Ready<'b> {
     /// Whether the rank's runner runs it (the builtin engine, NCCL), else
     /// the harness calls a host library (MPI).
     on_runner: bool,
+    /// The buffers' layout (a group's: its members' buffers end to end).
     layout: Layout,
     /// The operation as executors take it.
     desc: OpDesc,
     info: OpInfo,
+    /// The operations it issues: the case itself, or its group's members.
+    parts: Vec<Part>,
+}
+
+/// One operation of a case: its data rule and where its views lie.
+struct Part {
+    case: Case,
+    shift: Shift,
     rule: Rule,
     /// The device's input tables and their header's bytes (device ranks).
     gen: Option<(DeviceGen, Vec<u8>)>,
+}
+
+impl Part {
+    /// Physical (buffer, element offset) of a slice of this operation's views.
+    fn at(&self, layout: &Layout, s: Slice) -> (usize, usize) {
+        layout.resolve(self.shift.apply(s))
+    }
+}
+
+/// Member `k`'s data seed: members of one group hold different inputs, so
+/// an output written to another member's buffer is caught.
+fn member_seed(seed: u64, k: usize) -> u64 {
+    seed.wrapping_add((k as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15))
 }
 
 impl RankJob<'_> {
@@ -179,6 +213,7 @@ impl RankJob<'_> {
             super::Timing::Events => iter_ns.iter().sum(),
         };
         let mut verdict: Option<Verdict> = None;
+        let mut members: Vec<Verdict> = Vec::new();
         let mut input: Option<Verdict> = None;
         for _ in 0..plan.check_iters {
             self.quiesce()?;
@@ -194,7 +229,17 @@ impl RankJob<'_> {
             self.barrier()?;
             self.op(&ready, IterKind::Check)?;
             self.wait()?;
-            let v = self.verify(&ready)?;
+            let each = self.verify(&ready)?;
+            if case.group > 0 {
+                members.resize_with(each.len(), Verdict::default);
+                for (acc, v) in members.iter_mut().zip(&each) {
+                    acc.merge(v.clone());
+                }
+            }
+            let v = each.into_iter().fold(Verdict::default(), |mut all, v| {
+                all.merge(v);
+                all
+            });
             match verdict.as_mut() {
                 Some(acc) => acc.merge(v),
                 None => verdict = Some(v),
@@ -211,156 +256,224 @@ impl RankJob<'_> {
             fired: (0..self.fired.len()).filter(|&i| self.fired[i]).collect(),
             input,
             links,
+            members,
         })
     }
 
     fn compile<'b>(&mut self, case: &'b Case, pl: Placement) -> Result<Ready<'b>, ExecError> {
         let rank = self.rank();
-        let mut spec = Spec {
-            coll: case.coll,
-            algo: case.algo,
+        let members = self.plan.members(case);
+        let chunk = self.runner.chunk_elems(case.dtype);
+        let spec_of = |m: &Case, channels: usize| Spec {
+            coll: m.coll,
+            algo: m.algo,
             nranks: self.plan.ranks,
             rank,
-            root: case.root.unwrap_or(0),
-            counts: case.counts,
+            root: m.root.unwrap_or(0),
+            counts: m.counts,
             placement: pl,
-            channels: self.plan.channels,
-            chunk: self.runner.chunk_elems(case.dtype),
+            channels,
+            chunk,
         };
-        let layout = Layout::new(case.coll, case.counts, pl, rank);
+        let setup = |e: crate::engine::algo::AlgoError| ExecError::Setup(e.to_string());
+        let builtin = case.engine == Engine::Builtin;
+        let mut layout = Layout::new(case.coll, case.counts, pl, rank);
+        let mut shifts = vec![Shift::default(); members.len()];
+        let mut program: Option<Program> = None;
+        if builtin {
+            let generate_all = |channels: usize| -> Result<Vec<Program>, ExecError> {
+                members
+                    .iter()
+                    .map(|m| generate(&spec_of(m, channels)).map_err(setup))
+                    .collect()
+            };
+            let mut channels = self.plan.channels;
+            let programs = if channels == 0 {
+                // Auto: as many channels as the rank's block budget holds
+                // (some algorithms run several blocks per channel).
+                let budget = self.runner.auto_blocks(case.dtype, case.op)?.max(1);
+                let ps = generate_all(budget)?;
+                let per = ps
+                    .iter()
+                    .map(|p| p.channels.len().div_ceil(budget))
+                    .max()
+                    .unwrap_or(1)
+                    .max(1);
+                if per > 1 {
+                    channels = (budget / per).max(1);
+                    generate_all(channels)?
+                } else {
+                    channels = budget;
+                    ps
+                }
+            } else {
+                generate_all(channels)?
+            };
+            program = Some(if case.group == 0 {
+                programs
+                    .into_iter()
+                    .next()
+                    .ok_or_else(|| ExecError::Setup("no program for the case".into()))?
+            } else {
+                let specs: Vec<Spec> = members.iter().map(|m| spec_of(m, channels)).collect();
+                let (p, l, sh) = group::assemble(&specs, &programs).map_err(setup)?;
+                layout = l;
+                shifts = sh;
+                p
+            });
+        }
+        let counts = if case.group == 0 {
+            case.counts
+        } else {
+            crate::engine::types::Counts {
+                send: layout.buf0,
+                recv: layout.buf1.max(layout.buf0 * usize::from(layout.aliased())),
+                ..Default::default()
+            }
+        };
         let op = OpDesc {
             coll: case.coll,
             dtype: case.dtype,
             op: case.op,
             scalar: case.scalar,
-            counts: case.counts,
+            counts,
             root: case.root.unwrap_or(0),
             nranks: self.plan.ranks,
             layout,
         };
-        let builtin = case.engine == Engine::Builtin;
         if case.engine == Engine::Nccl {
             self.runner.load_library(&op, Engine::Nccl)?;
         }
-        if builtin {
-            let program = if spec.channels == 0 {
-                // Auto: as many channels as the rank's block budget holds
-                // (some algorithms run several blocks per channel).
-                let budget = self.runner.auto_blocks(case.dtype, case.op)?.max(1);
-                spec.channels = budget;
-                let p = generate(&spec).map_err(|e| ExecError::Setup(e.to_string()))?;
-                let per = p.channels.len().div_ceil(budget).max(1);
-                if per > 1 {
-                    spec.channels = (budget / per).max(1);
-                    generate(&spec).map_err(|e| ExecError::Setup(e.to_string()))?
-                } else {
-                    p
-                }
-            } else {
-                generate(&spec).map_err(|e| ExecError::Setup(e.to_string()))?
-            };
-            self.runner.load(&op, &program)?;
-            self.mark_slowed(&program);
+        if let Some(p) = &program {
+            self.runner.load(&op, p)?;
+            self.mark_slowed(p);
         }
+        let bytes: u64 = members.iter().map(|m| m.bytes).sum();
         let info = OpInfo {
             group: WORLD_GROUP,
-            collective: case.coll.name(),
+            collective: if case.group == 0 {
+                case.coll.name()
+            } else {
+                "group"
+            },
             algo: if builtin {
                 case.algo.name()
             } else {
                 case.engine.name()
             },
             dtype: case.dtype.name(),
-            count: case.bytes / case.dtype.size() as u64,
-            bytes: case.bytes,
+            count: bytes / case.dtype.size() as u64,
+            bytes,
             root: case.root.map(|r| r as i64),
         };
-        let rule = Rule {
-            seed: self.plan.seed,
-            dtype: case.dtype,
-            op: case.op,
-            nranks: self.plan.ranks,
-            scalar: case.scalar,
-        };
-        let gen = match self.runner.data() {
-            Data::Host(_) => None,
-            Data::Device(d) => {
-                let g = DeviceGen::new(&rule);
-                let addr = d.upload_words(g.words())?;
-                let header = as_bytes(&[g.header(addr)]).to_vec();
-                Some((g, header))
-            }
-        };
+        let mut parts = Vec::with_capacity(members.len());
+        for (k, (m, shift)) in members.into_iter().zip(shifts).enumerate() {
+            let rule = Rule {
+                seed: member_seed(self.plan.seed, k),
+                dtype: m.dtype,
+                op: m.op,
+                nranks: self.plan.ranks,
+                scalar: m.scalar,
+            };
+            let gen = match self.runner.data() {
+                Data::Host(_) => None,
+                Data::Device(d) => {
+                    let g = DeviceGen::new(&rule);
+                    let addr = d.upload_words(g.words())?;
+                    let header = as_bytes(&[g.header(addr)]).to_vec();
+                    Some((g, header))
+                }
+            };
+            parts.push(Part {
+                case: m,
+                shift,
+                rule,
+                gen,
+            });
+        }
         Ok(Ready {
             case,
             on_runner: case.engine != Engine::Mpi,
             layout,
             desc: op,
             info,
-            rule,
-            gen,
+            parts,
         })
     }
 
-    /// Poisons the receive view, then writes this rank's input into the send view.
+    /// Poisons each operation's receive view, then writes this rank's
+    /// input into its send view.
     fn prepare(&mut self, r: &Ready<'_>) -> Result<(), ExecError> {
-        let (case, rank) = (r.case, self.rank());
-        let es = case.dtype.size();
-        let (rb, ro) = r.layout.resolve(Slice::recv(0));
-        let (sb, so) = r.layout.resolve(Slice::send(0));
-        let (send, recv) = (case.counts.send_of(rank), case.counts.recv_of(rank));
-        match (self.runner.data(), &r.gen) {
-            (Data::Host(bufs), _) => {
-                check::poison(
-                    case.dtype,
-                    &mut bufs[rb].as_mut_slice()[ro * es..(ro + recv) * es],
-                );
-                check::fill_input(
-                    &r.rule,
-                    rank,
-                    &mut bufs[sb].as_mut_slice()[so * es..(so + send) * es],
-                );
-                Ok(())
+        let rank = self.rank();
+        let es = r.case.dtype.size();
+        for part in &r.parts {
+            let (rb, ro) = part.at(&r.layout, Slice::recv(0));
+            let (sb, so) = part.at(&r.layout, Slice::send(0));
+            let c = part.case.counts;
+            let (send, recv) = (c.send_of(rank), c.recv_of(rank));
+            match (self.runner.data(), &part.gen) {
+                (Data::Host(bufs), _) => {
+                    check::poison(
+                        part.case.dtype,
+                        &mut bufs[rb].as_mut_slice()[ro * es..(ro + recv) * es],
+                    );
+                    check::fill_input(
+                        &part.rule,
+                        rank,
+                        &mut bufs[sb].as_mut_slice()[so * es..(so + send) * es],
+                    );
+                }
+                (Data::Device(d), Some((_, header))) => {
+                    d.poison((rb, ro * es), recv)?;
+                    d.fill(header, rank as u32, (sb, so * es), send)?;
+                }
+                (Data::Device(_), None) => {
+                    return Err(ExecError::Setup("device inputs not built".into()))
+                }
             }
-            (Data::Device(d), Some((_, header))) => {
-                d.poison((rb, ro * es), recv)?;
-                d.fill(header, rank as u32, (sb, so * es), send)
-            }
-            (Data::Device(_), None) => Err(ExecError::Setup("device inputs not built".into())),
         }
+        Ok(())
+    }
+
+    /// The first operation's send view and its length: where injected NaNs go.
+    fn first_send(&self, r: &Ready<'_>) -> ((usize, usize), usize) {
+        let part = &r.parts[0];
+        let count = part.case.counts.send_of(self.rank());
+        (part.at(&r.layout, Slice::send(0)), count)
     }
 
     /// Before a checked operation of a float type: puts in the NaN an
     /// injection owes it (so the scan sees what the operation will), then
-    /// checks this rank's send view against its fill.
+    /// checks this rank's send views against their fill.
     fn scan_input(&mut self, r: &Ready<'_>) -> Result<Option<Verdict>, ExecError> {
         if !r.case.dtype.is_float() {
             return Ok(None);
         }
         let (rank, next) = (self.rank(), self.rec.next_seq(WORLD_GROUP));
-        let at = r.layout.resolve(Slice::send(0));
-        let count = r.case.counts.send_of(rank);
         if self.nan_hits(next) {
+            let (at, count) = self.first_send(r);
             self.poke(r, at, count / 2, inject::poke_nan)?;
         }
         let es = r.case.dtype.size();
-        let (b, o) = at;
-        match (self.runner.data(), &r.gen) {
-            (Data::Host(bufs), _) => {
-                let send = &bufs[b].as_slice()[o * es..(o + count) * es];
-                Ok(Some(check::verify_input(&r.rule, rank, send)))
-            }
-            (Data::Device(d), Some((g, header))) => Ok(Some(device_verdict(
-                d,
-                g,
-                header,
-                &g.own_input(rank),
-                (b, o * es),
-                count,
-                rank,
-            )?)),
-            (Data::Device(_), None) => Err(ExecError::Setup("device inputs not built".into())),
+        let mut all = Verdict::default();
+        for part in &r.parts {
+            let (b, o) = part.at(&r.layout, Slice::send(0));
+            let count = part.case.counts.send_of(rank);
+            let v = match (self.runner.data(), &part.gen) {
+                (Data::Host(bufs), _) => {
+                    let send = &bufs[b].as_slice()[o * es..(o + count) * es];
+                    check::verify_input(&part.rule, rank, send)
+                }
+                (Data::Device(d), Some((g, header))) => {
+                    device_verdict(d, g, header, &g.own_input(rank), (b, o * es), count, rank)?
+                }
+                (Data::Device(_), None) => {
+                    return Err(ExecError::Setup("device inputs not built".into()))
+                }
+            };
+            all.merge(v);
         }
+        Ok(Some(all))
     }
 
     /// Marks the `slow`/`slow-link` injections this rank's program feels: it
@@ -394,39 +507,40 @@ impl RankJob<'_> {
             .any(|f| f.fault == Fault::Nan && f.hits(rank, seq))
     }
 
-    /// Checks this rank's receive view.
-    fn verify(&mut self, r: &Ready<'_>) -> Result<Verdict, ExecError> {
-        let (case, rank) = (r.case, self.rank());
-        let es = case.dtype.size();
-        let (b, o) = r.layout.resolve(Slice::recv(0));
-        let root = case.root.unwrap_or(0);
-        match (self.runner.data(), &r.gen) {
-            (Data::Host(bufs), _) => {
-                let count = case.counts.recv_of(rank);
-                let recv = &bufs[b].as_slice()[o * es..(o + count) * es];
-                Ok(check::verify(
-                    &r.rule,
-                    case.coll,
-                    case.counts,
-                    root,
-                    rank,
-                    recv,
-                ))
-            }
-            (Data::Device(d), Some((g, header))) => {
-                let mut all = Verdict::default();
-                for reg in g.regions(case.coll, case.counts, root, rank) {
-                    let at = (b, (o + reg.at) * es);
-                    let mut v = device_verdict(d, g, header, &reg.e, at, reg.count, rank)?;
-                    if let Some(f) = v.first.as_mut() {
-                        f.index += reg.at;
-                    }
-                    all.merge(v);
+    /// Checks this rank's receive views: one verdict per operation.
+    fn verify(&mut self, r: &Ready<'_>) -> Result<Vec<Verdict>, ExecError> {
+        let rank = self.rank();
+        let es = r.case.dtype.size();
+        let mut out = Vec::with_capacity(r.parts.len());
+        for part in &r.parts {
+            let case = &part.case;
+            let (b, o) = part.at(&r.layout, Slice::recv(0));
+            let root = case.root.unwrap_or(0);
+            let v = match (self.runner.data(), &part.gen) {
+                (Data::Host(bufs), _) => {
+                    let count = case.counts.recv_of(rank);
+                    let recv = &bufs[b].as_slice()[o * es..(o + count) * es];
+                    check::verify(&part.rule, case.coll, case.counts, root, rank, recv)
                 }
-                Ok(all)
-            }
-            (Data::Device(_), None) => Err(ExecError::Setup("device inputs not built".into())),
+                (Data::Device(d), Some((g, header))) => {
+                    let mut all = Verdict::default();
+                    for reg in g.regions(case.coll, case.counts, root, rank) {
+                        let at = (b, (o + reg.at) * es);
+                        let mut v = device_verdict(d, g, header, &reg.e, at, reg.count, rank)?;
+                        if let Some(f) = v.first.as_mut() {
+                            f.index += reg.at;
+                        }
+                        all.merge(v);
+                    }
+                    all
+                }
+                (Data::Device(_), None) => {
+                    return Err(ExecError::Setup("device inputs not built".into()))
+                }
+            };
+            out.push(v);
         }
+        Ok(out)
     }
 
     /// On a device, waits until every rank has finished its operations, so
@@ -475,8 +589,9 @@ impl RankJob<'_> {
             .position(|f| f.fault == Fault::Corrupt && f.hits(rank, seq))
         {
             self.fired[i] = true;
-            let at = r.layout.resolve(Slice::recv(0));
-            self.poke(r, at, r.case.counts.recv_of(rank) / 2, inject::flip_bit)?;
+            let part = &r.parts[0];
+            let at = part.at(&r.layout, Slice::recv(0));
+            self.poke(r, at, part.case.counts.recv_of(rank) / 2, inject::flip_bit)?;
         }
         Ok(())
     }
@@ -598,13 +713,8 @@ impl RankJob<'_> {
         };
         // A checked operation's NaN went in before its input scan.
         if nan && kind != IterKind::Check {
-            let at = r.layout.resolve(Slice::send(0));
-            self.poke(
-                r,
-                at,
-                r.case.counts.send_of(self.rank()) / 2,
-                inject::poke_nan,
-            )?;
+            let (at, count) = self.first_send(r);
+            self.poke(r, at, count / 2, inject::poke_nan)?;
         }
         Ok(seq)
     }

@@ -187,6 +187,12 @@ fn is_log(r: &Results) -> bool {
     r.rows.iter().any(|x| x.engine == LOG_ENGINE)
 }
 
+/// The rows that stand for themselves: a group's operations are left to
+/// its row (they share its time).
+fn ungrouped(rows: &[Row]) -> Vec<&Row> {
+    rows.iter().filter(|r| r.group_member.is_none()).collect()
+}
+
 /// Matches `cand`'s rows to `base`'s and judges each pair.
 pub fn compare(base: &Results, cand: &Results, max_regression_pct: f64) -> Comparison {
     let loose = match (is_log(base), is_log(cand)) {
@@ -196,9 +202,11 @@ pub fn compare(base: &Results, cand: &Results, max_regression_pct: f64) -> Compa
         (false, false) => None,
     };
     let key_of = |r| key(r, loose.is_some());
+    // A group is compared by its row; its operations share its time.
+    let (base_rows, cand_rows) = (ungrouped(&base.rows), ungrouped(&cand.rows));
     let mut duplicates = Vec::new();
     let mut by_key: HashMap<Key<'_>, &Row> = HashMap::new();
-    for r in &cand.rows {
+    for &r in &cand_rows {
         match by_key.entry(key_of(r)) {
             std::collections::hash_map::Entry::Occupied(_) => {
                 duplicates.push(format!("candidate: {}", describe(r)));
@@ -209,20 +217,20 @@ pub fn compare(base: &Results, cand: &Results, max_regression_pct: f64) -> Compa
         }
     }
     let mut seen = std::collections::HashSet::new();
-    for r in &base.rows {
+    for &r in &base_rows {
         if !seen.insert(key_of(r)) {
             duplicates.push(format!("baseline: {}", describe(r)));
         }
     }
     let mut pairs = Vec::new();
     let mut missing = Vec::new();
-    for b in &base.rows {
+    for &b in &base_rows {
         match by_key.remove(&key_of(b)) {
             Some(c) => pairs.push(Pair::new(b, c, max_regression_pct)),
             None => missing.push(describe(b)),
         }
     }
-    let only_cand = cand.rows.len().saturating_sub(pairs.len());
+    let only_cand = cand_rows.len().saturating_sub(pairs.len());
     let mut differences = Vec::new();
     if base.meta.world_size != cand.meta.world_size {
         differences.push(format!(

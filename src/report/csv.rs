@@ -3,7 +3,7 @@
 use super::{Row, Sink};
 use std::io::{self, Write};
 
-pub const HEADER: [&str; 18] = [
+pub const HEADER: [&str; 20] = [
     "collective",
     "engine",
     "algo",
@@ -22,6 +22,8 @@ pub const HEADER: [&str; 18] = [
     "p99_us",
     "min_us",
     "max_us",
+    "group_member",
+    "split",
 ];
 
 /// The CSV fields of a row, in [`HEADER`] order.
@@ -45,6 +47,9 @@ pub fn fields(r: &Row) -> Vec<String> {
         format!("{:.3}", r.stats.p99_us),
         format!("{:.3}", r.stats.min_us),
         format!("{:.3}", r.stats.max_us),
+        // A group's operation: its place in the group (the group's row: "group").
+        r.group_member.map(|k| k.to_string()).unwrap_or_default(),
+        r.split.clone().unwrap_or_default(),
     ]
 }
 

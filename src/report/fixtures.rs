@@ -10,6 +10,8 @@ pub fn row(bytes: u64, placement: &str) -> Row {
         predicted_us: None,
         auto_pick: None,
         split: None,
+        members: Vec::new(),
+        group_member: None,
         collective: "all-reduce".into(),
         engine: "builtin".into(),
         algo: "ring".into(),

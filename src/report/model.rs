@@ -30,6 +30,13 @@ pub struct Row {
     /// premulsum's scalar, as the type holds it (other operators: none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scalar: Option<f64>,
+    /// A group's row: its operations' collectives, in issue order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub members: Vec<String>,
+    /// An operation of a group: its place in the group (the group's row
+    /// follows its operations').
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group_member: Option<usize>,
     /// How a v-collective divided its data (`--split`; others: none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub split: Option<String>,

@@ -733,6 +733,8 @@ impl LogRun {
                     predicted_us: None,
                     auto_pick: None,
                     split: None,
+                    members: Vec::new(),
+                    group_member: None,
                 });
             }
         }

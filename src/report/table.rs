@@ -51,9 +51,21 @@ impl Layout for Table {
         }
         vec![
             "#".to_string(),
-            match &row.split {
-                Some(s) => format!("# {} ({} engine, split {s})", row.collective, row.engine),
-                None => format!("# {} ({} engine)", row.collective, row.engine),
+            match (&row.split, row.members.as_slice()) {
+                (_, []) if row.split.is_none() => {
+                    format!("# {} ({} engine)", row.collective, row.engine)
+                }
+                (Some(s), []) => format!("# {} ({} engine, split {s})", row.collective, row.engine),
+                (split, m) => format!(
+                    "# group of {}: {} ({} engine{}), each line the group's time, sizes summed",
+                    m.len(),
+                    m.join(", "),
+                    row.engine,
+                    split
+                        .as_ref()
+                        .map(|s| format!(", split {s}"))
+                        .unwrap_or_default()
+                ),
             },
             top.into(),
             cols.into(),
@@ -100,7 +112,7 @@ impl Layout for Table {
         if self.verbose {
             out.extend(model_picks(&results.rows));
         }
-        for r in &results.rows {
+        for r in results.rows.iter().filter(|r| r.group_member.is_none()) {
             if let Some(e) = &r.first_error {
                 out.push(format!(
                     "# first wrong value in {} {} {} {} {}B ({}): {e}",

@@ -160,6 +160,10 @@ impl<L: Layout + ?Sized> Lines<L> {
 
     pub fn row(&mut self, row: &Row) -> Vec<String> {
         let mut out = Vec::new();
+        // A group's operations are in the results; the text shows the group.
+        if row.group_member.is_some() {
+            return out;
+        }
         let key = self.layout.section_key(row);
         if self.section.as_ref() != Some(&key) {
             out.extend(self.close_section(None));
@@ -371,7 +375,9 @@ pub fn machine_line(meta: &Meta) -> String {
 }
 
 /// The mean busbw of `rows` (0 when there are none), as nccl-tests' footer.
+/// A group's operations count through their group's row.
 pub fn avg_busbw(rows: &[Row]) -> f64 {
+    let rows: Vec<&Row> = rows.iter().filter(|r| r.group_member.is_none()).collect();
     if rows.is_empty() {
         return 0.0;
     }
@@ -381,8 +387,10 @@ pub fn avg_busbw(rows: &[Row]) -> f64 {
 /// Wrong elements over `rows` (NaN/Inf ones among them: `nan` is the part
 /// of `wrong` that is not finite), and whether any row went unchecked.
 pub fn bad_values(rows: &[Row]) -> (i64, bool) {
-    let bad = rows.iter().map(|r| r.wrong.max(0)).sum();
-    (bad, rows.iter().any(|r| r.wrong < 0))
+    // A group's row holds its operations' wrong values.
+    let rows = || rows.iter().filter(|r| r.group_member.is_none());
+    let bad = rows().map(|r| r.wrong.max(0)).sum();
+    (bad, rows().any(|r| r.wrong < 0))
 }
 
 /// The verdict on the values of `rows`: `OK`, `N FAILED` or `not checked`.

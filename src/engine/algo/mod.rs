@@ -3,6 +3,7 @@
 
 pub mod cost;
 pub mod direct;
+pub mod group;
 pub mod program;
 pub mod ring;
 pub mod symbolic;

@@ -9,6 +9,7 @@
 //! or read again once written back, would be scaled never or twice), and
 //! out-of-place inputs left untouched.
 
+use super::group::{generate_group, Shift};
 use super::program::{Layout, Program, Slice, Step};
 use super::{generate, AlgoError, Buf, Spec};
 use crate::engine::types::{Algo, Collective, Counts, Placement};
@@ -52,11 +53,20 @@ pub struct Case {
     pub slots: usize,
 }
 
+/// A group member's contributions are told apart by this much added to
+/// their index (cases here stay far below it).
+const MEMBER_STRIDE: usize = 1 << 24;
+
 struct RankState {
     layout: Layout,
     mem: [Vec<Val>; 3],
     program: Program,
     pc: Vec<usize>,
+    /// Each member's shift (one, zero, for a single operation).
+    shifts: Vec<Shift>,
+    /// Elements of the program's send and receive views.
+    send_len: usize,
+    recv_len: usize,
 }
 
 type ConnKey = (usize, usize, u32);
@@ -114,12 +124,27 @@ pub enum ProofError {
 
 /// Runs the case; `Ok(steps executed)` when every check holds.
 pub fn prove(case: &Case) -> Result<usize, ProofError> {
-    let ranks = setup(case)?;
-    check_single_writer(&ranks)?;
-    run(case, ranks)
+    prove_group(std::slice::from_ref(case))
 }
 
-fn run(case: &Case, mut ranks: Vec<RankState>) -> Result<usize, ProofError> {
+/// Runs a group of operations issued together (the same ranks, placement,
+/// channels, chunk and FIFO depth), as one merged program per rank, and
+/// checks every member's outputs as [`prove`] checks one operation's.
+pub fn prove_group(members: &[Case]) -> Result<usize, ProofError> {
+    let ranks = setup_group(members)?;
+    check_single_writer(&ranks)?;
+    run_group(members, ranks)
+}
+
+#[cfg(test)]
+fn run(case: &Case, ranks: Vec<RankState>) -> Result<usize, ProofError> {
+    run_group(std::slice::from_ref(case), ranks)
+}
+
+fn run_group(members: &[Case], mut ranks: Vec<RankState>) -> Result<usize, ProofError> {
+    let case = members
+        .first()
+        .ok_or(ProofError::Malformed("a group of no operations"))?;
     let mut conns: HashMap<ConnKey, VecDeque<Vec<Val>>> = HashMap::new();
     let mut executed = 0;
     loop {
@@ -132,7 +157,7 @@ fn run(case: &Case, mut ranks: Vec<RankState>) -> Result<usize, ProofError> {
                         all_done = false;
                         break;
                     }
-                    exec(case, st, &mut conns, r, &step).map_err(|e| ProofError::Step {
+                    exec(members, st, &mut conns, r, &step).map_err(|e| ProofError::Step {
                         rank: r,
                         channel: c,
                         index: st.pc[c],
@@ -159,38 +184,63 @@ fn run(case: &Case, mut ranks: Vec<RankState>) -> Result<usize, ProofError> {
         });
     }
     for (r, st) in ranks.iter().enumerate() {
-        check_outputs(case, r, st)?;
+        for (k, m) in members.iter().enumerate() {
+            check_outputs(m, k, r, st)?;
+        }
     }
     Ok(executed)
 }
 
+#[cfg(test)]
 fn setup(case: &Case) -> Result<Vec<RankState>, ProofError> {
+    setup_group(std::slice::from_ref(case))
+}
+
+fn setup_group(members: &[Case]) -> Result<Vec<RankState>, ProofError> {
+    let case = members
+        .first()
+        .ok_or(ProofError::Malformed("a group of no operations"))?;
     (0..case.nranks)
         .map(|rank| {
-            let spec = Spec {
-                coll: case.coll,
-                algo: case.algo,
-                nranks: case.nranks,
-                rank,
-                root: case.root,
-                counts: case.counts,
-                placement: case.placement,
-                channels: case.channels,
-                chunk: case.chunk,
+            let specs: Vec<Spec> = members
+                .iter()
+                .map(|m| Spec {
+                    coll: m.coll,
+                    algo: m.algo,
+                    nranks: m.nranks,
+                    rank,
+                    root: m.root,
+                    counts: m.counts,
+                    placement: m.placement,
+                    channels: m.channels,
+                    chunk: m.chunk,
+                })
+                .collect();
+            let (program, layout, shifts) = match specs.as_slice() {
+                [one] => (
+                    generate(one)?,
+                    Layout::new(one.coll, one.counts, one.placement, rank),
+                    vec![Shift::default()],
+                ),
+                _ => generate_group(&specs)?,
             };
-            let program = generate(&spec)?;
-            let layout = Layout::new(case.coll, case.counts, case.placement, rank);
             let mut mem = [
                 vec![None; layout.buf0],
                 vec![None; layout.buf1],
                 vec![None; program.scratch],
             ];
-            for i in 0..case.counts.send_of(rank) {
-                let (b, o) = layout.resolve(Slice::send(i));
-                mem[b][o] = Some(Sym {
-                    parts: vec![contrib(rank, i)],
-                    finished: 0,
-                });
+            let (mut send_len, mut recv_len) = (0, 0);
+            for (k, (m, sh)) in members.iter().zip(&shifts).enumerate() {
+                let (sends, recvs) = (m.counts.send_of(rank), m.counts.recv_of(rank));
+                send_len = send_len.max(sh.send + sends);
+                recv_len = recv_len.max(sh.recv + recvs);
+                for i in 0..sends {
+                    let (b, o) = layout.resolve(sh.apply(Slice::send(i)));
+                    mem[b][o] = Some(Sym {
+                        parts: vec![contrib(rank, k * MEMBER_STRIDE + i)],
+                        finished: 0,
+                    });
+                }
             }
             let pc = vec![0; program.channels.len()];
             Ok(RankState {
@@ -198,6 +248,9 @@ fn setup(case: &Case) -> Result<Vec<RankState>, ProofError> {
                 mem,
                 program,
                 pc,
+                shifts,
+                send_len,
+                recv_len,
             })
         })
         .collect()
@@ -245,16 +298,25 @@ fn ready(case: &Case, conns: &HashMap<ConnKey, VecDeque<Vec<Val>>>, r: usize, st
             .all(|p| depth((r, p.rank as usize, p.chan)) < case.slots)
 }
 
-fn view_len(st: &RankState, case: &Case, s: Slice) -> usize {
+fn view_len(st: &RankState, s: Slice) -> usize {
     match s.buf {
-        super::Buf::Send => case.counts.send_of(st.program.rank),
-        super::Buf::Recv => case.counts.recv_of(st.program.rank),
+        super::Buf::Send => st.send_len,
+        super::Buf::Recv => st.recv_len,
         super::Buf::Scratch => st.program.scratch,
     }
 }
 
-fn read(case: &Case, st: &RankState, s: Slice, len: usize) -> Result<Vec<Val>, ProofError> {
-    if s.off + len > view_len(st, case, s) {
+/// Whether the member whose send view holds element `off` of the group's reduces.
+fn reducing_input(members: &[Case], st: &RankState, off: usize) -> bool {
+    let r = st.program.rank;
+    members
+        .iter()
+        .zip(&st.shifts)
+        .any(|(m, sh)| m.coll.reduces() && (sh.send..sh.send + m.counts.send_of(r)).contains(&off))
+}
+
+fn read(st: &RankState, s: Slice, len: usize) -> Result<Vec<Val>, ProofError> {
+    if s.off + len > view_len(st, s) {
         return Err(ProofError::OutOfBounds {
             buf: s.buf,
             off: s.off,
@@ -266,7 +328,7 @@ fn read(case: &Case, st: &RankState, s: Slice, len: usize) -> Result<Vec<Val>, P
 }
 
 fn exec(
-    case: &Case,
+    members: &[Case],
     st: &mut RankState,
     conns: &mut HashMap<ConnKey, VecDeque<Vec<Val>>>,
     r: usize,
@@ -274,8 +336,8 @@ fn exec(
 ) -> Result<(), ProofError> {
     let mut inputs: Vec<Vec<Val>> = Vec::new();
     if let Some(s) = step.src {
-        let mut v = read(case, st, s, step.len)?;
-        if s.buf == Buf::Send && case.coll.reduces() {
+        let mut v = read(st, s, step.len)?;
+        if s.buf == Buf::Send && reducing_input(members, st, s.off) {
             for p in v.iter_mut().flatten().flat_map(|x| x.parts.iter_mut()) {
                 if *p & SCALED != 0 {
                     return Err(ProofError::Malformed(
@@ -291,7 +353,7 @@ fn exec(
         let d = step
             .dst
             .ok_or(ProofError::Malformed("local-reduce without dst"))?;
-        inputs.push(read(case, st, d, step.len)?);
+        inputs.push(read(st, d, step.len)?);
     }
     for p in step.recv.iter() {
         let msg = conns
@@ -315,7 +377,7 @@ fn exec(
         }
     }
     if let Some(d) = step.dst {
-        if d.off + step.len > view_len(st, case, d) {
+        if d.off + step.len > view_len(st, d) {
             return Err(ProofError::OutOfBounds {
                 buf: d.buf,
                 off: d.off,
@@ -432,20 +494,22 @@ fn expected(case: &Case, g: &Geometry, r: usize, i: usize) -> Option<Vec<u64>> {
     Some(v)
 }
 
-fn check_outputs(case: &Case, r: usize, st: &RankState) -> Result<(), ProofError> {
+/// Checks member `k`'s (`case`'s) outputs and inputs on rank `r`.
+fn check_outputs(case: &Case, k: usize, r: usize, st: &RankState) -> Result<(), ProofError> {
     let want_finish = u8::from(case.coll.reduces());
     // Reductions: every contribution read through its rank's send view.
     let mark = if case.coll.reduces() { SCALED } else { 0 };
     let g = Geometry::new(case, r);
+    let (sh, tag) = (st.shifts[k], (k * MEMBER_STRIDE) as u64);
     for i in 0..case.counts.recv_of(r) {
         let Some(mut want) = expected(case, &g, r, i) else {
             continue;
         };
         for p in want.iter_mut() {
-            *p |= mark;
+            *p = (*p + tag) | mark;
         }
         want.sort_unstable();
-        let (b, o) = st.layout.resolve(Slice::recv(i));
+        let (b, o) = st.layout.resolve(sh.apply(Slice::recv(i)));
         match &st.mem[b][o] {
             Some(v) if v.parts == want && v.finished == want_finish => {}
             got => {
@@ -461,8 +525,9 @@ fn check_outputs(case: &Case, r: usize, st: &RankState) -> Result<(), ProofError
     }
     if case.placement == Placement::OutOfPlace {
         for i in 0..case.counts.send_of(r) {
-            let ok =
-                matches!(&st.mem[0][i], Some(v) if v.parts == [contrib(r, i)] && v.finished == 0);
+            let (b, o) = st.layout.resolve(sh.apply(Slice::send(i)));
+            let mine = contrib(r, k * MEMBER_STRIDE + i);
+            let ok = matches!(&st.mem[b][o], Some(v) if v.parts == [mine] && v.finished == 0);
             if !ok {
                 return Err(ProofError::InputModified { rank: r, index: i });
             }
@@ -559,6 +624,90 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// Groups of operations issued together, merged into one program per
+    /// rank: every (collective, algorithm) twice over (the same way shares
+    /// its connections), and a mix of every way at once (each way on
+    /// connections of its own, a tree's turn-around beside rings), for
+    /// 1..=16 ranks, both placements.
+    #[test]
+    fn every_group_is_correct_for_1_to_16_ranks() {
+        use crate::engine::split::Split;
+        for n in 1..=16 {
+            let ways: Vec<(Collective, Algo)> = Collective::EVERY
+                .iter()
+                .flat_map(|&c| c.algos().iter().map(move |&a| (c, a)))
+                .collect();
+            let mut groups: Vec<Vec<(Collective, Algo)>> =
+                ways.iter().map(|&w| vec![w, w]).collect();
+            groups.push(ways.clone());
+            for group in &groups {
+                for &b in &[7 * n as u64 + 5, 23 * n as u64] {
+                    for placement in [Placement::OutOfPlace, Placement::InPlace] {
+                        for (channels, chunk) in [(1, 3), (2, 2)] {
+                            let members: Vec<Case> = group
+                                .iter()
+                                .enumerate()
+                                .map(|(k, &(coll, algo))| Case {
+                                    coll,
+                                    algo,
+                                    nranks: n,
+                                    root: (k * 5) % n,
+                                    // Members differ in size as well as kind.
+                                    counts: coll.counts_split(
+                                        b + k as u64,
+                                        1,
+                                        n,
+                                        Split::Skew(k as u64),
+                                    ),
+                                    placement,
+                                    channels,
+                                    chunk,
+                                    slots: MIN_SLOTS,
+                                })
+                                .collect();
+                            if let Err(e) = prove_group(&members) {
+                                let names: Vec<String> =
+                                    group.iter().map(|(c, a)| format!("{c}/{a}")).collect();
+                                panic!("group {names:?} n={n} bytes={b} {placement:?} channels={channels} chunk={chunk}: {e}");
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_group_whose_members_swap_buffers_is_caught() {
+        let mk = |coll| Case {
+            coll,
+            algo: Algo::Ring,
+            nranks: 3,
+            root: 0,
+            counts: Collective::AllReduce.counts(12, 1, 3),
+            placement: Placement::OutOfPlace,
+            channels: 1,
+            chunk: 4,
+            slots: MIN_SLOTS,
+        };
+        let members = [mk(Collective::AllReduce), mk(Collective::AllReduce)];
+        assert!(prove_group(&members).is_ok());
+        let mut ranks = setup_group(&members).unwrap();
+        // Rank 1 writes member 0's output where member 1's goes.
+        let st = &mut ranks[1];
+        for s in st.program.channels[0].steps.iter_mut() {
+            if let Some(d) = s.dst.as_mut() {
+                if d.buf == Buf::Recv && d.off < 12 {
+                    d.off += 12;
+                } else if d.buf == Buf::Recv {
+                    d.off -= 12;
+                }
+            }
+        }
+        let err = run_group(&members, ranks).unwrap_err().to_string();
+        assert!(err.contains("recv[") || err.contains("expected"), "{err}");
     }
 
     fn small_case(coll: Collective, algo: Algo) -> Case {

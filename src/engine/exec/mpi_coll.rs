@@ -500,7 +500,7 @@ fn start(cx: &Cx, v: &Views, p: &mut Pending) -> Result<(), ExecError> {
         Collective::Scatter => scatter(cx, v, p, in_place),
         Collective::AllToAllV | Collective::AllGatherV | Collective::ReduceScatterV => {
             // Refused by `unsupported` before a case runs.
-            return Err(ExecError::Setup(format!("MPI: {} is not run", cx.coll)));
+            Err(ExecError::Setup(format!("MPI: {} is not run", cx.coll)))
         }
         Collective::SendRecv => {
             let s = if cx.aliased {

@@ -1,0 +1,257 @@
+//! Grouped operations (`--group N`, `--group-mix`) end to end on the host
+//! engine: every operation checked and its row written, the group's row
+//! after them, faults landing in the operation they hit, bad requests
+//! refused with exit 2.
+
+use assert_cmd::Command;
+use serde_json::Value;
+
+fn collbench() -> Command {
+    Command::cargo_bin("collbench").expect("binary builds")
+}
+
+fn run_json(args: &[&str]) -> (i32, Value, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let out = collbench()
+        .args(args)
+        .args([
+            "--json",
+            json.to_str().unwrap(),
+            "-q",
+            "--iters",
+            "2",
+            "--warmup",
+            "1",
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    let v: Value =
+        serde_json::from_slice(&std::fs::read(&json).unwrap_or_default()).unwrap_or(Value::Null);
+    (out.status.code().unwrap_or(-1), v, stderr)
+}
+
+fn rows(v: &Value) -> &Vec<Value> {
+    v["rows"].as_array().expect("rows array")
+}
+
+/// Checks that rows come as N operations then their group, and returns the groups.
+fn groups(v: &Value, n: usize, what: &str) -> Vec<Value> {
+    let rows = rows(v);
+    assert_eq!(rows.len() % (n + 1), 0, "{what}: {} rows", rows.len());
+    let mut out = Vec::new();
+    for chunk in rows.chunks(n + 1) {
+        let (ops, g) = chunk.split_at(n);
+        let g = &g[0];
+        assert_eq!(g["collective"], "group", "{what}: {g}");
+        let members: Vec<&str> = g["members"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m.as_str().unwrap())
+            .collect();
+        assert_eq!(members.len(), n, "{what}");
+        let (mut bytes, mut busbw) = (0u64, 0.0);
+        for (k, op) in ops.iter().enumerate() {
+            assert_eq!(op["group_member"], k, "{what}: {op}");
+            assert_eq!(op["collective"], members[k], "{what}");
+            assert_eq!(op["placement"], g["placement"]);
+            // One group, one time: every operation completes with it.
+            assert_eq!(op["time_us"], g["time_us"], "{what}");
+            bytes += op["bytes"].as_u64().unwrap();
+            busbw += op["busbw_gbps"].as_f64().unwrap();
+        }
+        assert_eq!(g["bytes"], bytes, "{what}");
+        let gb = g["busbw_gbps"].as_f64().unwrap();
+        assert!(
+            (gb - busbw).abs() <= 1e-9 * gb.max(1.0),
+            "{what}: {gb} vs {busbw}"
+        );
+        out.push(g.clone());
+    }
+    out
+}
+
+#[test]
+fn groups_are_bit_exact_on_1_2_3_5_and_8_ranks() {
+    let mix = "all-reduce,all-gather,reduce-scatter,all-to-all-v,broadcast,send-recv,reduce";
+    for n in ["1", "2", "3", "5", "8"] {
+        // The same collective four times, every algorithm.
+        let what = format!("all-reduce x4 on {n} ranks");
+        let (code, v, err) = run_json(&[
+            "all-reduce",
+            "--group",
+            "4",
+            "--algo",
+            "all",
+            "--device",
+            "host",
+            "--ranks",
+            n,
+            "--sizes",
+            "8B:256K:x16",
+            "--op",
+            "sum,max",
+            "--dtype",
+            "float,int32",
+        ]);
+        assert_eq!(code, 0, "{what}: {err}");
+        let gs = groups(&v, 4, &what);
+        assert!(gs.len() >= 3 * 2 * 2 * 2, "{what}: {}", gs.len());
+        for g in &gs {
+            assert_eq!(g["wrong"], 0, "{what}: {g}");
+        }
+        // Every kind at once, uneven members included.
+        let what = format!("a mix of seven on {n} ranks");
+        let (code, v, err) = run_json(&[
+            "all",
+            "--group-mix",
+            mix,
+            "--device",
+            "host",
+            "--ranks",
+            n,
+            "--sizes",
+            "1K:1M:x32",
+            "--split",
+            "skew:3",
+            "--op",
+            "sum,min",
+        ]);
+        assert_eq!(code, 0, "{what}: {err}");
+        let gs = groups(&v, 7, &what);
+        assert_eq!(gs.len(), 3 * 2 * 2, "{what}");
+        for g in &gs {
+            assert_eq!(g["wrong"], 0, "{what}: {g}");
+            assert_eq!(g["algo"], "mixed");
+        }
+        for r in rows(&v) {
+            assert_eq!(r["wrong"], 0, "{what}: {r}");
+        }
+    }
+}
+
+#[test]
+fn a_corrupted_operation_is_named_in_its_row_and_the_group_s() {
+    let (code, v, _) = run_json(&[
+        "all-gather",
+        "--group-mix",
+        "all-gather,all-reduce",
+        "--group",
+        "4",
+        "--device",
+        "host",
+        "--ranks",
+        "3",
+        "--sizes",
+        "4K",
+        "--inject",
+        "corrupt:rank=1",
+        "--placement",
+        "out",
+    ]);
+    assert_eq!(code, 1);
+    let rows = rows(&v);
+    assert_eq!(rows.len(), 5);
+    // The corruption lands in the first operation's output.
+    assert!(rows[0]["wrong"].as_i64().unwrap() > 0, "{}", rows[0]);
+    for r in &rows[1..4] {
+        assert_eq!(r["wrong"], 0, "{r}");
+    }
+    assert_eq!(rows[4]["wrong"], rows[0]["wrong"]);
+    let first = rows[4]["first_error"].as_str().unwrap();
+    assert!(
+        first.starts_with("operation 0 (all-gather): rank 1"),
+        "{first}"
+    );
+}
+
+#[test]
+fn a_hang_inside_a_group_is_named_by_analyze() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = collbench()
+        .args([
+            "all-reduce",
+            "--group-mix",
+            "all-reduce,all-gather",
+            "--device",
+            "host",
+        ])
+        .args([
+            "--ranks",
+            "3",
+            "--sizes",
+            "1K",
+            "--inject",
+            "hang:rank=1,seq=5",
+        ])
+        .args([
+            "--timeout",
+            "2s",
+            "--dump-dir",
+            dir.path().to_str().unwrap(),
+            "-q",
+        ])
+        .timeout(std::time::Duration::from_secs(60))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3));
+    let out = collbench()
+        .args(["analyze", dir.path().to_str().unwrap(), "--json"])
+        .output()
+        .unwrap();
+    let d: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let f = &d["findings"][0];
+    assert_eq!(f["seq"], 5, "{d}");
+    assert_eq!(f["kind"], "not-joined", "{f}");
+    assert_eq!(f["ranks"], serde_json::json!([1]), "{f}");
+    assert!(f["detail"].as_str().unwrap().contains("(group)"), "{f}");
+}
+
+#[test]
+fn bad_groups_exit_2_with_the_reason() {
+    for (args, want) in [
+        (vec!["all-reduce", "--group", "1"], "--group"),
+        (vec!["all-reduce", "--group", "65"], "--group"),
+        (
+            vec!["all-reduce", "--group", "2", "--engine", "builtin,nccl"],
+            "builtin engine",
+        ),
+        (
+            vec!["all-gather", "--group-mix", "all-reduce,broadcast"],
+            "does not include all-gather",
+        ),
+        (vec!["all-reduce", "--group-mix", "all-reduce"], "2 or more"),
+        (
+            vec!["all-reduce", "--group-mix", "all-reduce,bogus"],
+            "bogus",
+        ),
+        (
+            vec![
+                "all-reduce",
+                "--group-mix",
+                "all-reduce,all-gather",
+                "--op",
+                "premulsum",
+            ],
+            "premulsum",
+        ),
+        (vec!["links", "--group", "2"], "--group"),
+        (
+            vec!["tune", "--group", "2", "--output", "/tmp/never.json"],
+            "--group",
+        ),
+    ] {
+        let out = collbench()
+            .args(&args)
+            .args(["--device", "host", "--ranks", "2", "--sizes", "1K"])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(want), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{err}");
+    }
+    assert!(!std::path::Path::new("/tmp/never.json").exists());
+}
