@@ -141,4 +141,10 @@ grep -q '^# Out of bounds values : 0 OK' "$out/r.txt"
 echo "== end-to-end: mpirun -np 4 with every collective and algorithm"
 mpirun --allow-run-as-root --oversubscribe -np 4 ./target/mpi/release/collbench all --device host \
   --algo all --sizes 8B:1M:x8 --iters 2 --json "$out/mpi4.json" -q
+echo "== end-to-end: mpirun -np 3, v-collectives in a group, shared memory and the relay"
+for relay in 0 1; do
+  COLLBENCH_FORCE_RELAY=$relay mpirun --allow-run-as-root --oversubscribe -x COLLBENCH_FORCE_RELAY -np 3 \
+    ./target/mpi/release/collbench all --device host --group-mix all-reduce,all-to-all-v,all-gather-v,broadcast \
+    --group 6 --split skew:4 --sizes 8B:1M:x16 --iters 2 --json "$out/mpi3-group-$relay.json" -q
+done
 echo "ci: all passed"

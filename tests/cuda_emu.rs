@@ -930,4 +930,28 @@ fn groups_are_bit_exact_on_the_emulated_device() {
             assert_eq!(g["members"].as_array().unwrap().len(), 6, "{what}");
         }
     }
+    // NCCL's group calls, by the stand-in: the same members, each checked.
+    let (code, v, err) = run(&[
+        "all",
+        "--group-mix",
+        mix,
+        "--ranks",
+        "3",
+        "--sizes",
+        "8K",
+        "--split",
+        "hot:0",
+        "--engine",
+        "builtin,nccl",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert_clean(&v, "nccl group");
+    let groups: Vec<&Value> = rows(&v)
+        .iter()
+        .filter(|r| r["collective"] == "group")
+        .collect();
+    assert_eq!(groups.len(), 2 * 2);
+    assert!(groups
+        .iter()
+        .any(|g| g["engine"] == "nccl-standin" && g["algo"] == "nccl"));
 }

@@ -215,8 +215,8 @@ fn bad_groups_exit_2_with_the_reason() {
         (vec!["all-reduce", "--group", "1"], "--group"),
         (vec!["all-reduce", "--group", "65"], "--group"),
         (
-            vec!["all-reduce", "--group", "2", "--engine", "builtin,nccl"],
-            "builtin engine",
+            vec!["all-reduce", "--group", "2", "--engine", "builtin,mpi"],
+            "MPI has no group",
         ),
         (
             vec!["all-gather", "--group-mix", "all-reduce,broadcast"],

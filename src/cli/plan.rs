@@ -257,11 +257,10 @@ fn grouping(
         }
         (None, len) => len,
     };
-    if let Some(e) = a.engine.0.iter().find(|e| **e != Engine::Builtin) {
-        return bad(format!(
-            "--group runs on the builtin engine; --engine {} runs each operation alone",
-            e.name()
-        ));
+    if a.engine.0.contains(&Engine::Mpi) {
+        return bad(
+            "--group runs on the builtin engine and --engine nccl (NCCL's group calls); MPI has no group of collectives".into(),
+        );
     }
     if a.op.0.contains(&ReduceOp::PreMulSum)
         && mix.iter().any(|c| !c.reduces())

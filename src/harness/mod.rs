@@ -552,6 +552,21 @@ pub fn world_spec(plan: &Plan, setup: &Setup, prepared: &Prepared) -> WorldSpec 
         ranks: plan.ranks,
         host: plan.host.clone(),
         channels: plan.channels,
+        ways: prepared
+            .cases
+            .iter()
+            .map(|c| {
+                let mut ways = Vec::new();
+                for m in plan.members(c) {
+                    let w = (m.coll.even(), m.algo, m.root);
+                    if !ways.contains(&w) {
+                        ways.push(w);
+                    }
+                }
+                ways.len()
+            })
+            .max()
+            .unwrap_or(1),
         bufs: rank::buffer_bytes(plan, &prepared.cases),
         gpu: setup.gpu.map(|k| (k, cuda_options(plan, setup, k))),
         nccl: plan.engines.contains(&Engine::Nccl),
@@ -997,10 +1012,12 @@ fn make_rows(
     let checked = rows.iter().all(|r| r.wrong >= 0);
     g.collective = "group".into();
     // Each operation's row names its algorithm; the group's, one or "mixed".
-    g.algo = match algos.as_slice() {
-        [one] => one.to_string(),
-        _ => "mixed".into(),
-    };
+    if case.engine == Engine::Builtin {
+        g.algo = match algos.as_slice() {
+            [one] => one.to_string(),
+            _ => "mixed".into(),
+        };
+    }
     g.op = match members.iter().any(|m| m.coll.reduces()) {
         true => case.op.name().into(),
         false => "none".into(),

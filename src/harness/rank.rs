@@ -342,7 +342,39 @@ impl RankJob<'_> {
             layout,
         };
         if case.engine == Engine::Nccl {
-            self.runner.load_library(&op, Engine::Nccl)?;
+            let ops = if case.group == 0 {
+                vec![op]
+            } else {
+                // NCCL's group: each operation on its own buffers, laid out
+                // end to end as the builtin engine's group lays them.
+                let each: Vec<(Layout, usize)> = members
+                    .iter()
+                    .map(|m| (Layout::new(m.coll, m.counts, pl, rank), 0))
+                    .collect();
+                let (l, sh, _) = group::layout(&each, pl);
+                layout = l;
+                shifts = sh;
+                members
+                    .iter()
+                    .zip(&each)
+                    .zip(&shifts)
+                    .map(|((m, (own, _)), sh)| OpDesc {
+                        coll: m.coll,
+                        dtype: m.dtype,
+                        op: m.op,
+                        scalar: m.scalar,
+                        counts: m.counts,
+                        root: m.root.unwrap_or(0),
+                        nranks: self.plan.ranks,
+                        layout: Layout {
+                            send_at: l.resolve(sh.apply(Slice::send(0))),
+                            recv_at: l.resolve(sh.apply(Slice::recv(0))),
+                            ..*own
+                        },
+                    })
+                    .collect()
+            };
+            self.runner.load_library(&ops, Engine::Nccl)?;
         }
         if let Some(p) = &program {
             self.runner.load(&op, p)?;

@@ -17,6 +17,9 @@ pub struct WorldSpec {
     /// Channels per rank (0: the executor's choice; the host's links are
     /// then sized for one).
     pub channels: usize,
+    /// The most ways of running one group holds (1 without groups): each
+    /// takes connections of its own (`engine::algo::group`).
+    pub ways: usize,
     /// Bytes of each rank's three buffers, the largest any case needs.
     pub bufs: [usize; 3],
     /// The CUDA executor's device and options (None: the host engine).
@@ -48,7 +51,8 @@ pub fn open_worlds(spec: &WorldSpec, mpi: Option<&Mpi>) -> Result<Worlds, Launch
         Some(m) => {
             let shape = Shape {
                 nranks: spec.ranks,
-                chans: 4 * spec.channels.max(1),
+                chans: crate::engine::algo::group::tags_per_way(spec.channels) as usize
+                    * spec.ways.max(1),
                 slots: spec.host.slots,
                 slot_bytes: spec.host.slot_bytes,
                 bufs: spec.bufs,

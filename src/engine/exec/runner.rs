@@ -72,10 +72,11 @@ pub trait RankRunner: Send {
     }
     /// Makes `program` the operation [`RankRunner::launch`] runs.
     fn load(&mut self, op: &OpDesc, program: &Program) -> Result<(), ExecError>;
-    /// Makes a library's collective (`--engine nccl`) the operation
-    /// [`RankRunner::launch`] runs, on the same buffers.
-    fn load_library(&mut self, op: &OpDesc, engine: Engine) -> Result<(), ExecError> {
-        let _ = op;
+    /// Makes a library's collectives (`--engine nccl`) the operation
+    /// [`RankRunner::launch`] runs, on the same buffers: one, or a group's
+    /// (issued between the library's group start and end).
+    fn load_library(&mut self, ops: &[OpDesc], engine: Engine) -> Result<(), ExecError> {
+        let _ = ops;
         Err(ExecError::Setup(format!(
             "--engine {} runs on the CUDA engine only (--device cuda, or cuda-emu for its stand-in)",
             engine.name()

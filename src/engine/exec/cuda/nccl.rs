@@ -503,6 +503,15 @@ impl Comms {
         self.nccl.check(c.coll.name(), called)
     }
 
+    /// Enqueues `calls` on `stream`: one as it is, several as one group
+    /// (NCCL allows the point-to-point groups inside).
+    pub fn enqueue_all(&self, calls: &[Call], stream: u64) -> Result<(), NcclError> {
+        match calls {
+            [one] => self.enqueue(one, stream),
+            _ => self.grouped(&mut || calls.iter().try_for_each(|c| self.enqueue(c, stream))),
+        }
+    }
+
     /// Runs `f` between ncclGroupStart and ncclGroupEnd.
     fn grouped(&self, f: &mut dyn FnMut() -> Result<(), NcclError>) -> Result<(), NcclError> {
         let api = &self.nccl.api;

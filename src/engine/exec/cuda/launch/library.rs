@@ -101,6 +101,32 @@ pub(super) fn open(world: &CudaWorld) -> Result<Library, ExecError> {
     Ok(Library::Nccl(comms))
 }
 
+/// Bytes of staging a rank's library operations need (each that reads its
+/// input from a copy, at [`stage_offsets`]).
+pub(super) fn stage_bytes(libs: &[LibOp], rank: usize) -> usize {
+    stage_offsets(libs, rank)
+        .last()
+        .map_or(0, |&(off, len)| off + len)
+}
+
+/// Where each operation's staged input goes in the staging region (offset,
+/// bytes; 0 bytes: not staged), 256-byte aligned.
+pub(super) fn stage_offsets(libs: &[LibOp], rank: usize) -> Vec<(usize, usize)> {
+    let mut at = 0;
+    libs.iter()
+        .map(|l| {
+            let len = if l.needs_copy() {
+                l.send_bytes(rank)
+            } else {
+                0
+            };
+            let here = at;
+            at = (at + len).div_ceil(256) * 256;
+            (here, len)
+        })
+        .collect()
+}
+
 /// Rank `rank`'s output of `lib` from every rank's input (None: it gets none).
 pub(super) fn output(lib: &LibOp, rank: usize, inputs: &[Vec<u8>]) -> Option<Vec<u8>> {
     let (es, b, n, root) = (lib.dtype.size(), lib.counts.block, lib.nranks, lib.root);

@@ -31,7 +31,9 @@ pub(super) struct Loaded {
     /// Primitive names of every step, per channel (for timeout messages).
     pub(super) prims: Vec<Vec<&'static str>>,
     /// A library's collective (`--engine nccl`) instead of the kernel.
-    pub(super) lib: Option<super::library::LibOp>,
+    /// A library's collectives (`--engine nccl`) instead of the kernel:
+    /// one, or a group's in issue order (empty: the kernel).
+    pub(super) lib: Vec<super::library::LibOp>,
 }
 
 /// Where the kernel counts what it measures of each incoming connection.
@@ -323,7 +325,7 @@ impl CudaRank {
         // NCCL's kernels do not read our status record: past the timeout,
         // or when the run stops, its communicators are aborted instead.
         let nccl = match (
-            self.loaded.as_ref().and_then(|l| l.lib),
+            self.loaded.as_ref().and_then(|l| l.lib.first().copied()),
             &self.world.library,
         ) {
             (Some(lib), Some(super::library::Library::Nccl(comms))) => Some((lib, comms)),
@@ -347,7 +349,11 @@ impl CudaRank {
                     } else {
                         ExecError::CollectiveTimeout {
                             rank: self.rank,
-                            collective: lib.coll().name(),
+                            collective: if self.loaded.as_ref().is_some_and(|l| l.lib.len() > 1) {
+                                "group"
+                            } else {
+                                lib.coll().name()
+                            },
                             call: "NCCL",
                             waited,
                         }
@@ -444,10 +450,10 @@ impl CudaRank {
     /// Enqueues the loaded operation (also into a graph being captured).
     fn enqueue_op(&mut self) -> Result<(), ExecError> {
         let l = self.loaded()?;
-        if let Some(lib) = l.lib {
-            let world = Arc::clone(&self.world);
+        if !l.lib.is_empty() {
+            let (world, libs) = (Arc::clone(&self.world), l.lib.clone());
             return match world.library.as_ref() {
-                Some(super::library::Library::Nccl(comms)) => self.enqueue_nccl(comms, lib),
+                Some(super::library::Library::Nccl(comms)) => self.enqueue_nccl(comms, &libs),
                 _ => Err(ExecError::Setup("no NCCL in this world".into())),
             };
         }
@@ -597,12 +603,15 @@ impl RankRunner for CudaRank {
             grid,
             step_counts,
             prims,
-            lib: None,
+            lib: Vec::new(),
         });
         Ok(())
     }
 
-    fn load_library(&mut self, op: &OpDesc, engine: Engine) -> Result<(), ExecError> {
+    fn load_library(&mut self, ops: &[OpDesc], engine: Engine) -> Result<(), ExecError> {
+        let Some(op) = ops.first() else {
+            return Err(ExecError::Setup("no library operation to load".into()));
+        };
         if engine != Engine::Nccl || self.world.library.is_none() {
             return Err(ExecError::Setup(format!(
                 "--engine {} is not available on this executor",
@@ -616,10 +625,11 @@ impl RankRunner for CudaRank {
             dtype: op.dtype,
             op: op.op,
         };
-        let lib = super::library::LibOp::new(op);
-        if lib.needs_copy() && self.world.kind == Kind::Cuda {
+        let libs: Vec<super::library::LibOp> = ops.iter().map(super::library::LibOp::new).collect();
+        let staged = super::library::stage_bytes(&libs, self.rank);
+        if staged > 0 && self.world.kind == Kind::Cuda {
             // Allocated now, before the case's barriers, never mid-loop.
-            self.stage = self.region(self.stage, lib.send_bytes(self.rank))?;
+            self.stage = self.region(self.stage, staged)?;
         }
         // The data kernels of the variant fill and check NCCL's buffers too.
         let coll_fn = self
@@ -634,14 +644,15 @@ impl RankRunner for CudaRank {
             grid: 1,
             step_counts: Vec::new(),
             prims: Vec::new(),
-            lib: Some(lib),
+            lib: libs,
         });
         Ok(())
     }
 
     fn launch(&mut self) -> Result<(), ExecError> {
-        if let (Some(lib), Kind::Emu) = (self.loaded()?.lib, self.world.kind) {
-            return self.stand_in_op(lib);
+        if let (false, Kind::Emu) = (self.loaded()?.lib.is_empty(), self.world.kind) {
+            let libs = self.loaded()?.lib.clone();
+            return self.stand_in_op(&libs);
         }
         if self.world.opts.timing == Timing::Wall {
             self.wall_start.get_or_insert_with(Instant::now);
@@ -660,7 +671,7 @@ impl RankRunner for CudaRank {
     }
 
     fn prepare_graph(&mut self, n: usize) -> Result<(), ExecError> {
-        if let (Some(_), Kind::Emu) = (self.loaded()?.lib, self.world.kind) {
+        if let (false, Kind::Emu) = (self.loaded()?.lib.is_empty(), self.world.kind) {
             return Ok(());
         }
         if matches!(self.graph, Some((_, m)) if m == n) {
@@ -684,7 +695,7 @@ impl RankRunner for CudaRank {
     }
 
     fn launch_graph(&mut self, n: usize) -> Result<(), ExecError> {
-        if let (Some(_), Kind::Emu) = (self.loaded()?.lib, self.world.kind) {
+        if let (false, Kind::Emu) = (self.loaded()?.lib.is_empty(), self.world.kind) {
             // The stand-in runs on the host: nothing to capture.
             return (0..n).try_for_each(|_| self.launch());
         }
