@@ -584,7 +584,12 @@ pub fn run(
     mpi: Option<&Arc<Mpi>>,
 ) -> Result<Outcome, HarnessError> {
     let cases: Arc<[Case]> = prepared.cases.into();
-    let expected_rows = cases.len() * plan.placements.len();
+    // A group makes a row per operation and one of its own.
+    let per_case: usize = cases
+        .iter()
+        .map(|c| if c.group > 0 { c.group + 1 } else { 1 })
+        .sum();
+    let expected_rows = per_case * plan.placements.len();
     let local: Vec<usize> = mpi.map_or_else(|| (0..plan.ranks).collect(), |m| vec![m.rank()]);
     let recs: Vec<Arc<RankRecorder>> = local
         .iter()
