@@ -264,6 +264,51 @@ pub fn distribute(total: usize, w: &[u64]) -> Vec<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn distribute_adds_up_and_follows_the_order_of_weights(
+            total in 0usize..(1 << 40),
+            w in proptest::collection::vec(0u64..(1 << 40), 1..40),
+        ) {
+            let d = distribute(total, &w);
+            prop_assert_eq!(d.len(), w.len());
+            let sum: usize = d.iter().sum();
+            if w.iter().any(|&x| x > 0) {
+                prop_assert_eq!(sum, total);
+            } else {
+                prop_assert_eq!(sum, 0);
+            }
+            // A zero weight gets nothing; a larger weight never less than a smaller.
+            for (i, &x) in w.iter().enumerate() {
+                if x == 0 {
+                    prop_assert_eq!(d[i], 0);
+                }
+                for (j, &y) in w.iter().enumerate() {
+                    if x > y {
+                        prop_assert!(d[i] >= d[j], "{:?} -> {:?}", w, d);
+                    }
+                }
+            }
+        }
+
+        #[test]
+        fn any_weight_file_is_read_or_refused_without_a_panic(text in "[0-9 .,#\\n\\-eExa]{0,200}") {
+            if let Ok(split) = Split::from_text("f", &text) {
+                for n in 1..6 {
+                    for kind in [VKind::AllGather, VKind::AllToAll] {
+                        if split.check(kind, n).is_ok() {
+                            let v = VShape { kind, split, total: 1000, nranks: n };
+                            for row in v.matrix() {
+                                prop_assert_eq!(row.iter().sum::<usize>(), 1000);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
 
     fn shape(kind: VKind, split: Split, total: usize, nranks: usize) -> VShape {
         VShape {

@@ -127,6 +127,20 @@ impl Plan {
         self.host.timeout
     }
 
+    /// The most ways of running (collective, algorithm, root) one group of
+    /// this plan holds: each takes connections of its own. A case gives
+    /// each collective one algorithm and root, so at most the mix's
+    /// distinct collectives (1 without groups).
+    pub fn group_ways(&self) -> usize {
+        let mut distinct: Vec<Collective> = Vec::new();
+        for c in self.group_mix.iter().map(|c| c.even()) {
+            if !distinct.contains(&c) {
+                distinct.push(c);
+            }
+        }
+        distinct.len().max(1)
+    }
+
     /// The operations `case` issues: itself, or its group's members in
     /// issue order. Member k runs `--group-mix`'s k-th collective (cycled),
     /// at the case's size, dtype and operator (`sum` where it reduces

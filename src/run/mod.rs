@@ -555,6 +555,8 @@ fn budget(plan: &Plan, chosen: &Chosen) -> Option<harness::Budget> {
     };
     let opts = CudaOptions::new(kind, plan.host.slot_bytes, plan.timeout(), chosen.timing);
     let (free, ranks, extra) = memory_budget(kind, plan.ranks, &opts)?;
+    // A group's ways of running each hold connections of their own.
+    let extra = extra * plan.group_ways() as u64;
     tracing::info!(
         free = %Bytes(free),
         ranks_on_busiest = ranks,
