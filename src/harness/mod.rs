@@ -319,17 +319,7 @@ pub fn host_fifos(plan: &Plan, cases: &[Case]) -> HostFifos {
             for rank in 0..n {
                 let specs: Vec<Spec> = members
                     .iter()
-                    .map(|m| Spec {
-                        coll: m.coll,
-                        algo: m.algo,
-                        nranks: n,
-                        rank,
-                        root: m.root.unwrap_or(0),
-                        counts: m.counts,
-                        placement,
-                        channels,
-                        chunk,
-                    })
+                    .map(|m| m.spec(n, rank, placement, channels, chunk))
                     .collect();
                 let program = match specs.as_slice() {
                     [one] => generate(one),
@@ -552,21 +542,7 @@ pub fn world_spec(plan: &Plan, setup: &Setup, prepared: &Prepared) -> WorldSpec 
         ranks: plan.ranks,
         host: plan.host.clone(),
         channels: plan.channels,
-        ways: prepared
-            .cases
-            .iter()
-            .map(|c| {
-                let mut ways = Vec::new();
-                for m in plan.members(c) {
-                    let w = (m.coll.even(), m.algo, m.root);
-                    if !ways.contains(&w) {
-                        ways.push(w);
-                    }
-                }
-                ways.len()
-            })
-            .max()
-            .unwrap_or(1),
+        ways: plan.group_ways(),
         bufs: rank::buffer_bytes(plan, &prepared.cases),
         gpu: setup.gpu.map(|k| (k, cuda_options(plan, setup, k))),
         nccl: plan.engines.contains(&Engine::Nccl),

@@ -129,8 +129,8 @@ impl Plan {
 
     /// The most ways of running (collective, algorithm, root) one group of
     /// this plan holds: each takes connections of its own. A case gives
-    /// each collective one algorithm and root, so at most the mix's
-    /// distinct collectives (1 without groups).
+    /// each collective one algorithm and root, so it is the mix's distinct
+    /// collectives, the v forms with their even ones (1 without groups).
     pub fn group_ways(&self) -> usize {
         let mut distinct: Vec<Collective> = Vec::new();
         for c in self.group_mix.iter().map(|c| c.even()) {
@@ -261,6 +261,30 @@ pub struct Case {
     pub size: u64,
     /// Members of its group (0: a single operation; see [`Plan::members`]).
     pub group: usize,
+}
+
+impl Case {
+    /// Rank `rank`'s generator input for this case.
+    pub fn spec(
+        &self,
+        nranks: usize,
+        rank: usize,
+        placement: Placement,
+        channels: usize,
+        chunk: usize,
+    ) -> crate::engine::algo::Spec {
+        crate::engine::algo::Spec {
+            coll: self.coll,
+            algo: self.algo,
+            nranks,
+            rank,
+            root: self.root.unwrap_or(0),
+            counts: self.counts,
+            placement,
+            channels,
+            chunk,
+        }
+    }
 }
 
 /// Whether premulsum on `dtype` can run, and be checked, with `scalar`:

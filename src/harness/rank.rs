@@ -264,17 +264,8 @@ impl RankJob<'_> {
         let rank = self.rank();
         let members = self.plan.members(case);
         let chunk = self.runner.chunk_elems(case.dtype);
-        let spec_of = |m: &Case, channels: usize| Spec {
-            coll: m.coll,
-            algo: m.algo,
-            nranks: self.plan.ranks,
-            rank,
-            root: m.root.unwrap_or(0),
-            counts: m.counts,
-            placement: pl,
-            channels,
-            chunk,
-        };
+        let nranks = self.plan.ranks;
+        let spec_of = |m: &Case, channels: usize| m.spec(nranks, rank, pl, channels, chunk);
         let setup = |e: crate::engine::algo::AlgoError| ExecError::Setup(e.to_string());
         let builtin = case.engine == Engine::Builtin;
         let mut layout = Layout::new(case.coll, case.counts, pl, rank);

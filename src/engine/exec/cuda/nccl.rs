@@ -399,7 +399,9 @@ impl Comms {
         let s = stream as Stream;
         let (send, recv) = (c.send as *const c_void, c.recv as *mut c_void);
         let (n, root, block) = (c.nranks, c.root, c.counts.block);
-        let at = |base: u64, k: usize| (base + (k * block * c.esize) as u64) as *mut c_void;
+        // Element `off` of a view, and rank `k`'s block of one.
+        let el = |base: u64, off: usize| (base + (off * c.esize) as u64) as *mut c_void;
+        let at = |base: u64, k: usize| el(base, k * block);
         // SAFETY (every call below): the views hold the counts the layout
         // gives this collective, on the communicator's device; NCCL reads
         // and writes nothing else.
@@ -463,7 +465,6 @@ impl Comms {
             // (reduce-scatter-v).
             Collective::AllToAllV => {
                 let (out, inn) = (c.counts.sends(c.rank, n), c.counts.recvs(c.rank, n));
-                let el = |base: u64, off: usize| (base + (off * c.esize) as u64) as *mut c_void;
                 return self.grouped(&mut || {
                     (0..n).try_for_each(|q| {
                         send_to(el(c.send, out[q].0), out[q].1, q)?;
@@ -473,7 +474,6 @@ impl Comms {
             }
             Collective::AllGatherV => {
                 let blocks = c.counts.blocks(n);
-                let el = |base: u64, off: usize| (base + (off * c.esize) as u64) as *mut c_void;
                 let mine = blocks[c.rank];
                 // In place, this rank's block is where it belongs already.
                 let in_place = el(c.recv, mine.0) as u64 == c.send;
@@ -488,7 +488,6 @@ impl Comms {
             }
             Collective::ReduceScatterV => {
                 let blocks = c.counts.blocks(n);
-                let el = |base: u64, off: usize| (base + (off * c.esize) as u64) as *mut c_void;
                 return self.grouped(&mut || {
                     blocks.iter().enumerate().try_for_each(|(q, &(off, len))| {
                         // SAFETY: as above; non-roots' receive pointer is unused.
