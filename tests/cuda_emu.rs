@@ -44,8 +44,23 @@ fn collbench() -> Command {
     c
 }
 
+/// Sweeps share the host's cores with each other; those whose verdict
+/// rests on timings (the link probes) run alone.
+static CORES: std::sync::RwLock<()> = std::sync::RwLock::new(());
+
 /// Runs a sweep on the emulated device; (exit code, results, stderr).
 fn run(args: &[&str]) -> (i32, Value, String) {
+    let _shared = CORES.read().unwrap_or_else(|e| e.into_inner());
+    run_unlocked(args)
+}
+
+/// [`run`] with no other sweep of these tests beside it.
+fn run_alone(args: &[&str]) -> (i32, Value, String) {
+    let _alone = CORES.write().unwrap_or_else(|e| e.into_inner());
+    run_unlocked(args)
+}
+
+fn run_unlocked(args: &[&str]) -> (i32, Value, String) {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("r.json");
     let out = collbench()
@@ -532,7 +547,7 @@ fn the_kernels_fill_the_link_matrix() {
         "--sizes",
         "1M",
     ];
-    let (code, v, err) = run(&[&ring[..], &["--links", "--placement", "out"]].concat());
+    let (code, v, err) = run_alone(&[&ring[..], &["--links", "--placement", "out"]].concat());
     assert!(code == 0 || code == 1, "{err}");
     let pairs = v["links"]["pairs"].as_array().expect("links.pairs");
     assert_eq!(pairs.len(), 5, "{pairs:?}");
@@ -547,7 +562,7 @@ fn the_kernels_fill_the_link_matrix() {
     }
     let slowed = [&ring[..], &["--links", "--placement", "out"]].concat();
     let slowed = [&slowed[..], &["--inject", "slow-link:from=2,to=3,factor=8"]].concat();
-    let (_, v, err) = run(&slowed);
+    let (_, v, err) = run_alone(&slowed);
     let pairs = v["links"]["pairs"].as_array().expect("links.pairs");
     let slowest = pairs
         .iter()
@@ -588,7 +603,7 @@ fn the_links_probe_fills_every_pair_on_the_emulated_device() {
         "--protocol",
         "simple",
     ];
-    let (code, v, err) = run(&probe);
+    let (code, v, err) = run_alone(&probe);
     assert_eq!(code, 1, "{err}");
     assert_eq!(v["meta"]["device"], "cuda-emu");
     let pairs = v["links"]["pairs"].as_array().expect("links.pairs");
