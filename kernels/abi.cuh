@@ -60,7 +60,10 @@ struct CbStep {
 // {data0, seq, data1, seq} (8 payload bytes per line, seq = the message's
 // sequence number, 1-based) in a region of its own, so stale payload of the
 // other protocol can never pass for a flag; it updates tail only to keep
-// the count. A sender reuses a slot once head says it was consumed.
+// the count. A sender reuses a slot once head says it was consumed. The
+// words after tail on its line hold each slot's message length in bytes
+// (tail[1 + seq % slots]), written before the tail: what a host proxy
+// forwarding the slot to another node sends.
 struct CbConn {
     u64 *tail;
     u64 *head;

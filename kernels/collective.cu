@@ -868,7 +868,11 @@ CB_DEVICE bool cb_run_step(CbBlock *b, const CbStep *s, CbIo *shared_io, u32 *sh
             }
             for (u32 k = 0; k < s->nsend; k++) {
                 const CbConn *c = &r->outs[s->send[k]];
-                cb_flag_release(r, c->tail, *c->tail + 1);
+                u64 t = *c->tail;
+                // The message's length beside the tail (the rest of the
+                // tail's line), for a host proxy that forwards the slot.
+                c->tail[1 + t % c->slots] = s->len * CB_SIZE;
+                cb_flag_release(r, c->tail, t + 1);
             }
             for (u32 k = 0; k < s->nrecv; k++) {
                 const CbConn *c = &r->ins[s->recv[k]];

@@ -271,6 +271,21 @@ pub struct RunArgs {
     /// for testing and developing algorithms without a GPU).
     #[arg(long, default_value = "auto", value_enum, ignore_case = true)]
     pub device: DeviceChoice,
+    /// Start N rank processes on this node, one rank each, connected
+    /// through the node's shared memory (CUDA IPC between their GPUs): what
+    /// mpirun does, for one node without MPI. Across nodes use mpirun or srun.
+    #[arg(long, value_name = "N", value_parser = values::procs, conflicts_with = "ranks")]
+    pub procs: Option<usize>,
+    /// When ranks are processes (mpirun, srun, --procs): the GPU of each
+    /// rank of a node, by its rank on the node (default: that rank, round
+    /// robin over the GPUs; or COLLBENCH_GPU_MAP).
+    #[arg(long, value_name = "LIST", value_parser = values::gpu_map)]
+    pub gpu_map: Option<List<usize>>,
+    /// Let rank processes share a GPU. Processes on one GPU time-slice, so
+    /// their persistent kernels make slow progress: for testing on a GPU
+    /// or two, not for measuring.
+    #[arg(long)]
+    pub allow_shared_gpu: bool,
     /// Engines to run side by side: builtin[,nccl,mpi].
     #[arg(long, default_value = "builtin", value_name = "LIST", value_parser = values::engines)]
     pub engine: List<Engine>,

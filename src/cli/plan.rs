@@ -41,6 +41,19 @@ pub struct Sweep {
     pub min_link_gbps: Option<f64>,
 }
 
+/// `--gpu-map`, else COLLBENCH_GPU_MAP (a bad value of either is an error).
+fn gpu_map(a: &RunArgs) -> Result<Option<Vec<usize>>, PlanError> {
+    if let Some(m) = &a.gpu_map {
+        return Ok(Some(m.0.clone()));
+    }
+    match std::env::var("COLLBENCH_GPU_MAP") {
+        Ok(v) if !v.trim().is_empty() => crate::cli::values::gpu_map(&v)
+            .map(|l| Some(l.0))
+            .map_err(|e| PlanError(format!("COLLBENCH_GPU_MAP: {e}"))),
+        _ => Ok(None),
+    }
+}
+
 /// nccl-tests' default size (its `-b` and `-e` both default to 32 MiB).
 const NCCL_TESTS_SIZE: u64 = 32 << 20;
 
@@ -201,6 +214,8 @@ pub fn build(
         },
         engines: a.engine.0.clone(),
         collectives,
+        gpu_map: gpu_map(a)?,
+        allow_shared_gpu: a.allow_shared_gpu,
     };
     Ok(Sweep {
         plan,

@@ -264,6 +264,30 @@ fn positive(flag: &str, v: &str) -> Result<usize, ValueError> {
     }
 }
 
+/// `--gpu-map 0,1,2,3`: a GPU ordinal per rank of a node.
+pub fn gpu_map(v: &str) -> Result<List<usize>, ValueError> {
+    let mut out = Vec::new();
+    for item in v.split(',').map(str::trim) {
+        match item.parse::<usize>() {
+            Ok(n) if n < 4096 => out.push(n),
+            _ => {
+                return bad(format!(
+                    "--gpu-map '{v}': expected GPU ordinals separated by commas, such as 0,1,2,3 (bad item '{item}')"
+                ))
+            }
+        }
+    }
+    Ok(List(out))
+}
+
+/// `--procs N`: rank processes on this node (2 to 64).
+pub fn procs(v: &str) -> Result<usize, ValueError> {
+    match whole("--procs", v)? {
+        n @ 1..=64 => Ok(n),
+        n => bad(format!("--procs {n}: from 1 to 64 processes")),
+    }
+}
+
 pub fn ranks(v: &str) -> Result<usize, ValueError> {
     positive("--ranks", v)
 }

@@ -546,6 +546,8 @@ pub fn world_spec(plan: &Plan, setup: &Setup, prepared: &Prepared) -> WorldSpec 
         bufs: rank::buffer_bytes(plan, &prepared.cases),
         gpu: setup.gpu.map(|k| (k, cuda_options(plan, setup, k))),
         nccl: plan.engines.contains(&Engine::Nccl),
+        gpu_map: plan.gpu_map.clone(),
+        allow_shared_gpu: plan.allow_shared_gpu,
     }
 }
 

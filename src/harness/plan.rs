@@ -120,6 +120,10 @@ pub struct Plan {
     /// The cost model (`--tuning FILE`): `auto` takes its pick, and rows
     /// carry its prediction and pick.
     pub tuning: Option<std::sync::Arc<super::tuning::Tuning>>,
+    /// `--gpu-map`: each node rank's GPU when ranks are processes.
+    pub gpu_map: Option<Vec<usize>>,
+    /// `--allow-shared-gpu`.
+    pub allow_shared_gpu: bool,
 }
 
 impl Plan {

@@ -4,7 +4,9 @@
 
 use super::MpiError;
 use crate::engine::exec::{mpi_coll, ExecError, HostBuf, OpDesc};
-use crate::engine::transport::node::{self, Barrier, NodeLinks, PeerInfo, Relay, Shape};
+use crate::engine::transport::node::{
+    self, Barrier, BarrierError, NodeLinks, PeerInfo, ProcessPeers, Relay, Shape,
+};
 use crate::engine::transport::relay::{Comm as RelayComm, MpiRelay};
 use crate::engine::types::{Collective, Dtype, ReduceOp};
 use mpi::collective::CommunicatorCollectives;
@@ -31,6 +33,51 @@ pub struct Mpi {
     pub size: usize,
     /// The host each rank runs on, by rank.
     pub hosts: Vec<String>,
+    /// The relay to ranks on other hosts, started by the first who needs it.
+    relay: std::sync::Mutex<Option<Arc<MpiRelay>>>,
+}
+
+/// The MPI world as the engine's executors see it ([`ProcessPeers`]).
+struct MpiPeers {
+    world: Arc<Comm>,
+    rank: usize,
+    size: usize,
+    hosts: Vec<String>,
+    force_relay: bool,
+    relay: Option<Arc<MpiRelay>>,
+}
+
+impl ProcessPeers for MpiPeers {
+    fn rank(&self) -> usize {
+        self.rank
+    }
+    fn size(&self) -> usize {
+        self.size
+    }
+    fn hosts(&self) -> &[String] {
+        &self.hosts
+    }
+    fn maps(&self, r: usize) -> bool {
+        r == self.rank || (!self.force_relay && self.hosts.get(r) == self.hosts.get(self.rank))
+    }
+    fn all_gather(&self, mine: &[u8]) -> Result<Vec<Vec<u8>>, BarrierError> {
+        all_gather(&self.world, self.size, mine).map_err(|e| BarrierError(e.0))
+    }
+    fn send(&self, to: usize, tag: i32, bytes: &[u8]) -> Result<(), BarrierError> {
+        send(&self.world, to, tag, bytes);
+        Ok(())
+    }
+    fn try_receive(&self, tag: i32) -> Option<(usize, Vec<u8>)> {
+        try_receive(&self.world, tag)
+    }
+    fn relay(&self) -> Option<Arc<dyn Relay>> {
+        self.relay.clone().map(|r| r as Arc<dyn Relay>)
+    }
+}
+
+/// `COLLBENCH_FORCE_RELAY=1`: every peer through the relay, even on this host.
+fn force_relay() -> bool {
+    std::env::var("COLLBENCH_FORCE_RELAY").is_ok_and(|v| v == "1")
 }
 
 /// Fixed size of one rank's bootstrap record.
@@ -58,6 +105,7 @@ pub fn init() -> Result<Option<Mpi>, MpiError> {
         rank,
         size,
         hosts: Vec::new(),
+        relay: std::sync::Mutex::new(None),
     };
     m.hosts = m
         .all_gather(me.as_bytes())?
@@ -82,24 +130,40 @@ impl Mpi {
 
     /// Every rank's `mine` (at most [`RECORD`] bytes), by rank.
     pub fn all_gather(&self, mine: &[u8]) -> Result<Vec<Vec<u8>>, MpiError> {
-        if mine.len() > RECORD - 2 {
-            return Err(MpiError(format!(
-                "bootstrap record of {} bytes is too long",
-                mine.len()
-            )));
+        all_gather(&self.world, self.size, mine)
+    }
+
+    /// The relay to the ranks of other hosts, if there are any (all ranks
+    /// but this one with COLLBENCH_FORCE_RELAY=1); started on first use.
+    fn relay(&self) -> Result<Option<Arc<MpiRelay>>, MpiError> {
+        let me = &self.hosts[self.rank];
+        let force = force_relay();
+        let any_remote = (0..self.size).any(|r| r != self.rank && (force || &self.hosts[r] != me));
+        if !any_remote {
+            return Ok(None);
         }
-        let mut send = [0u8; RECORD];
-        send[..2].copy_from_slice(&(mine.len() as u16).to_le_bytes());
-        send[2..2 + mine.len()].copy_from_slice(mine);
-        let mut all = vec![0u8; RECORD * self.size];
-        self.world.0.all_gather_into(&send[..], &mut all[..]);
-        Ok(all
-            .chunks(RECORD)
-            .map(|c| {
-                let n = u16::from_le_bytes([c[0], c[1]]) as usize;
-                c[2..2 + n.min(RECORD - 2)].to_vec()
-            })
-            .collect())
+        let mut slot = self.relay.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(r) = slot.as_ref() {
+            return Ok(Some(Arc::clone(r)));
+        }
+        let raw = self.world.0.as_raw();
+        let r = Arc::new(
+            MpiRelay::start(RelayComm(raw)).map_err(|e| MpiError(format!("relay thread: {e}")))?,
+        );
+        *slot = Some(Arc::clone(&r));
+        Ok(Some(r))
+    }
+
+    /// This world as the executors see it.
+    pub fn peers(&self) -> Result<Arc<dyn ProcessPeers>, MpiError> {
+        Ok(Arc::new(MpiPeers {
+            world: Arc::clone(&self.world),
+            rank: self.rank,
+            size: self.size,
+            hosts: self.hosts.clone(),
+            force_relay: force_relay(),
+            relay: self.relay()?,
+        }))
     }
 
     /// A barrier that gives up after `timeout` or when `abort()` says so.
@@ -120,7 +184,7 @@ impl Mpi {
     /// which tests the relay on one host).
     pub fn node_links(&self, shape: Shape) -> Result<NodeLinks, MpiError> {
         let me = &self.hosts[self.rank];
-        let force = std::env::var("COLLBENCH_FORCE_RELAY").is_ok_and(|v| v == "1");
+        let force = force_relay();
         let local =
             node::create(&shape, self.rank).map_err(|e| MpiError(format!("shared memory: {e}")))?;
         let fd = |s: &crate::engine::transport::shm::Segment| s.fd().unwrap_or(-1);
@@ -142,19 +206,7 @@ impl Mpi {
                 }
             })
             .collect::<Result<Vec<_>, _>>()?;
-        let any_remote = peers
-            .iter()
-            .enumerate()
-            .any(|(r, p)| r != self.rank && p.is_none());
-        let relay: Option<Box<dyn Relay>> = if any_remote {
-            let raw = self.world.0.as_raw();
-            Some(Box::new(
-                MpiRelay::start(RelayComm(raw))
-                    .map_err(|e| MpiError(format!("relay thread: {e}")))?,
-            ))
-        } else {
-            None
-        };
+        let relay = self.relay()?.map(|r| r as Arc<dyn Relay>);
         let links = NodeLinks::connect(self.rank, shape, local, &peers, relay, self.barrier_fn())
             .map_err(|e| MpiError(format!("mapping peers' shared memory: {e}")))?;
         // Nobody writes into a peer's memory before every peer has mapped it.
@@ -228,21 +280,12 @@ fn barrier(world: &Comm, timeout: Duration, abort: &dyn Fn() -> bool) -> Result<
 impl Mpi {
     /// Sends `bytes` to rank `to` with `tag`.
     pub fn send(&self, to: usize, tag: i32, bytes: &[u8]) {
-        self.world
-            .0
-            .process_at_rank(to as i32)
-            .send_with_tag(bytes, tag);
+        send(&self.world, to, tag, bytes)
     }
 
     /// The next message with `tag` from any rank, if one has arrived.
     pub fn try_receive(&self, tag: i32) -> Option<(usize, Vec<u8>)> {
-        let probed = self
-            .world
-            .0
-            .any_process()
-            .immediate_matched_probe_with_tag(tag)?;
-        let (bytes, status) = probed.matched_receive_vec::<u8>();
-        Some((status.source_rank() as usize, bytes))
+        try_receive(&self.world, tag)
     }
 
     /// Rank 0's `bytes` on every rank (at most [`RECORD`] - 2 bytes).
@@ -250,4 +293,38 @@ impl Mpi {
         let all = self.all_gather(if self.rank == 0 { bytes } else { &[] })?;
         Ok(all.into_iter().next().unwrap_or_default())
     }
+}
+
+fn all_gather(world: &Comm, size: usize, mine: &[u8]) -> Result<Vec<Vec<u8>>, MpiError> {
+    if mine.len() > RECORD - 2 {
+        return Err(MpiError(format!(
+            "bootstrap record of {} bytes is too long",
+            mine.len()
+        )));
+    }
+    let mut send = [0u8; RECORD];
+    send[..2].copy_from_slice(&(mine.len() as u16).to_le_bytes());
+    send[2..2 + mine.len()].copy_from_slice(mine);
+    let mut all = vec![0u8; RECORD * size];
+    world.0.all_gather_into(&send[..], &mut all[..]);
+    Ok(all
+        .chunks(RECORD)
+        .map(|c| {
+            let n = u16::from_le_bytes([c[0], c[1]]) as usize;
+            c[2..2 + n.min(RECORD - 2)].to_vec()
+        })
+        .collect())
+}
+
+fn send(world: &Comm, to: usize, tag: i32, bytes: &[u8]) {
+    world.0.process_at_rank(to as i32).send_with_tag(bytes, tag);
+}
+
+fn try_receive(world: &Comm, tag: i32) -> Option<(usize, Vec<u8>)> {
+    let probed = world
+        .0
+        .any_process()
+        .immediate_matched_probe_with_tag(tag)?;
+    let (bytes, status) = probed.matched_receive_vec::<u8>();
+    Some((status.source_rank() as usize, bytes))
 }

@@ -4,7 +4,7 @@
 //! other through shared memory (or the relay) set up over MPI.
 
 use super::{Mpi, MpiError};
-use crate::engine::exec::cuda::launch::{CudaOptions, CudaWorld, Kind};
+use crate::engine::exec::cuda::launch::{Across, CudaOptions, CudaWorld, Kind};
 use crate::engine::exec::{ExecError, HostOptions, HostWorld};
 use crate::engine::transport::node::Shape;
 use std::sync::Arc;
@@ -26,6 +26,10 @@ pub struct WorldSpec {
     pub gpu: Option<(Kind, CudaOptions)>,
     /// Whether NCCL runs beside the builtin engine (`--engine nccl`).
     pub nccl: bool,
+    /// `--gpu-map`: each node rank's GPU, when ranks are processes.
+    pub gpu_map: Option<Vec<usize>>,
+    /// `--allow-shared-gpu`: processes may share a GPU.
+    pub allow_shared_gpu: bool,
 }
 
 /// The worlds of one sweep.
@@ -69,7 +73,22 @@ pub fn open_worlds(spec: &WorldSpec, mpi: Option<&Mpi>) -> Result<Worlds, Launch
     let gpu = match &spec.gpu {
         None => None,
         Some((kind, opts)) => {
-            let w = CudaWorld::open(*kind, Arc::clone(&host), *opts, spec.bufs, spec.nccl)?;
+            let across = match mpi {
+                None => None,
+                Some(m) => Some(Across {
+                    procs: m.peers()?,
+                    gpu_map: spec.gpu_map.clone(),
+                    allow_shared: spec.allow_shared_gpu,
+                }),
+            };
+            let w = CudaWorld::open(
+                *kind,
+                Arc::clone(&host),
+                *opts,
+                spec.bufs,
+                spec.nccl,
+                across,
+            )?;
             let names: Vec<String> = w
                 .devices()
                 .iter()

@@ -201,7 +201,12 @@ pub(crate) fn choose_device(s: &Sweep, mpi_world: bool) -> anyhow::Result<Chosen
         }
         DeviceChoice::Host => (None, None, Vec::new()),
         DeviceChoice::Auto => match cuda_device::probe() {
-            Ok(d) if !mpi_world => match nvrtc_usable() {
+            Ok(_) if mpi_world && s.plan.engines.contains(&Engine::Mpi) => (
+                None,
+                Some(format!("--engine mpi runs on host buffers: every process runs on the host engine ({ranks} ranks)")),
+                Vec::new(),
+            ),
+            Ok(d) => match nvrtc_usable() {
                 Ok(()) => {
                     let used = gpus(&d, &mut gpu_list);
                     let note = format!("running on the CUDA engine: {} ({ranks} ranks)", used.join(", "));
@@ -215,11 +220,6 @@ pub(crate) fn choose_device(s: &Sweep, mpi_world: bool) -> anyhow::Result<Chosen
                     Vec::new(),
                 ),
             },
-            Ok(_) => (
-                None,
-                Some(format!("under MPI each process runs on the host engine ({ranks} ranks)")),
-                Vec::new(),
-            ),
             Err(why) => (
                 None,
                 Some(format!("no usable GPU ({why}): running on the host engine ({ranks} ranks)")),
@@ -227,9 +227,6 @@ pub(crate) fn choose_device(s: &Sweep, mpi_world: bool) -> anyhow::Result<Chosen
             ),
         },
     };
-    if gpu.is_some() && mpi_world {
-        bail!("--device cuda under mpirun/srun is not supported yet: run one process with --ranks N (virtual ranks share GPUs), or --device host");
-    }
     if let Some(e) = s.plan.engines.iter().find(|e| match e {
         Engine::Builtin => false,
         Engine::Mpi => !(mpi_world && gpu.is_none()),

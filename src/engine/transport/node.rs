@@ -69,6 +69,38 @@ pub trait Relay: Send + Sync {
     fn stop(&self) -> bool;
 }
 
+/// The processes of a world as the engine sees them, one rank each: what a
+/// launcher (MPI, `--procs`) gives the executors to set up connections
+/// between processes. Every wait in here honours a timeout.
+pub trait ProcessPeers: Send + Sync {
+    fn rank(&self) -> usize;
+    fn size(&self) -> usize;
+    /// The host each rank runs on, by rank.
+    fn hosts(&self) -> &[String];
+    /// Whether this process maps rank `r`'s memory (r is on this node and
+    /// the relay is not forced); the other ranks are reached through the relay.
+    fn maps(&self, r: usize) -> bool;
+    /// Every rank's `mine` (a short record), by rank.
+    fn all_gather(&self, mine: &[u8]) -> Result<Vec<Vec<u8>>, BarrierError>;
+    /// Sends a short message to rank `to` under `tag`.
+    fn send(&self, to: usize, tag: i32, bytes: &[u8]) -> Result<(), BarrierError>;
+    /// The next message under `tag` from any rank, if one has arrived.
+    fn try_receive(&self, tag: i32) -> Option<(usize, Vec<u8>)>;
+    /// The relay to ranks this process does not map (None: it maps all).
+    fn relay(&self) -> Option<Arc<dyn Relay>>;
+
+    /// This process's index among the ranks of its host, and their count.
+    fn node_rank(&self) -> (usize, usize) {
+        let hosts = self.hosts();
+        let me = self.rank();
+        let Some(mine) = hosts.get(me) else {
+            return (0, 1);
+        };
+        let before = hosts[..me].iter().filter(|h| *h == mine).count();
+        (before, hosts.iter().filter(|h| *h == mine).count())
+    }
+}
+
 /// Why a barrier across processes gave up: the launcher's own words (a
 /// timeout, an abort, a failed call).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -99,7 +131,7 @@ pub struct NodeLinks {
     local: ManuallyDrop<Local>,
     /// Peers' segments, mapped here (None for this rank and remote peers).
     peers: Vec<Option<Local>>,
-    relay: Option<Box<dyn Relay>>,
+    relay: Option<Arc<dyn Relay>>,
     cache: Mutex<HashMap<(usize, usize, u32), Arc<Fifo>>>,
     barrier: Barrier,
 }
@@ -112,7 +144,7 @@ impl NodeLinks {
         shape: Shape,
         local: Local,
         peers: &[Option<PeerInfo>],
-        relay: Option<Box<dyn Relay>>,
+        relay: Option<Arc<dyn Relay>>,
         barrier: Barrier,
     ) -> std::io::Result<NodeLinks> {
         let mapped = peers

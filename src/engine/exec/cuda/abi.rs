@@ -355,7 +355,11 @@ impl ConnShape {
 }
 
 /// Flags sit 128 bytes apart, so sender and receiver never share a line.
-const FLAG_LINE: usize = 128;
+/// The tail's line also holds each slot's message length after the tail.
+pub const FLAG_LINE: usize = 128;
+
+/// The most slots a connection has: one length word each after the tail.
+pub const MAX_SLOTS: usize = FLAG_LINE / 8 - 1;
 
 /// Bytes of a slice of plain-old-data structs, for uploads.
 pub fn as_bytes<T: Copy>(items: &[T]) -> &[u8] {

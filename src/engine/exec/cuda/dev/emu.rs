@@ -19,8 +19,12 @@ mod tests;
 pub use config::{parse_size, EmuConfig};
 pub use library::options;
 
-use super::{DevError, DevPtr, Device, DeviceDesc, EventId, FuncId, GraphId, Mapped, StreamId};
+use super::{
+    DevError, DevPtr, Device, DeviceDesc, EventId, FuncId, GraphId, Mapped, ShareKind, Shared,
+    StreamId,
+};
 use crate::engine::exec::cuda::kernels::Variant;
+use crate::engine::transport::shm::Segment;
 use library::{library, Library};
 use std::alloc::Layout;
 use std::collections::{BTreeMap, HashMap, VecDeque};
@@ -268,6 +272,8 @@ pub struct EmuDevice {
     events: Mutex<Vec<Arc<Event>>>,
     funcs: Mutex<Funcs>,
     graphs: Mutex<Vec<Option<Arc<[Op]>>>>,
+    /// Memory shared with other processes (made here or opened), by address.
+    shared: Mutex<HashMap<u64, Segment>>,
 }
 
 impl EmuDevice {
@@ -287,7 +293,33 @@ impl EmuDevice {
             events: Mutex::default(),
             funcs: Mutex::default(),
             graphs: Mutex::default(),
+            shared: Mutex::default(),
         }
+    }
+
+    /// Waits until no stream has work queued or running (as a free does).
+    fn idle(&self, call: &str) -> Result<(), DevError> {
+        let streams: Vec<_> = lock(&self.streams, call)?
+            .iter()
+            .map(|(s, _)| s.clone())
+            .collect();
+        for st in streams {
+            let q = lock(&st.q, call)?;
+            let _idle = st.cv.wait_while(q, |q| !q.ops.is_empty() || q.busy);
+        }
+        Ok(())
+    }
+
+    /// Keeps `seg` as shared memory of this device, addressable by copies.
+    fn keep_shared(&self, call: &str, seg: Segment) -> Result<Shared, DevError> {
+        let s = Shared {
+            dev: seg.as_ptr() as u64,
+            host: seg.as_ptr(),
+            bytes: seg.len(),
+        };
+        lock_any(registry()).insert(s.dev, s.bytes as u64);
+        lock(&self.shared, call)?.insert(s.dev, seg);
+        Ok(s)
     }
 
     fn stream_of(&self, s: StreamId, call: &str) -> Result<Arc<Stream>, DevError> {
@@ -362,14 +394,7 @@ impl EmuDevice {
 
     fn release(&self, call: &str, p: DevPtr, mapped: bool) -> Result<(), DevError> {
         // As cuMemFree: earlier work that may still use the memory finishes first.
-        let streams: Vec<_> = lock(&self.streams, call)?
-            .iter()
-            .map(|(s, _)| s.clone())
-            .collect();
-        for st in streams {
-            let q = lock(&st.q, call)?;
-            let _idle = st.cv.wait_while(q, |q| !q.ops.is_empty() || q.busy);
-        }
+        self.idle(call)?;
         let mut m = lock(&self.mem, call)?;
         match m.blocks.get(&p) {
             Some(&(layout, was)) if was == mapped => {
@@ -649,6 +674,61 @@ impl Device for EmuDevice {
             Some(_) => Ok(()),
             None => Err(DevError::new("drop_graph", format!("no graph {}", g.0))),
         }
+    }
+
+    /// A memory file (both kinds: the emulated GPU's memory is the host's),
+    /// opened by peers through `/proc/<pid>/fd/<fd>` as CUDA IPC would.
+    fn share(&self, bytes: usize, kind: ShareKind) -> Result<(Shared, Vec<u8>), DevError> {
+        let name = format!("collbench-emu{}-ipc", self.desc.ordinal);
+        let seg = Segment::create(&name, bytes.max(64))
+            .map_err(|e| DevError::new("share", format!("{bytes} bytes of shared memory: {e}")))?;
+        let fd = seg.fd().unwrap_or(-1);
+        let handle = format!("emu {} {fd} {}", std::process::id(), seg.len());
+        tracing::trace!(?kind, bytes, handle, "emulated IPC memory made");
+        Ok((self.keep_shared("share", seg)?, handle.into_bytes()))
+    }
+
+    fn open_shared(&self, handle: &[u8]) -> Result<Shared, DevError> {
+        let text = String::from_utf8_lossy(handle);
+        let bad = || DevError::new("open_shared", format!("bad IPC handle '{text}'"));
+        let mut words = text.split_whitespace();
+        if words.next() != Some("emu") {
+            return Err(bad());
+        }
+        let mut num = || {
+            words
+                .next()
+                .and_then(|w| w.parse::<u64>().ok())
+                .ok_or_else(bad)
+        };
+        let (pid, fd, len) = (num()?, num()?, num()?);
+        let seg = Segment::open(pid as u32, fd as i32, len as usize)
+            .map_err(|e| DevError::new("open_shared", e))?;
+        self.keep_shared("open_shared", seg)
+    }
+
+    fn close_shared(&self, s: Shared) -> Result<(), DevError> {
+        self.idle("close_shared")?;
+        let seg = lock(&self.shared, "close_shared")?.remove(&s.dev);
+        match seg {
+            Some(seg) => {
+                lock_any(registry()).remove(&s.dev);
+                drop(seg);
+                Ok(())
+            }
+            None => Err(DevError::new(
+                "close_shared",
+                format!("{:#x} is not shared memory of this device", s.dev),
+            )),
+        }
+    }
+
+    fn can_access_peer(&self, _peer: usize) -> bool {
+        true
+    }
+
+    fn bus_id(&self) -> String {
+        format!("emu:{}", self.desc.ordinal)
     }
 }
 

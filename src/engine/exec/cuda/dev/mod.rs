@@ -47,6 +47,31 @@ pub struct Mapped {
 unsafe impl Send for Mapped {}
 unsafe impl Sync for Mapped {}
 
+/// Where memory shared with another process of this node lives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ShareKind {
+    /// Device memory, opened by the peer through CUDA IPC (the peer's GPU
+    /// reaches it over NVLink or PCIe peer-to-peer, or it is the same GPU).
+    Device,
+    /// Pinned host memory both processes map and register with their GPU:
+    /// for pairs of GPUs without peer-to-peer access.
+    Host,
+}
+
+/// Memory shared between processes: made here ([`Device::share`]) or opened
+/// from a peer's handle ([`Device::open_shared`]). `host` is null where the
+/// host cannot address it (device memory on a GPU).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Shared {
+    pub dev: DevPtr,
+    pub host: *mut u8,
+    pub bytes: usize,
+}
+
+// SAFETY: as for `Mapped`: the pointers stay valid until `close_shared`.
+unsafe impl Send for Shared {}
+unsafe impl Sync for Shared {}
+
 /// What the launcher needs to know of a device.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct DeviceDesc {
@@ -141,4 +166,17 @@ pub trait Device: Send + Sync {
     /// Enqueues every operation of `g` on `s`.
     fn launch_graph(&self, g: GraphId, s: StreamId) -> Result<(), DevError>;
     fn drop_graph(&self, g: GraphId) -> Result<(), DevError>;
+    /// `bytes` of zeroed memory of `kind` that other processes of this node
+    /// can open, and the handle (a few bytes) they open it with.
+    fn share(&self, bytes: usize, kind: ShareKind) -> Result<(Shared, Vec<u8>), DevError>;
+    /// Opens a peer process's memory from its handle.
+    fn open_shared(&self, handle: &[u8]) -> Result<Shared, DevError>;
+    /// Frees memory made by `share` or closes memory opened by `open_shared`.
+    fn close_shared(&self, s: Shared) -> Result<(), DevError>;
+    /// Whether kernels on this device reach `peer`'s memory directly
+    /// (peer-to-peer), `peer` being a device ordinal as this process numbers them.
+    fn can_access_peer(&self, peer: usize) -> bool;
+    /// A name of the physical device that every process of the node reads
+    /// the same, whatever its CUDA_VISIBLE_DEVICES (the PCI bus id).
+    fn bus_id(&self) -> String;
 }

@@ -6,9 +6,13 @@
 //! pools, no managed memory); cudarc's safe layer (and its event tracking,
 //! which would serialize persistent kernels across streams) is not used.
 
-use super::{DevError, DevPtr, Device, DeviceDesc, EventId, FuncId, GraphId, Mapped, StreamId};
+use super::{
+    DevError, DevPtr, Device, DeviceDesc, EventId, FuncId, GraphId, Mapped, ShareKind, Shared,
+    StreamId,
+};
 use crate::engine::exec::cuda::kernels::{self, Arch, Cache, Variant};
 use crate::engine::exec::cuda::nvrtc::Nvrtc;
+use crate::engine::transport::shm::Segment;
 use cudarc::driver::{result, sys};
 use std::collections::HashMap;
 use std::ffi::{c_void, CString};
@@ -34,7 +38,22 @@ struct Tables {
     modules: HashMap<Variant, sys::CUmodule>,
     by_name: HashMap<(Variant, String), usize>,
     graphs: Vec<Option<sys::CUgraphExec>>,
+    /// Memory shared with other processes, by device address.
+    shared: HashMap<u64, SharedMem>,
 }
+
+/// How a piece of shared memory came to be, so it is let go the same way.
+enum SharedMem {
+    /// `cuMemAlloc`ed here and exported.
+    Exported,
+    /// Another process's device memory, opened with `cuIpcOpenMemHandle`.
+    Opened,
+    /// A memory file mapped here and registered with the driver.
+    Host(Segment),
+}
+
+/// Bytes of a CUDA IPC memory handle.
+const IPC_HANDLE: usize = 64;
 
 /// One GPU, through its primary context.
 pub struct RealDevice {
@@ -479,6 +498,188 @@ impl Device for RealDevice {
                 .map_err(|e| err("cuGraphExecDestroy", e))?;
         }
         Ok(())
+    }
+
+    fn share(&self, bytes: usize, kind: ShareKind) -> Result<(Shared, Vec<u8>), DevError> {
+        let bytes = bytes.max(256);
+        if kind == ShareKind::Host {
+            let seg = Segment::create("collbench-cuda-ipc", bytes).map_err(|e| {
+                DevError::new("share", format!("{bytes} bytes of host memory: {e}"))
+            })?;
+            let handle = format!(
+                "cudahost {} {} {}",
+                std::process::id(),
+                seg.fd().unwrap_or(-1),
+                seg.len()
+            );
+            return Ok((self.register_host("share", seg)?, handle.into_bytes()));
+        }
+        let p = self.alloc(bytes)?;
+        let zeroed = (|| {
+            let s = self.stream()?;
+            self.memset(s, p, 0, bytes)?;
+            self.sync(s)
+        })();
+        // SAFETY: an all-zero handle is a valid value to be overwritten.
+        let mut h: sys::CUipcMemHandle = unsafe { std::mem::zeroed() };
+        let exported = zeroed.and_then(|()| {
+            self.bind()?;
+            // SAFETY: `p` is a live cuMemAlloc allocation of this context.
+            check("cuIpcGetMemHandle", unsafe {
+                sys::cuIpcGetMemHandle(&mut h, p)
+            })
+        });
+        if let Err(e) = exported {
+            let _ = self.free(p);
+            return Err(e);
+        }
+        let raw: [u8; IPC_HANDLE] = h.reserved.map(|c| c as u8);
+        self.tables()?.shared.insert(p, SharedMem::Exported);
+        let handle = format!("cudadev {bytes} {}", hex(&raw));
+        Ok((
+            Shared {
+                dev: p,
+                host: std::ptr::null_mut(),
+                bytes,
+            },
+            handle.into_bytes(),
+        ))
+    }
+
+    fn open_shared(&self, handle: &[u8]) -> Result<Shared, DevError> {
+        let text = String::from_utf8_lossy(handle);
+        let bad = || DevError::new("open_shared", format!("bad IPC handle '{text}'"));
+        let words: Vec<&str> = text.split_whitespace().collect();
+        match words.as_slice() {
+            ["cudahost", pid, fd, len] => {
+                let (pid, fd, len) = (
+                    pid.parse::<u32>().map_err(|_| bad())?,
+                    fd.parse::<i32>().map_err(|_| bad())?,
+                    len.parse::<usize>().map_err(|_| bad())?,
+                );
+                let seg =
+                    Segment::open(pid, fd, len).map_err(|e| DevError::new("open_shared", e))?;
+                self.register_host("open_shared", seg)
+            }
+            ["cudadev", len, raw] => {
+                let bytes = len.parse::<usize>().map_err(|_| bad())?;
+                let raw: [u8; IPC_HANDLE] =
+                    unhex(raw).and_then(|v| v.try_into().ok()).ok_or_else(bad)?;
+                // SAFETY: an all-zero handle is a valid value to be overwritten.
+                let mut h: sys::CUipcMemHandle = unsafe { std::mem::zeroed() };
+                h.reserved = raw.map(|b| b as std::ffi::c_char);
+                self.bind()?;
+                let mut p: sys::CUdeviceptr = 0;
+                let flags = sys::CUipcMem_flags::CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS as u32;
+                // SAFETY: a handle another process exported; the context is bound.
+                check("cuIpcOpenMemHandle", unsafe {
+                    sys::cuIpcOpenMemHandle_v2(&mut p, h, flags)
+                })?;
+                self.tables()?.shared.insert(p, SharedMem::Opened);
+                Ok(Shared {
+                    dev: p,
+                    host: std::ptr::null_mut(),
+                    bytes,
+                })
+            }
+            _ => Err(bad()),
+        }
+    }
+
+    fn close_shared(&self, s: Shared) -> Result<(), DevError> {
+        let how = self.tables()?.shared.remove(&s.dev);
+        self.bind()?;
+        match how {
+            // SAFETY: our own allocation; the launcher frees only idle memory.
+            Some(SharedMem::Exported) => check("cuMemFree", unsafe { sys::cuMemFree_v2(s.dev) }),
+            // SAFETY: opened by cuIpcOpenMemHandle in this context.
+            Some(SharedMem::Opened) => check("cuIpcCloseMemHandle", unsafe {
+                sys::cuIpcCloseMemHandle(s.dev)
+            }),
+            Some(SharedMem::Host(seg)) => {
+                // SAFETY: registered in register_host; unmapped only after this.
+                let r = check("cuMemHostUnregister", unsafe {
+                    sys::cuMemHostUnregister(seg.as_ptr().cast())
+                });
+                drop(seg);
+                r
+            }
+            None => Err(DevError::new(
+                "close_shared",
+                format!("{:#x} is not shared memory of this device", s.dev),
+            )),
+        }
+    }
+
+    fn can_access_peer(&self, peer: usize) -> bool {
+        if peer == self.desc.ordinal {
+            return true;
+        }
+        let Ok(other) = result::device::get(peer as i32) else {
+            return false;
+        };
+        let mut can: std::ffi::c_int = 0;
+        // SAFETY: two device handles from cuDeviceGet.
+        let r = unsafe { sys::cuDeviceCanAccessPeer(&mut can, self.dev, other) };
+        r == sys::CUresult::CUDA_SUCCESS && can != 0
+    }
+
+    fn bus_id(&self) -> String {
+        let mut buf = [0 as std::ffi::c_char; 32];
+        // SAFETY: the buffer holds 32 bytes, as passed.
+        let r = unsafe { sys::cuDeviceGetPCIBusId(buf.as_mut_ptr(), buf.len() as i32, self.dev) };
+        if r != sys::CUresult::CUDA_SUCCESS {
+            return format!("ordinal:{}", self.desc.ordinal);
+        }
+        // SAFETY: the driver wrote a NUL-terminated string into the buffer.
+        unsafe { std::ffi::CStr::from_ptr(buf.as_ptr()) }
+            .to_string_lossy()
+            .to_lowercase()
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn unhex(text: &str) -> Option<Vec<u8>> {
+    if text.len() % 2 != 0 {
+        return None;
+    }
+    (0..text.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok())
+        .collect()
+}
+
+impl RealDevice {
+    /// Registers a mapped memory file with the driver (pinned, mapped into
+    /// the device's address space) and keeps it.
+    fn register_host(&self, call: &str, seg: Segment) -> Result<Shared, DevError> {
+        self.bind()?;
+        let flags = sys::CU_MEMHOSTREGISTER_DEVICEMAP | sys::CU_MEMHOSTREGISTER_PORTABLE;
+        // SAFETY: the mapping is `seg.len()` bytes and outlives the registration
+        // (unregistered in close_shared before the segment is dropped).
+        check("cuMemHostRegister", unsafe {
+            sys::cuMemHostRegister_v2(seg.as_ptr().cast(), seg.len(), flags)
+        })?;
+        let mut dev: sys::CUdeviceptr = 0;
+        // SAFETY: registered just now with DEVICEMAP.
+        check("cuMemHostGetDevicePointer", unsafe {
+            sys::cuMemHostGetDevicePointer_v2(&mut dev, seg.as_ptr().cast(), 0)
+        })?;
+        let s = Shared {
+            dev,
+            host: seg.as_ptr(),
+            bytes: seg.len(),
+        };
+        tracing::debug!(
+            call,
+            bytes = s.bytes,
+            "pinned host memory shared with peers"
+        );
+        self.tables()?.shared.insert(dev, SharedMem::Host(seg));
+        Ok(s)
     }
 }
 

@@ -20,6 +20,7 @@ use super::kernels::Variant;
 use crate::engine::algo::MAX_PEERS;
 use crate::engine::exec::world::{ExecError, HostWorld, MAX_CHANNELS};
 use crate::engine::observe::Observer;
+use crate::engine::transport::node::ProcessPeers;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -161,12 +162,27 @@ fn rank_overhead(opts: &CudaOptions) -> usize {
     opts.shape.bytes() * 4 * MAX_PEERS + (1 << 20)
 }
 
+/// A world spread over processes (one rank each, under MPI or `--procs`):
+/// how this process's rank finds its GPU and its peers.
+pub struct Across {
+    pub procs: Arc<dyn ProcessPeers>,
+    /// `--gpu-map`: the GPU of each rank of a node, by node rank (None: the
+    /// node rank, round-robin over the GPUs).
+    pub gpu_map: Option<Vec<usize>>,
+    /// `--allow-shared-gpu`: ranks may share a GPU.
+    pub allow_shared: bool,
+}
+
 /// Ranks, the devices they run on, and their connections.
 pub struct CudaWorld {
     kind: Kind,
     devices: Vec<Arc<dyn Device>>,
-    /// Device index of each rank.
+    /// Device index of each rank (of this process's rank, when spread).
     of_rank: Vec<usize>,
+    /// Ranks running on each device (across processes, when spread).
+    load: Vec<usize>,
+    /// Across processes: how this process's rank reaches the others.
+    spread: Option<spread::Spread>,
     host: Arc<HostWorld>,
     status: Mapped,
     opts: CudaOptions,
@@ -196,8 +212,10 @@ impl CudaWorld {
         opts: CudaOptions,
         bytes: [usize; 3],
         nccl: bool,
+        across: Option<Across>,
     ) -> Result<Arc<CudaWorld>, ExecError> {
         let nranks = host.nranks();
+        let mut opts = opts;
         let devices = open_devices(kind).map_err(|e| match kind {
             Kind::Cuda => ExecError::Setup(format!("--device cuda: no usable GPU ({})", e.detail)),
             Kind::Emu => ExecError::Setup(format!("--device cuda-emu: {e}")),
@@ -208,22 +226,56 @@ impl CudaWorld {
                 kind.name()
             )));
         }
-        let of_rank: Vec<usize> = (0..nranks).map(|r| r % devices.len()).collect();
-        let used = devices.len().min(nranks);
-        tracing::info!(
-            kind = kind.name(),
-            nranks,
-            devices = used,
-            virtual_ranks = nranks > used,
-            staged_connections = used > 1,
-            threads = opts.threads,
-            "CUDA world: ranks placed round-robin on devices"
-        );
-        let devices: Vec<Arc<dyn Device>> = devices.into_iter().take(used).collect();
+        let (of_rank, load, spread, devices) = match across {
+            None => {
+                let of_rank: Vec<usize> = (0..nranks).map(|r| r % devices.len()).collect();
+                let used = devices.len().min(nranks);
+                tracing::info!(
+                    kind = kind.name(),
+                    nranks,
+                    devices = used,
+                    virtual_ranks = nranks > used,
+                    staged_connections = used > 1,
+                    threads = opts.threads,
+                    "CUDA world: ranks placed round-robin on devices"
+                );
+                let devices: Vec<Arc<dyn Device>> = devices.into_iter().take(used).collect();
+                let load = (0..used)
+                    .map(|i| of_rank.iter().filter(|&&x| x == i).count())
+                    .collect();
+                (of_rank, load, None, devices)
+            }
+            Some(a) => {
+                if nccl {
+                    return Err(ExecError::Setup(
+                        "--engine nccl across processes is not supported yet: run one process with --ranks N for NCCL's rows".into(),
+                    ));
+                }
+                let di = spread::pick_device(&*a.procs, a.gpu_map.as_deref(), devices.len())?;
+                let sp = spread::Spread::open(a.procs, &devices, di, a.allow_shared)?;
+                if sp.relayed() {
+                    opts.proto = match opts.proto {
+                        None | Some(Proto::Simple) => Some(Proto::Simple),
+                        Some(p) => {
+                            return Err(ExecError::Setup(format!(
+                                "--protocol {}: connections through the relay (to another node, or COLLBENCH_FORCE_RELAY=1) run the simple protocol only",
+                                p.name()
+                            )))
+                        }
+                    };
+                }
+                let mut load = vec![0; devices.len()];
+                load[di] = sp.sharing;
+                (vec![di; nranks], load, Some(sp), devices)
+            }
+        };
         for (i, d) in devices.iter().enumerate() {
-            let here = of_rank.iter().filter(|&&x| x == i).count();
+            let here = load[i];
+            if here == 0 {
+                continue;
+            }
             let desc = d.desc();
-            if here as u32 > desc.connections {
+            if spread.is_none() && here as u32 > desc.connections {
                 return Err(ExecError::Setup(format!(
                     "{here} ranks share GPU {} ({}), more than its {} hardware queues (CUDA_DEVICE_MAX_CONNECTIONS): their persistent kernels could wait on each other forever; use --ranks {} or fewer per GPU",
                     desc.ordinal, desc.name, desc.connections, desc.connections
@@ -254,14 +306,19 @@ impl CudaWorld {
                 )));
             }
         }
-        let status = devices[0]
+        let home = of_rank.first().copied().unwrap_or(0);
+        let status = devices[home]
             .alloc_mapped(std::mem::size_of::<CbStatus>())
             .map_err(dev_err)?;
         let mut world = CudaWorld {
             kind,
-            staged: devices.len() > 1,
+            // Across processes, connections are another process's memory
+            // (or host memory): flags at system scope.
+            staged: devices.len() > 1 || spread.is_some(),
             devices,
             of_rank,
+            load,
+            spread,
             host,
             status,
             opts,
@@ -306,7 +363,10 @@ impl CudaWorld {
         }
         let mut blocks = MAX_CHANNELS;
         for (i, d) in self.devices.iter().enumerate() {
-            let here = self.of_rank.iter().filter(|&&x| x == i).count().max(1);
+            if self.load[i] == 0 {
+                continue;
+            }
+            let here = self.load[i];
             let f = d.function(variant, "cb_collective").map_err(dev_err)?;
             let per_sm = d.occupancy(f, self.opts.threads).map_err(dev_err)? as usize;
             let cap = d.desc().multiprocessors as usize * per_sm.max(1);
@@ -391,6 +451,25 @@ impl CudaWorld {
             return Ok(p);
         }
         let bytes = self.opts.shape.bytes();
+        if let Some(sp) = &self.spread {
+            let di = self.of_rank.first().copied().unwrap_or(0);
+            let d = &self.devices[di];
+            let mapped = |bytes: usize| {
+                let m = d.alloc_mapped(bytes).map_err(dev_err)?;
+                self.own(di, Owned::Mapped(m));
+                Ok(m)
+            };
+            let p = sp.conn(
+                key,
+                d,
+                &self.opts.shape,
+                &self.host,
+                self.opts.timeout,
+                &mapped,
+            )?;
+            m.insert(key, p);
+            return Ok(p);
+        }
         let dev = self.of_rank[key.to];
         let d = &self.devices[dev];
         let p = if self.staged {
@@ -486,6 +565,11 @@ impl CudaWorld {
 
 impl Drop for CudaWorld {
     fn drop(&mut self) {
+        let home = self.of_rank.first().copied().unwrap_or(0);
+        if let Some(mut sp) = self.spread.take() {
+            // The bridge stops before the memory it reads is freed.
+            sp.close(&self.devices[home]);
+        }
         let owned = self.owned.get_mut().map(std::mem::take).unwrap_or_default();
         for (dev, o) in owned {
             let d = &self.devices[dev];
@@ -494,12 +578,13 @@ impl Drop for CudaWorld {
                 Owned::Mapped(m) => d.free_mapped(m),
             };
         }
-        let _ = self.devices[0].free_mapped(self.status);
+        let _ = self.devices[home].free_mapped(self.status);
     }
 }
 
 mod data;
 mod library;
 mod rank;
+mod spread;
 
 pub use rank::CudaRank;

@@ -165,7 +165,7 @@ impl CudaRank {
         let threads = self.world.opts.threads;
         let per_sm = self.dev.occupancy(f, threads).map_err(dev_err)?;
         let desc = self.dev.desc();
-        let here = self.world.of_rank.iter().filter(|&&x| x == self.di).count();
+        let here = self.world.load[self.di];
         let need = here * nchannels;
         let cap = desc.multiprocessors as usize * per_sm as usize;
         tracing::debug!(

@@ -1,0 +1,525 @@
+//! A CUDA world spread over processes, one rank each (under MPI or
+//! `--procs`). A connection's memory belongs to its receiver: within a
+//! node the receiver makes it shareable ([`Device::share`]: device memory
+//! opened through CUDA IPC, or pinned host memory for GPUs without
+//! peer-to-peer access) and sends the handle to the sender, which opens it,
+//! so kernels write peers' slots directly as between virtual ranks. To a
+//! rank the process does not map (another node, or `COLLBENCH_FORCE_RELAY=1`)
+//! each end keeps the connection in host-mapped memory of its own and a
+//! bridge thread moves slots between it and a FIFO the relay serves: the
+//! sender's slot is copied out as soon as it is posted (freeing it for the
+//! kernel while the relay sends the copy), the receiver's filled as soon as
+//! the relay delivers and the slot is free. Such worlds run the simple
+//! protocol, whose slots carry their length beside the tail.
+
+use super::super::abi::{ConnKey, ConnShape, FLAG_LINE, MAX_SLOTS};
+use super::super::dev::{DevPtr, Device, Mapped, ShareKind, Shared};
+use crate::engine::exec::world::{ExecError, HostWorld};
+use crate::engine::transport::inproc::Fifo;
+use crate::engine::transport::node::{ProcessPeers, Relay};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// Tag of the messages that carry connection handles.
+const CONN_TAG: i32 = 11;
+
+/// Relay channels of CUDA connections start here, clear of the host's.
+const RELAY_CHAN_BASE: u32 = 1 << 22;
+
+/// Where and how each rank of a spread world is reached.
+pub(super) struct Spread {
+    pub(super) procs: Arc<dyn ProcessPeers>,
+    pub(super) me: usize,
+    /// Where this rank's incoming connections live.
+    pub(super) kind: ShareKind,
+    /// Ranks on this rank's GPU (this one included).
+    pub(super) sharing: usize,
+    /// Handles received for outgoing connections not asked for yet.
+    received: Mutex<HashMap<ConnKey, Vec<u8>>>,
+    /// Shared memory made or opened here, closed when the world goes.
+    shared: Mutex<Vec<Shared>>,
+    bridge: Option<Bridge>,
+}
+
+/// What a rank tells its peers when the world opens.
+pub(super) struct Card {
+    pub host: String,
+    pub bus: String,
+    pub ordinal: usize,
+}
+
+impl Card {
+    fn encode(&self) -> String {
+        format!("{} {} {}", self.ordinal, self.bus, self.host)
+    }
+
+    fn decode(b: &[u8]) -> Option<Card> {
+        let text = String::from_utf8_lossy(b);
+        let mut w = text.splitn(3, ' ');
+        Some(Card {
+            ordinal: w.next()?.parse().ok()?,
+            bus: w.next()?.to_string(),
+            host: w.next()?.to_string(),
+        })
+    }
+}
+
+fn setup(what: impl std::fmt::Display) -> ExecError {
+    ExecError::Setup(what.to_string())
+}
+
+/// Which of `devices` this process's rank runs on: `map[node rank]` when
+/// given, else the node rank (round-robin beyond the devices).
+pub(super) fn pick_device(
+    procs: &dyn ProcessPeers,
+    map: Option<&[usize]>,
+    ndevices: usize,
+) -> Result<usize, ExecError> {
+    let (nr, nn) = procs.node_rank();
+    let di = match map {
+        Some(m) => *m.get(nr).ok_or_else(|| {
+            setup(format!(
+                "--gpu-map lists {} GPU(s), but this node runs {nn} ranks: give one GPU per rank of the node",
+                m.len()
+            ))
+        })?,
+        None => nr % ndevices,
+    };
+    if di >= ndevices {
+        return Err(setup(format!(
+            "--gpu-map: GPU {di} for node rank {nr}, but this process sees {ndevices} GPU(s) (0..{})",
+            ndevices.saturating_sub(1)
+        )));
+    }
+    Ok(di)
+}
+
+impl Spread {
+    /// Agrees with every rank on who runs where; refuses ranks sharing a
+    /// GPU unless `allow_shared`. `dev` is this rank's device (index `di`).
+    pub(super) fn open(
+        procs: Arc<dyn ProcessPeers>,
+        devices: &[Arc<dyn Device>],
+        di: usize,
+        allow_shared: bool,
+    ) -> Result<Spread, ExecError> {
+        let me = procs.rank();
+        let dev = &devices[di];
+        let mine = Card {
+            host: procs.hosts().get(me).cloned().unwrap_or_default(),
+            bus: dev.bus_id().replace(' ', "_"),
+            ordinal: dev.desc().ordinal,
+        };
+        let cards = procs
+            .all_gather(mine.encode().as_bytes())
+            .map_err(|e| setup(format!("exchanging GPU placement: {e}")))?
+            .iter()
+            .enumerate()
+            .map(|(r, b)| {
+                Card::decode(b)
+                    .ok_or_else(|| setup(format!("bad GPU placement record from rank {r}")))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let same_gpu: Vec<usize> = (0..cards.len())
+            .filter(|&r| cards[r].host == mine.host && cards[r].bus == mine.bus)
+            .collect();
+        if same_gpu.len() > 1 && !allow_shared {
+            return Err(setup(format!(
+                "ranks {same_gpu:?} would share GPU {} ({}) on {}: processes on one GPU time-slice, so their persistent kernels crawl; give each rank its own GPU (--gpu-map) or pass --allow-shared-gpu",
+                mine.ordinal, mine.bus, mine.host
+            )));
+        }
+        // Device memory when every peer this rank maps reaches its GPU
+        // peer-to-peer (or is on it), else pinned host memory.
+        let by_bus: HashMap<String, usize> = devices
+            .iter()
+            .map(|d| (d.bus_id().replace(' ', "_"), d.desc().ordinal))
+            .collect();
+        let reach = |r: usize| {
+            let c = &cards[r];
+            c.bus == mine.bus
+                || by_bus
+                    .get(&c.bus)
+                    .and_then(|&o| devices.iter().find(|d| d.desc().ordinal == o))
+                    .is_some_and(|d| {
+                        d.can_access_peer(mine.ordinal) && dev.can_access_peer(d.desc().ordinal)
+                    })
+        };
+        let mapped: Vec<usize> = (0..cards.len())
+            .filter(|&r| r != me && procs.maps(r))
+            .collect();
+        let kind = if mapped.iter().all(|&r| reach(r)) {
+            ShareKind::Device
+        } else {
+            ShareKind::Host
+        };
+        let relayed = (0..cards.len()).any(|r| r != me && !procs.maps(r));
+        let bridge = match (relayed, procs.relay()) {
+            (false, _) => None,
+            (true, Some(relay)) => Some(Bridge::start(relay).map_err(setup)?),
+            (true, None) => {
+                return Err(setup(format!(
+                    "rank {me} cannot reach every rank: no relay between nodes"
+                )))
+            }
+        };
+        tracing::info!(
+            rank = me,
+            gpu = mine.ordinal,
+            bus = %mine.bus,
+            sharing = same_gpu.len(),
+            connections = ?kind,
+            ipc_peers = ?mapped,
+            relayed,
+            "CUDA world across processes"
+        );
+        Ok(Spread {
+            procs,
+            me,
+            kind,
+            sharing: same_gpu.len(),
+            received: Mutex::new(HashMap::new()),
+            shared: Mutex::new(Vec::new()),
+            bridge,
+        })
+    }
+
+    /// Whether any connection goes through the relay.
+    pub(super) fn relayed(&self) -> bool {
+        self.bridge.is_some()
+    }
+
+    fn keep(&self, s: Shared) {
+        if let Ok(mut v) = self.shared.lock() {
+            v.push(s);
+        }
+    }
+
+    /// The memory of connection `key` (this rank at one end), zeroed.
+    /// `mapped` makes host-mapped memory of this device (kept by the world).
+    pub(super) fn conn(
+        &self,
+        key: ConnKey,
+        dev: &Arc<dyn Device>,
+        shape: &ConnShape,
+        host: &HostWorld,
+        timeout: Duration,
+        mapped: &dyn Fn(usize) -> Result<Mapped, ExecError>,
+    ) -> Result<DevPtr, ExecError> {
+        let peer = if key.from == self.me {
+            key.to
+        } else {
+            key.from
+        };
+        if key.from != self.me && key.to != self.me {
+            return Err(setup(format!(
+                "rank {} asked for the connection {} -> {}",
+                self.me, key.from, key.to
+            )));
+        }
+        let bytes = shape.bytes();
+        if !self.procs.maps(peer) {
+            let m = mapped(bytes)?;
+            let bridge = self
+                .bridge
+                .as_ref()
+                .ok_or_else(|| setup(format!("no relay to rank {peer}")))?;
+            bridge.add(m, key, self.me, shape)?;
+            return Ok(m.dev);
+        }
+        if key.to == self.me {
+            let (s, handle) = dev
+                .share(bytes, self.kind)
+                .map_err(|e| setup(format!("connection memory to share: {e}")))?;
+            self.keep(s);
+            let mut msg = encode_key(key);
+            msg.extend_from_slice(&handle);
+            self.procs
+                .send(key.from, CONN_TAG, &msg)
+                .map_err(|e| setup(format!("sending a connection to rank {}: {e}", key.from)))?;
+            return Ok(s.dev);
+        }
+        let handle = self.handle_for(key, host, timeout)?;
+        let s = dev.open_shared(&handle).map_err(|e| {
+            setup(format!(
+                "opening rank {}'s connection memory (CUDA IPC): {e}",
+                key.to
+            ))
+        })?;
+        self.keep(s);
+        Ok(s.dev)
+    }
+
+    /// Waits for the receiver's handle of `key`, keeping others that come first.
+    fn handle_for(
+        &self,
+        key: ConnKey,
+        host: &HostWorld,
+        timeout: Duration,
+    ) -> Result<Vec<u8>, ExecError> {
+        let poisoned = || setup("connection handles poisoned");
+        let start = Instant::now();
+        loop {
+            if let Some(h) = self.received.lock().map_err(|_| poisoned())?.remove(&key) {
+                return Ok(h);
+            }
+            match self.procs.try_receive(CONN_TAG) {
+                Some((_, msg)) => {
+                    let (k, h) = decode_key(&msg).ok_or_else(|| {
+                        setup("a malformed connection handle came from a peer")
+                    })?;
+                    self.received
+                        .lock()
+                        .map_err(|_| poisoned())?
+                        .insert(k, h.to_vec());
+                }
+                None if host.aborted() => return Err(ExecError::Aborted),
+                None if start.elapsed() > timeout => {
+                    return Err(setup(format!(
+                        "rank {} waited {:?} for rank {}'s connection memory (channel {}): is that rank still running?",
+                        self.me,
+                        start.elapsed(),
+                        key.to,
+                        key.chan
+                    )))
+                }
+                None => std::thread::sleep(Duration::from_micros(50)),
+            }
+        }
+    }
+
+    /// Stops the bridge and closes every piece of shared memory.
+    pub(super) fn close(&mut self, dev: &Arc<dyn Device>) {
+        if let Some(b) = self.bridge.take() {
+            b.stop();
+        }
+        let shared = self
+            .shared
+            .get_mut()
+            .map(std::mem::take)
+            .unwrap_or_default();
+        for s in shared {
+            if let Err(e) = dev.close_shared(s) {
+                tracing::debug!(error = %e, "closing shared connection memory");
+            }
+        }
+    }
+}
+
+fn encode_key(k: ConnKey) -> Vec<u8> {
+    let mut v = Vec::with_capacity(20);
+    v.extend_from_slice(&(k.from as u64).to_le_bytes());
+    v.extend_from_slice(&(k.to as u64).to_le_bytes());
+    v.extend_from_slice(&k.chan.to_le_bytes());
+    v
+}
+
+fn decode_key(b: &[u8]) -> Option<(ConnKey, &[u8])> {
+    let word = |i: usize| b.get(i..i + 8)?.try_into().ok().map(u64::from_le_bytes);
+    let chan = u32::from_le_bytes(b.get(16..20)?.try_into().ok()?);
+    Some((
+        ConnKey {
+            from: word(0)? as usize,
+            to: word(8)? as usize,
+            chan,
+        },
+        &b[20..],
+    ))
+}
+
+/// One relayed connection end: its memory (host-mapped) and the FIFO the
+/// relay serves.
+struct Route {
+    base: *mut u8,
+    fifo: Arc<Fifo>,
+    outgoing: bool,
+    slots: u64,
+    slot_bytes: usize,
+    /// Messages moved so far.
+    moved: u64,
+}
+
+// SAFETY: the route's memory is host-mapped memory of the world, alive
+// until the bridge stops (the world stops it before freeing); only the
+// bridge thread touches a route.
+unsafe impl Send for Route {}
+
+impl Route {
+    fn flag(&self, at: usize) -> &AtomicU64 {
+        // SAFETY: tail (0), head (FLAG_LINE) and the length words lie in the
+        // connection's first two lines, 8-byte aligned; the kernel accesses
+        // them atomically too.
+        unsafe { &*(self.base.add(at) as *const AtomicU64) }
+    }
+
+    fn slot(&self, seq: u64) -> *mut u8 {
+        let i = (seq % self.slots) as usize;
+        // SAFETY: the simple ring follows the two flag lines.
+        unsafe { self.base.add(2 * FLAG_LINE + i * self.slot_bytes) }
+    }
+
+    /// Moves one message if it can; says whether it did.
+    fn step(&mut self) -> bool {
+        if self.outgoing {
+            // The kernel posted message `moved`? Copy it out to the relay.
+            if self.flag(0).load(Ordering::Acquire) <= self.moved || !self.fifo.can_send() {
+                return false;
+            }
+            let i = (self.moved % self.slots) as usize;
+            let len = (self.flag(8 * (1 + i)).load(Ordering::Relaxed) as usize)
+                .min(self.slot_bytes)
+                .min(self.fifo.slot_bytes());
+            let dst = self.fifo.send_buffer(len);
+            // SAFETY: the slot holds `len` posted bytes the kernel no longer
+            // writes until head moves; the FIFO's buffer holds slot_bytes.
+            unsafe { std::ptr::copy_nonoverlapping(self.slot(self.moved), dst, len) };
+            self.fifo.post(len, None);
+            self.moved += 1;
+            self.flag(FLAG_LINE).store(self.moved, Ordering::Release);
+        } else {
+            // A message arrived and the kernel freed the slot? Fill it.
+            let head = self.flag(FLAG_LINE).load(Ordering::Acquire);
+            if self.moved - head >= self.slots {
+                return false;
+            }
+            let Some(m) = self.fifo.peek() else {
+                return false;
+            };
+            let len = m.len.min(self.slot_bytes);
+            // SAFETY: the slot is free (head says so) and holds slot_bytes.
+            unsafe { std::ptr::copy_nonoverlapping(m.ptr, self.slot(self.moved), len) };
+            self.fifo.release();
+            self.moved += 1;
+            self.flag(0).store(self.moved, Ordering::Release);
+        }
+        true
+    }
+}
+
+/// The thread that moves relayed connections' slots.
+struct Bridge {
+    relay: Arc<dyn Relay>,
+    routes: Arc<Mutex<Vec<Route>>>,
+    stop: Arc<AtomicBool>,
+    handle: Option<JoinHandle<()>>,
+}
+
+impl Bridge {
+    fn start(relay: Arc<dyn Relay>) -> Result<Bridge, String> {
+        let routes: Arc<Mutex<Vec<Route>>> = Arc::default();
+        let stop = Arc::new(AtomicBool::new(false));
+        let (r, s) = (Arc::clone(&routes), Arc::clone(&stop));
+        let handle = std::thread::Builder::new()
+            .name("cuda-bridge".into())
+            .spawn(move || run(&r, &s))
+            .map_err(|e| format!("starting the CUDA relay bridge: {e}"))?;
+        Ok(Bridge {
+            relay,
+            routes,
+            stop,
+            handle: Some(handle),
+        })
+    }
+
+    fn add(&self, m: Mapped, key: ConnKey, me: usize, shape: &ConnShape) -> Result<(), ExecError> {
+        if shape.slots > MAX_SLOTS {
+            return Err(setup(format!(
+                "{} slots per connection: the relay bridge handles at most {MAX_SLOTS}",
+                shape.slots
+            )));
+        }
+        let fifo = Arc::new(
+            Fifo::new(shape.slots, shape.slot_bytes)
+                .map_err(|e| setup(format!("relay FIFO: {e}")))?,
+        );
+        let outgoing = key.from == me;
+        let peer = if outgoing { key.to } else { key.from };
+        self.relay.add(
+            Arc::clone(&fifo),
+            peer,
+            RELAY_CHAN_BASE + key.chan,
+            outgoing,
+        );
+        tracing::debug!(
+            from = key.from,
+            to = key.to,
+            chan = key.chan,
+            "CUDA connection through the relay"
+        );
+        let route = Route {
+            base: m.host,
+            fifo,
+            outgoing,
+            slots: shape.slots as u64,
+            slot_bytes: shape.slot_bytes,
+            moved: 0,
+        };
+        self.routes
+            .lock()
+            .map_err(|_| setup("relay bridge poisoned"))?
+            .push(route);
+        Ok(())
+    }
+
+    fn stop(mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+fn run(routes: &Mutex<Vec<Route>>, stop: &AtomicBool) {
+    let mut idle = 0u32;
+    while !stop.load(Ordering::SeqCst) {
+        let moved = {
+            let mut routes = routes.lock().unwrap_or_else(|e| e.into_inner());
+            routes.iter_mut().fold(false, |m, r| r.step() | m)
+        };
+        if moved {
+            idle = 0;
+        } else {
+            idle = idle.saturating_add(1);
+            if idle > 100_000 {
+                std::thread::sleep(Duration::from_micros(20));
+            } else if idle > 1000 {
+                std::thread::yield_now();
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn connection_keys_survive_their_message() {
+        let k = ConnKey {
+            from: 3,
+            to: 70000,
+            chan: 513,
+        };
+        let mut msg = encode_key(k);
+        msg.extend_from_slice(b"emu 1 2 3");
+        let (back, handle) = decode_key(&msg).unwrap();
+        assert_eq!(back, k);
+        assert_eq!(handle, b"emu 1 2 3");
+        assert!(decode_key(&msg[..19]).is_none());
+    }
+
+    #[test]
+    fn placement_cards_round_trip() {
+        let c = Card {
+            host: "node 7".into(),
+            bus: "0000:1b:00.0".into(),
+            ordinal: 3,
+        };
+        let d = Card::decode(c.encode().as_bytes()).unwrap();
+        assert_eq!((d.host, d.bus, d.ordinal), (c.host, c.bus, c.ordinal));
+        assert!(Card::decode(b"x y").is_none());
+    }
+}
