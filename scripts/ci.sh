@@ -147,4 +147,21 @@ for relay in 0 1; do
     ./target/mpi/release/collbench all --device host --group-mix all-reduce,all-to-all-v,all-gather-v,broadcast \
     --group 6 --split skew:4 --sizes 8B:1M:x16 --iters 2 --json "$out/mpi3-group-$relay.json" -q
 done
+echo "== end-to-end: the CUDA executor with one rank per process (issue 11's acceptance)"
+for relay in 0 1; do
+  COLLBENCH_FORCE_RELAY=$relay mpirun --allow-run-as-root --oversubscribe -x COLLBENCH_FORCE_RELAY -np 4 \
+    ./target/mpi/release/collbench all --device cuda-emu --algo all --sizes 8B:64K \
+    --json "$out/mpi4-emu-$relay.json" -q
+done
+./target/release/collbench all --procs 4 --device cuda-emu --algo all --sizes 8B:64K \
+  --json "$out/procs4-emu.json" -q
+python3 - "$out"/mpi4-emu-0.json "$out"/mpi4-emu-1.json "$out"/procs4-emu.json <<'PY'
+import json, sys
+for path in sys.argv[1:]:
+    r = json.load(open(path))
+    rows = r["rows"]
+    assert r["meta"]["world_size"] == 4 and r["meta"]["device"] == "cuda-emu", r["meta"]
+    assert len(rows) > 300 and all(x["wrong"] == 0 and x["nan"] == 0 for x in rows), path
+    print(f"ci: {path.rsplit('/', 1)[-1]}: {len(rows)} rows on 4 processes, all checked clean")
+PY
 echo "ci: all passed"

@@ -126,6 +126,33 @@ fi
 run nan 1 "$bin" all-reduce --device cuda --ranks 3 --inject nan:rank=1,seq=1 --sizes 1K:1K -q
 run corrupt 1 "$bin" all-reduce --device cuda --ranks 3 --inject corrupt:rank=1,seq=1 --sizes 1K:1K -q
 
+say "== rank processes (issue: GPUs across processes): --procs, and mpirun where present"
+# One GPU here: the processes share it (--allow-shared-gpu) and time-slice,
+# so the sweep is short; connections between them are CUDA IPC memory.
+for n in 2 4; do
+  run "procs-$n" 0 "$bin" all --device cuda --procs "$n" --allow-shared-gpu --algo all \
+    --sizes 8B:64K:x64 --iters 2 --warmup 1 --json "$out/procs-$n.json" -q
+done
+run procs-hang 3 "$bin" all-reduce --device cuda --procs 2 --allow-shared-gpu --sizes 1K \
+  --inject hang:rank=1,seq=3 --timeout 5s --dump-dir "$out/procs-hang-dumps" -q
+"$bin" analyze "$out/procs-hang-dumps" --json > "$out/procs-hang-analyze.json" 2>> "$log" || true
+python3 -c 'import json,sys; v=json.load(open(sys.argv[1])); assert v["culprits"] == [1], v["culprits"]' \
+  "$out/procs-hang-analyze.json" 2>> "$log" && say "PASS procs-hang analyze names rank 1" \
+  || { say "FAIL procs-hang: analyze did not name rank 1"; fails=$((fails + 1)); }
+rm -rf "$out/procs-hang-dumps"
+mpi=${MPI_BIN:-target/mpi/release/collbench}
+if command -v mpirun > /dev/null && [ -x "$mpi" ]; then
+  run mpirun-2 0 mpirun --allow-run-as-root --oversubscribe -np 2 "$mpi" all --device cuda --allow-shared-gpu --algo all \
+    --sizes 8B:64K:x64 --iters 2 --warmup 1 --json "$out/mpirun-2.json" -q
+  run mpirun-2-relay 0 env COLLBENCH_FORCE_RELAY=1 mpirun --allow-run-as-root --oversubscribe \
+    -x COLLBENCH_FORCE_RELAY -np 2 "$mpi" all --device cuda --allow-shared-gpu --algo all \
+    --sizes 8B:64K:x64 --iters 2 --warmup 1 --json "$out/mpirun-2-relay.json" -q
+  run mpirun-2-host 0 mpirun --allow-run-as-root --oversubscribe -np 2 "$mpi" all --device host --engine builtin,mpi \
+    --sizes 8B:1M:x8 --iters 2 --json "$out/mpirun-2-host.json" -q
+else
+  say "SKIP mpirun: no mpirun, or no MPI build at $mpi (set MPI_BIN)"
+fi
+
 say "== nccl-tests lines, by nccl-tests' binary names"
 rm -rf "$out/aliases"
 "$bin" install-aliases "$out/aliases" > /dev/null
@@ -183,7 +210,8 @@ gpus = info.get("gpus") or info.get("devices") or {}
 print(f"- machine: {json.dumps(gpus)[:400]}")
 print(f"- failed steps: {fails}\n")
 print("| check | rows | wrong | nan |\n|---|---|---|---|")
-for name in ["all-n1", "all-n2", "all-n3", "all-n8", "dtype-op-n3", "timing-wall", "graph", "nccl-all-n1"]:
+for name in ["all-n1", "all-n2", "all-n3", "all-n8", "dtype-op-n3", "timing-wall", "graph", "nccl-all-n1",
+             "procs-2", "procs-4", "mpirun-2", "mpirun-2-relay", "mpirun-2-host"]:
     r = load(name + ".json")
     if not r:
         print(f"| {name} | missing | | |"); continue

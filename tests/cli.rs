@@ -456,13 +456,28 @@ fn eight_ranks_on_few_cores_finish() {
 #[test]
 #[cfg(not(feature = "mpi"))]
 fn a_build_without_mpi_refuses_to_run_under_a_launcher() {
+    // Every device: the CUDA executor would run independent worlds as much as the host's.
+    for device in ["host", "cuda", "cuda-emu", "auto"] {
+        let out = collbench()
+            .args(["all-reduce", "--sizes", "1K", "--device", device])
+            .env("OMPI_COMM_WORLD_SIZE", "2")
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "--device {device}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("independent world"),
+            "--device {device}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    // --procs under a launcher's tasks: one or the other.
     let out = collbench()
-        .args(["all-reduce", "--sizes", "1K"])
+        .args(["all-reduce", "--sizes", "1K", "--procs", "2"])
         .env("OMPI_COMM_WORLD_SIZE", "2")
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("independent world"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not both"));
 }
 
 /// Under a real `mpirun`, the build without MPI refuses to run N worlds.
@@ -484,7 +499,7 @@ fn a_build_without_mpi_refuses_a_real_mpirun() {
     let out = std::process::Command::new("mpirun")
         .args(["--allow-run-as-root", "--oversubscribe", "-np", "2"])
         .arg(assert_cmd::cargo::cargo_bin("collbench"))
-        .args(["all-reduce", "--sizes", "1K"])
+        .args(["all-reduce", "--sizes", "1K", "--device", "cuda-emu"])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));

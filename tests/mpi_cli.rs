@@ -302,3 +302,139 @@ fn links_are_timed_across_processes_and_a_slowed_one_is_named() {
         }
     }
 }
+
+/// The CUDA executor with one rank per process (the emulated device, whose
+/// IPC is memory files): every collective and algorithm on 4 processes,
+/// connections shared directly and, with COLLBENCH_FORCE_RELAY=1, all of
+/// them bridged through the relay as between nodes.
+#[test]
+fn the_cuda_executor_runs_one_rank_per_process_directly_and_through_the_relay() {
+    if mpirun().is_none() {
+        return;
+    }
+    for relay in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("r.json");
+        let bin = assert_cmd::cargo::cargo_bin("collbench");
+        let mut cmd = Command::new("timeout");
+        cmd.args(["300", "mpirun", "--allow-run-as-root", "--oversubscribe"]);
+        if relay {
+            cmd.args(["-x", "COLLBENCH_FORCE_RELAY"])
+                .env("COLLBENCH_FORCE_RELAY", "1");
+        } else {
+            cmd.env_remove("COLLBENCH_FORCE_RELAY");
+        }
+        let out = cmd
+            .args(["-np", "4"])
+            .arg(bin)
+            .args([
+                "all",
+                "--device",
+                "cuda-emu",
+                "--algo",
+                "all",
+                "--sizes",
+                "8B:64K",
+                "--iters",
+                "3",
+                "--warmup",
+                "1",
+                "-q",
+                "--json",
+                f.to_str().unwrap(),
+            ])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "relay {relay}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v = json(&f);
+        assert_eq!(v["meta"]["world_size"], 4, "relay {relay}");
+        assert_eq!(v["meta"]["device"], "cuda-emu", "relay {relay}");
+        let rows = v["rows"].as_array().unwrap();
+        assert!(rows.len() > 300, "relay {relay}: {} rows", rows.len());
+        assert!(
+            rows.iter().all(|r| r["wrong"] == 0 && r["nan"] == 0),
+            "relay {relay}"
+        );
+    }
+}
+
+/// A hung kernel in one process of a CUDA world: every process exits 3 with
+/// its dump, and `analyze` names the rank.
+#[test]
+fn a_hang_on_the_cuda_executor_is_dumped_by_every_process_and_diagnosed() {
+    if mpirun().is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().join("dumps");
+    let t = std::time::Instant::now();
+    let out = launch(
+        3,
+        &[
+            "all-reduce",
+            "--device",
+            "cuda-emu",
+            "--sizes",
+            "1K",
+            "--inject",
+            "hang:rank=1,seq=5",
+            "--timeout",
+            "3s",
+            "--dump-dir",
+            d.to_str().unwrap(),
+            "-q",
+        ],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(t.elapsed() < Duration::from_secs(60));
+    for r in 0..3 {
+        assert!(dump_of(&d, r).exists(), "rank {r} dumped");
+    }
+    let out = Command::new(assert_cmd::cargo::cargo_bin("collbench"))
+        .args(["analyze", d.to_str().unwrap(), "--json"])
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["culprits"], serde_json::json!([1]), "{v}");
+    assert_eq!(v["findings"][0]["seq"], 5);
+}
+
+/// Over the relay the kernels run the simple protocol (its slots carry
+/// their length for the bridge); asking for another is refused on every
+/// process with exit 2.
+#[test]
+fn the_relay_refuses_the_low_latency_protocols() {
+    if mpirun().is_none() {
+        return;
+    }
+    let bin = assert_cmd::cargo::cargo_bin("collbench");
+    let out = Command::new("timeout")
+        .args(["120", "mpirun", "--allow-run-as-root", "--oversubscribe"])
+        .args(["-x", "COLLBENCH_FORCE_RELAY", "-np", "2"])
+        .env("COLLBENCH_FORCE_RELAY", "1")
+        .arg(bin)
+        .args([
+            "all-reduce",
+            "--device",
+            "cuda-emu",
+            "--sizes",
+            "1K",
+            "--protocol",
+            "ll",
+            "-q",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("simple protocol only"), "{err}");
+}

@@ -15,7 +15,7 @@ use crate::engine::exec::cuda::launch::CudaOptions;
 use crate::engine::exec::{mem, rank_runner, ExecError, HostWorld};
 use crate::engine::transport::inproc::Fifo;
 use crate::engine::types::Engine;
-use crate::launch::{Mpi, WorldSpec, Worlds};
+use crate::launch::{Peers, WorldSpec, Worlds};
 use crate::recorder::watchdog::{self, Fired, Watchdog};
 use crate::recorder::{dump, RankRecorder};
 use crate::report::{Partial, Row, Sink, StopReason};
@@ -477,7 +477,7 @@ pub struct Prepared {
 
 /// Lists the sweep's cases (with `mpi`, without those MPI's own
 /// collectives cannot run) and checks that the host engine's buffers fit.
-pub fn prepare(plan: &Plan, setup: &Setup, mpi: Option<&Mpi>) -> Result<Prepared, HarnessError> {
+pub fn prepare(plan: &Plan, setup: &Setup, mpi: Option<&Peers>) -> Result<Prepared, HarnessError> {
     let (mut cases, skipped) = plan::cases(plan);
     let mut unsupported = Vec::new();
     if let Some(m) = mpi {
@@ -559,7 +559,7 @@ pub fn run(
     prepared: Prepared,
     worlds: Worlds,
     sink: &mut dyn Sink,
-    mpi: Option<&Arc<Mpi>>,
+    mpi: Option<&Arc<Peers>>,
 ) -> Result<Outcome, HarnessError> {
     let cases: Arc<[Case]> = prepared.cases.into();
     // A group makes a row per operation and one of its own.
@@ -708,7 +708,7 @@ fn run_ranks(
     cases: &Arc<[Case]>,
     worlds: &Worlds,
     recs: &[Arc<RankRecorder>],
-    mpi: Option<&Arc<Mpi>>,
+    mpi: Option<&Arc<Peers>>,
     dog: &Watchdog,
     sink: &mut dyn Sink,
     outcome: &mut Outcome,
@@ -824,7 +824,7 @@ fn next_report(rx: &mpsc::Receiver<Report>, wind: &mut WindDown) -> Option<Repor
 /// Rank 0 of an MPI world: the next report, its own or a peer's; None
 /// when all have come or the run stopped.
 fn poll_reports(
-    m: &Mpi,
+    m: &Peers,
     rx: &mpsc::Receiver<Report>,
     world: &HostWorld,
     total: usize,
@@ -852,7 +852,7 @@ fn poll_reports(
 
 /// Ranks other than 0 of an MPI world send their reports to rank 0.
 fn forward_reports(
-    m: &Mpi,
+    m: &Peers,
     rx: &mpsc::Receiver<Report>,
     wind: &mut WindDown,
 ) -> Result<(), HarnessError> {

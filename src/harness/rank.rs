@@ -12,7 +12,7 @@ use crate::engine::algo::{generate, Layout, Program, Slice, Spec};
 use crate::engine::exec::cuda::abi::as_bytes;
 use crate::engine::exec::{Data, ExecError, HostWorld, OpDesc, RankRunner};
 use crate::engine::types::{Engine, Placement};
-use crate::launch::Mpi;
+use crate::launch::Peers;
 use crate::recorder::model::IterKind;
 use crate::recorder::{OpInfo, RankRecorder, WORLD_GROUP};
 use std::sync::mpsc::Sender;
@@ -85,7 +85,7 @@ pub struct RankJob<'a> {
     pub rec: Arc<RankRecorder>,
     pub tx: Sender<Report>,
     /// The MPI world, for `--engine mpi` cases.
-    pub mpi: Option<&'a Mpi>,
+    pub mpi: Option<&'a Peers>,
     /// Times of `--engine mpi` operations not yet waited for.
     pub lib_times: Vec<u64>,
     /// Recorder entries started and not yet completed.

@@ -11,10 +11,202 @@ mod mpi;
 #[path = "mpi_disabled.rs"]
 mod mpi;
 
+pub mod procs;
 mod worlds;
 
 pub use self::mpi::{init as init_mpi, Mpi};
+pub use procs::Procs;
 pub use worlds::{open_worlds, LaunchError, WorldSpec, Worlds};
+
+use crate::engine::exec::{ExecError, HostBuf, OpDesc};
+use crate::engine::transport::node::{self, Barrier, NodeLinks, PeerInfo, ProcessPeers, Shape};
+use crate::engine::types::{Collective, Dtype, ReduceOp};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The world of processes this one is a rank of: started by mpirun/srun
+/// (feature `mpi`), or by `collbench --procs N` on one node.
+pub enum Peers {
+    Mpi(Mpi),
+    Procs(Procs),
+}
+
+impl Peers {
+    /// Joins the world this process was started into: a `--procs` parent's,
+    /// else MPI's when a launcher started it; `None` when it runs alone.
+    pub fn join() -> Result<Option<Peers>, MpiError> {
+        if let Some(p) = procs::init()? {
+            return Ok(Some(Peers::Procs(p)));
+        }
+        Ok(init_mpi()?.map(Peers::Mpi))
+    }
+
+    pub fn rank(&self) -> usize {
+        match self {
+            Peers::Mpi(m) => m.rank(),
+            Peers::Procs(p) => p.rank(),
+        }
+    }
+
+    pub fn size(&self) -> usize {
+        match self {
+            Peers::Mpi(m) => m.size(),
+            Peers::Procs(p) => p.size(),
+        }
+    }
+
+    /// How many ranks run on this process's host (this one included).
+    pub fn node_size(&self) -> usize {
+        let hosts = match self {
+            Peers::Mpi(m) => m.hosts(),
+            Peers::Procs(p) => p.hosts(),
+        };
+        let me = hosts.get(self.rank());
+        hosts.iter().filter(|h| Some(*h) == me).count().max(1)
+    }
+
+    /// The MPI world, when ranks run under MPI (`--engine mpi` needs it).
+    pub fn mpi(&self) -> Option<&Mpi> {
+        match self {
+            Peers::Mpi(m) => Some(m),
+            Peers::Procs(_) => None,
+        }
+    }
+
+    pub fn all_gather(&self, mine: &[u8]) -> Result<Vec<Vec<u8>>, MpiError> {
+        match self {
+            Peers::Mpi(m) => m.all_gather(mine),
+            Peers::Procs(p) => p.all_gather(mine),
+        }
+    }
+
+    pub fn barrier(&self, timeout: Duration, abort: &dyn Fn() -> bool) -> Result<(), MpiError> {
+        match self {
+            Peers::Mpi(m) => m.barrier(timeout, abort),
+            Peers::Procs(p) => p.barrier(timeout, abort),
+        }
+    }
+
+    pub fn send(&self, to: usize, tag: i32, bytes: &[u8]) {
+        match self {
+            Peers::Mpi(m) => m.send(to, tag, bytes),
+            Peers::Procs(p) => p.send(to, tag, bytes),
+        }
+    }
+
+    pub fn try_receive(&self, tag: i32) -> Option<(usize, Vec<u8>)> {
+        match self {
+            Peers::Mpi(m) => m.try_receive(tag),
+            Peers::Procs(p) => p.try_receive(tag),
+        }
+    }
+
+    /// Rank 0's `bytes` on every rank.
+    pub fn broadcast(&self, bytes: &[u8]) -> Result<Vec<u8>, MpiError> {
+        match self {
+            Peers::Mpi(m) => m.broadcast(bytes),
+            Peers::Procs(p) => p.broadcast(bytes),
+        }
+    }
+
+    pub fn node_links(&self, shape: Shape) -> Result<NodeLinks, MpiError> {
+        match self {
+            Peers::Mpi(m) => m.node_links(shape),
+            Peers::Procs(p) => p.node_links(shape),
+        }
+    }
+
+    /// This world as the executors see it.
+    pub fn peers(&self) -> Result<Arc<dyn ProcessPeers>, MpiError> {
+        match self {
+            Peers::Mpi(m) => m.peers(),
+            Peers::Procs(p) => Ok(p.peers()),
+        }
+    }
+
+    /// Why MPI's own collectives cannot run this case, if they cannot.
+    pub fn unsupported(&self, coll: Collective, dtype: Dtype, op: ReduceOp) -> Option<String> {
+        match self {
+            Peers::Mpi(m) => m.unsupported(coll, dtype, op),
+            Peers::Procs(_) => {
+                Some("--engine mpi needs an MPI launch (mpirun), not --procs".into())
+            }
+        }
+    }
+
+    /// One operation through MPI's own collectives (`--engine mpi`).
+    pub fn run_collective(
+        &self,
+        op: &OpDesc,
+        bufs: &mut [HostBuf; 3],
+        timeout: Duration,
+        abort: &dyn Fn() -> bool,
+    ) -> Result<(), ExecError> {
+        match self {
+            Peers::Mpi(m) => m.run_collective(op, bufs, timeout, abort),
+            Peers::Procs(_) => Err(ExecError::Mpi(
+                "--engine mpi needs an MPI launch (mpirun), not --procs".into(),
+            )),
+        }
+    }
+}
+
+/// Links to every other rank of `peers`: shared memory to the ranks this
+/// process maps, the relay to the others. Each rank's segments are
+/// announced by an all-gather ("pid fifo-fd buf-fd").
+fn node_links(
+    peers: &dyn ProcessPeers,
+    barrier: Barrier,
+    shape: Shape,
+) -> Result<NodeLinks, MpiError> {
+    let me = peers.rank();
+    let local = node::create(&shape, me).map_err(|e| MpiError(format!("shared memory: {e}")))?;
+    let fd = |s: &crate::engine::transport::shm::Segment| s.fd().unwrap_or(-1);
+    let mine = format!(
+        "{} {} {}",
+        std::process::id(),
+        fd(&local.fifos),
+        fd(&local.bufs)
+    );
+    let infos = peers
+        .all_gather(mine.as_bytes())
+        .map_err(|e| MpiError(e.0))?
+        .iter()
+        .enumerate()
+        .map(|(r, b)| {
+            if peers.maps(r) {
+                parse_peer(b).map(Some)
+            } else {
+                Ok(None)
+            }
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let links = NodeLinks::connect(me, shape, local, &infos, peers.relay(), barrier)
+        .map_err(|e| MpiError(format!("mapping peers' shared memory: {e}")))?;
+    // Nobody writes into a peer's memory before every peer has mapped it.
+    peers
+        .all_gather(&[])
+        .map_err(|e| MpiError(format!("after mapping peers' memory: {}", e.0)))?;
+    Ok(links)
+}
+
+fn parse_peer(b: &[u8]) -> Result<PeerInfo, MpiError> {
+    let text = String::from_utf8_lossy(b);
+    let v: Vec<i64> = text
+        .split_whitespace()
+        .filter_map(|t| t.parse().ok())
+        .collect();
+    match v.as_slice() {
+        [pid, f, b] if *f >= 0 && *b >= 0 => Ok(PeerInfo {
+            pid: *pid as u32,
+            fifo_fd: *f as i32,
+            buf_fd: *b as i32,
+        }),
+        _ => Err(MpiError(format!(
+            "bad bootstrap record from a peer: '{text}'"
+        ))),
+    }
+}
 
 /// Why joining or using the MPI world failed (one line).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -5,7 +5,7 @@
 use super::MpiError;
 use crate::engine::exec::{mpi_coll, ExecError, HostBuf, OpDesc};
 use crate::engine::transport::node::{
-    self, Barrier, BarrierError, NodeLinks, PeerInfo, ProcessPeers, Relay, Shape,
+    self, Barrier, BarrierError, NodeLinks, ProcessPeers, Relay, Shape,
 };
 use crate::engine::transport::relay::{Comm as RelayComm, MpiRelay};
 use crate::engine::types::{Collective, Dtype, ReduceOp};
@@ -124,6 +124,10 @@ impl Mpi {
         self.size
     }
 
+    pub fn hosts(&self) -> &[String] {
+        &self.hosts
+    }
+
     pub fn world(&self) -> &SimpleCommunicator {
         &self.world.0
     }
@@ -183,35 +187,7 @@ impl Mpi {
     /// a relay over MPI to the others (all of them with COLLBENCH_FORCE_RELAY=1,
     /// which tests the relay on one host).
     pub fn node_links(&self, shape: Shape) -> Result<NodeLinks, MpiError> {
-        let me = &self.hosts[self.rank];
-        let force = force_relay();
-        let local =
-            node::create(&shape, self.rank).map_err(|e| MpiError(format!("shared memory: {e}")))?;
-        let fd = |s: &crate::engine::transport::shm::Segment| s.fd().unwrap_or(-1);
-        let mine = format!(
-            "{} {} {}",
-            std::process::id(),
-            fd(&local.fifos),
-            fd(&local.bufs)
-        );
-        let peers = self
-            .all_gather(mine.as_bytes())?
-            .iter()
-            .zip(&self.hosts)
-            .map(|(b, host)| {
-                if host == me && !force {
-                    parse_peer(b).map(Some)
-                } else {
-                    Ok(None)
-                }
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        let relay = self.relay()?.map(|r| r as Arc<dyn Relay>);
-        let links = NodeLinks::connect(self.rank, shape, local, &peers, relay, self.barrier_fn())
-            .map_err(|e| MpiError(format!("mapping peers' shared memory: {e}")))?;
-        // Nobody writes into a peer's memory before every peer has mapped it.
-        self.barrier(Duration::from_secs(60), &|| false)?;
-        Ok(links)
+        super::node_links(&*self.peers()?, self.barrier_fn(), shape)
     }
 }
 
@@ -230,24 +206,6 @@ impl Mpi {
         abort: &dyn Fn() -> bool,
     ) -> Result<(), ExecError> {
         mpi_coll::run_op(&self.world.0, op, bufs, timeout, abort)
-    }
-}
-
-fn parse_peer(b: &[u8]) -> Result<PeerInfo, MpiError> {
-    let text = String::from_utf8_lossy(b);
-    let v: Vec<i64> = text
-        .split_whitespace()
-        .filter_map(|t| t.parse().ok())
-        .collect();
-    match v.as_slice() {
-        [pid, f, b] if *f >= 0 && *b >= 0 => Ok(PeerInfo {
-            pid: *pid as u32,
-            fifo_fd: *f as i32,
-            buf_fd: *b as i32,
-        }),
-        _ => Err(MpiError(format!(
-            "bad bootstrap record from a peer: '{text}'"
-        ))),
     }
 }
 

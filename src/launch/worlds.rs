@@ -3,7 +3,7 @@
 //! connections. Thread ranks share this process; MPI ranks reach each
 //! other through shared memory (or the relay) set up over MPI.
 
-use super::{Mpi, MpiError};
+use super::{MpiError, Peers};
 use crate::engine::exec::cuda::launch::{Across, CudaOptions, CudaWorld, Kind};
 use crate::engine::exec::{ExecError, HostOptions, HostWorld};
 use crate::engine::transport::node::Shape;
@@ -49,7 +49,7 @@ pub enum LaunchError {
 
 /// Makes the worlds of `spec`: this process's thread ranks, or with `mpi`
 /// this process's one rank of the MPI world.
-pub fn open_worlds(spec: &WorldSpec, mpi: Option<&Mpi>) -> Result<Worlds, LaunchError> {
+pub fn open_worlds(spec: &WorldSpec, mpi: Option<&Peers>) -> Result<Worlds, LaunchError> {
     let host = match mpi {
         None => HostWorld::new(spec.ranks, spec.host.clone()),
         Some(m) => {

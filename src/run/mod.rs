@@ -19,7 +19,7 @@ use crate::cli::{Cli, Command, DeviceChoice, FormatChoice, RunArgs, TimingChoice
 use crate::engine::exec::cuda::device as cuda_device;
 use crate::engine::types::{Collective, Engine};
 use crate::harness::{self, GpuKind, GraphAsk, Plan, Setup, Timing};
-use crate::launch::{open_worlds, Mpi};
+use crate::launch::{open_worlds, Peers};
 use crate::recorder::watchdog;
 use crate::report::layout::{Format, LayoutSink};
 use crate::report::progress::{self, Progress, ProgressSink};
@@ -121,7 +121,11 @@ pub(crate) fn one_line(e: &anyhow::Error) -> String {
 
 /// Says why a command could not run; the usage/runtime exit code.
 fn fail(e: impl std::fmt::Display) -> i32 {
-    progress::suspend(|| eprintln!("collbench: error: {e}"));
+    // One write, so the lines of ranks that are processes never interleave.
+    let line = format!("collbench: error: {e}\n");
+    progress::suspend(|| {
+        let _ = std::io::stderr().write_all(line.as_bytes());
+    });
     USAGE
 }
 
@@ -298,7 +302,7 @@ struct DumpPlace {
 
 /// The run's id, the dump folder and, under MPI, the abort trigger every
 /// rank agrees on (rank 0's).
-fn agree_dump_dir(plan: &Plan, mpi: Option<&Mpi>) -> anyhow::Result<DumpPlace> {
+fn agree_dump_dir(plan: &Plan, mpi: Option<&Peers>) -> anyhow::Result<DumpPlace> {
     let id = run_id();
     let mine = dump_dir(plan, &id);
     let Some(m) = mpi else {
@@ -328,7 +332,7 @@ fn agree_dump_dir(plan: &Plan, mpi: Option<&Mpi>) -> anyhow::Result<DumpPlace> {
 }
 
 /// What the harness needs beyond the plan, decided once.
-fn setup(plan: &Plan, chosen: &Chosen, meta: &Meta, mpi: Option<&Mpi>) -> anyhow::Result<Setup> {
+fn setup(plan: &Plan, chosen: &Chosen, meta: &Meta, mpi: Option<&Peers>) -> anyhow::Result<Setup> {
     let DumpPlace {
         run_id,
         dir: dump_dir,
@@ -388,7 +392,7 @@ pub(crate) fn execute(
     plan: &Plan,
     setup: &Setup,
     sink: &mut dyn Sink,
-    mpi: Option<&Arc<Mpi>>,
+    mpi: Option<&Arc<Peers>>,
 ) -> Result<harness::Outcome, harness::HarnessError> {
     let prepared = harness::prepare(plan, setup, mpi.map(|m| &**m))?;
     let spec = harness::world_spec(plan, setup, &prepared);
@@ -404,7 +408,7 @@ pub(crate) fn execute(
 
 /// Refuses more thread ranks than this machine runs (not under MPI, where
 /// each process is one rank).
-fn check_thread_ranks(plan: &Plan, mpi: Option<&Mpi>) -> anyhow::Result<()> {
+fn check_thread_ranks(plan: &Plan, mpi: Option<&Peers>) -> anyhow::Result<()> {
     let max = crate::launch::max_thread_ranks();
     if mpi.is_none() && plan.ranks > max {
         bail!(
@@ -421,7 +425,16 @@ fn sweep(coll: Option<Collective>, args: &RunArgs, probe: bool) -> anyhow::Resul
     // First: a signal from now on stops the run with its results written,
     // never the default death.
     watchdog::install_signal_handlers();
+    if let Some(n) = args
+        .procs
+        .filter(|_| std::env::var_os(crate::launch::procs::ENV).is_none())
+    {
+        return launch_procs(coll, args, probe, n);
+    }
     let mpi = join_world()?.map(Arc::new);
+    if mpi.is_none() && args.gpu_map.is_some() {
+        bail!("--gpu-map places ranks that are processes (mpirun, srun, --procs); thread ranks of one process are placed round-robin over the GPUs (choose them with CUDA_VISIBLE_DEVICES)");
+    }
     let leader = mpi.as_ref().is_none_or(|m| m.rank() == 0);
     let world = mpi.as_ref().map(|m| m.size());
     let mut s = if probe {
@@ -451,7 +464,10 @@ fn sweep(coll: Option<Collective>, args: &RunArgs, probe: bool) -> anyhow::Resul
     for n in chosen.notes.iter().filter(|_| leader) {
         eprintln!("collbench: note: {n}");
     }
-    let capped = budget(&s.plan, &chosen)
+    // Ranks that are processes share their node's GPUs with the node's
+    // other ranks only, not the whole world's.
+    let ranks_here = mpi.as_ref().map_or(s.plan.ranks, |m| m.node_size());
+    let capped = budget(&s.plan, &chosen, ranks_here)
         .and_then(|b| harness::cap_sizes_to_memory(&mut s.plan, b))
         .map(|c| warn::Warning::SizesCapped {
             kept_max: c.kept_max,
@@ -540,7 +556,7 @@ fn sweep(coll: Option<Collective>, args: &RunArgs, probe: bool) -> anyhow::Resul
 /// Where the sweep's buffers live and the room there: the GPUs' free
 /// memory on the CUDA engine (the most crowded device), else the host's;
 /// `None` when the devices cannot be opened (the run then says why).
-fn budget(plan: &Plan, chosen: &Chosen) -> Option<harness::Budget> {
+fn budget(plan: &Plan, chosen: &Chosen, ranks_here: usize) -> Option<harness::Budget> {
     use crate::engine::exec::cuda::launch::{memory_budget, CudaOptions};
     let Some(kind) = chosen.gpu else {
         let b = harness::Budget::Host;
@@ -551,7 +567,7 @@ fn budget(plan: &Plan, chosen: &Chosen) -> Option<harness::Budget> {
         return Some(b);
     };
     let opts = CudaOptions::new(kind, plan.host.slot_bytes, plan.timeout(), chosen.timing);
-    let (free, ranks, extra) = memory_budget(kind, plan.ranks, &opts)?;
+    let (free, ranks, extra) = memory_budget(kind, ranks_here, &opts)?;
     // A group's ways of running each hold connections of their own.
     let extra = extra * plan.group_ways() as u64;
     tracing::info!(
@@ -563,10 +579,43 @@ fn budget(plan: &Plan, chosen: &Chosen) -> Option<harness::Budget> {
     Some(harness::Budget::Device { free, ranks, extra })
 }
 
+/// `--procs N`: checks the sweep as the ranks will see it (bad input is
+/// said once, here), then starts the N rank processes and serves them.
+fn launch_procs(
+    coll: Option<Collective>,
+    args: &RunArgs,
+    probe: bool,
+    n: usize,
+) -> anyhow::Result<i32> {
+    if let Some((launcher, tasks)) = crate::launch::foreign_launcher() {
+        bail!("--procs {n}: this process is one of {tasks} tasks started by {launcher}: use the launcher's ranks or --procs, not both");
+    }
+    if args.engine.0.contains(&Engine::Mpi) {
+        bail!("--engine mpi runs MPI's own collectives: it needs an MPI launch (mpirun -np {n} collbench ...), not --procs");
+    }
+    if std::env::var("COLLBENCH_FORCE_RELAY").is_ok_and(|v| v == "1") {
+        bail!("COLLBENCH_FORCE_RELAY=1 tests the relay between nodes, which is MPI point-to-point: run under mpirun, not --procs");
+    }
+    let s = if probe {
+        plan::build_links(args, Some(n))?
+    } else {
+        plan::build(coll, args, Some(n))?
+    };
+    let outputs: Vec<(&str, &Path)> = [("--json", &s.json), ("--csv", &s.csv), ("--plot", &s.plot)]
+        .into_iter()
+        .filter_map(|(f, p)| p.as_deref().map(|p| (f, p)))
+        .collect();
+    paths::check_outputs(&outputs, &[])?;
+    if let Some(d) = &s.plan.dump_dir {
+        paths::check_dump_dir(d)?;
+    }
+    Ok(crate::launch::procs::launch(n, &watchdog::signalled)?)
+}
+
 /// Joins the MPI world when launched into one; refuses a launcher's tasks
 /// in a build that cannot join.
-fn join_world() -> anyhow::Result<Option<Mpi>> {
-    let mpi = crate::launch::init_mpi()?;
+fn join_world() -> anyhow::Result<Option<Peers>> {
+    let mpi = Peers::join()?;
     if mpi.is_none() {
         if let Some((launcher, n)) = crate::launch::foreign_launcher() {
             bail!(

@@ -28,6 +28,12 @@ fn tune_inner(a: &TuneArgs) -> anyhow::Result<i32> {
              `collbench tune --from RESULTS.json`"
         );
     }
+    if a.run.procs.is_some() {
+        bail!(
+            "tune runs its sweep in one process (thread ranks, or the GPUs of one host): sweep with \
+             --procs N --json and fit that with `collbench tune --from RESULTS.json`"
+        );
+    }
     watchdog::install_signal_handlers();
     let mut s = plan::build_tune(a)?;
     super::check_thread_ranks(&s.plan, None)?;

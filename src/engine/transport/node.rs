@@ -306,10 +306,15 @@ impl Links for NodeLinks {
 
     fn barrier(&self, ctl: &dyn WaitCtl, rank: usize) -> Result<(), LinkError> {
         let timeout = ctl.timeout();
+        let start = std::time::Instant::now();
         (self.barrier)(timeout, &|| ctl.aborted()).map_err(|e| {
             tracing::debug!(rank, reason = %e, "node barrier gave up");
             if ctl.aborted() {
                 LinkError::Aborted
+            } else if start.elapsed() < timeout {
+                // Not a wait that ran out: the launcher says the world broke
+                // (a rank exited).
+                LinkError::Setup(format!("rank {rank} at a barrier: {e}"))
             } else {
                 LinkError::BarrierTimeout {
                     rank,

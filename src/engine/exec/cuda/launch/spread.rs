@@ -126,10 +126,18 @@ impl Spread {
         let same_gpu: Vec<usize> = (0..cards.len())
             .filter(|&r| cards[r].host == mine.host && cards[r].bus == mine.bus)
             .collect();
-        if same_gpu.len() > 1 && !allow_shared {
+        // Every rank judges the whole placement, so all refuse alike.
+        let shared = (0..cards.len()).find_map(|r| {
+            let c = &cards[r];
+            let with: Vec<usize> = (0..cards.len())
+                .filter(|&q| cards[q].host == c.host && cards[q].bus == c.bus)
+                .collect();
+            (with.len() > 1).then_some((with, c))
+        });
+        if let (Some((with, c)), false) = (shared, allow_shared) {
             return Err(setup(format!(
-                "ranks {same_gpu:?} would share GPU {} ({}) on {}: processes on one GPU time-slice, so their persistent kernels crawl; give each rank its own GPU (--gpu-map) or pass --allow-shared-gpu",
-                mine.ordinal, mine.bus, mine.host
+                "ranks {with:?} would share GPU {} ({}) on {}: processes on one GPU time-slice, so their persistent kernels crawl; give each rank its own GPU (--gpu-map) or pass --allow-shared-gpu",
+                c.ordinal, c.bus, c.host
             )));
         }
         // Device memory when every peer this rank maps reaches its GPU

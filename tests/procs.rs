@@ -1,0 +1,268 @@
+//! `--procs N`: rank processes on one node without MPI (the default build).
+//! The CUDA executor across processes on the emulated device (connections
+//! shared as CUDA IPC would share them), the host engine, hangs dumped by
+//! every process and diagnosed, and the placement rules (`--gpu-map`,
+//! `--allow-shared-gpu`) with their errors.
+
+use serde_json::Value;
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+fn collbench(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let bin = assert_cmd::cargo::cargo_bin("collbench");
+    let mut cmd = Command::new("timeout");
+    cmd.arg("300").arg(bin).args(args);
+    cmd.env_remove("COLLBENCH_GPU_MAP");
+    cmd.env_remove("COLLBENCH_FORCE_RELAY");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().expect("collbench runs")
+}
+
+fn json(path: &std::path::Path) -> Value {
+    serde_json::from_slice(&std::fs::read(path).expect("results written")).expect("results parse")
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Every row of `v` checked, none wrong; the number of rows.
+fn all_clean(v: &Value, what: &str) -> usize {
+    let rows = v["rows"].as_array().unwrap();
+    for r in rows {
+        assert_eq!(r["wrong"], 0, "{what}: {r}");
+        assert_eq!(r["nan"], 0, "{what}: {r}");
+    }
+    rows.len()
+}
+
+#[test]
+fn every_collective_and_algorithm_on_four_processes_of_the_emulated_gpu() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("r.json");
+    let out = collbench(
+        &[
+            "all",
+            "--procs",
+            "4",
+            "--device",
+            "cuda-emu",
+            "--algo",
+            "all",
+            "--sizes",
+            "8B:64K",
+            "--iters",
+            "3",
+            "--warmup",
+            "1",
+            "-q",
+            "--json",
+            f.to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v = json(&f);
+    assert_eq!(v["meta"]["world_size"], 4);
+    assert_eq!(v["meta"]["device"], "cuda-emu");
+    let n = all_clean(&v, "--procs 4 cuda-emu");
+    // Nine collectives, every algorithm, 8 B to 64 KiB, out-of-place and in-place.
+    assert!(n > 300, "{n} rows");
+    let colls: std::collections::BTreeSet<&str> = v["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|r| r["collective"].as_str())
+        .collect();
+    assert_eq!(colls.len(), 9, "{colls:?}");
+}
+
+#[test]
+fn the_host_engine_runs_on_processes_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("r.json");
+    let out = collbench(
+        &[
+            "all",
+            "--procs",
+            "3",
+            "--device",
+            "host",
+            "--algo",
+            "all",
+            "--sizes",
+            "8B:1M:x8",
+            "--iters",
+            "3",
+            "-q",
+            "--json",
+            f.to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v = json(&f);
+    assert_eq!(v["meta"]["world_size"], 3);
+    assert_eq!(v["meta"]["device"], "host");
+    assert!(all_clean(&v, "--procs 3 host") > 50);
+}
+
+#[test]
+fn a_hang_in_one_process_is_dumped_by_every_process_and_diagnosed() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().join("dumps");
+    let t = Instant::now();
+    let out = collbench(
+        &[
+            "all-reduce",
+            "--procs",
+            "3",
+            "--device",
+            "cuda-emu",
+            "--sizes",
+            "1K",
+            "--inject",
+            "hang:rank=2,seq=4",
+            "--timeout",
+            "3s",
+            "--dump-dir",
+            d.to_str().unwrap(),
+            "-q",
+        ],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert!(t.elapsed() < Duration::from_secs(60));
+    let dumps: Vec<_> = std::fs::read_dir(&d)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    for r in 0..3 {
+        assert!(
+            dumps.iter().any(|n| n.ends_with(&format!("-rank{r}.json"))),
+            "rank {r} dumped: {dumps:?}"
+        );
+    }
+    let out = Command::new(assert_cmd::cargo::cargo_bin("collbench"))
+        .args(["analyze", d.to_str().unwrap(), "--json"])
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["culprits"], serde_json::json!([2]), "{v}");
+    assert_eq!(v["findings"][0]["seq"], 4, "{v}");
+}
+
+#[test]
+fn processes_share_a_gpu_only_when_allowed() {
+    let env = [("COLLBENCH_EMU_GPUS", "2")];
+    let base = [
+        "all-reduce",
+        "--procs",
+        "3",
+        "--device",
+        "cuda-emu",
+        "--sizes",
+        "1K:4K",
+        "--iters",
+        "2",
+        "-q",
+    ];
+    let t = Instant::now();
+    let out = collbench(&base, &env);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("would share GPU 0") && stderr(&out).contains("--allow-shared-gpu"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(t.elapsed() < Duration::from_secs(30), "refused at once");
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("r.json");
+    let mut allowed = base.to_vec();
+    allowed.extend(["--allow-shared-gpu", "--json", f.to_str().unwrap()]);
+    let out = collbench(&allowed, &env);
+    assert!(out.status.success(), "{}", stderr(&out));
+    all_clean(&json(&f), "shared GPU");
+    // A map that gives each rank its own GPU needs no permission.
+    let f2 = dir.path().join("r2.json");
+    let mut mapped = base.to_vec();
+    mapped[2] = "2";
+    mapped.extend(["--gpu-map", "1,0", "--json", f2.to_str().unwrap()]);
+    let out = collbench(&mapped, &env);
+    assert!(out.status.success(), "{}", stderr(&out));
+    all_clean(&json(&f2), "--gpu-map 1,0");
+}
+
+/// Arguments, environment, and what the error must say.
+type BadCase<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)], &'a str);
+
+#[test]
+fn bad_process_options_exit_2_with_a_reason() {
+    let cases: [BadCase; 9] = [
+        (&["all-reduce", "--procs", "0"], &[], "--procs"),
+        (&["all-reduce", "--procs", "65"], &[], "--procs"),
+        (
+            &["all-reduce", "--procs", "2", "--ranks", "2"],
+            &[],
+            "--ranks",
+        ),
+        (
+            &["all-reduce", "--procs", "2", "--engine", "mpi"],
+            &[],
+            "needs an MPI launch",
+        ),
+        (
+            &["all-reduce", "--procs", "2", "--sizes", "1K"],
+            &[("COLLBENCH_GPU_MAP", "0,x")],
+            "COLLBENCH_GPU_MAP",
+        ),
+        (
+            &[
+                "all-reduce",
+                "--procs",
+                "2",
+                "--device",
+                "cuda-emu",
+                "--sizes",
+                "1K",
+                "--gpu-map",
+                "0,9",
+            ],
+            &[],
+            "GPU 9",
+        ),
+        (
+            &[
+                "all-reduce",
+                "--procs",
+                "3",
+                "--device",
+                "cuda-emu",
+                "--sizes",
+                "1K",
+                "--gpu-map",
+                "0,1",
+            ],
+            &[],
+            "--gpu-map lists 2",
+        ),
+        (
+            &["all-reduce", "--sizes", "1K", "--gpu-map", "0,1"],
+            &[],
+            "ranks that are processes",
+        ),
+        (
+            &["all-reduce", "--procs", "2", "--sizes", "1K"],
+            &[("COLLBENCH_FORCE_RELAY", "1")],
+            "run under mpirun",
+        ),
+    ];
+    for (args, env, want) in cases {
+        let out = collbench(args, env);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains(want), "{args:?}: {}", stderr(&out));
+        assert!(!stderr(&out).contains("panicked"), "{args:?}");
+    }
+}
