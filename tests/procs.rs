@@ -200,7 +200,7 @@ type BadCase<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)], &'a str);
 
 #[test]
 fn bad_process_options_exit_2_with_a_reason() {
-    let cases: [BadCase; 9] = [
+    let cases: [BadCase; 10] = [
         (&["all-reduce", "--procs", "0"], &[], "--procs"),
         (&["all-reduce", "--procs", "65"], &[], "--procs"),
         (
@@ -212,6 +212,19 @@ fn bad_process_options_exit_2_with_a_reason() {
             &["all-reduce", "--procs", "2", "--engine", "mpi"],
             &[],
             "needs an MPI launch",
+        ),
+        (
+            &[
+                "all-reduce",
+                "--procs",
+                "2",
+                "--device",
+                "cuda-emu",
+                "--engine",
+                "builtin,nccl",
+            ],
+            &[],
+            "--engine nccl across processes",
         ),
         (
             &["all-reduce", "--procs", "2", "--sizes", "1K"],

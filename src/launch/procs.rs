@@ -154,7 +154,7 @@ pub fn launch(n: usize, signalled: &dyn Fn() -> bool) -> Result<i32, MpiError> {
     ));
     let listener = UnixListener::bind(&path)
         .map_err(|e| MpiError(format!("--procs: a socket at {}: {e}", path.display())))?;
-    let _cleanup = Cleanup(path.clone());
+    let cleanup = Cleanup(path.clone());
     let mut children: Vec<Child> = Vec::with_capacity(n);
     for rank in 0..n {
         let child = Command::new(&exe)
@@ -180,6 +180,10 @@ pub fn launch(n: usize, signalled: &dyn Fn() -> bool) -> Result<i32, MpiError> {
             return Err(MpiError(format!("--procs: {e}")));
         }
     };
+    // Every rank is connected: the socket's name is no longer needed (and
+    // would outlive a parent that is killed).
+    drop(listener);
+    drop(cleanup);
     let hub = std::thread::Builder::new()
         .name("procs-hub".into())
         .spawn(move || serve(streams));

@@ -40,6 +40,8 @@ struct Tables {
     graphs: Vec<Option<sys::CUgraphExec>>,
     /// Memory shared with other processes, by device address.
     shared: HashMap<u64, SharedMem>,
+    /// The stream that zeroes memory before it is shared (made on first use).
+    share_stream: Option<StreamId>,
 }
 
 /// How a piece of shared memory came to be, so it is let go the same way.
@@ -501,7 +503,8 @@ impl Device for RealDevice {
     }
 
     fn share(&self, bytes: usize, kind: ShareKind) -> Result<(Shared, Vec<u8>), DevError> {
-        let bytes = bytes.max(256);
+        // Whole pages: host memory is registered with the driver page by page.
+        let bytes = bytes.max(256).next_multiple_of(4096);
         if kind == ShareKind::Host {
             let seg = Segment::create("collbench-cuda-ipc", bytes).map_err(|e| {
                 DevError::new("share", format!("{bytes} bytes of host memory: {e}"))
@@ -516,7 +519,15 @@ impl Device for RealDevice {
         }
         let p = self.alloc(bytes)?;
         let zeroed = (|| {
-            let s = self.stream()?;
+            let made = self.tables()?.share_stream;
+            let s = match made {
+                Some(s) => s,
+                None => {
+                    let s = self.stream()?;
+                    self.tables()?.share_stream = Some(s);
+                    s
+                }
+            };
             self.memset(s, p, 0, bytes)?;
             self.sync(s)
         })();

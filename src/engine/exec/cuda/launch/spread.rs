@@ -519,6 +519,91 @@ mod tests {
         assert!(decode_key(&msg[..19]).is_none());
     }
 
+    /// A sender's connection memory, the bridge's two routes joined by one
+    /// FIFO (the relay's part, skipped), and a receiver's memory: played as
+    /// the kernels would, in a scrambled order, every message arrives in
+    /// order with its length, and no side ever overruns the other.
+    #[test]
+    fn the_bridge_moves_slots_with_their_lengths_in_order() {
+        let shape = ConnShape {
+            slots: 4,
+            slot_bytes: 256,
+            ll_slot_bytes: 512,
+            ll128_slot_bytes: 384,
+        };
+        let words = shape.bytes() / 8 + 1;
+        let (mut send_mem, mut recv_mem) = (vec![0u64; words], vec![0u64; words]);
+        let fifo = Arc::new(Fifo::new(shape.slots, shape.slot_bytes).unwrap());
+        let route = |mem: &mut Vec<u64>, outgoing: bool| Route {
+            base: mem.as_mut_ptr() as *mut u8,
+            fifo: Arc::clone(&fifo),
+            outgoing,
+            slots: shape.slots as u64,
+            slot_bytes: shape.slot_bytes,
+            moved: 0,
+        };
+        let mut out = route(&mut send_mem, true);
+        let mut inc = route(&mut recv_mem, false);
+        let len_of = |i: u64| ((i * 37) % 256 + 1) as usize;
+        let (total, mut sent, mut got) = (60u64, 0u64, 0u64);
+        let mut rng = 12345u64;
+        while got < total {
+            rng = rng
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            match rng >> 62 {
+                0 if sent < total => {
+                    // The sending kernel: room while tail - head < slots.
+                    let (tail, head) = (
+                        out.flag(0).load(Ordering::Relaxed),
+                        out.flag(FLAG_LINE).load(Ordering::Acquire),
+                    );
+                    assert!(tail - head <= shape.slots as u64);
+                    if tail - head < shape.slots as u64 {
+                        let len = len_of(sent);
+                        // SAFETY: the slot is the sender's until head passes it.
+                        unsafe { std::ptr::write_bytes(out.slot(tail), sent as u8, len) };
+                        out.flag(8 * (1 + (tail % 4) as usize))
+                            .store(len as u64, Ordering::Relaxed);
+                        out.flag(0).store(tail + 1, Ordering::Release);
+                        sent += 1;
+                    }
+                }
+                1 => {
+                    out.step();
+                }
+                2 => {
+                    // The relay carries exactly the posted length.
+                    if let Some(m) = fifo.peek() {
+                        assert_eq!(m.len, len_of(inc.moved), "message {}", inc.moved);
+                    }
+                    inc.step();
+                }
+                _ => {
+                    // The receiving kernel: a message while tail > head.
+                    let (tail, head) = (
+                        inc.flag(0).load(Ordering::Acquire),
+                        inc.flag(FLAG_LINE).load(Ordering::Relaxed),
+                    );
+                    assert!(tail - head <= shape.slots as u64);
+                    if tail > head {
+                        let len = len_of(head);
+                        // SAFETY: the slot holds the message until head moves.
+                        let bytes = unsafe { std::slice::from_raw_parts(inc.slot(head), len) };
+                        assert!(bytes.iter().all(|&b| b == head as u8), "message {head}");
+                        inc.flag(FLAG_LINE).store(head + 1, Ordering::Release);
+                        got += 1;
+                    }
+                }
+            }
+        }
+        assert_eq!(
+            (sent, got, out.moved, inc.moved),
+            (total, total, total, total)
+        );
+        assert!(fifo.drained());
+    }
+
     #[test]
     fn placement_cards_round_trip() {
         let c = Card {
