@@ -188,22 +188,23 @@ fn builtin_and_mpi_engines_side_by_side() {
         .all(|r| r["wrong"] == 0));
 }
 
-#[test]
-fn an_injected_hang_is_dumped_by_every_process_and_diagnosed() {
-    if mpirun().is_none() {
-        return;
-    }
+/// A hang injected on `rank` at `seq` of `np` processes on `device`: every
+/// process exits 3 with its dump, and `analyze` names the rank and operation.
+fn hang_is_dumped_and_diagnosed(np: usize, device: &str, rank: usize, seq: usize) {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path().join("dumps");
     let t = std::time::Instant::now();
+    let inject = format!("hang:rank={rank},seq={seq}");
     let out = launch(
-        4,
+        np,
         &[
             "all-reduce",
+            "--device",
+            device,
             "--sizes",
             "1K",
             "--inject",
-            "hang:rank=2,seq=5",
+            &inject,
             "--timeout",
             "3s",
             "--dump-dir",
@@ -214,24 +215,32 @@ fn an_injected_hang_is_dumped_by_every_process_and_diagnosed() {
     assert_eq!(
         out.status.code(),
         Some(3),
-        "{}",
+        "{device}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(t.elapsed() < Duration::from_secs(60));
-    for r in 0..4 {
-        assert!(dump_of(&d, r).exists(), "rank {r} dumped");
+    for r in 0..np {
+        assert!(dump_of(&d, r).exists(), "{device}: rank {r} dumped");
     }
     let out = Command::new(assert_cmd::cargo::cargo_bin("collbench"))
         .args(["analyze", d.to_str().unwrap(), "--json"])
         .output()
         .unwrap();
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(v["culprits"], serde_json::json!([2]));
-    assert_eq!(v["findings"][0]["seq"], 5);
+    assert_eq!(v["culprits"], serde_json::json!([rank]), "{device}: {v}");
+    assert_eq!(v["findings"][0]["seq"], seq, "{device}");
     assert!(
         v["unreadable"].as_array().is_none_or(|u| u.is_empty()),
-        "{v}"
+        "{device}: {v}"
     );
+}
+
+#[test]
+fn an_injected_hang_is_dumped_by_every_process_and_diagnosed() {
+    if mpirun().is_none() {
+        return;
+    }
+    hang_is_dumped_and_diagnosed(4, "host", 2, 5);
 }
 
 #[test]
@@ -369,43 +378,7 @@ fn a_hang_on_the_cuda_executor_is_dumped_by_every_process_and_diagnosed() {
     if mpirun().is_none() {
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    let d = dir.path().join("dumps");
-    let t = std::time::Instant::now();
-    let out = launch(
-        3,
-        &[
-            "all-reduce",
-            "--device",
-            "cuda-emu",
-            "--sizes",
-            "1K",
-            "--inject",
-            "hang:rank=1,seq=5",
-            "--timeout",
-            "3s",
-            "--dump-dir",
-            d.to_str().unwrap(),
-            "-q",
-        ],
-    );
-    assert_eq!(
-        out.status.code(),
-        Some(3),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(t.elapsed() < Duration::from_secs(60));
-    for r in 0..3 {
-        assert!(dump_of(&d, r).exists(), "rank {r} dumped");
-    }
-    let out = Command::new(assert_cmd::cargo::cargo_bin("collbench"))
-        .args(["analyze", d.to_str().unwrap(), "--json"])
-        .output()
-        .unwrap();
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(v["culprits"], serde_json::json!([1]), "{v}");
-    assert_eq!(v["findings"][0]["seq"], 5);
+    hang_is_dumped_and_diagnosed(3, "cuda-emu", 1, 5);
 }
 
 /// Over the relay the kernels run the simple protocol (its slots carry

@@ -38,21 +38,22 @@ fn all_clean(v: &Value, what: &str) -> usize {
     rows.len()
 }
 
-#[test]
-fn every_collective_and_algorithm_on_four_processes_of_the_emulated_gpu() {
+/// `collbench all --procs N --device DEVICE --algo all --sizes SIZES`: it
+/// succeeds with world N on DEVICE and every row clean; its results.
+fn every_collective_clean(procs: &str, device: &str, sizes: &str) -> Value {
     let dir = tempfile::tempdir().unwrap();
     let f = dir.path().join("r.json");
     let out = collbench(
         &[
             "all",
             "--procs",
-            "4",
+            procs,
             "--device",
-            "cuda-emu",
+            device,
             "--algo",
             "all",
             "--sizes",
-            "8B:64K",
+            sizes,
             "--iters",
             "3",
             "--warmup",
@@ -63,50 +64,38 @@ fn every_collective_and_algorithm_on_four_processes_of_the_emulated_gpu() {
         ],
         &[],
     );
-    assert!(out.status.success(), "{}", stderr(&out));
+    let what = format!("--procs {procs} --device {device}");
+    assert!(out.status.success(), "{what}: {}", stderr(&out));
     let v = json(&f);
-    assert_eq!(v["meta"]["world_size"], 4);
-    assert_eq!(v["meta"]["device"], "cuda-emu");
-    let n = all_clean(&v, "--procs 4 cuda-emu");
-    // Nine collectives, every algorithm, 8 B to 64 KiB, out-of-place and in-place.
-    assert!(n > 300, "{n} rows");
+    assert_eq!(
+        v["meta"]["world_size"],
+        procs.parse::<u64>().unwrap(),
+        "{what}"
+    );
+    assert_eq!(v["meta"]["device"], device, "{what}");
+    all_clean(&v, &what);
     let colls: std::collections::BTreeSet<&str> = v["rows"]
         .as_array()
         .unwrap()
         .iter()
         .filter_map(|r| r["collective"].as_str())
         .collect();
-    assert_eq!(colls.len(), 9, "{colls:?}");
+    assert_eq!(colls.len(), 9, "{what}: {colls:?}");
+    v
+}
+
+#[test]
+fn every_collective_and_algorithm_on_four_processes_of_the_emulated_gpu() {
+    let v = every_collective_clean("4", "cuda-emu", "8B:64K");
+    // Nine collectives, every algorithm, 8 B to 64 KiB, out-of-place and in-place.
+    let n = v["rows"].as_array().unwrap().len();
+    assert!(n > 300, "{n} rows");
 }
 
 #[test]
 fn the_host_engine_runs_on_processes_too() {
-    let dir = tempfile::tempdir().unwrap();
-    let f = dir.path().join("r.json");
-    let out = collbench(
-        &[
-            "all",
-            "--procs",
-            "3",
-            "--device",
-            "host",
-            "--algo",
-            "all",
-            "--sizes",
-            "8B:1M:x8",
-            "--iters",
-            "3",
-            "-q",
-            "--json",
-            f.to_str().unwrap(),
-        ],
-        &[],
-    );
-    assert!(out.status.success(), "{}", stderr(&out));
-    let v = json(&f);
-    assert_eq!(v["meta"]["world_size"], 3);
-    assert_eq!(v["meta"]["device"], "host");
-    assert!(all_clean(&v, "--procs 3 host") > 50);
+    let v = every_collective_clean("3", "host", "8B:1M:x8");
+    assert!(v["rows"].as_array().unwrap().len() > 50);
 }
 
 #[test]

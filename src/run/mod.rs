@@ -151,9 +151,11 @@ fn nvrtc_usable() -> Result<(), crate::engine::exec::cuda::LoadError> {
     crate::engine::exec::cuda::Nvrtc::get().map(|_| ())
 }
 
-/// Picks the engine's device for sweep `s` (`mpi_world`: this process is
-/// one rank of an MPI world) and the timing that goes with it.
-pub(crate) fn choose_device(s: &Sweep, mpi_world: bool) -> anyhow::Result<Chosen> {
+/// Picks the engine's device for sweep `s` and the timing that goes with
+/// it. `node`: when ranks are processes (MPI, `--procs`), how many run on
+/// this node (`auto` then takes the GPUs only if each rank gets its own).
+pub(crate) fn choose_device(s: &Sweep, node: Option<usize>) -> anyhow::Result<Chosen> {
+    let mpi_world = node.is_some();
     let ranks = s.plan.ranks;
     let mut gpu_list = Vec::new();
     // The GPUs the ranks use: lines for people, and name and bus id for
@@ -208,6 +210,15 @@ pub(crate) fn choose_device(s: &Sweep, mpi_world: bool) -> anyhow::Result<Chosen
             Ok(_) if mpi_world && s.plan.engines.contains(&Engine::Mpi) => (
                 None,
                 Some(format!("--engine mpi runs on host buffers: every process runs on the host engine ({ranks} ranks)")),
+                Vec::new(),
+            ),
+            Ok(d) if node.is_some_and(|n| n > d.devices.len()) && !s.plan.allow_shared_gpu => (
+                None,
+                Some(format!(
+                    "{} ranks on this node and {} GPU(s): running on the host engine ({ranks} ranks; --device cuda --allow-shared-gpu shares the GPUs)",
+                    node.unwrap_or(0),
+                    d.devices.len()
+                )),
                 Vec::new(),
             ),
             Ok(d) => match nvrtc_usable() {
@@ -437,27 +448,13 @@ fn sweep(coll: Option<Collective>, args: &RunArgs, probe: bool) -> anyhow::Resul
     }
     let leader = mpi.as_ref().is_none_or(|m| m.rank() == 0);
     let world = mpi.as_ref().map(|m| m.size());
-    let mut s = if probe {
-        plan::build_links(args, world)?
-    } else {
-        plan::build(coll, args, world)?
-    };
+    let mut s = build_sweep(coll, args, probe, world)?;
     check_thread_ranks(&s.plan, mpi.as_deref())?;
-    if leader {
-        let outputs: Vec<(&str, &Path)> =
-            [("--json", &s.json), ("--csv", &s.csv), ("--plot", &s.plot)]
-                .into_iter()
-                .filter_map(|(f, p)| p.as_deref().map(|p| (f, p)))
-                .collect();
-        paths::check_outputs(&outputs, &[])?;
-    }
-    if let Some(d) = &s.plan.dump_dir {
-        paths::check_dump_dir(d)?;
-    }
+    check_paths(&s, leader)?;
     if !leader {
         (s.quiet, s.json, s.csv, s.plot) = (true, None, None, None);
     }
-    let chosen = choose_device(&s, mpi.is_some())?;
+    let chosen = choose_device(&s, mpi.as_ref().map(|m| m.node_size()))?;
     if let Some(n) = chosen.note.as_ref().filter(|_| leader) {
         eprintln!("collbench: {n}");
     }
@@ -599,20 +596,39 @@ fn launch_procs(
     if std::env::var("COLLBENCH_FORCE_RELAY").is_ok_and(|v| v == "1") {
         bail!("COLLBENCH_FORCE_RELAY=1 tests the relay between nodes, which is MPI point-to-point: run under mpirun, not --procs");
     }
-    let s = if probe {
-        plan::build_links(args, Some(n))?
+    let s = build_sweep(coll, args, probe, Some(n))?;
+    check_paths(&s, true)?;
+    Ok(crate::launch::procs::launch(n, &watchdog::signalled)?)
+}
+
+/// The sweep of `coll` (None: every collective), or the links probe's.
+fn build_sweep(
+    coll: Option<Collective>,
+    args: &RunArgs,
+    probe: bool,
+    world: Option<usize>,
+) -> anyhow::Result<Sweep> {
+    Ok(if probe {
+        plan::build_links(args, world)?
     } else {
-        plan::build(coll, args, Some(n))?
-    };
-    let outputs: Vec<(&str, &Path)> = [("--json", &s.json), ("--csv", &s.csv), ("--plot", &s.plot)]
-        .into_iter()
-        .filter_map(|(f, p)| p.as_deref().map(|p| (f, p)))
-        .collect();
-    paths::check_outputs(&outputs, &[])?;
+        plan::build(coll, args, world)?
+    })
+}
+
+/// Refuses output files (the leader's) and a dump folder that cannot be written.
+fn check_paths(s: &Sweep, leader: bool) -> anyhow::Result<()> {
+    if leader {
+        let outputs: Vec<(&str, &Path)> =
+            [("--json", &s.json), ("--csv", &s.csv), ("--plot", &s.plot)]
+                .into_iter()
+                .filter_map(|(f, p)| p.as_deref().map(|p| (f, p)))
+                .collect();
+        paths::check_outputs(&outputs, &[])?;
+    }
     if let Some(d) = &s.plan.dump_dir {
         paths::check_dump_dir(d)?;
     }
-    Ok(crate::launch::procs::launch(n, &watchdog::signalled)?)
+    Ok(())
 }
 
 /// Joins the MPI world when launched into one; refuses a launcher's tasks

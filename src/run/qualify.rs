@@ -36,7 +36,7 @@ enum Job {
 /// One run of a check's sweep: its rows and links, or how it went wrong.
 fn measure(s: &Sweep) -> Result<(Vec<Row>, Option<LinkReport>), Outcome> {
     let ready = super::check_thread_ranks(&s.plan, None)
-        .and_then(|()| choose_device(s, false))
+        .and_then(|()| choose_device(s, None))
         .and_then(|chosen| {
             let meta = super::meta(s, &chosen);
             setup(&s.plan, &chosen, &meta, None)

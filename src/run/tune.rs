@@ -42,7 +42,7 @@ fn tune_inner(a: &TuneArgs) -> anyhow::Result<i32> {
         outputs.push(("--json", p));
     }
     paths::check_outputs(&outputs, &[])?;
-    let chosen = choose_device(&s, false)?;
+    let chosen = choose_device(&s, None)?;
     if let Some(n) = &chosen.note {
         eprintln!("collbench: {n}");
     }
