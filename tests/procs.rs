@@ -268,3 +268,62 @@ fn bad_process_options_exit_2_with_a_reason() {
         assert!(!stderr(&out).contains("panicked"), "{args:?}");
     }
 }
+
+/// Whether any process's command line holds `needle` (this test's own
+/// unique dump folder: only its ranks have it).
+fn running_with(needle: &str) -> bool {
+    std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
+        std::fs::read(e.path().join("cmdline"))
+            .is_ok_and(|c| String::from_utf8_lossy(&c).contains(needle))
+    })
+}
+
+/// A stop signal sent to the parent alone reaches the ranks: the run exits
+/// 130 at once with the finished rows; a parent that is killed outright
+/// takes its ranks with it.
+#[test]
+fn the_parent_passes_stop_signals_on_and_takes_its_ranks_with_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("r.json");
+    let dumps = dir.path().join("dumps-signal");
+    let start = |dumps: &std::path::Path, json: Option<&std::path::Path>| {
+        let mut cmd = Command::new(assert_cmd::cargo::cargo_bin("collbench"));
+        cmd.args(["all-reduce", "--procs", "2", "--device", "host"])
+            .args(["--sizes", "8B:64M:x2", "--iters", "200", "-q", "--dump-dir"])
+            .arg(dumps)
+            .env_remove("COLLBENCH_FORCE_RELAY")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null());
+        if let Some(j) = json {
+            cmd.arg("--json").arg(j);
+        }
+        cmd.spawn().unwrap()
+    };
+    let mut parent = start(&dumps, Some(&f));
+    std::thread::sleep(Duration::from_secs(2));
+    let t = Instant::now();
+    // SAFETY: signalling our own child, not yet waited for.
+    unsafe { libc::kill(parent.id() as i32, libc::SIGTERM) };
+    let status = parent.wait().unwrap();
+    assert_eq!(status.code(), Some(130));
+    assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
+    let v = json(&f);
+    assert!(!v["rows"].as_array().unwrap().is_empty());
+    assert_eq!(v["meta"]["partial"]["reason"], "signal", "{}", v["meta"]);
+
+    let dumps = dir.path().join("dumps-kill");
+    let needle = dumps.to_string_lossy().into_owned();
+    let mut parent = start(&dumps, None);
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(running_with(&needle), "the ranks run");
+    parent.kill().unwrap();
+    parent.wait().unwrap();
+    let t = Instant::now();
+    while running_with(&needle) {
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "ranks outlived their killed parent"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
