@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 pub const ENV: &str = "COLLBENCH_PROCS";
 
 /// The longest a record or message may be.
-const MAX_FRAME: usize = 16 << 20;
+const MAX_FRAME: usize = 256 << 20;
 
 /// How long the ranks may take to start and connect.
 const CONNECT: Duration = Duration::from_secs(60);
@@ -417,6 +417,8 @@ struct State {
 }
 
 struct Link {
+    /// Ranks in the world (bounds each rank's all-gather record).
+    size: usize,
     writer: Mutex<UnixStream>,
     state: Mutex<State>,
     cv: Condvar,
@@ -463,6 +465,7 @@ fn connect(rank: usize, size: usize, path: &Path) -> Result<Procs, MpiError> {
         .try_clone()
         .map_err(|e| MpiError(format!("--procs: {e}")))?;
     let link = Arc::new(Link {
+        size,
         writer: Mutex::new(s),
         state: Mutex::new(State::default()),
         cv: Condvar::new(),
@@ -547,7 +550,7 @@ impl Procs {
 
     pub fn send(&self, to: usize, tag: i32, bytes: &[u8]) {
         if let Err(e) = self.link.send(to, tag, bytes) {
-            tracing::debug!(to, tag, error = %e, "--procs: a message was not sent");
+            tracing::warn!(to, tag, error = %e, "--procs: a message was not sent");
         }
     }
 
@@ -598,7 +601,8 @@ impl Link {
         timeout: Duration,
         abort: &dyn Fn() -> bool,
     ) -> Result<Vec<Vec<u8>>, MpiError> {
-        if mine.len() > MAX_FRAME / 2 {
+        // Every rank's record comes back in one frame.
+        if mine.len() > (MAX_FRAME - 9) / self.size.max(1) - 4 {
             return Err(MpiError(format!(
                 "a record of {} bytes is too long",
                 mine.len()
@@ -650,6 +654,12 @@ impl Link {
     }
 
     fn send(&self, to: usize, tag: i32, bytes: &[u8]) -> Result<(), MpiError> {
+        if bytes.len() > MAX_FRAME - 9 {
+            return Err(MpiError(format!(
+                "a message of {} bytes is too long for --procs",
+                bytes.len()
+            )));
+        }
         let mut w = self
             .writer
             .lock()
