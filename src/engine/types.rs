@@ -61,20 +61,19 @@ impl Collective {
     ];
 
     /// Every collective, the v forms last.
-    pub const EVERY: [Collective; 12] = [
-        Collective::AllReduce,
-        Collective::AllGather,
-        Collective::ReduceScatter,
-        Collective::Broadcast,
-        Collective::Reduce,
-        Collective::AllToAll,
-        Collective::Gather,
-        Collective::Scatter,
-        Collective::SendRecv,
-        Collective::AllToAllV,
-        Collective::AllGatherV,
-        Collective::ReduceScatterV,
-    ];
+    pub const EVERY: [Collective; 12] = {
+        let mut out = [Collective::AllReduce; 12];
+        let mut i = 0;
+        while i < Self::ALL.len() {
+            out[i] = Self::ALL[i];
+            i += 1;
+        }
+        while i < out.len() {
+            out[i] = Self::V[i - Self::ALL.len()];
+            i += 1;
+        }
+        out
+    };
 
     /// Which v-collective this is, if it is one.
     pub fn vkind(self) -> Option<VKind> {

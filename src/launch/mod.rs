@@ -61,8 +61,7 @@ impl Peers {
             Peers::Mpi(m) => m.hosts(),
             Peers::Procs(p) => p.hosts(),
         };
-        let me = hosts.get(self.rank());
-        hosts.iter().filter(|h| Some(*h) == me).count().max(1)
+        node::node_rank(hosts, self.rank()).1
     }
 
     /// The MPI world, when ranks run under MPI (`--engine mpi` needs it).
@@ -156,7 +155,7 @@ impl Peers {
 /// announced by an all-gather ("pid fifo-fd buf-fd").
 fn node_links(
     peers: &dyn ProcessPeers,
-    barrier: Barrier,
+    barrier: &dyn Fn() -> Barrier,
     shape: Shape,
 ) -> Result<NodeLinks, MpiError> {
     let me = peers.rank();
@@ -181,12 +180,11 @@ fn node_links(
             }
         })
         .collect::<Result<Vec<_>, _>>()?;
-    let links = NodeLinks::connect(me, shape, local, &infos, peers.relay(), barrier)
+    let links = NodeLinks::connect(me, shape, local, &infos, peers.relay(), barrier())
         .map_err(|e| MpiError(format!("mapping peers' shared memory: {e}")))?;
     // Nobody writes into a peer's memory before every peer has mapped it.
-    peers
-        .all_gather(&[])
-        .map_err(|e| MpiError(format!("after mapping peers' memory: {}", e.0)))?;
+    barrier()(Duration::from_secs(60), &|| false)
+        .map_err(|e| MpiError(format!("after mapping peers' memory: {e}")))?;
     Ok(links)
 }
 
@@ -212,6 +210,12 @@ fn parse_peer(b: &[u8]) -> Result<PeerInfo, MpiError> {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
 pub struct MpiError(pub String);
+
+/// `COLLBENCH_FORCE_RELAY=1`: every peer through the relay (MPI point to
+/// point), even on this host, to test that path on one machine.
+pub fn force_relay() -> bool {
+    std::env::var("COLLBENCH_FORCE_RELAY").is_ok_and(|v| v == "1")
+}
 
 /// This machine's host name.
 pub fn hostname() -> String {

@@ -58,7 +58,7 @@ impl ProcessPeers for MpiPeers {
         &self.hosts
     }
     fn maps(&self, r: usize) -> bool {
-        r == self.rank || (!self.force_relay && self.hosts.get(r) == self.hosts.get(self.rank))
+        maps(&self.hosts, self.rank, r, self.force_relay)
     }
     fn all_gather(&self, mine: &[u8]) -> Result<Vec<Vec<u8>>, BarrierError> {
         all_gather(&self.world, self.size, mine).map_err(|e| BarrierError(e.0))
@@ -75,9 +75,10 @@ impl ProcessPeers for MpiPeers {
     }
 }
 
-/// `COLLBENCH_FORCE_RELAY=1`: every peer through the relay, even on this host.
-fn force_relay() -> bool {
-    std::env::var("COLLBENCH_FORCE_RELAY").is_ok_and(|v| v == "1")
+/// Whether rank `me` maps rank `r`'s memory: itself, and the ranks of its
+/// host unless the relay is forced.
+fn maps(hosts: &[String], me: usize, r: usize, force_relay: bool) -> bool {
+    r == me || (!force_relay && hosts.get(r) == hosts.get(me))
 }
 
 /// Fixed size of one rank's bootstrap record.
@@ -140,10 +141,8 @@ impl Mpi {
     /// The relay to the ranks of other hosts, if there are any (all ranks
     /// but this one with COLLBENCH_FORCE_RELAY=1); started on first use.
     fn relay(&self) -> Result<Option<Arc<MpiRelay>>, MpiError> {
-        let me = &self.hosts[self.rank];
-        let force = force_relay();
-        let any_remote = (0..self.size).any(|r| r != self.rank && (force || &self.hosts[r] != me));
-        if !any_remote {
+        let force = super::force_relay();
+        if (0..self.size).all(|r| maps(&self.hosts, self.rank, r, force)) {
             return Ok(None);
         }
         let mut slot = self.relay.lock().unwrap_or_else(|e| e.into_inner());
@@ -165,7 +164,7 @@ impl Mpi {
             rank: self.rank,
             size: self.size,
             hosts: self.hosts.clone(),
-            force_relay: force_relay(),
+            force_relay: super::force_relay(),
             relay: self.relay()?,
         }))
     }
@@ -187,7 +186,7 @@ impl Mpi {
     /// a relay over MPI to the others (all of them with COLLBENCH_FORCE_RELAY=1,
     /// which tests the relay on one host).
     pub fn node_links(&self, shape: Shape) -> Result<NodeLinks, MpiError> {
-        super::node_links(&*self.peers()?, self.barrier_fn(), shape)
+        super::node_links(&*self.peers()?, &|| self.barrier_fn(), shape)
     }
 }
 

@@ -590,7 +590,7 @@ impl Procs {
         &self,
         shape: crate::engine::transport::node::Shape,
     ) -> Result<crate::engine::transport::node::NodeLinks, MpiError> {
-        super::node_links(&*self.peers(), self.barrier_fn(), shape)
+        super::node_links(&*self.peers(), &|| self.barrier_fn(), shape)
     }
 }
 

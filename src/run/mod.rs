@@ -593,7 +593,7 @@ fn launch_procs(
     if args.engine.0.contains(&Engine::Nccl) {
         bail!("--engine nccl across processes is not supported yet: run one process with --ranks {n} for NCCL's rows");
     }
-    if std::env::var("COLLBENCH_FORCE_RELAY").is_ok_and(|v| v == "1") {
+    if crate::launch::force_relay() {
         bail!("COLLBENCH_FORCE_RELAY=1 tests the relay between nodes, which is MPI point-to-point: run under mpirun, not --procs");
     }
     let s = build_sweep(coll, args, probe, Some(n))?;

@@ -91,14 +91,38 @@ pub trait ProcessPeers: Send + Sync {
 
     /// This process's index among the ranks of its host, and their count.
     fn node_rank(&self) -> (usize, usize) {
-        let hosts = self.hosts();
-        let me = self.rank();
-        let Some(mine) = hosts.get(me) else {
-            return (0, 1);
-        };
-        let before = hosts[..me].iter().filter(|h| *h == mine).count();
-        (before, hosts.iter().filter(|h| *h == mine).count())
+        node_rank(self.hosts(), self.rank())
     }
+}
+
+/// A proxy thread's loop: runs `pass` (one pass over its routes; true when
+/// anything moved) until `stop`, spinning while work flows, then yielding,
+/// and in a long idle (between operations) sleeping so as not to compete
+/// for a core.
+pub fn serve_until(stop: &std::sync::atomic::AtomicBool, mut pass: impl FnMut() -> bool) {
+    let mut idle = 0u32;
+    while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+        if pass() {
+            idle = 0;
+        } else {
+            idle = idle.saturating_add(1);
+            if idle > 100_000 {
+                std::thread::sleep(Duration::from_micros(20));
+            } else if idle > 1000 {
+                std::thread::yield_now();
+            }
+        }
+    }
+}
+
+/// Rank `me`'s index among the ranks on its host (`hosts`: each rank's
+/// host, by rank), and how many there are.
+pub fn node_rank(hosts: &[String], me: usize) -> (usize, usize) {
+    let Some(mine) = hosts.get(me) else {
+        return (0, 1);
+    };
+    let before = hosts[..me].iter().filter(|h| *h == mine).count();
+    (before, hosts.iter().filter(|h| *h == mine).count())
 }
 
 /// Why a barrier across processes gave up: the launcher's own words (a

@@ -101,24 +101,10 @@ impl Drop for MpiRelay {
 /// slots behind). Returns whether all ended, so that the memory they use
 /// is unmapped only then.
 fn run(comm: Comm, routes: &Mutex<Vec<Route>>, stop: &AtomicBool) -> bool {
-    let mut idle = 0u32;
-    while !stop.load(Ordering::SeqCst) {
-        let moved = {
-            let mut routes = routes.lock().unwrap_or_else(|e| e.into_inner());
-            routes.iter_mut().fold(false, |m, r| step(comm, r) | m)
-        };
-        if moved {
-            idle = 0;
-        } else {
-            idle = idle.saturating_add(1);
-            if idle > 100_000 {
-                // Long idle (between operations): stop competing for a core.
-                std::thread::sleep(std::time::Duration::from_micros(20));
-            } else if idle > 1000 {
-                std::thread::yield_now();
-            }
-        }
-    }
+    super::node::serve_until(stop, || {
+        let mut routes = routes.lock().unwrap_or_else(|e| e.into_inner());
+        routes.iter_mut().fold(false, |m, r| step(comm, r) | m)
+    });
     let mut routes = routes.lock().unwrap_or_else(|e| e.into_inner());
     let mut busy: Vec<&mut Route> = routes.iter_mut().filter(|r| r.busy).collect();
     for r in &mut busy {

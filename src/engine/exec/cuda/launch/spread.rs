@@ -16,7 +16,7 @@ use super::super::abi::{ConnKey, ConnShape, FLAG_LINE, MAX_SLOTS};
 use super::super::dev::{DevPtr, Device, Mapped, ShareKind, Shared};
 use crate::engine::exec::world::{ExecError, HostWorld};
 use crate::engine::transport::inproc::Fifo;
-use crate::engine::transport::node::{ProcessPeers, Relay};
+use crate::engine::transport::node::{serve_until, ProcessPeers, Relay};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -67,6 +67,11 @@ impl Card {
     }
 }
 
+/// A device's bus id as one word of a placement record.
+fn bus_of(d: &dyn Device) -> String {
+    d.bus_id().replace(' ', "_")
+}
+
 fn setup(what: impl std::fmt::Display) -> ExecError {
     ExecError::Setup(what.to_string())
 }
@@ -110,7 +115,7 @@ impl Spread {
         let dev = &devices[di];
         let mine = Card {
             host: procs.hosts().get(me).cloned().unwrap_or_default(),
-            bus: dev.bus_id().replace(' ', "_"),
+            bus: bus_of(&**dev),
             ordinal: dev.desc().ordinal,
         };
         let cards = procs
@@ -144,7 +149,7 @@ impl Spread {
         // peer-to-peer (or is on it), else pinned host memory.
         let by_bus: HashMap<String, usize> = devices
             .iter()
-            .map(|d| (d.bus_id().replace(' ', "_"), d.desc().ordinal))
+            .map(|d| (bus_of(&**d), d.desc().ordinal))
             .collect();
         let reach = |r: usize| {
             let c = &cards[r];
@@ -481,23 +486,10 @@ impl Bridge {
 }
 
 fn run(routes: &Mutex<Vec<Route>>, stop: &AtomicBool) {
-    let mut idle = 0u32;
-    while !stop.load(Ordering::SeqCst) {
-        let moved = {
-            let mut routes = routes.lock().unwrap_or_else(|e| e.into_inner());
-            routes.iter_mut().fold(false, |m, r| r.step() | m)
-        };
-        if moved {
-            idle = 0;
-        } else {
-            idle = idle.saturating_add(1);
-            if idle > 100_000 {
-                std::thread::sleep(Duration::from_micros(20));
-            } else if idle > 1000 {
-                std::thread::yield_now();
-            }
-        }
-    }
+    serve_until(stop, || {
+        let mut routes = routes.lock().unwrap_or_else(|e| e.into_inner());
+        routes.iter_mut().fold(false, |m, r| r.step() | m)
+    });
 }
 
 #[cfg(test)]
