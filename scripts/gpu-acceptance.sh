@@ -59,10 +59,22 @@ run graph 0 "$bin" all-reduce --device cuda --ranks 4 --graph --sizes 8B:1M:x8 \
 say "== performance"
 run perf-n1 0 "$bin" all-reduce --device cuda --ranks 1 --placement out --sizes 1M:1G:x4 \
   --iters 20 --warmup 5 --json "$out/perf-n1.json" -q
+# The same through the collective kernel (a lone rank's copy runs as the
+# driver's device copy by default, as NCCL's does).
+run perf-n1-kernel 0 env COLLBENCH_CUDA_COPIES=kernel "$bin" all-reduce --device cuda --ranks 1 \
+  --placement out --sizes 1M:1G:x4 --iters 20 --warmup 5 --json "$out/perf-n1-kernel.json" -q
 run perf-n8 0 "$bin" all-reduce --device cuda --ranks 8 --placement out --sizes 8B:1G:x8 \
   --iters 20 --warmup 5 --json "$out/perf-n8.json" -q
 run perf-n8-graph 0 "$bin" all-reduce --device cuda --ranks 8 --placement out --graph \
-  --sizes 8B:8B --iters 50 --warmup 5 --json "$out/perf-n8-graph.json" -q
+  --sizes 8B:8B --iters 200 --warmup 20 --json "$out/perf-n8-graph.json" -q
+# Blocks of a fixed width (512 threads, the widest default): what the narrow
+# launch of small line-protocol operations saves.
+run perf-n8-graph-512 0 env COLLBENCH_CUDA_THREADS=512 "$bin" all-reduce --device cuda --ranks 8 \
+  --placement out --graph --sizes 8B:8B --iters 200 --warmup 20 --json "$out/perf-n8-graph-512.json" -q
+for t in 32 64 128 256; do
+  run "perf-n8-graph-$t" 0 env COLLBENCH_CUDA_THREADS=$t "$bin" all-reduce --device cuda --ranks 8 \
+    --placement out --graph --sizes 8B:8B --iters 200 --warmup 20 --json "$out/perf-n8-graph-$t.json" -q
+done
 say "== protocols: simple, ll, ll128 and auto on 8 ranks (LL128's crossovers)"
 for proto in simple ll ll128 auto; do
   run "proto-$proto" 0 "$bin" all-reduce --device cuda --ranks 8 --placement out --protocol "$proto" \
@@ -219,13 +231,20 @@ for name in ["all-n1", "all-n2", "all-n3", "all-n8", "dtype-op-n3", "timing-wall
     print(f"| {name} | {len(rows)} | {sum(max(x['wrong'],0) for x in rows)} | {sum(max(x['nan'],0) for x in rows)} |")
 copy = load("copy.json") or {}
 p1 = load("perf-n1.json")
+p1k = {r["bytes"]: r for r in (load("perf-n1-kernel.json") or {}).get("rows", [])}
 if p1:
     print("\n## 1 rank, out-of-place all-reduce against a device-to-device copy\n")
-    print("| bytes | collbench algbw GB/s | copy GB/s | ratio (target >= 0.9 at >= 256 MiB) |\n|---|---|---|---|")
+    print("The default runs a lone rank's copy as the driver's device copy; `kernel` is the collective "
+          "kernel's copy (COLLBENCH_CUDA_COPIES=kernel).\n")
+    print("| bytes | collbench algbw GB/s | copy GB/s | ratio (target >= 0.9 at >= 256 MiB) | kernel GB/s | kernel ratio |\n|---|---|---|---|---|---|")
     for row in p1["rows"]:
         c = copy.get(str(row["bytes"]))
+        k = p1k.get(row["bytes"])
         ratio = f"{row['algbw_gbps'] / c['gbps']:.3f}" if c else "n/a"
-        print(f"| {row['bytes']} | {row['algbw_gbps']:.1f} | {c['gbps']:.1f} | {ratio} |" if c else f"| {row['bytes']} | {row['algbw_gbps']:.1f} | n/a | n/a |")
+        kbw = f"{k['algbw_gbps']:.1f}" if k else "n/a"
+        kratio = f"{k['algbw_gbps'] / c['gbps']:.3f}" if k and c else "n/a"
+        cbw = f"{c['gbps']:.1f}" if c else "n/a"
+        print(f"| {row['bytes']} | {row['algbw_gbps']:.1f} | {cbw} | {ratio} | {kbw} | {kratio} |")
 p8 = load("perf-n8.json")
 if p8:
     print("\n## 8 virtual ranks, out-of-place all-reduce\n")
@@ -283,7 +302,12 @@ if a:
             print(f"| {b} | {pick} | {best['algo']} | {algos[pick]['stats']['p50_us'] / best['stats']['p50_us']:.2f} |")
 g = load("perf-n8-graph.json")
 if g:
-    print(f"\n8 ranks, 8 B, graph: {g['rows'][0]['time_us']:.2f} us (target <= 15 us)")
+    r = g["rows"][0]
+    print(f"\n8 ranks, 8 B, graph: {r['time_us']:.2f} us mean, {r['stats']['p50_us']:.2f} us p50 (target <= 15 us)")
+    widths = [(t, load(f"perf-n8-graph-{t}.json")) for t in [32, 64, 128, 256, 512]]
+    cells = [f"{t}: {w['rows'][0]['stats']['p50_us']:.2f}" for t, w in widths if w]
+    if cells:
+        print(f"\nThe same by fixed threads per block (COLLBENCH_CUDA_THREADS; p50 us): {', '.join(cells)}")
 print("\nLog: log.txt")
 PY
 exit $((fails > 0))

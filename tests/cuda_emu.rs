@@ -61,9 +61,20 @@ fn run_alone(args: &[&str]) -> (i32, Value, String) {
 }
 
 fn run_unlocked(args: &[&str]) -> (i32, Value, String) {
+    run_with(args, &[])
+}
+
+/// [`run`] with environment variables set.
+fn run_env(args: &[&str], env: &[(&str, &str)]) -> (i32, Value, String) {
+    let _shared = CORES.read().unwrap_or_else(|e| e.into_inner());
+    run_with(args, env)
+}
+
+fn run_with(args: &[&str], env: &[(&str, &str)]) -> (i32, Value, String) {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("r.json");
     let out = collbench()
+        .envs(env.iter().copied())
         .args(args)
         .args([
             "--device", "cuda-emu", "-q", "--iters", "2", "--warmup", "1",
@@ -180,8 +191,10 @@ fn a_single_ranks_copies_may_outgrow_the_slot() {
         "--channels",
         "2",
     ];
+    // The kernel's copies: by default the device's copy runs them.
+    let kernel = [("COLLBENCH_CUDA_COPIES", "kernel")];
     for proto in ["simple", "ll", "ll128"] {
-        let (code, v, err) = run(&[&args[..], &["--protocol", proto]].concat());
+        let (code, v, err) = run_env(&[&args[..], &["--protocol", proto]].concat(), &kernel);
         let what = format!("--protocol {proto}");
         assert_eq!(code, 0, "{what}: {err}");
         assert_clean(&v, &what);
@@ -198,6 +211,47 @@ fn a_single_ranks_copies_may_outgrow_the_slot() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// A lone rank's program only copies: it runs as the device's copies (as
+/// NCCL's does), in the kernel when asked, bit-exact either way; premulsum
+/// and avg are arithmetic even alone, and stay the kernel's.
+#[test]
+fn a_lone_ranks_copies_run_as_device_copies_unless_the_kernel_is_asked_for() {
+    if !have_compiler("a_lone_ranks_copies_run_as_device_copies_unless_the_kernel_is_asked_for") {
+        return;
+    }
+    let said = "device copies instead of the kernel";
+    let sweep = |copies: &str, extra: &[&str]| {
+        let _shared = CORES.read().unwrap_or_else(|e| e.into_inner());
+        let dir = tempfile::tempdir().unwrap();
+        let json = dir.path().join("r.json");
+        let out = collbench()
+            .args(["all-reduce", "--device", "cuda-emu", "--ranks", "1"])
+            .args(["--sizes", "8B:1M", "--iters", "2", "--warmup", "1", "-q"])
+            .args(extra)
+            .arg("--json")
+            .arg(&json)
+            .env("COLLBENCH_CUDA_COPIES", copies)
+            .env("COLLBENCH_LOG", "collbench::engine=debug")
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr).to_string();
+        assert_eq!(out.status.code(), Some(0), "{copies} {extra:?}: {err}");
+        let v: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+        assert_clean(&v, copies);
+        let loads = err.lines().filter(|l| l.contains(said)).count();
+        (rows(&v).len(), loads)
+    };
+    // Every case loaded once (a copy of its bytes; in place, none),
+    // whatever the timing.
+    for extra in [&[][..], &["--graph"], &["--timing", "wall"]] {
+        let (rows, loads) = sweep("driver", extra);
+        assert!(rows >= 30, "{extra:?}: {rows} rows");
+        assert_eq!(loads, rows, "{extra:?}");
+    }
+    assert_eq!(sweep("kernel", &[]).1, 0);
+    assert_eq!(sweep("driver", &["--op", "avg,premulsum"]).1, 0);
 }
 
 #[test]

@@ -55,18 +55,29 @@ pub enum Timing {
 #[derive(Clone, Copy, Debug)]
 pub struct CudaOptions {
     pub shape: ConnShape,
+    /// Threads per block of the collective kernel (the most: see `narrow`).
     pub threads: u32,
+    /// Operations of the line protocols with few lines launch narrower
+    /// blocks (not when `COLLBENCH_CUDA_THREADS` fixes the width).
+    pub narrow: bool,
     pub timeout: Duration,
     pub timing: Timing,
     /// The protocol of every operation (None: low-latency for steps that
     /// fit its slots, simple otherwise).
     pub proto: Option<Proto>,
+    /// Programs that only copy within a rank run in the kernel too
+    /// (`COLLBENCH_CUDA_COPIES=kernel`), not as the device's copies.
+    pub kernel_copies: bool,
 }
 
 impl CudaOptions {
     /// The defaults for `kind`, with simple-protocol slots of `slot_bytes`.
     pub fn new(kind: Kind, slot_bytes: usize, timeout: Duration, timing: Timing) -> CudaOptions {
         let slot_bytes = slot_bytes.next_multiple_of(16).max(64);
+        let fixed = match kind {
+            Kind::Cuda => threads_from_env(),
+            Kind::Emu => None,
+        };
         CudaOptions {
             shape: ConnShape {
                 slots: 4,
@@ -76,13 +87,16 @@ impl CudaOptions {
                 // The same payload as a simple slot.
                 ll128_slot_bytes: ConnShape::ll128_for(slot_bytes),
             },
-            threads: match kind {
-                Kind::Cuda => threads_from_env().unwrap_or(512),
-                Kind::Emu => 1,
+            threads: match (kind, fixed) {
+                (Kind::Cuda, Some(t)) => t,
+                (Kind::Cuda, None) => 512,
+                (Kind::Emu, _) => 1,
             },
+            narrow: fixed.is_none(),
             timeout,
             timing,
             proto: None,
+            kernel_copies: kernel_copies_from_env(),
         }
     }
 }
@@ -102,6 +116,18 @@ fn threads_from_env() -> Option<u32> {
         None => tracing::debug!(value = %v, "COLLBENCH_CUDA_THREADS ignored: not 32..=1024"),
     }
     t
+}
+
+/// `COLLBENCH_CUDA_COPIES=kernel`: a program that only copies within the
+/// rank runs in the collective kernel like any other (to measure the
+/// kernel's copy); otherwise (`driver`, the default) as the device's copies.
+fn kernel_copies_from_env() -> bool {
+    let v = std::env::var("COLLBENCH_CUDA_COPIES").unwrap_or_default();
+    let kernel = v.trim().eq_ignore_ascii_case("kernel");
+    if !v.is_empty() && !kernel && !v.trim().eq_ignore_ascii_case("driver") {
+        tracing::warn!(value = %v, "COLLBENCH_CUDA_COPIES ignored: not kernel or driver");
+    }
+    kernel
 }
 
 /// `CbStatus::rank` when the host (not a rank) stopped the kernels.

@@ -2,6 +2,7 @@
 //! residency checked), launched on its stream between events, and waited
 //! for while the recorder is fed the kernels' progress.
 
+mod copies;
 mod library;
 
 use super::{dev_err, CudaWorld, Kind, Owned, Timing};
@@ -27,13 +28,17 @@ pub(super) struct Loaded {
     /// leaves the channels after it empty, and their blocks would only cost
     /// launch time).
     pub(super) grid: u32,
+    /// Threads per block of the launch ([`launch_width`]).
+    pub(super) threads: u32,
     pub(super) step_counts: Vec<usize>,
     /// Primitive names of every step, per channel (for timeout messages).
     pub(super) prims: Vec<Vec<&'static str>>,
-    /// A library's collective (`--engine nccl`) instead of the kernel.
     /// A library's collectives (`--engine nccl`) instead of the kernel:
     /// one, or a group's in issue order (empty: the kernel).
     pub(super) lib: Vec<super::library::LibOp>,
+    /// The device's copies instead of the kernel: the program only copies
+    /// within the rank (none: in place, a lone rank has nothing to move).
+    pub(super) copies: Option<Vec<copies::DevCopy>>,
 }
 
 /// Where the kernel counts what it measures of each incoming connection.
@@ -126,6 +131,26 @@ pub struct CudaRank {
 /// crossover is a GPU's to measure (`scripts/gpu-acceptance.sh`).
 const LL128_AUTO_MAX: usize = 4 << 20;
 
+/// Threads per block for an operation whose largest step moves
+/// `max_step_bytes` under `proto`. The line protocols give each thread its
+/// own lines (LL: 8 payload bytes a thread; LL128: a 16-byte part of a
+/// 120-byte line): a small operation keeps a few warps busy and leaves the
+/// rest of a full block only to wait at every step's barriers, which cost
+/// more the more warps they hold (on an H100, 8 ranks at 8 B took 16.1 us
+/// with 512 threads, 15.3 with 256). Such an operation launches as many
+/// threads as it has lines, in whole warps; the simple protocol's copies
+/// want every thread. `COLLBENCH_CUDA_THREADS` fixes the width.
+fn launch_width(opts: &super::CudaOptions, proto: Proto, max_step_bytes: usize) -> u32 {
+    let lines = match proto {
+        _ if !opts.narrow => return opts.threads,
+        Proto::Simple => return opts.threads,
+        Proto::LowLatency => max_step_bytes.div_ceil(8),
+        Proto::LowLatency128 => max_step_bytes.div_ceil(120) * 8,
+    };
+    let warps = lines.div_ceil(32).max(1);
+    u32::try_from(warps * 32).map_or(opts.threads, |w| w.min(opts.threads))
+}
+
 /// The larger of an operation's buffers, in bytes.
 fn op_bytes(op: &OpDesc) -> usize {
     op.counts.send.max(op.counts.recv) * op.dtype.size()
@@ -199,7 +224,7 @@ impl CudaRank {
         t: &RankTables,
         nranks: usize,
         op_bytes: usize,
-    ) -> Result<CbRank, ExecError> {
+    ) -> Result<(CbRank, Proto), ExecError> {
         let mut ins = Vec::with_capacity(t.ins.len());
         let mut outs = Vec::with_capacity(t.outs.len());
         for (keys, list) in [(&t.ins, &mut ins), (&t.outs, &mut outs)] {
@@ -264,7 +289,7 @@ impl CudaRank {
             why,
             "protocol"
         );
-        Ok(CbRank {
+        let arg = CbRank {
             steps: base + steps,
             chan_start: base + chan,
             ins: base + ins_at,
@@ -279,7 +304,8 @@ impl CudaRank {
             proto: proto as u32 | if self.world.staged { PROTO_SYS } else { 0 },
             nchannels: t.nchannels() as u32,
             scalar: 0,
-        })
+        };
+        Ok((arg, proto))
     }
 
     /// Grid for a data kernel over `count` elements.
@@ -440,6 +466,15 @@ impl CudaRank {
         })
     }
 
+    /// Whether the loaded operation enqueues no work at all (a lone rank's
+    /// in-place copy).
+    fn moves_nothing(&self) -> bool {
+        self.loaded
+            .as_ref()
+            .and_then(|l| l.copies.as_ref())
+            .is_some_and(Vec::is_empty)
+    }
+
     /// Starts the loaded operation on the stream (one kernel, or NCCL's
     /// collective), counted by the recorder.
     fn launch_one(&mut self) -> Result<(), ExecError> {
@@ -457,15 +492,17 @@ impl CudaRank {
                 _ => Err(ExecError::Setup("no NCCL in this world".into())),
             };
         }
-        let (f, grid, arg) = (l.coll_fn, l.grid, l.arg);
+        if let Some(copies) = &l.copies {
+            for c in copies {
+                self.dev
+                    .copy(self.stream, c.dst, c.src, c.bytes)
+                    .map_err(dev_err)?;
+            }
+            return Ok(());
+        }
+        let (f, grid, threads, arg) = (l.coll_fn, l.grid, l.threads, l.arg);
         self.dev
-            .launch(
-                f,
-                grid,
-                self.world.opts.threads,
-                self.stream,
-                &[as_bytes(&[arg])],
-            )
+            .launch(f, grid, threads, self.stream, &[as_bytes(&[arg])])
             .map_err(dev_err)
     }
 }
@@ -582,10 +619,19 @@ impl RankRunner for CudaRank {
             "program loaded for the kernel"
         );
         self.check_residency(coll_fn, t.nchannels())?;
+        let (arg, proto) = self.upload_tables(&t, op.nranks, op_bytes(op))?;
         let arg = CbRank {
             scalar: op.scalar,
-            ..self.upload_tables(&t, op.nranks, op_bytes(op))?
+            ..arg
         };
+        let threads = launch_width(&self.world.opts, proto, t.max_step_bytes);
+        tracing::debug!(
+            rank = self.rank,
+            threads,
+            most = self.world.opts.threads,
+            max_step_bytes = t.max_step_bytes,
+            "threads per block"
+        );
         let step_counts: Vec<usize> = program.channels.iter().map(|c| c.steps.len()).collect();
         let grid = step_counts
             .iter()
@@ -596,14 +642,29 @@ impl RankRunner for CudaRank {
             .iter()
             .map(|c| c.steps.iter().map(|s| s.prim.name()).collect())
             .collect();
+        let copies = if self.world.opts.kernel_copies {
+            None
+        } else {
+            copies::plan(program, &op.layout, op.dtype, op.op, &self.bufs)
+        };
+        if let Some(c) = &copies {
+            tracing::debug!(
+                rank = self.rank,
+                copies = c.len(),
+                bytes = c.iter().map(|c| c.bytes).sum::<usize>(),
+                "the program only copies within the rank: device copies instead of the kernel"
+            );
+        }
         self.loaded = Some(Loaded {
             variant,
             coll_fn,
             arg,
             grid,
+            threads,
             step_counts,
             prims,
             lib: Vec::new(),
+            copies,
         });
         Ok(())
     }
@@ -642,9 +703,11 @@ impl RankRunner for CudaRank {
             coll_fn,
             arg: CbRank::default(),
             grid: 1,
+            threads: self.world.opts.threads,
             step_counts: Vec::new(),
             prims: Vec::new(),
             lib: libs,
+            copies: None,
         });
         Ok(())
     }
@@ -674,7 +737,8 @@ impl RankRunner for CudaRank {
         if let (false, Kind::Emu) = (self.loaded()?.lib.is_empty(), self.world.kind) {
             return Ok(());
         }
-        if matches!(self.graph, Some((_, m)) if m == n) {
+        if matches!(self.graph, Some((_, m)) if m == n) || self.moves_nothing() {
+            // An operation with nothing to enqueue has no graph to capture.
             return Ok(());
         }
         if let Some((g, _)) = self.graph.take() {
@@ -700,14 +764,18 @@ impl RankRunner for CudaRank {
             return (0..n).try_for_each(|_| self.launch());
         }
         self.prepare_graph(n)?;
-        let Some((graph, _)) = self.graph else {
-            return Err(ExecError::Setup("no captured graph".into()));
+        let graph = match self.graph {
+            Some((g, _)) => Some(g),
+            None if self.moves_nothing() => None,
+            None => return Err(ExecError::Setup("no captured graph".into())),
         };
         self.observer.begin(&self.loaded()?.step_counts);
         let (a, b) = (self.event()?, self.event()?);
         self.wall_start.get_or_insert_with(Instant::now);
         self.dev.record(a, self.stream).map_err(dev_err)?;
-        self.dev.launch_graph(graph, self.stream).map_err(dev_err)?;
+        if let Some(graph) = graph {
+            self.dev.launch_graph(graph, self.stream).map_err(dev_err)?;
+        }
         self.dev.record(b, self.stream).map_err(dev_err)?;
         self.pending.push(Pending::Graph(a, b, n));
         Ok(())
@@ -801,5 +869,35 @@ impl Drop for CudaRank {
         if let Some((g, _)) = self.graph.take() {
             let _ = self.dev.drop_graph(g);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::exec::cuda::launch::{CudaOptions, Kind, Timing};
+
+    #[test]
+    fn small_line_protocol_operations_launch_narrow_blocks() {
+        let mut o = CudaOptions::new(Kind::Cuda, 64 << 10, Duration::from_secs(1), Timing::Events);
+        (o.threads, o.narrow) = (512, true);
+        // One line each: a warp; a line a thread up to the whole block.
+        assert_eq!(launch_width(&o, Proto::LowLatency, 8), 32);
+        assert_eq!(launch_width(&o, Proto::LowLatency, 256), 32);
+        assert_eq!(launch_width(&o, Proto::LowLatency, 264), 64);
+        assert_eq!(launch_width(&o, Proto::LowLatency, 4096), 512);
+        assert_eq!(launch_width(&o, Proto::LowLatency, 1 << 20), 512);
+        // LL128: eight threads a 120-byte line.
+        assert_eq!(launch_width(&o, Proto::LowLatency128, 8), 32);
+        assert_eq!(launch_width(&o, Proto::LowLatency128, 480), 32);
+        assert_eq!(launch_width(&o, Proto::LowLatency128, 481), 64);
+        assert_eq!(launch_width(&o, Proto::LowLatency128, 64 << 10), 512);
+        // The simple protocol's copies want every thread; a fixed width is kept.
+        assert_eq!(launch_width(&o, Proto::Simple, 8), 512);
+        o.narrow = false;
+        assert_eq!(launch_width(&o, Proto::LowLatency, 8), 512);
+        // The emulated device runs one thread a block.
+        let e = CudaOptions::new(Kind::Emu, 64 << 10, Duration::from_secs(1), Timing::Events);
+        assert_eq!(launch_width(&e, Proto::LowLatency, 8), 1);
     }
 }
