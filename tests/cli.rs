@@ -416,6 +416,52 @@ fn bad_input_exits_2_with_a_reason_and_no_panic() {
     }
 }
 
+/// The CUDA executor's knobs in the environment are input too: a bad one
+/// stops any sweep before it runs, whatever the device.
+#[test]
+fn a_bad_cuda_knob_in_the_environment_exits_2_naming_it() {
+    let cases = [
+        (
+            "COLLBENCH_CUDA_THREADS",
+            "100",
+            "a multiple of 32 from 32 to 1024",
+        ),
+        (
+            "COLLBENCH_CUDA_THREADS",
+            "all",
+            "a multiple of 32 from 32 to 1024",
+        ),
+        ("COLLBENCH_CUDA_COPIES", "gpu", "expected kernel or driver"),
+    ];
+    for (var, value, why) in cases {
+        for device in ["host", "cuda-emu"] {
+            let out = collbench()
+                .args(["all-reduce", "--ranks", "2", "--sizes", "1K", "-q"])
+                .args(["--device", device])
+                .env(var, value)
+                .output()
+                .unwrap();
+            let err = String::from_utf8_lossy(&out.stderr);
+            let what = format!("{var}={value} --device {device}");
+            assert_eq!(out.status.code(), Some(2), "{what}: {err}");
+            assert!(err.contains(var) && err.contains(why), "{what}: {err}");
+            assert!(!err.contains("panicked"), "{what}: {err}");
+        }
+    }
+    let out = collbench()
+        .args(["all-reduce", "--ranks", "2", "--sizes", "1K", "-q"])
+        .env("COLLBENCH_CUDA_THREADS", "256")
+        .env("COLLBENCH_CUDA_COPIES", "driver")
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 #[test]
 fn no_gpu_means_host_engine_said_plainly() {
     let out = collbench()

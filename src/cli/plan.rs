@@ -165,6 +165,9 @@ pub fn build(
     for kind in members.iter().filter_map(|c| c.vkind()) {
         a.split.check(kind, ranks).map_err(PlanError)?;
     }
+    // The CUDA executor reads its knobs where it starts; a bad value stops
+    // the run here, before anything runs.
+    crate::engine::exec::cuda::launch::EnvKnobs::from_env().map_err(PlanError)?;
     let plan = Plan {
         group,
         group_mix,

@@ -74,10 +74,13 @@ impl CudaOptions {
     /// The defaults for `kind`, with simple-protocol slots of `slot_bytes`.
     pub fn new(kind: Kind, slot_bytes: usize, timeout: Duration, timing: Timing) -> CudaOptions {
         let slot_bytes = slot_bytes.next_multiple_of(16).max(64);
+        // Checked when the run was planned (a bad value is exit 2 there).
+        let knobs = EnvKnobs::from_env().unwrap_or_default();
         let fixed = match kind {
-            Kind::Cuda => threads_from_env(),
+            Kind::Cuda => knobs.threads,
             Kind::Emu => None,
         };
+        tracing::debug!(?knobs, "CUDA executor knobs from the environment");
         CudaOptions {
             shape: ConnShape {
                 slots: 4,
@@ -96,38 +99,62 @@ impl CudaOptions {
             timeout,
             timing,
             proto: None,
-            kernel_copies: kernel_copies_from_env(),
+            kernel_copies: knobs.kernel_copies,
         }
     }
 }
 
-/// `COLLBENCH_CUDA_THREADS`: threads per block of the collective kernel
-/// (a tuning knob: a multiple of 32 from 32 to 1024).
-fn threads_from_env() -> Option<u32> {
-    let v = std::env::var("COLLBENCH_CUDA_THREADS").ok()?;
-    let t = v
-        .trim()
-        .parse::<u32>()
-        .ok()
-        .filter(|t| (32..=1024).contains(t))
-        .map(|t| t / 32 * 32);
-    match t {
-        Some(t) => tracing::debug!(threads = t, "COLLBENCH_CUDA_THREADS: threads per block"),
-        None => tracing::debug!(value = %v, "COLLBENCH_CUDA_THREADS ignored: not 32..=1024"),
-    }
-    t
+/// The CUDA executor's tuning knobs in the environment.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EnvKnobs {
+    /// `COLLBENCH_CUDA_THREADS`: threads per block of the collective
+    /// kernel, fixed for every operation (a multiple of 32 from 32 to 1024).
+    pub threads: Option<u32>,
+    /// `COLLBENCH_CUDA_COPIES=kernel`: a program that only copies within
+    /// the rank runs in the collective kernel like any other (to measure the
+    /// kernel's copy); `driver` (the default): as the device's copies.
+    pub kernel_copies: bool,
 }
 
-/// `COLLBENCH_CUDA_COPIES=kernel`: a program that only copies within the
-/// rank runs in the collective kernel like any other (to measure the
-/// kernel's copy); otherwise (`driver`, the default) as the device's copies.
-fn kernel_copies_from_env() -> bool {
-    let v = std::env::var("COLLBENCH_CUDA_COPIES").unwrap_or_default();
-    let kernel = v.trim().eq_ignore_ascii_case("kernel");
-    if !v.is_empty() && !kernel && !v.trim().eq_ignore_ascii_case("driver") {
-        tracing::warn!(value = %v, "COLLBENCH_CUDA_COPIES ignored: not kernel or driver");
+impl EnvKnobs {
+    /// The knobs of this process's environment; a bad value is an error
+    /// naming its variable and what it takes (an empty one is unset).
+    pub fn from_env() -> Result<EnvKnobs, String> {
+        EnvKnobs::from_lookup(|k| std::env::var(k).ok())
     }
-    kernel
+
+    pub fn from_lookup(env: impl Fn(&str) -> Option<String>) -> Result<EnvKnobs, String> {
+        let get = |k: &str| {
+            env(k)
+                .map(|v| v.trim().to_string())
+                .filter(|v| !v.is_empty())
+        };
+        let threads = match get("COLLBENCH_CUDA_THREADS") {
+            None => None,
+            Some(v) => Some(
+                v.parse::<u32>()
+                    .ok()
+                    .filter(|t| (32..=1024).contains(t) && t % 32 == 0)
+                    .ok_or_else(|| {
+                        format!("COLLBENCH_CUDA_THREADS={v:?}: expected threads per block, a multiple of 32 from 32 to 1024")
+                    })?,
+            ),
+        };
+        let kernel_copies = match get("COLLBENCH_CUDA_COPIES") {
+            None => false,
+            Some(v) if v.eq_ignore_ascii_case("kernel") => true,
+            Some(v) if v.eq_ignore_ascii_case("driver") => false,
+            Some(v) => {
+                return Err(format!(
+                    "COLLBENCH_CUDA_COPIES={v:?}: expected kernel or driver (who runs a program that only copies within its rank)"
+                ))
+            }
+        };
+        Ok(EnvKnobs {
+            threads,
+            kernel_copies,
+        })
+    }
 }
 
 /// `CbStatus::rank` when the host (not a rank) stopped the kernels.
@@ -614,3 +641,51 @@ mod rank;
 mod spread;
 
 pub use rank::CudaRank;
+
+#[cfg(test)]
+mod tests {
+    use super::EnvKnobs;
+
+    fn knobs(vars: &[(&str, &str)]) -> Result<EnvKnobs, String> {
+        EnvKnobs::from_lookup(|k| {
+            vars.iter()
+                .find(|(n, _)| *n == k)
+                .map(|(_, v)| v.to_string())
+        })
+    }
+
+    #[test]
+    fn the_environments_knobs_are_read_and_a_bad_one_is_named() {
+        assert_eq!(knobs(&[]), Ok(EnvKnobs::default()));
+        let k = knobs(&[
+            ("COLLBENCH_CUDA_THREADS", " 256 "),
+            ("COLLBENCH_CUDA_COPIES", "Kernel"),
+        ]);
+        assert_eq!(
+            k,
+            Ok(EnvKnobs {
+                threads: Some(256),
+                kernel_copies: true
+            })
+        );
+        let empty = [
+            ("COLLBENCH_CUDA_THREADS", ""),
+            ("COLLBENCH_CUDA_COPIES", " "),
+        ];
+        assert_eq!(knobs(&empty), Ok(EnvKnobs::default()));
+        assert_eq!(
+            knobs(&[("COLLBENCH_CUDA_COPIES", "driver")]),
+            Ok(EnvKnobs::default())
+        );
+        for (var, bad) in [
+            ("COLLBENCH_CUDA_THREADS", "100"),
+            ("COLLBENCH_CUDA_THREADS", "2048"),
+            ("COLLBENCH_CUDA_THREADS", "0"),
+            ("COLLBENCH_CUDA_THREADS", "lots"),
+            ("COLLBENCH_CUDA_COPIES", "gpu"),
+        ] {
+            let e = knobs(&[(var, bad)]).unwrap_err();
+            assert!(e.contains(var) && e.contains(bad), "{var}={bad}: {e}");
+        }
+    }
+}
