@@ -180,6 +180,8 @@ pub struct RankTables {
     /// The largest step that sends or receives (a message: it must fit a
     /// connection slot), in bytes; local copies may be any size.
     pub max_step_bytes: usize,
+    /// The largest step with no peer (a local copy or reduction), in bytes.
+    pub max_local_bytes: usize,
 }
 
 impl RankTables {
@@ -201,7 +203,7 @@ impl RankTables {
         let mut index: HashMap<(bool, ConnKey), (u16, usize)> = HashMap::new();
         let mut steps = Vec::with_capacity(program.step_count());
         let mut chan_start = Vec::with_capacity(program.channels.len() + 1);
-        let mut max_step_bytes = 0;
+        let (mut max_step_bytes, mut max_local_bytes) = (0, 0);
         for (c, ch) in program.channels.iter().enumerate() {
             chan_start.push(u32::try_from(steps.len()).map_err(|_| TableError::TooManySteps)?);
             for s in &ch.steps {
@@ -211,6 +213,8 @@ impl RankTables {
                 };
                 if !s.recv.is_empty() || !s.send.is_empty() {
                     max_step_bytes = max_step_bytes.max(s.len * dtype.size());
+                } else {
+                    max_local_bytes = max_local_bytes.max(s.len * dtype.size());
                 }
                 if s.prim.reduces() {
                     x.flags |= CB_REDUCE;
@@ -265,6 +269,7 @@ impl RankTables {
             outs,
             need,
             max_step_bytes,
+            max_local_bytes,
         })
     }
 
@@ -439,6 +444,7 @@ mod tests {
             .iter()
             .all(|s| s.len == 512 && s.nrecv == 0 && s.nsend == 0));
         assert_eq!(t.max_step_bytes, 0);
+        assert_eq!(t.max_local_bytes, 512 * 4);
         // Two ranks: every step is a message of at most one chunk.
         let t = tables(Collective::AllReduce, Algo::Ring, 2, 0);
         assert_eq!(t.max_step_bytes, 64 * 4);

@@ -131,23 +131,32 @@ pub struct CudaRank {
 /// crossover is a GPU's to measure (`scripts/gpu-acceptance.sh`).
 const LL128_AUTO_MAX: usize = 4 << 20;
 
-/// Threads per block for an operation whose largest step moves
-/// `max_step_bytes` under `proto`. The line protocols give each thread its
-/// own lines (LL: 8 payload bytes a thread; LL128: a 16-byte part of a
-/// 120-byte line): a small operation keeps a few warps busy and leaves the
-/// rest of a full block only to wait at every step's barriers, which cost
-/// more the more warps they hold (on an H100, 8 ranks at 8 B took 16.1 us
-/// with 512 threads, 15.3 with 256). Such an operation launches as many
-/// threads as it has lines, in whole warps; the simple protocol's copies
-/// want every thread. `COLLBENCH_CUDA_THREADS` fixes the width.
-fn launch_width(opts: &super::CudaOptions, proto: Proto, max_step_bytes: usize) -> u32 {
+/// Threads per block for an operation under `proto` whose largest message
+/// step moves `message_bytes` and largest local step (no peer)
+/// `local_bytes`. The line protocols give each thread its own lines (LL: 8
+/// payload bytes a thread; LL128: a 16-byte part of a 120-byte line), and
+/// a local step moves 16-byte vectors, one a thread at a time: a small
+/// operation keeps a few warps busy and leaves the rest of a full block
+/// only to wait at every step's barriers, which cost more the more warps
+/// they hold (on an H100, 8 ranks at 8 B took 16.1 us with 512 threads,
+/// 15.3 with 256). Such an operation launches as many threads as its
+/// largest step has lines or vectors, in whole warps; the simple
+/// protocol's copies want every thread. `COLLBENCH_CUDA_THREADS` fixes the
+/// width.
+fn launch_width(
+    opts: &super::CudaOptions,
+    proto: Proto,
+    message_bytes: usize,
+    local_bytes: usize,
+) -> u32 {
     let lines = match proto {
         _ if !opts.narrow => return opts.threads,
         Proto::Simple => return opts.threads,
-        Proto::LowLatency => max_step_bytes.div_ceil(8),
-        Proto::LowLatency128 => max_step_bytes.div_ceil(120) * 8,
+        Proto::LowLatency => message_bytes.div_ceil(8),
+        Proto::LowLatency128 => message_bytes.div_ceil(120) * 8,
     };
-    let warps = lines.div_ceil(32).max(1);
+    let threads = lines.max(local_bytes.div_ceil(16));
+    let warps = threads.div_ceil(32).max(1);
     u32::try_from(warps * 32).map_or(opts.threads, |w| w.min(opts.threads))
 }
 
@@ -624,12 +633,13 @@ impl RankRunner for CudaRank {
             scalar: op.scalar,
             ..arg
         };
-        let threads = launch_width(&self.world.opts, proto, t.max_step_bytes);
+        let threads = launch_width(&self.world.opts, proto, t.max_step_bytes, t.max_local_bytes);
         tracing::debug!(
             rank = self.rank,
             threads,
             most = self.world.opts.threads,
             max_step_bytes = t.max_step_bytes,
+            max_local_bytes = t.max_local_bytes,
             "threads per block"
         );
         let step_counts: Vec<usize> = program.channels.iter().map(|c| c.steps.len()).collect();
@@ -646,6 +656,12 @@ impl RankRunner for CudaRank {
             None
         } else {
             copies::plan(program, &op.layout, op.dtype, op.op, &self.bufs)
+        };
+        // The recorder follows the kernel's channels; device copies have none.
+        let step_counts = if copies.is_some() {
+            Vec::new()
+        } else {
+            step_counts
         };
         if let Some(c) = &copies {
             tracing::debug!(
@@ -882,22 +898,28 @@ mod tests {
         let mut o = CudaOptions::new(Kind::Cuda, 64 << 10, Duration::from_secs(1), Timing::Events);
         (o.threads, o.narrow) = (512, true);
         // One line each: a warp; a line a thread up to the whole block.
-        assert_eq!(launch_width(&o, Proto::LowLatency, 8), 32);
-        assert_eq!(launch_width(&o, Proto::LowLatency, 256), 32);
-        assert_eq!(launch_width(&o, Proto::LowLatency, 264), 64);
-        assert_eq!(launch_width(&o, Proto::LowLatency, 4096), 512);
-        assert_eq!(launch_width(&o, Proto::LowLatency, 1 << 20), 512);
+        assert_eq!(launch_width(&o, Proto::LowLatency, 8, 0), 32);
+        assert_eq!(launch_width(&o, Proto::LowLatency, 256, 0), 32);
+        assert_eq!(launch_width(&o, Proto::LowLatency, 264, 0), 64);
+        assert_eq!(launch_width(&o, Proto::LowLatency, 4096, 0), 512);
+        assert_eq!(launch_width(&o, Proto::LowLatency, 1 << 20, 0), 512);
         // LL128: eight threads a 120-byte line.
-        assert_eq!(launch_width(&o, Proto::LowLatency128, 8), 32);
-        assert_eq!(launch_width(&o, Proto::LowLatency128, 480), 32);
-        assert_eq!(launch_width(&o, Proto::LowLatency128, 481), 64);
-        assert_eq!(launch_width(&o, Proto::LowLatency128, 64 << 10), 512);
+        assert_eq!(launch_width(&o, Proto::LowLatency128, 8, 0), 32);
+        assert_eq!(launch_width(&o, Proto::LowLatency128, 480, 0), 32);
+        assert_eq!(launch_width(&o, Proto::LowLatency128, 481, 0), 64);
+        assert_eq!(launch_width(&o, Proto::LowLatency128, 64 << 10, 0), 512);
+        // A local step moves 16-byte vectors, a thread each: a lone rank's
+        // large copy (no message) takes the whole block.
+        assert_eq!(launch_width(&o, Proto::LowLatency, 0, 8), 32);
+        assert_eq!(launch_width(&o, Proto::LowLatency, 8, 2048), 128);
+        assert_eq!(launch_width(&o, Proto::LowLatency, 0, 1 << 20), 512);
+        assert_eq!(launch_width(&o, Proto::LowLatency128, 8, 1 << 20), 512);
         // The simple protocol's copies want every thread; a fixed width is kept.
-        assert_eq!(launch_width(&o, Proto::Simple, 8), 512);
+        assert_eq!(launch_width(&o, Proto::Simple, 8, 0), 512);
         o.narrow = false;
-        assert_eq!(launch_width(&o, Proto::LowLatency, 8), 512);
+        assert_eq!(launch_width(&o, Proto::LowLatency, 8, 0), 512);
         // The emulated device runs one thread a block.
         let e = CudaOptions::new(Kind::Emu, 64 << 10, Duration::from_secs(1), Timing::Events);
-        assert_eq!(launch_width(&e, Proto::LowLatency, 8), 1);
+        assert_eq!(launch_width(&e, Proto::LowLatency, 8, 0), 1);
     }
 }
