@@ -169,7 +169,11 @@ impl RankJob<'_> {
                 }
             }
         }
-        Ok(())
+        // A rank's operation completes once its own part is done: its last
+        // messages to a peer may still be on their way (in the relay, in
+        // the CUDA bridge). Once every rank is here, all have arrived, and
+        // tearing the transports down loses none.
+        self.barrier()
     }
 
     fn rank(&self) -> usize {
