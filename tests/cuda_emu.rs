@@ -223,22 +223,13 @@ fn a_lone_ranks_copies_run_as_device_copies_unless_the_kernel_is_asked_for() {
     }
     let said = "device copies instead of the kernel";
     let sweep = |copies: &str, extra: &[&str]| {
-        let _shared = CORES.read().unwrap_or_else(|e| e.into_inner());
-        let dir = tempfile::tempdir().unwrap();
-        let json = dir.path().join("r.json");
-        let out = collbench()
-            .args(["all-reduce", "--device", "cuda-emu", "--ranks", "1"])
-            .args(["--sizes", "8B:1M", "--iters", "2", "--warmup", "1", "-q"])
-            .args(extra)
-            .arg("--json")
-            .arg(&json)
-            .env("COLLBENCH_CUDA_COPIES", copies)
-            .env("COLLBENCH_LOG", "collbench::engine=debug")
-            .output()
-            .unwrap();
-        let err = String::from_utf8_lossy(&out.stderr).to_string();
-        assert_eq!(out.status.code(), Some(0), "{copies} {extra:?}: {err}");
-        let v: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+        let args = ["all-reduce", "--ranks", "1", "--sizes", "8B:1M"];
+        let env = [
+            ("COLLBENCH_CUDA_COPIES", copies),
+            ("COLLBENCH_LOG", "collbench::engine=debug"),
+        ];
+        let (code, v, err) = run_env(&[&args[..], extra].concat(), &env);
+        assert_eq!(code, 0, "{copies} {extra:?}: {err}");
         assert_clean(&v, copies);
         let loads = err.lines().filter(|l| l.contains(said)).count();
         (rows(&v).len(), loads)

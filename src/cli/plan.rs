@@ -165,9 +165,6 @@ pub fn build(
     for kind in members.iter().filter_map(|c| c.vkind()) {
         a.split.check(kind, ranks).map_err(PlanError)?;
     }
-    // The CUDA executor reads its knobs where it starts; a bad value stops
-    // the run here, before anything runs.
-    crate::engine::exec::cuda::launch::EnvKnobs::from_env().map_err(PlanError)?;
     let plan = Plan {
         group,
         group_mix,
@@ -219,6 +216,8 @@ pub fn build(
         collectives,
         gpu_map: gpu_map(a)?,
         allow_shared_gpu: a.allow_shared_gpu,
+        // A bad value stops the run here, before anything runs.
+        cuda_knobs: crate::engine::exec::cuda::launch::EnvKnobs::from_env().map_err(PlanError)?,
     };
     Ok(Sweep {
         plan,

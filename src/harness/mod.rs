@@ -531,7 +531,13 @@ pub fn prepare(plan: &Plan, setup: &Setup, mpi: Option<&Peers>) -> Result<Prepar
 
 /// The CUDA executor's options for a sweep on `kind`.
 pub fn cuda_options(plan: &Plan, setup: &Setup, kind: GpuKind) -> CudaOptions {
-    let mut opts = CudaOptions::new(kind, plan.host.slot_bytes, plan.timeout(), setup.timing);
+    let mut opts = CudaOptions::new(
+        kind,
+        plan.host.slot_bytes,
+        plan.timeout(),
+        setup.timing,
+        plan.cuda_knobs,
+    );
     opts.proto = plan.protocol;
     opts
 }

@@ -2,7 +2,7 @@
 //! decided from the world and the machine ([`Setup`]), and the cases in
 //! nccl-tests' order. Both are immutable once the sweep starts.
 
-use crate::engine::exec::cuda::launch::{Kind, Timing};
+use crate::engine::exec::cuda::launch::{EnvKnobs, Kind, Timing};
 use crate::engine::exec::HostOptions;
 use crate::engine::types::{Algo, Collective, Counts, Dtype, Engine, Placement, ReduceOp};
 use std::path::PathBuf;
@@ -124,6 +124,8 @@ pub struct Plan {
     pub gpu_map: Option<Vec<usize>>,
     /// `--allow-shared-gpu`.
     pub allow_shared_gpu: bool,
+    /// The CUDA executor's knobs from the environment, checked when planned.
+    pub cuda_knobs: EnvKnobs,
 }
 
 impl Plan {

@@ -31,6 +31,9 @@ pub enum Peers {
     Procs(Procs),
 }
 
+/// Why `--engine mpi` cannot run in a `--procs` world.
+const MPI_ENGINE_UNDER_PROCS: &str = "--engine mpi needs an MPI launch (mpirun), not --procs";
+
 impl Peers {
     /// Joins the world this process was started into: a `--procs` parent's,
     /// else MPI's when a launcher started it; `None` when it runs alone.
@@ -127,9 +130,7 @@ impl Peers {
     pub fn unsupported(&self, coll: Collective, dtype: Dtype, op: ReduceOp) -> Option<String> {
         match self {
             Peers::Mpi(m) => m.unsupported(coll, dtype, op),
-            Peers::Procs(_) => {
-                Some("--engine mpi needs an MPI launch (mpirun), not --procs".into())
-            }
+            Peers::Procs(_) => Some(MPI_ENGINE_UNDER_PROCS.into()),
         }
     }
 
@@ -143,9 +144,7 @@ impl Peers {
     ) -> Result<(), ExecError> {
         match self {
             Peers::Mpi(m) => m.run_collective(op, bufs, timeout, abort),
-            Peers::Procs(_) => Err(ExecError::Mpi(
-                "--engine mpi needs an MPI launch (mpirun), not --procs".into(),
-            )),
+            Peers::Procs(_) => Err(ExecError::Mpi(MPI_ENGINE_UNDER_PROCS.into())),
         }
     }
 }

@@ -563,7 +563,13 @@ fn budget(plan: &Plan, chosen: &Chosen, ranks_here: usize) -> Option<harness::Bu
         tracing::info!(available, "memory budget: host");
         return Some(b);
     };
-    let opts = CudaOptions::new(kind, plan.host.slot_bytes, plan.timeout(), chosen.timing);
+    let opts = CudaOptions::new(
+        kind,
+        plan.host.slot_bytes,
+        plan.timeout(),
+        chosen.timing,
+        plan.cuda_knobs,
+    );
     let (free, ranks, extra) = memory_budget(kind, ranks_here, &opts)?;
     // A group's ways of running each hold connections of their own.
     let extra = extra * plan.group_ways() as u64;

@@ -71,11 +71,16 @@ pub struct CudaOptions {
 }
 
 impl CudaOptions {
-    /// The defaults for `kind`, with simple-protocol slots of `slot_bytes`.
-    pub fn new(kind: Kind, slot_bytes: usize, timeout: Duration, timing: Timing) -> CudaOptions {
+    /// The defaults for `kind`, with simple-protocol slots of `slot_bytes`
+    /// and the environment's `knobs`.
+    pub fn new(
+        kind: Kind,
+        slot_bytes: usize,
+        timeout: Duration,
+        timing: Timing,
+        knobs: EnvKnobs,
+    ) -> CudaOptions {
         let slot_bytes = slot_bytes.next_multiple_of(16).max(64);
-        // Checked when the run was planned (a bad value is exit 2 there).
-        let knobs = EnvKnobs::from_env().unwrap_or_default();
         let fixed = match kind {
             Kind::Cuda => knobs.threads,
             Kind::Emu => None,

@@ -891,11 +891,17 @@ impl Drop for CudaRank {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::exec::cuda::launch::{CudaOptions, Kind, Timing};
+    use crate::engine::exec::cuda::launch::{CudaOptions, EnvKnobs, Kind, Timing};
 
     #[test]
     fn small_line_protocol_operations_launch_narrow_blocks() {
-        let mut o = CudaOptions::new(Kind::Cuda, 64 << 10, Duration::from_secs(1), Timing::Events);
+        let mut o = CudaOptions::new(
+            Kind::Cuda,
+            64 << 10,
+            Duration::from_secs(1),
+            Timing::Events,
+            EnvKnobs::default(),
+        );
         (o.threads, o.narrow) = (512, true);
         // One line each: a warp; a line a thread up to the whole block.
         assert_eq!(launch_width(&o, Proto::LowLatency, 8, 0), 32);
@@ -919,7 +925,13 @@ mod tests {
         o.narrow = false;
         assert_eq!(launch_width(&o, Proto::LowLatency, 8, 0), 512);
         // The emulated device runs one thread a block.
-        let e = CudaOptions::new(Kind::Emu, 64 << 10, Duration::from_secs(1), Timing::Events);
+        let e = CudaOptions::new(
+            Kind::Emu,
+            64 << 10,
+            Duration::from_secs(1),
+            Timing::Events,
+            EnvKnobs::default(),
+        );
         assert_eq!(launch_width(&e, Proto::LowLatency, 8, 0), 1);
     }
 }
