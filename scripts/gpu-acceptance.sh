@@ -75,6 +75,10 @@ for t in 32 64 128 256; do
   run "perf-n8-graph-$t" 0 env COLLBENCH_CUDA_THREADS=$t "$bin" all-reduce --device cuda --ranks 8 \
     --placement out --graph --sizes 8B:8B --iters 200 --warmup 20 --json "$out/perf-n8-graph-$t.json" -q
 done
+# Every algorithm at 8 B (the target is the default's; the others say what a
+# better pick would give).
+run perf-n8-graph-algos 0 "$bin" all-reduce --device cuda --ranks 8 --placement out --graph --algo all \
+  --sizes 8B:8B --iters 200 --warmup 20 --json "$out/perf-n8-graph-algos.json" -q
 say "== protocols: simple, ll, ll128 and auto on 8 ranks (LL128's crossovers)"
 for proto in simple ll ll128 auto; do
   run "proto-$proto" 0 "$bin" all-reduce --device cuda --ranks 8 --placement out --protocol "$proto" \
@@ -308,6 +312,10 @@ if g:
     cells = [f"{t}: {w['rows'][0]['stats']['p50_us']:.2f}" for t, w in widths if w]
     if cells:
         print(f"\nThe same by fixed threads per block (COLLBENCH_CUDA_THREADS; p50 us): {', '.join(cells)}")
+    a = load("perf-n8-graph-algos.json")
+    if a:
+        cells = [f"{x['algo']}: {x['stats']['p50_us']:.2f}" for x in a["rows"]]
+        print(f"\nThe same by algorithm (p50 us): {', '.join(cells)}")
 print("\nLog: log.txt")
 PY
 exit $((fails > 0))

@@ -390,3 +390,22 @@ fn pt_entry(seq: u64, p2p: Option<u64>, name: &str, state: &str) -> serde_json::
         "timeout_ms": 600000, "frames": [],
     })
 }
+
+#[test]
+fn a_timeout_with_nothing_pending_blames_the_ranks_that_got_least_far() {
+    // Dumped on a timeout, every collective completed: the ranks stopped
+    // outside communication. The ranks behind the others are named, at the
+    // collective they never entered.
+    let dumps: Vec<Dump> = (0..4)
+        .map(|r| dump(r, 4, history(r, if r == 2 { 6 } else { 7 }), "timeout"))
+        .collect();
+    let d = run(&dumps);
+    assert_root(&d, FindingKind::NotJoined, Some(7), &[2]);
+    assert!(d.findings[0].detail.contains("no rank is in a collective"));
+    // The same dumps taken on request or at exit: a run between
+    // collectives, healthy.
+    let dumps: Vec<Dump> = (0..4)
+        .map(|r| dump(r, 4, history(r, 7), "request"))
+        .collect();
+    assert_eq!(run(&dumps).verdict, Verdict::Healthy);
+}

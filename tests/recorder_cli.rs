@@ -30,23 +30,31 @@ fn collbench() -> Command {
 /// Runs a hanging sweep, checks exit 3 soon after the timeout and one dump
 /// per rank, and returns `analyze --json`'s diagnosis.
 fn hang_and_analyze(ranks: usize, inject: &str) -> Value {
+    hang_and_analyze_all(ranks, &[inject], 3, Duration::from_secs(3 + 10))
+}
+
+/// [`hang_and_analyze`] with several injections, a timeout of `timeout_s`
+/// seconds, and exit 3 within `within`.
+fn hang_and_analyze_all(ranks: usize, injects: &[&str], timeout_s: u64, within: Duration) -> Value {
     let dir = tempfile::tempdir().unwrap();
     let t = Instant::now();
-    let out = collbench()
+    let mut cmd = collbench();
+    cmd.args([
+        "all-reduce",
+        "--device",
+        "host",
+        "--ranks",
+        &ranks.to_string(),
+        "--sizes",
+        "1K",
+    ]);
+    for inject in injects {
+        cmd.args(["--inject", inject]);
+    }
+    let out = cmd
         .args([
-            "all-reduce",
-            "--device",
-            "host",
-            "--ranks",
-            &ranks.to_string(),
-            "--sizes",
-            "1K",
-        ])
-        .args([
-            "--inject",
-            inject,
             "--timeout",
-            "3s",
+            &format!("{timeout_s}s"),
             "--dump-dir",
             dir.path().to_str().unwrap(),
             "-q",
@@ -56,11 +64,7 @@ fn hang_and_analyze(ranks: usize, inject: &str) -> Value {
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(3), "{err}");
-    assert!(
-        t.elapsed() < Duration::from_secs(3 + 10),
-        "took {:?}",
-        t.elapsed()
-    );
+    assert!(t.elapsed() < within, "took {:?}", t.elapsed());
     assert!(err.contains("hang detected"), "{err}");
     for r in 0..ranks {
         let d: Value =
@@ -76,6 +80,39 @@ fn hang_and_analyze(ranks: usize, inject: &str) -> Value {
         .unwrap();
     assert_eq!(out.status.code(), Some(1), "a problem was found");
     serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn every_rank_stopped_outside_collectives_is_a_hang_after_twice_the_timeout() {
+    // No rank waits on a peer, so no wait can time out: the watchdog sees
+    // every rank stopped and fires at twice the timeout (2 s here), not never.
+    let t = Instant::now();
+    let d = hang_and_analyze_all(
+        3,
+        &[
+            "hang:rank=0,seq=4",
+            "hang:rank=1,seq=4",
+            "hang:rank=2,seq=4",
+        ],
+        2,
+        Duration::from_secs(4 + 10),
+    );
+    assert!(
+        t.elapsed() >= Duration::from_secs(4),
+        "not before twice the timeout"
+    );
+    assert_eq!(d["culprits"], serde_json::json!([0, 1, 2]));
+    assert_eq!(d["findings"][0]["kind"], "not-joined");
+    assert_eq!(d["findings"][0]["seq"], 4);
+    let detail = d["findings"][0]["detail"].as_str().unwrap();
+    assert!(detail.contains("no rank is in a collective"), "{detail}");
+}
+
+#[test]
+fn a_lone_rank_stopped_outside_collectives_is_a_hang() {
+    let d = hang_and_analyze_all(1, &["hang:rank=0,seq=2"], 1, Duration::from_secs(2 + 10));
+    assert_eq!(d["culprits"], serde_json::json!([0]));
+    assert_eq!(d["findings"][0]["seq"], 2);
 }
 
 #[test]

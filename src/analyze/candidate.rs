@@ -14,6 +14,7 @@ pub mod priority {
     pub const STUCK_BLAMED: u8 = 30;
     pub const LATE: u8 = 35;
     pub const STUCK_UNBLAMED: u8 = 40;
+    pub const IDLE_AT_TIMEOUT: u8 = 45;
     pub const MISSING: u8 = 50;
 }
 

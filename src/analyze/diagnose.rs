@@ -10,7 +10,10 @@
 //! 4. `stuck` where the channel waits or completions name a culprit;
 //! 5. `late`;
 //! 6. `stuck` with no culprit in sight;
-//! 7. `missing-dump` of a rank nothing is seen waiting for.
+//! 7. `missing-dump` of a rank nothing is seen waiting for;
+//! 8. only when nothing else is found and a dump was written on a timeout:
+//!    `not-joined` of the collective after the ranks' newest, every rank
+//!    having stopped outside collectives.
 //!
 //! The top-level culprits are the ranks the first finding blames.
 //!
@@ -158,6 +161,11 @@ fn diagnose_run(run: &[RankDump]) -> Diagnosis {
         candidates.extend(progress::late(view));
     }
     candidates.extend(missing_dumps(&missing, &views, &dumps, world.len()));
+    if candidates.is_empty() && in_flight.is_empty() {
+        // A timeout with nothing pending: the ranks stopped outside
+        // collectives (the first group that shows it says where).
+        candidates.extend(views.iter().find_map(progress::idle_at_timeout));
+    }
     candidates.sort_by(|a, b| {
         (a.priority, &a.finding.pg, a.finding.seq).cmp(&(b.priority, &b.finding.pg, b.finding.seq))
     });

@@ -96,6 +96,47 @@ pub fn not_joined(view: &GroupView) -> Option<Candidate> {
     ))
 }
 
+/// `not-joined` when a dump was written on a timeout yet nothing is
+/// pending: every member stopped outside collectives (in the program, the
+/// host or I/O, or an injected hang), and no wait of theirs could time out.
+/// The collective after the oldest member's newest is the one never
+/// entered; the members that got least far are the culprits.
+pub fn idle_at_timeout(view: &GroupView) -> Option<Candidate> {
+    let timed_out = view
+        .tracks
+        .values()
+        .any(|t| t.dump.reason.as_deref() == Some("timeout"));
+    let pending = view
+        .tracks
+        .values()
+        .flat_map(|t| t.by_seq.values())
+        .any(|r| r.state != State::Completed);
+    if !timed_out || pending || view.tracks.is_empty() {
+        return None;
+    }
+    let least = view.tracks.values().map(|t| t.last).min()?;
+    let behind: Vec<usize> = view
+        .tracks
+        .values()
+        .filter(|t| t.last == least)
+        .map(|t| t.rank())
+        .collect();
+    let (all, seq) = (behind.len() == view.tracks.len(), least + 1);
+    let detail = format!(
+        "the dumps were written on a timeout, yet no rank is in a collective: {} completed seq {least}{} and never entered seq {seq}: stopped outside communication (the program, the host, I/O, or an injected hang)",
+        ranks_text(&behind),
+        if all { "" } else { ", the others more" },
+    );
+    Some(Candidate::new(
+        priority::IDLE_AT_TIMEOUT,
+        FindingKind::NotJoined,
+        Some(view.name.clone()),
+        Some(seq),
+        behind,
+        detail,
+    ))
+}
+
 /// The first collective every member entered and some are hung in.
 pub fn stuck(view: &GroupView, missing: &BTreeSet<usize>) -> Option<Candidate> {
     for seq in view.seqs() {

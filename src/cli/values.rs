@@ -373,9 +373,12 @@ pub fn duration(v: &str) -> Result<Duration, ValueError> {
 /// How long "never" lasts for `--timeout 0` (nccl-tests' `-T 0`): a year.
 pub const NO_TIMEOUT: Duration = Duration::from_secs(365 * 86_400);
 
-/// `--timeout`: a duration, or 0 for none.
+/// `--timeout`: a duration, or 0 (in any unit: `0`, `0s`, `0ms`) for none.
 pub fn timeout(v: &str) -> Result<Duration, ValueError> {
-    if v.trim().parse::<f64>().is_ok_and(|x| x == 0.0) {
+    let t = v.trim();
+    let num = t.trim_end_matches(|c: char| c.is_ascii_alphabetic());
+    let unit = &t[num.len()..];
+    if num.trim().parse::<f64>().is_ok_and(|x| x == 0.0) && duration(&format!("1{unit}")).is_ok() {
         return Ok(NO_TIMEOUT);
     }
     duration(v)
@@ -644,5 +647,16 @@ mod tests {
         assert!(channels("0").is_err() && channels("129").is_err());
         assert!(slot_size("32").is_err() && slot_size("256K") == Ok(256 << 10));
         assert!(plot_path("x.pdf").is_err() && plot_path("x.svg").is_ok());
+    }
+
+    #[test]
+    fn a_zero_timeout_in_any_unit_is_none() {
+        for v in ["0", "0.0", "0s", "0ms", " 0m "] {
+            assert_eq!(timeout(v), Ok(NO_TIMEOUT), "{v}");
+        }
+        assert_eq!(timeout("3s"), Ok(Duration::from_secs(3)));
+        assert!(timeout("0parsecs").is_err());
+        assert!(timeout("-1s").is_err());
+        assert!(timeout("abc").is_err());
     }
 }

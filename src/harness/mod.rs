@@ -655,6 +655,9 @@ pub fn run(
         (_, Some(Fired::Timeout { rank, seq, waited })) => Err(hang(format!(
             "hang detected: rank {rank}'s collective {seq} ran {waited:?}, past the timeout"
         ))),
+        (_, Some(Fired::Stalled { seq, waited })) => Err(hang(format!(
+            "hang detected: every rank stopped outside collectives, before entering collective {seq}, for {waited:?} (no rank waits on a peer, so none timed out; stopped this long, twice the timeout, it is a hang)"
+        ))),
         (_, Some(Fired::Remote)) => Err(hang("hang detected by another process of the run".into())),
         (Ok(()), _) => Ok(outcome),
         (Err(e), _) => Err(e),
@@ -678,7 +681,7 @@ fn spawn_watchdog(
     // SIGUSR1 snapshots are numbered: each goes to new files.
     let snapshots = AtomicU32::new(0);
     let act = move |f: &Fired| match f {
-        Fired::Timeout { .. } | Fired::Stop | Fired::Remote => w.abort(),
+        Fired::Timeout { .. } | Fired::Stalled { .. } | Fired::Stop | Fired::Remote => w.abort(),
         Fired::Request => {
             let k = snapshots.fetch_add(1, Ordering::Relaxed) + 1;
             if let Ok(paths) = dump::write_all(&d, &r, &info, "request", Some(k)) {

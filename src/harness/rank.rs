@@ -727,7 +727,10 @@ impl RankJob<'_> {
             // Never enter: wait, as a hung process would, until the run
             // stops. What it started before still completes on the device.
             self.wait()?;
-            self.sleep_until(None)?;
+            self.rec.park(next);
+            let stopped = self.sleep_until(None);
+            self.rec.unpark();
+            stopped?;
         }
         let seq = match delay {
             Some(Fault::Delay { ms }) => {

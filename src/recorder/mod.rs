@@ -111,6 +111,10 @@ pub struct RankRecorder {
     /// CLOCK_MONOTONIC ns when the operation in flight started (0: none).
     inflight_since: AtomicU64,
     inflight_seq: AtomicU64,
+    /// CLOCK_MONOTONIC ns since when the rank has been stopped outside any
+    /// collective, before `parked_seq` (0: it is not; an injected hang).
+    parked_since: AtomicU64,
+    parked_seq: AtomicU64,
 }
 
 impl RankRecorder {
@@ -126,6 +130,8 @@ impl RankRecorder {
             used_chans: AtomicU64::new(0),
             inflight_since: AtomicU64::new(0),
             inflight_seq: AtomicU64::new(0),
+            parked_since: AtomicU64::new(0),
+            parked_seq: AtomicU64::new(0),
         }
     }
 
@@ -230,6 +236,31 @@ impl RankRecorder {
         (since != 0).then(|| {
             (
                 self.inflight_seq.load(Ordering::Relaxed),
+                now_mono.saturating_sub(since),
+            )
+        })
+    }
+
+    /// The rank stops outside any collective, before entering `next_seq`
+    /// (an injected hang): no wait of its own can time out, so the watchdog
+    /// looks at how long it has been stopped.
+    pub fn park(&self, next_seq: u64) {
+        self.parked_seq.store(next_seq, Ordering::Relaxed);
+        self.parked_since.store(mono_ns(), Ordering::Release);
+    }
+
+    /// The rank goes on.
+    pub fn unpark(&self) {
+        self.parked_since.store(0, Ordering::Release);
+    }
+
+    /// How long the rank has been stopped outside any collective, with the
+    /// sequence number it has not entered.
+    pub fn parked(&self, now_mono: u64) -> Option<(u64, u64)> {
+        let since = self.parked_since.load(Ordering::Acquire);
+        (since != 0).then(|| {
+            (
+                self.parked_seq.load(Ordering::Relaxed),
                 now_mono.saturating_sub(since),
             )
         })

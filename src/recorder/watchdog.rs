@@ -68,6 +68,11 @@ pub enum Fired {
         seq: u64,
         waited: Duration,
     },
+    /// Every rank of this process has been stopped outside any collective
+    /// (none waits on a peer, so none can time out) for `waited`, past
+    /// [`stall_limit`]; `seq`: the first collective one of them never
+    /// entered.
+    Stalled { seq: u64, waited: Duration },
     /// SIGINT or SIGTERM (here, or in another process of the run).
     Stop,
     /// SIGUSR1: dump and go on.
@@ -84,6 +89,16 @@ pub struct Watchdog {
     stop: Arc<AtomicBool>,
     fired: Arc<Mutex<Option<Fired>>>,
     handle: Option<JoinHandle<()>>,
+}
+
+/// How long every rank of a process may be stopped outside collectives
+/// before the watchdog calls it a hang: twice the timeout, so that where a
+/// peer waits on a stopped rank (here or in another process of the run) the
+/// peer's timeout names the hang first.
+pub fn stall_limit(timeout: Duration) -> Duration {
+    timeout
+        .saturating_mul(2)
+        .max(timeout.saturating_add(Duration::from_secs(1)))
 }
 
 /// How long the run gets to wind down after a timeout before the watchdog
@@ -151,6 +166,20 @@ impl Drop for Watchdog {
     }
 }
 
+/// [`Fired::Stalled`] when every rank is stopped outside collectives, the
+/// one stopped the shortest for longer than `limit`.
+fn stalled(recs: &[Arc<RankRecorder>], now: u64, limit: Duration) -> Option<Fired> {
+    let mut first: Option<(u64, u64)> = None;
+    for r in recs {
+        let (seq, ns) = r.parked(now)?;
+        let (s, n) = first.get_or_insert((seq, ns));
+        (*s, *n) = ((*s).min(seq), (*n).min(ns));
+    }
+    let (seq, ns) = first?;
+    let waited = Duration::from_nanos(ns);
+    (waited > limit).then_some(Fired::Stalled { seq, waited })
+}
+
 fn watch(
     recs: &[Arc<RankRecorder>],
     timeout: Duration,
@@ -181,15 +210,17 @@ fn watch(
             Some(e)
         } else {
             let now = mono_ns();
-            recs.iter().find_map(|r| {
-                let (seq, ns) = r.in_flight(now)?;
-                let waited = Duration::from_nanos(ns);
-                (waited > timeout).then_some(Fired::Timeout {
-                    rank: r.rank,
-                    seq,
-                    waited,
+            recs.iter()
+                .find_map(|r| {
+                    let (seq, ns) = r.in_flight(now)?;
+                    let waited = Duration::from_nanos(ns);
+                    (waited > timeout).then_some(Fired::Timeout {
+                        rank: r.rank,
+                        seq,
+                        waited,
+                    })
                 })
-            })
+                .or_else(|| stalled(recs, now, stall_limit(timeout)))
         };
         let Some(event) = event else { continue };
         record(event.clone());
@@ -291,5 +322,32 @@ mod tests {
             rec.complete("0", s);
         }
         assert_eq!(dog.stop(), None);
+    }
+
+    #[test]
+    fn fires_when_every_rank_is_stopped_outside_collectives_past_the_stall_limit() {
+        let recs: Vec<_> = (0..3).map(|r| Arc::new(RankRecorder::new(r, 4))).collect();
+        recs[0].park(7);
+        recs[1].park(5);
+        let now = mono_ns();
+        let limit = Duration::from_millis(30);
+        // One rank still runs: whatever the others do, nothing stalled.
+        assert_eq!(stalled(&recs, now + 1_000_000_000, limit), None);
+        recs[2].park(6);
+        let later = mono_ns();
+        assert_eq!(stalled(&recs, later, Duration::from_secs(60)), None);
+        let fired = stalled(&recs, later + 1_000_000_000, limit);
+        assert!(
+            matches!(fired, Some(Fired::Stalled { seq: 5, waited }) if waited >= Duration::from_millis(900)),
+            "{fired:?}"
+        );
+        recs[1].unpark();
+        assert_eq!(stalled(&recs, later + 1_000_000_000, limit), None);
+        assert_eq!(stalled(&[], later, limit), None, "no rank, no stall");
+        assert_eq!(stall_limit(Duration::from_secs(3)), Duration::from_secs(6));
+        assert_eq!(
+            stall_limit(Duration::from_millis(200)),
+            Duration::from_millis(1200)
+        );
     }
 }
