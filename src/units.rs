@@ -136,7 +136,7 @@ pub fn sweep(min: u64, max: u64, growth: Growth) -> Result<Vec<u64>, UnitError> 
     }
     match growth {
         Growth::Factor(f) if !(f > 1.0 && f.is_finite()) => {
-            return err(format!("factor {f} must be greater than 1"))
+            return err(format!("factor {f} must be a finite number greater than 1"))
         }
         Growth::Step(0) => return err("step must be at least 1 byte".into()),
         _ => {}
@@ -151,7 +151,9 @@ pub fn sweep(min: u64, max: u64, growth: Growth) -> Result<Vec<u64>, UnitError> 
         }
         out.push(s);
         let next = match growth {
-            Growth::Factor(f) => ((s as f64) * f).floor() as u64,
+            // At least a byte more: a small size times a small factor
+            // (8 B x 1.1) would round back to itself and end the sweep.
+            Growth::Factor(f) => (((s as f64) * f).floor() as u64).max(s.saturating_add(1)),
             Growth::Step(step) => s.saturating_add(step),
         };
         if next <= s {
@@ -230,6 +232,12 @@ mod tests {
         assert_eq!(parse_sweep("1M").unwrap(), vec![1 << 20]);
         assert_eq!(parse_sweep("8B:8G").unwrap().len(), 31);
         assert_eq!(parse_sweep("8:100").unwrap(), vec![8, 16, 32, 64]);
+        // A factor too small to move a small size still grows it by a byte.
+        assert_eq!(
+            parse_sweep("8B:16B:x1.1").unwrap(),
+            vec![8, 9, 10, 11, 12, 13, 14, 15, 16]
+        );
+        assert_eq!(parse_sweep("8B:4K:x1.1").unwrap().last(), Some(&4046));
     }
 
     #[test]

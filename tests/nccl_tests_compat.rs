@@ -486,6 +486,31 @@ fn nccl_tests_binary_names_behave_as_those_binaries() {
         std::fs::read_to_string(other.path().join("all_reduce_perf")).unwrap(),
         "mine"
     );
+    // A folder in the way, even with --force, or a file named as the
+    // folder: refused with the reason, before any link is made.
+    let blocked = tempfile::tempdir().unwrap();
+    std::fs::create_dir(blocked.path().join("all_gather_perf")).unwrap();
+    let file = blocked.path().join("a-file");
+    std::fs::write(&file, "x").unwrap();
+    for (dir, why) in [
+        (blocked.path(), "all_gather_perf is a folder"),
+        (file.as_path(), "is a file, not a folder"),
+    ] {
+        let out = collbench()
+            .arg("install-aliases")
+            .arg(dir)
+            .arg("--force")
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(err.contains(why), "{err}");
+    }
+    assert_eq!(
+        std::fs::read_dir(blocked.path()).unwrap().count(),
+        2,
+        "no link made"
+    );
     // The alias prints nccl-tests' text by default and reads its long options.
     let out = std::process::Command::new(dir.path().join("all_reduce_perf"))
         .args([

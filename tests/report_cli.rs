@@ -241,6 +241,19 @@ fn compare_passes_on_itself_and_fails_on_doubled_times() {
         "{}",
         o.stdout
     );
+    // A zero has no ratio: not comparable, neither better nor ok.
+    let zero = dir.path().join("zero.json");
+    let mut v: Value = serde_json::from_slice(&std::fs::read(&a).unwrap()).unwrap();
+    for k in ["time_us", "algbw_gbps", "busbw_gbps"] {
+        v["rows"][0][k] = Value::from(0.0);
+    }
+    std::fs::write(&zero, serde_json::to_vec(&v).unwrap()).unwrap();
+    for (base, cand) in [(&zero, &a), (&a, &zero)] {
+        let o = run(&["compare", s(base), s(cand)]);
+        assert_eq!(o.code, 0, "{}{}", o.stdout, o.stderr);
+        assert!(o.stdout.contains("not comparable (a zero)"), "{}", o.stdout);
+        assert!(!o.stdout.contains("better"), "{}", o.stdout);
+    }
     // Faster is never a regression.
     assert_eq!(run(&["compare", s(&slow), s(&a)]).code, 0);
     assert_eq!(
@@ -263,8 +276,30 @@ fn unreadable_results_exit_2_naming_the_file() {
         r["dtype"] = Value::from("double");
     }
     std::fs::write(&other, serde_json::to_vec(&v).unwrap()).unwrap();
+    let edited = |name: &str, edit: &dyn Fn(&mut Value)| {
+        let mut v: Value = serde_json::from_slice(&std::fs::read(&a).unwrap()).unwrap();
+        edit(&mut v);
+        let p = dir.path().join(name);
+        std::fs::write(&p, serde_json::to_vec(&v).unwrap()).unwrap();
+        p
+    };
+    // A world no run has: the nccl-tests header would list every rank.
+    let huge = edited("huge.json", &|v| {
+        v["meta"]["world_size"] = Value::from(u64::MAX);
+    });
+    let negative = edited("negative.json", &|v| {
+        v["rows"][1]["time_us"] = Value::from(-5.0)
+    });
     let missing = dir.path().join("missing.json");
     let cases: Vec<(Vec<&str>, String)> = vec![
+        (
+            vec!["report", s(&huge), "--format", "nccl-tests"],
+            "huge.json: not a valid collbench results file: meta.world_size 18446744073709551615".into(),
+        ),
+        (
+            vec!["compare", s(&a), s(&negative)],
+            "negative.json: not a valid collbench results file: row 2 (all-reduce".into(),
+        ),
         (
             vec!["compare", s(&a), s(&missing)],
             format!("{}:", missing.display()),
@@ -978,4 +1013,89 @@ fn readers_are_bounded_and_refuse_empty_results() {
         assert_eq!(out.status.code(), Some(2), "{cmd:?}: {err}");
         assert!(err.contains("has no rows"), "{cmd:?}: {err}");
     }
+}
+
+#[test]
+fn no_output_overwrites_an_input_and_nothing_runs_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = |n: &str| dir.path().join(n);
+    let a = sweep_json(dir.path(), "a.json");
+    let t = d("t.json");
+    let o = run(&["tune", "--from", s(&a), "-O", s(&t)]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let split = d("w.txt");
+    std::fs::write(&split, "1\n2\n3\n").unwrap();
+    let spec = d("spec.toml");
+    std::fs::write(&spec, POSSIBLE).unwrap();
+    let (no_dir, xj) = (d("no/such/j.xml"), d("x.json"));
+    let xl = d("x.jsonl");
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (
+            vec![
+                "all-reduce",
+                "--ranks",
+                "2",
+                "--tuning",
+                s(&t),
+                "--json",
+                s(&t),
+            ],
+            "is an input",
+        ),
+        (
+            vec![
+                "all-gather-v",
+                "--ranks",
+                "3",
+                "--split",
+                s(&split),
+                "--csv",
+                s(&split),
+            ],
+            "is an input",
+        ),
+        // The JSONL beside the JSON is an output too.
+        (
+            vec![
+                "all-reduce",
+                "--ranks",
+                "2",
+                "--json",
+                s(&xj),
+                "--csv",
+                s(&xl),
+            ],
+            "both write",
+        ),
+        (vec!["tune", "--from", s(&a), "-O", s(&a)], "is an input"),
+        (
+            vec!["model", "--tuning", s(&t), "--ranks", "8", "--json", s(&t)],
+            "is an input",
+        ),
+        (
+            vec!["qualify", s(&spec), "--junit", s(&spec)],
+            "is an input",
+        ),
+        // Refused before any check runs.
+        (
+            vec!["qualify", s(&spec), "--junit", s(&no_dir)],
+            "does not exist",
+        ),
+    ];
+    let before: Vec<Vec<u8>> = [&a, &t, &split, &spec]
+        .iter()
+        .map(|p| std::fs::read(p).unwrap())
+        .collect();
+    for (args, why) in cases {
+        let o = run(&args);
+        assert_eq!(o.code, 2, "{args:?}: {}{}", o.stdout, o.stderr);
+        assert!(o.stderr.contains(why), "{args:?}: {}", o.stderr);
+        assert_eq!(o.stdout, "", "{args:?}: nothing ran");
+    }
+    let after: Vec<Vec<u8>> = [&a, &t, &split, &spec]
+        .iter()
+        .map(|p| std::fs::read(p).unwrap())
+        .collect();
+    assert!(before == after, "an input was changed");
+    assert!(!xj.exists() && !xl.exists());
 }

@@ -314,3 +314,54 @@ fn bad_model_input_is_exit_2_with_a_reason() {
         assert!(!err.contains("panicked"), "{err}");
     }
 }
+
+#[test]
+fn tune_refuses_what_it_cannot_fit_before_sweeping_and_is_quiet_when_asked() {
+    let dir = tempfile::tempdir().unwrap();
+    let table = dir.path().join("t.json");
+    let t = table.to_str().unwrap();
+    let refused: [(&[&str], &str); 2] = [
+        (&["--placement", "in"], "tune fits out-of-place rows"),
+        (
+            &[
+                "--collective",
+                "all-to-all-v",
+                "--ranks",
+                "4",
+                "--split",
+                "hot:9",
+            ],
+            "rank 9 is outside the 4 ranks",
+        ),
+    ];
+    for (args, why) in refused {
+        let out = collbench()
+            .args(["tune", "--device", "host", "--output", t])
+            .args(args)
+            .timeout(std::time::Duration::from_secs(20))
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(why), "{args:?}: {err}");
+        assert!(
+            out.stdout.is_empty() && !table.exists(),
+            "{args:?}: nothing ran"
+        );
+    }
+    let out = collbench()
+        .args([
+            "tune", "--device", "host", "--ranks", "2", "--sizes", "8B:1K:x8",
+        ])
+        .args(["--iters", "2", "--warmup", "0", "-q", "--output", t])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.stdout.is_empty(), "-q: nothing on stdout");
+    assert_eq!(json(&table)["schema"], "collbench.tuning/1");
+}

@@ -305,8 +305,9 @@ pub struct RunArgs {
     /// How the v-collectives (all-to-all-v, all-gather-v, reduce-scatter-v)
     /// divide their data: uniform, skew[:SEED] (seeded random weights 1 to
     /// 16, per pair for all-to-all-v), hot[:RANK] (that rank holds, or
-    /// receives, three quarters), or a FILE of weights (one per rank; for
-    /// all-to-all-v also a matrix, a row per sending rank).
+    /// receives, three quarters), or a FILE of weights (one per rank, on one
+    /// line or one a line; for all-to-all-v also a matrix, a row per
+    /// sending rank).
     #[arg(long, default_value = "uniform", value_name = "uniform|skew[:SEED]|hot[:RANK]|FILE", value_parser = values::split)]
     pub split: crate::engine::split::Split,
     /// Issue N operations as one group (NCCL's group calls), timed as one:

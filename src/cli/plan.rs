@@ -39,6 +39,9 @@ pub struct Sweep {
     pub notes: Vec<String>,
     /// `--min-link-gbps`: links slower than this are findings too.
     pub min_link_gbps: Option<f64>,
+    /// Files the sweep reads (`--tuning`, a `--split` file): no output may
+    /// overwrite them.
+    pub inputs: Vec<PathBuf>,
 }
 
 /// `--gpu-map`, else COLLBENCH_GPU_MAP (a bad value of either is an error).
@@ -111,6 +114,16 @@ pub fn build(
     world: Option<usize>,
 ) -> Result<Sweep, PlanError> {
     let collectives = coll.map_or(Collective::ALL.to_vec(), |c| vec![c]);
+    build_over(coll, collectives, a, world)
+}
+
+/// [`build`] over `collectives` (`coll`: the subcommand's one, if any).
+fn build_over(
+    coll: Option<Collective>,
+    collectives: Vec<Collective>,
+    a: &RunArgs,
+    world: Option<usize>,
+) -> Result<Sweep, PlanError> {
     let nt = &a.nccl_tests;
     let ranks = ranks(a.ranks, nt, world)?;
     let format = match a.out.format {
@@ -230,6 +243,15 @@ pub fn build(
         quiet: a.out.quiet,
         verbose: a.out.verbose,
         min_link_gbps: a.min_link_gbps,
+        inputs: a
+            .tuning
+            .iter()
+            .cloned()
+            .chain(match a.split {
+                Split::Weights { name, .. } => Some(PathBuf::from(name)),
+                _ => None,
+            })
+            .collect(),
         notes: flag_notes(a.iters, nt)
             .into_iter()
             .chain((!premul && a.scalar != Scalar::default()).then(|| {
@@ -311,10 +333,13 @@ pub fn build_tune(t: &super::TuneArgs) -> Result<Sweep, PlanError> {
     if a.algo == AlgoArg::Auto {
         a.algo = AlgoArg::List(Algo::ALL.to_vec());
     }
-    let mut s = build(None, &a, None)?;
-    s.plan.algos = algos(&a.algo, &t.collective.0)?;
-    s.plan.collectives = t.collective.0.clone();
-    Ok(s)
+    if a.placement == PlacementChoice::In {
+        return bad(
+            "tune fits out-of-place rows (in place, some algorithms move less): drop --placement in"
+                .into(),
+        );
+    }
+    build_over(None, t.collective.0.clone(), &a, None)
 }
 
 /// Reads a cost-model table (`--tuning FILE`).

@@ -94,6 +94,15 @@ impl Split {
             ));
         };
         let width = first.len();
+        if rows.len() > 1 && rows.iter().all(|r| r.len() == 1) {
+            // One weight a line: a column of per-rank weights, as a row is.
+            let w: Vec<u64> = rows.into_iter().flatten().collect();
+            return Ok(Split::Weights {
+                name: Box::leak(name.to_string().into_boxed_str()),
+                rows: 1,
+                w: Box::leak(w.into_boxed_slice()),
+            });
+        }
         if let Some((i, r)) = rows.iter().enumerate().find(|(_, r)| r.len() != width) {
             return Err(format!(
                 "{name}: row {} has {} weights, row 1 has {width}: a matrix needs one weight per rank in every row",
@@ -388,6 +397,12 @@ mod tests {
             .contains("3 weights per row for 4 ranks"));
         let s = shape(VKind::AllGather, v, 700, 3);
         assert_eq!(s.row(0), vec![200, 400, 100]);
+        // One weight a line is the same vector.
+        let c = Split::from_text("c.txt", "1\n2 # rank 1\n\n0.5\n").unwrap();
+        assert_eq!(
+            shape(VKind::AllGather, c, 700, 3).row(0),
+            vec![200, 400, 100]
+        );
         let m = Split::from_text("m.txt", "1 0\n0 1\n").unwrap();
         assert!(m.check(VKind::AllToAll, 2).is_ok());
         assert!(m

@@ -74,12 +74,14 @@ impl Pair {
     fn new(base: &Row, cand: &Row, max_regression_pct: f64) -> Pair {
         let metric = Metric::for_size(base.bytes);
         let (b, c) = (metric.value(base), metric.value(cand));
-        let ratio = if b > 0.0 { c / b } else { f64::NAN };
+        // A zero time or bandwidth on either side (a lone rank's in-place
+        // operation moves nothing) has no ratio.
+        let ratio = if b > 0.0 && c > 0.0 { c / b } else { f64::NAN };
         let worse_pct = match metric {
             Metric::Busbw => (1.0 - ratio) * 100.0,
             Metric::Time => (ratio - 1.0) * 100.0,
         };
-        // A NaN ratio (a zero baseline) cannot be judged: only wrong values count.
+        // A NaN ratio cannot be judged: only wrong values count.
         let regressed = worse_pct > max_regression_pct || cand.is_bad();
         Pair {
             base: base.clone(),
@@ -94,6 +96,8 @@ impl Pair {
     fn verdict(&self, max_regression_pct: f64) -> &'static str {
         if self.cand.is_bad() {
             "WRONG VALUES"
+        } else if self.ratio.is_nan() {
+            "not comparable (a zero)"
         } else if self.regressed {
             "REGRESSED"
         } else if -self.worse_pct > max_regression_pct {
@@ -298,8 +302,16 @@ impl Comparison {
                 p.metric.name().to_string(),
                 format!("{b:.2}"),
                 format!("{c:.2}"),
-                format!("{:.3}", p.ratio),
-                format!("{change:+.1}%"),
+                if p.ratio.is_nan() {
+                    "-".into()
+                } else {
+                    format!("{:.3}", p.ratio)
+                },
+                if change.is_nan() {
+                    "-".into()
+                } else {
+                    format!("{change:+.1}%")
+                },
                 p.verdict(self.max_regression_pct).to_string(),
             ]);
         }

@@ -59,6 +59,8 @@ pub enum ResultsError {
     Log { path: PathBuf, source: LogError },
     #[error("{}: larger than the {limit}-byte limit for results and logs", path.display())]
     TooLarge { path: PathBuf, limit: u64 },
+    #[error("{}: not a valid collbench results file: {why}", path.display())]
+    Invalid { path: PathBuf, why: String },
     #[error("{}: has no rows (an empty sweep, or one interrupted before its first row)", path.display())]
     NoRows { path: PathBuf },
 }
@@ -169,7 +171,42 @@ fn parse_results(path: &Path, text: &str) -> Result<Results, ResultsError> {
             path: path.to_path_buf(),
         });
     }
+    check_values(&r).map_err(|why| ResultsError::Invalid {
+        path: path.to_path_buf(),
+        why,
+    })?;
     Ok(r)
+}
+
+/// The most ranks a results file may say it ran on (as `analyze` reads).
+pub const MAX_WORLD_SIZE: usize = 1 << 22;
+
+/// Values no sweep writes: a world past [`MAX_WORLD_SIZE`], a negative or
+/// infinite time or bandwidth.
+fn check_values(r: &Results) -> Result<(), String> {
+    if r.meta.world_size > MAX_WORLD_SIZE {
+        return Err(format!(
+            "meta.world_size {} is more than the {MAX_WORLD_SIZE} ranks a run can have",
+            r.meta.world_size
+        ));
+    }
+    for (i, row) in r.rows.iter().enumerate() {
+        for (name, v) in [
+            ("time_us", row.time_us),
+            ("algbw_gbps", row.algbw_gbps),
+            ("busbw_gbps", row.busbw_gbps),
+        ] {
+            if !v.is_finite() || v < 0.0 {
+                return Err(format!(
+                    "row {} ({} {} bytes): {name} is {v}, not a time or bandwidth",
+                    i + 1,
+                    row.collective,
+                    row.bytes
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 #[derive(serde::Deserialize)]

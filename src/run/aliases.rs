@@ -16,11 +16,22 @@ fn install(a: &InstallArgs) -> anyhow::Result<Vec<String>> {
     let exe = std::env::current_exe()
         .and_then(|p| p.canonicalize())
         .context("cannot tell where this collbench is")?;
-    std::fs::create_dir_all(&a.dir).with_context(|| format!("{}", a.dir.display()))?;
+    if a.dir.exists() && !a.dir.is_dir() {
+        bail!("{}: is a file, not a folder", a.dir.display());
+    }
+    std::fs::create_dir_all(&a.dir)
+        .with_context(|| format!("{}: cannot make the folder", a.dir.display()))?;
     // Refuse before changing anything: no half-made set of links.
     for (name, _) in BINARIES {
         let link = a.dir.join(name);
-        let taken = std::fs::symlink_metadata(&link).is_ok() && !links_to(&link, &exe);
+        let meta = std::fs::symlink_metadata(&link);
+        if meta.as_ref().is_ok_and(|m| m.is_dir()) {
+            bail!(
+                "{} is a folder; move it (--force replaces files and links, never folders)",
+                link.display()
+            );
+        }
+        let taken = meta.is_ok() && !links_to(&link, &exe);
         if taken && !a.force {
             bail!(
                 "{} exists and is not a link to this collbench; move it, or replace it with --force",
@@ -35,9 +46,11 @@ fn install(a: &InstallArgs) -> anyhow::Result<Vec<String>> {
             continue;
         }
         if std::fs::symlink_metadata(&link).is_ok() {
-            std::fs::remove_file(&link).with_context(|| format!("{}", link.display()))?;
+            std::fs::remove_file(&link)
+                .with_context(|| format!("{}: cannot replace it", link.display()))?;
         }
-        std::os::unix::fs::symlink(&exe, &link).with_context(|| format!("{}", link.display()))?;
+        std::os::unix::fs::symlink(&exe, &link)
+            .with_context(|| format!("{}: cannot make the link", link.display()))?;
         made.push(format!("{} -> {} ({coll})", link.display(), exe.display()));
     }
     Ok(made)
@@ -54,6 +67,6 @@ pub fn install_aliases(a: &InstallArgs) -> i32 {
             }
             OK
         }
-        Err(e) => fail(e),
+        Err(e) => fail(super::one_line(&e)),
     }
 }

@@ -629,7 +629,8 @@ fn check_paths(s: &Sweep, leader: bool) -> anyhow::Result<()> {
                 .into_iter()
                 .filter_map(|(f, p)| p.as_deref().map(|p| (f, p)))
                 .collect();
-        paths::check_outputs(&outputs, &[])?;
+        let inputs: Vec<&Path> = s.inputs.iter().map(PathBuf::as_path).collect();
+        paths::check_outputs(&outputs, &inputs)?;
     }
     if let Some(d) = &s.plan.dump_dir {
         paths::check_dump_dir(d)?;

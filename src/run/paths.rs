@@ -35,10 +35,23 @@ fn writable_dir(dir: &Path) -> std::io::Result<()> {
 /// Checks the outputs (`(flag, path)`) against each other and against the
 /// inputs; `-` (stdout) is not a path.
 pub fn check_outputs(outputs: &[(&str, &Path)], inputs: &[&Path]) -> anyhow::Result<()> {
+    // `--json FILE` also writes its rows, as they finish, to the JSONL
+    // beside it.
+    let jsonl: Vec<(String, PathBuf)> = outputs
+        .iter()
+        .filter(|(f, p)| {
+            *f == "--json" && p.as_os_str() != "-" && !crate::report::json::is_special(p)
+        })
+        .map(|(_, p)| {
+            let l = crate::report::json::jsonl_path(p);
+            (format!("--json (its rows, {})", l.display()), l)
+        })
+        .collect();
     let files: Vec<(&str, &Path)> = outputs
         .iter()
         .copied()
         .filter(|(_, p)| p.as_os_str() != "-")
+        .chain(jsonl.iter().map(|(f, p)| (f.as_str(), p.as_path())))
         .collect();
     for (i, (flag, path)) in files.iter().enumerate() {
         let r = resolved(path);

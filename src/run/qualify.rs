@@ -179,10 +179,29 @@ pub fn qualify(a: &QualifyArgs) -> i32 {
         Err(e) => return fail(anyhow::anyhow!("{spec}: {e}")),
     };
     let dir = a.spec.parent().unwrap_or(Path::new(""));
-    let checks = match parse_spec(&text)
-        .map_err(anyhow::Error::from)
-        .and_then(|s| checks(&s, dir))
-    {
+    let specs = match parse_spec(&text) {
+        Ok(s) => s,
+        Err(e) => {
+            return fail(super::one_line(
+                &anyhow::Error::from(e).context(spec.to_string()),
+            ))
+        }
+    };
+    // Before any check runs: the JUnit file must be writable, and neither
+    // the spec nor a log it reads.
+    if let Some(path) = &a.junit {
+        let logs: Vec<std::path::PathBuf> = specs
+            .iter()
+            .filter_map(|c| c.log.as_deref().map(|l| dir.join(l)))
+            .collect();
+        let inputs: Vec<&Path> = std::iter::once(a.spec.as_path())
+            .chain(logs.iter().map(std::path::PathBuf::as_path))
+            .collect();
+        if let Err(e) = super::paths::check_outputs(&[("--junit", path.as_path())], &inputs) {
+            return fail(e);
+        }
+    }
+    let checks = match checks(&specs, dir) {
         Ok(c) => c,
         Err(e) => return fail(super::one_line(&e.context(spec.to_string()))),
     };

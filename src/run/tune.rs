@@ -12,6 +12,7 @@ use crate::units::Bytes;
 use anyhow::{bail, Context};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
 
 pub fn tune(a: &TuneArgs) -> i32 {
     tune_inner(a).unwrap_or_else(|e| fail(one_line(&e)))
@@ -41,10 +42,14 @@ fn tune_inner(a: &TuneArgs) -> anyhow::Result<i32> {
     if let Some(p) = s.json.as_deref().filter(|p| p.as_os_str() != "-") {
         outputs.push(("--json", p));
     }
-    paths::check_outputs(&outputs, &[])?;
+    let inputs: Vec<&Path> = s.inputs.iter().map(PathBuf::as_path).collect();
+    paths::check_outputs(&outputs, &inputs)?;
     let chosen = choose_device(&s, None)?;
     if let Some(n) = &chosen.note {
         eprintln!("collbench: {n}");
+    }
+    for n in &chosen.notes {
+        eprintln!("collbench: note: {n}");
     }
     let meta = meta(&s, &chosen);
     let setup = setup(&s.plan, &chosen, &meta, None)?;
@@ -86,7 +91,8 @@ fn tune_inner(a: &TuneArgs) -> anyhow::Result<i32> {
 
 /// `tune --from`: the fit of saved results.
 fn tune_from(a: &TuneArgs) -> anyhow::Result<i32> {
-    paths::check_outputs(&[("--output", a.output.as_path())], &[])?;
+    let inputs: Vec<&Path> = a.from.iter().map(PathBuf::as_path).collect();
+    paths::check_outputs(&[("--output", a.output.as_path())], &inputs)?;
     let mut groups = Vec::new();
     let mut tmeta = TuningMeta::default();
     for p in &a.from {
@@ -132,8 +138,10 @@ fn write_table(a: &TuneArgs, table: Tuning) -> anyhow::Result<i32> {
     let text = serde_json::to_string_pretty(&table)?;
     std::fs::write(&a.output, text + "\n")
         .with_context(|| format!("--output {}", a.output.display()))?;
-    print!("{}", render_entries(&table.entries));
-    println!("# wrote {}", a.output.display());
+    if !a.run.out.quiet {
+        print!("{}", render_entries(&table.entries));
+        println!("# wrote {}", a.output.display());
+    }
     Ok(super::OK)
 }
 
@@ -228,7 +236,8 @@ fn model_inner(a: &ModelArgs) -> anyhow::Result<i32> {
         _ => bail!("model: give --tuning FILE, or --link-gbps and --latency-us"),
     };
     if let Some(p) = a.json.as_deref().filter(|p| p.as_os_str() != "-") {
-        paths::check_outputs(&[("--json", p)], &[])?;
+        let inputs: Vec<&Path> = a.tuning.iter().map(PathBuf::as_path).collect();
+        paths::check_outputs(&[("--json", p)], &inputs)?;
     }
     let sizes = plan::sizes(&a.sizes, false)?;
     let n = a.ranks;
