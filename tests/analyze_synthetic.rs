@@ -409,3 +409,23 @@ fn a_timeout_with_nothing_pending_blames_the_ranks_that_got_least_far() {
         .collect();
     assert_eq!(run(&dumps).verdict, Verdict::Healthy);
 }
+
+#[test]
+fn control_characters_in_a_dump_never_reach_the_terminal() {
+    let dumps: Vec<Dump> = (0..2)
+        .map(|r| {
+            let mut e = history(r, 3);
+            e[2].collective = "all-reduce\u{1b}[2J\u{7}".into();
+            if r == 1 {
+                e[2].count = 512;
+            }
+            dump(r, 2, e, "timeout")
+        })
+        .collect();
+    let text = render_text(&run(&dumps));
+    assert!(
+        !text.chars().any(|c| c.is_control() && c != '\n'),
+        "{text:?}"
+    );
+    assert!(text.contains("all-reduce\\u{1b}[2J\\u{7}"), "{text}");
+}

@@ -114,6 +114,7 @@ fn bad_files_are_listed_and_the_rest_analysed() {
     std::fs::write(p("plot.png"), b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR").unwrap();
     std::fs::write(p("notes.txt"), b"rank 2 looked slow yesterday").unwrap();
     std::fs::write(p("huge.json"), vec![b' '; 70_000]).unwrap();
+    std::fs::write(p("list.json"), b" [1, 2]\n").unwrap();
     let limits = Limits {
         max_file_bytes: 64 * 1024,
         ..Limits::default()
@@ -121,13 +122,14 @@ fn bad_files_are_listed_and_the_rest_analysed() {
     let d = analyze_paths_with(&[dir.path().to_path_buf()], &limits).unwrap();
     assert_eq!(d.verdict, Verdict::Healthy, "{}", render_text(&d));
     assert_eq!(d.ranks_found, vec![0, 1]);
-    assert_eq!(d.unreadable.len(), 6, "{:#?}", d.unreadable);
+    assert_eq!(d.unreadable.len(), 7, "{:#?}", d.unreadable);
     assert!(reason_of(&d, "truncated.json").contains("truncated JSON"));
     assert!(reason_of(&d, "nccl_trace_rank_1").contains("truncated"));
     assert_eq!(reason_of(&d, "empty"), "empty file");
     assert!(reason_of(&d, "plot.png").contains("PNG"));
     assert!(reason_of(&d, "notes.txt").contains("neither JSON nor a pickle"));
     assert!(reason_of(&d, "huge.json").contains("over the limit of 65536 bytes"));
+    assert!(reason_of(&d, "list.json").contains("a JSON array, where a dump is a JSON object"));
     assert!(render_text(&d).contains("unreadable files"));
 }
 

@@ -912,6 +912,42 @@ fn json_dash_is_stdout_and_the_table_moves_to_stderr() {
 }
 
 #[test]
+fn csv_dash_is_stdout_and_only_one_output_may_be() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |extra: &[&str]| {
+        collbench()
+            .current_dir(dir.path())
+            .args([
+                "all-reduce",
+                "--sizes",
+                "1K:2K",
+                "-n",
+                "2",
+                "--device",
+                "host",
+            ])
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let out = run(&["--csv", "-"]);
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(lines[0].starts_with("collective,engine,algo,"), "{text}");
+    assert_eq!(lines.len(), 5, "a header and 4 rows, nothing else: {text}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("# Avg bus bandwidth"));
+    let out = run(&["--csv", "-", "--json", "-"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("both write to stdout"));
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        0,
+        "no file named '-'"
+    );
+}
+
+#[test]
 fn json_to_dev_null_leaves_the_device_alone() {
     use std::os::unix::fs::FileTypeExt;
     collbench()

@@ -295,6 +295,22 @@ fn bad_model_input_is_exit_2_with_a_reason() {
             vec!["tune".into(), "--ranks".into(), "2".into()],
             "--output",
         ),
+        (
+            [
+                "model",
+                "--link-gbps",
+                "5",
+                "--latency-us",
+                "1",
+                "--ranks",
+                "4",
+                "--protocol",
+                "ll",
+            ]
+            .map(String::from)
+            .to_vec(),
+            "a link alone (--link-gbps) has no protocols",
+        ),
     ];
     // Under a launcher: one sweep, not one per task.
     let out = collbench()
@@ -364,4 +380,12 @@ fn tune_refuses_what_it_cannot_fit_before_sweeping_and_is_quiet_when_asked() {
     );
     assert!(out.stdout.is_empty(), "-q: nothing on stdout");
     assert_eq!(json(&table)["schema"], "collbench.tuning/1");
+    // A protocol the table was not fitted with is named, with what it has.
+    let out = collbench()
+        .args(["model", "--tuning", t, "--ranks", "4", "--protocol", "ll"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("has entries for host"), "{err}");
 }

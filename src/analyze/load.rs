@@ -195,7 +195,13 @@ pub fn load_bytes(bytes: &[u8], path: &Path, limits: &Limits) -> Result<RankDump
             })
         }
         (_, Some(b'{')) => load_json(bytes, path),
-        _ => Err(LoadError::Foreign(describe(bytes))),
+        _ => match serde_json::from_slice::<serde_json::Value>(bytes) {
+            Ok(v) => Err(LoadError::Foreign(format!(
+                "a JSON {}, where a dump is a JSON object",
+                json_kind(&v)
+            ))),
+            Err(_) => Err(LoadError::Foreign(describe(bytes))),
+        },
     }
 }
 
@@ -231,6 +237,18 @@ fn load_json(bytes: &[u8], path: &Path) -> Result<RankDump, LoadError> {
     }
 }
 
+/// `array`, `null`, ...: what a JSON value is.
+fn json_kind(v: &serde_json::Value) -> &'static str {
+    match v {
+        serde_json::Value::Null => "null",
+        serde_json::Value::Bool(_) => "boolean",
+        serde_json::Value::Number(_) => "number",
+        serde_json::Value::String(_) => "string",
+        serde_json::Value::Array(_) => "array",
+        serde_json::Value::Object(_) => "object",
+    }
+}
+
 /// Says what a file that is neither JSON nor a pickle looks like.
 fn describe(bytes: &[u8]) -> String {
     const MAGICS: [(&[u8], &str); 4] = [
@@ -245,7 +263,10 @@ fn describe(bytes: &[u8]) -> String {
     let head = &bytes[..bytes.len().min(16)];
     match std::str::from_utf8(head) {
         Ok(text) if text.trim().is_empty() => "only blank space".into(),
-        Ok(text) => format!("text starting {:?}, neither JSON nor a pickle", text),
+        Ok(text) => format!(
+            "text starting {:?}, neither JSON nor a pickle (of protocol 2 or newer, as PyTorch writes)",
+            text
+        ),
         Err(_) => {
             let hex: Vec<String> = head.iter().take(8).map(|b| format!("{b:02x}")).collect();
             format!(

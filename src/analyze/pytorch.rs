@@ -47,6 +47,8 @@ pub enum EntryError {
     NoSeq,
     #[error("bad collective_seq_id {0}")]
     BadSeq(i128),
+    #[error("collective_seq_id is {0}, not a whole number from 0 to 2^63")]
+    SeqNotInt(&'static str),
     #[error("unknown state {0:?}")]
     UnknownState(String),
     #[error("no state")]
@@ -126,11 +128,18 @@ fn read_entry(entry: &Value) -> Result<Record, EntryError> {
     if entry.as_dict().is_none() {
         return Err(EntryError::NotDict(entry.kind()));
     }
-    let seq = entry
+    let given = entry
         .get("collective_seq_id")
         .or_else(|| entry.get("seq_id"))
-        .and_then(Value::as_int)
         .ok_or(EntryError::NoSeq)?;
+    let seq = given
+        .as_int()
+        .ok_or(EntryError::SeqNotInt(match given.kind() {
+            "int" => "an integer too large",
+            "float" => "a float",
+            "str" => "a string",
+            _ => "another type",
+        }))?;
     let seq = u64::try_from(seq).map_err(|_| EntryError::BadSeq(seq))?;
     let state = match entry.get("state").and_then(Value::as_str) {
         Some("scheduled") => State::Scheduled,
@@ -388,5 +397,29 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("entry 0") && err.contains("exploded"), "{err}");
+    }
+
+    #[test]
+    fn a_sequence_number_that_is_not_a_whole_number_says_what_it_is() {
+        let with = |v: Value| {
+            let Value::Dict(mut pairs) = entry("0", 1, "nccl:all_reduce") else {
+                unreachable!()
+            };
+            pairs.retain(|(k, _)| k.as_str() != Some("collective_seq_id"));
+            pairs.push((s("collective_seq_id"), v));
+            read_entry(&Value::Dict(pairs)).unwrap_err().to_string()
+        };
+        assert!(with(Value::Float(1.5)).contains("is a float"));
+        assert!(with(Value::HugeInt("1".repeat(40))).contains("an integer too large"));
+        assert!(with(s("seven")).contains("is a string"));
+        assert_eq!(with(Value::Int(-1)), "bad collective_seq_id -1");
+        let Value::Dict(mut pairs) = entry("0", 1, "x") else {
+            unreachable!()
+        };
+        pairs.retain(|(k, _)| k.as_str() != Some("collective_seq_id"));
+        assert_eq!(
+            read_entry(&Value::Dict(pairs)).unwrap_err(),
+            EntryError::NoSeq
+        );
     }
 }

@@ -87,7 +87,8 @@ pub enum Command {
         alias = "reduce_scatterv"
     )]
     ReduceScatterV(RunArgs),
-    /// Sweep every collective.
+    /// Sweep every collective (the nine of nccl-tests; the uneven -v forms
+    /// run as their own subcommands).
     All(RunArgs),
     /// Probe every directed link: send-recv in n-1 rounds (round k: rank r
     /// sends to r+k and receives from r-k, every rank once a round), the
@@ -238,7 +239,8 @@ pub struct SizeArgs {
 /// Where results go and how the terminal shows them (sweeps and `report`).
 #[derive(Args, Debug, Clone)]
 pub struct OutputArgs {
-    /// Write results as CSV (one line per row).
+    /// Write results as CSV (one line per row; `-`: stdout, the table then
+    /// going to stderr).
     #[arg(long, value_name = "FILE")]
     pub csv: Option<PathBuf>,
     /// Draw busbw and time against size into FILE.png or FILE.svg.
@@ -300,7 +302,7 @@ pub struct RunArgs {
     pub op: List<ReduceOp>,
     /// premulsum's scalar: every input is multiplied by it (rounded to the
     /// type) before the sum; an integer for integer types.
-    #[arg(long, default_value = "1", value_name = "X", value_parser = values::scalar, allow_negative_numbers = true)]
+    #[arg(long, default_value = "1", value_name = "X", value_parser = values::scalar, allow_hyphen_values = true)]
     pub scalar: crate::engine::elem::Scalar,
     /// How the v-collectives (all-to-all-v, all-gather-v, reduce-scatter-v)
     /// divide their data: uniform, skew[:SEED] (seeded random weights 1 to
@@ -405,10 +407,10 @@ pub struct RunArgs {
 #[command(next_help_heading = "nccl-tests flags")]
 pub struct NcclTestsArgs {
     /// Threads per process (nccl-tests -t); ranks = threads x GPUs per thread.
-    #[arg(short = 't', long = "nthreads", value_name = "N", value_parser = values::ranks, allow_negative_numbers = true)]
+    #[arg(short = 't', long = "nthreads", value_name = "N", value_parser = values::at_least_one, allow_negative_numbers = true)]
     pub nthreads: Option<usize>,
     /// GPUs per thread (nccl-tests -g); ranks = threads x GPUs per thread.
-    #[arg(short = 'g', long = "ngpus", value_name = "N", value_parser = values::ranks, allow_negative_numbers = true)]
+    #[arg(short = 'g', long = "ngpus", value_name = "N", value_parser = values::at_least_one, allow_negative_numbers = true)]
     pub ngpus: Option<usize>,
     /// CUDA graph launches (nccl-tests -G): above 0, the timed loop is
     /// captured in a CUDA graph (CUDA engine; a note elsewhere).
@@ -419,7 +421,7 @@ pub struct NcclTestsArgs {
     #[arg(short = 'a', long = "average", value_name = "0-3", value_parser = values::average, allow_negative_numbers = true)]
     pub average: Option<values::RankTime>,
     /// Operations per timed iteration (nccl-tests -m); times stay per operation.
-    #[arg(short = 'm', long = "agg_iters", value_name = "N", value_parser = values::ranks, allow_negative_numbers = true)]
+    #[arg(short = 'm', long = "agg_iters", value_name = "N", value_parser = values::at_least_one, allow_negative_numbers = true)]
     pub agg_iters: Option<usize>,
     /// nccl-tests -z: wait for each operation before the next (0 or 1).
     #[arg(short = 'z', long = "blocking", hide = true, value_name = "0|1", value_parser = values::flag01, allow_negative_numbers = true)]

@@ -44,6 +44,15 @@ pub struct Sweep {
     pub inputs: Vec<PathBuf>,
 }
 
+impl Sweep {
+    /// Whether `--json -` or `--csv -` makes stdout the data's, so that the
+    /// table and notes for people go to stderr.
+    pub fn data_on_stdout(&self) -> bool {
+        let dash = |p: &Option<PathBuf>| p.as_deref().is_some_and(|p| p.as_os_str() == "-");
+        dash(&self.json) || dash(&self.csv)
+    }
+}
+
 /// `--gpu-map`, else COLLBENCH_GPU_MAP (a bad value of either is an error).
 fn gpu_map(a: &RunArgs) -> Result<Option<Vec<usize>>, PlanError> {
     if let Some(m) = &a.gpu_map {

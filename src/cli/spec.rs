@@ -221,7 +221,7 @@ impl CheckSpec {
             "all" => Ok(None),
             "links" => Ok(Some(Collective::SendRecv)),
             name => Collective::parse(name).map(Some).ok_or_else(|| {
-                let known: Vec<&str> = Collective::ALL.iter().map(|c| c.name()).collect();
+                let known: Vec<&str> = Collective::EVERY.iter().map(|c| c.name()).collect();
                 SpecError(format!(
                     "unknown collective '{name}' (known: {}, all, links)",
                     known.join(", ")

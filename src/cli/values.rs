@@ -144,7 +144,13 @@ fn list<T: Copy + PartialEq>(
         return Ok(all.to_vec());
     }
     let mut out = Vec::new();
-    for item in v.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+    let items: Vec<&str> = v.split(',').map(str::trim).collect();
+    if items.len() > 1 && items.iter().any(|s| s.is_empty()) {
+        return bad(format!(
+            "{flag} {v}: an empty item (two commas, or one at an end)"
+        ));
+    }
+    for item in items.into_iter().filter(|s| !s.is_empty()) {
         match parse(item) {
             Some(x) if out.contains(&x) => {
                 return bad(format!("{flag} {v}: '{item}' is given twice"))
@@ -209,7 +215,8 @@ pub fn dtypes(v: &str) -> Result<List<Dtype>, ValueError> {
 
 pub fn ops(v: &str) -> Result<List<ReduceOp>, ValueError> {
     let all = ReduceOp::NCCL_TESTS_ORDER;
-    let known = names(&all, |o| o.name());
+    // premulsum is known, though `all` (nccl-tests' operators) leaves it out.
+    let known = format!("{}, premulsum", names(&all, |o| o.name()));
     list("--op", v, &all, ReduceOp::parse, &known).map(List)
 }
 
@@ -290,6 +297,12 @@ pub fn procs(v: &str) -> Result<usize, ValueError> {
 
 pub fn ranks(v: &str) -> Result<usize, ValueError> {
     positive("--ranks", v)
+}
+
+/// A count of at least 1 for a flag clap names in its message (nccl-tests'
+/// `-t`, `-g`, `-m`).
+pub fn at_least_one(v: &str) -> Result<usize, ValueError> {
+    positive("the value", v)
 }
 
 pub fn iters(v: &str) -> Result<usize, ValueError> {
@@ -622,7 +635,16 @@ mod tests {
             e.contains("unknown --dtype 'float7'") && e.contains("bfloat16"),
             "{e}"
         );
-        assert_eq!(dtypes(",").unwrap_err().to_string(), "--dtype is empty");
+        assert_eq!(dtypes("").unwrap_err().to_string(), "--dtype is empty");
+        assert!(dtypes(",")
+            .unwrap_err()
+            .to_string()
+            .contains("an empty item"));
+        assert!(dtypes("float,,int32")
+            .unwrap_err()
+            .to_string()
+            .contains("an empty item"));
+        assert!(ops("x").unwrap_err().to_string().contains("premulsum"));
         assert_eq!(algos("auto"), Ok(AlgoArg::Auto));
         assert_eq!(algos("all"), Ok(AlgoArg::List(Algo::ALL.to_vec())));
         assert_eq!(

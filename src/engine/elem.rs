@@ -80,6 +80,15 @@ impl Scalar {
                     "premulsum on {dtype} needs an integer --scalar (got {self})"
                 ));
             };
+            // A value of the type, signed or unsigned (-1 is all ones on an
+            // unsigned type, as in C); anything wider would be cut.
+            let w = dtype.size() as u32 * 8;
+            let (lo, hi) = (-(1i128 << (w - 1)), (1i128 << w) - 1);
+            if !(lo..=hi).contains(&i) {
+                return Err(format!(
+                    "--scalar {self} does not fit {dtype} ({lo} to {hi}, as signed or unsigned {w}-bit): premulsum's scalar is a value of the type"
+                ));
+            }
             return Ok(i as u64 & mask_bits(dtype));
         }
         let v = self.value;

@@ -262,6 +262,17 @@ pub(crate) fn choose_device(s: &Sweep, node: Option<usize>) -> anyhow::Result<Ch
         _ => Timing::Events,
     };
     let mut notes = s.notes.clone();
+    if let (Some(p), None) = (s.plan.protocol, gpu) {
+        notes.push(format!(
+            "--protocol {}: the protocols are the CUDA engine's; the host engine moves whole slots, so it is unused",
+            p.name()
+        ));
+    }
+    if let (Some(_), None) = (&s.plan.gpu_map, gpu) {
+        notes.push(
+            "--gpu-map (or COLLBENCH_GPU_MAP): the host engine uses no GPU, so it is unused".into(),
+        );
+    }
     let graph = match (s.plan.graph, gpu) {
         (GraphAsk::Required, None) => {
             bail!("--graph needs the CUDA engine (--device cuda or cuda-emu)")
@@ -530,7 +541,7 @@ fn sweep(coll: Option<Collective>, args: &RunArgs, probe: bool) -> anyhow::Resul
             for c in &results.case_links {
                 text.push_str(&crate::report::links::render_case(c));
             }
-            if s.json.as_deref().is_some_and(|p| p.as_os_str() == "-") {
+            if s.data_on_stdout() {
                 eprint!("{text}");
             } else {
                 print!("{text}");
@@ -725,13 +736,14 @@ fn case_label(c: &harness::Case) -> String {
 
 fn sinks(s: &Sweep, leader: bool) -> anyhow::Result<Fanout> {
     let mut f = Fanout::default();
-    // `--json -`: the JSON is stdout, so the table goes to stderr.
+    // `--json -` or `--csv -`: the data is stdout, so the table goes to stderr.
     let json_on_stdout = s.json.as_deref().is_some_and(|p| p.as_os_str() == "-");
+    let data_on_stdout = s.data_on_stdout();
     if !s.quiet {
         let out = Box::new(move |line: &str| {
             progress::suspend(|| {
                 // A closed stdout (a pipe into `head`) is not an error worth dying for.
-                let _ = if json_on_stdout {
+                let _ = if data_on_stdout {
                     writeln!(std::io::stderr().lock(), "{line}")
                 } else {
                     writeln!(std::io::stdout().lock(), "{line}")
@@ -754,7 +766,11 @@ fn sinks(s: &Sweep, leader: bool) -> anyhow::Result<Fanout> {
         let layout = format.layout(names, s.verbose > 0, s.plan.sizes.clone(), split);
         f.sinks.push(Box::new(LayoutSink::new(layout, out)));
     }
-    if let Some(p) = &s.csv {
+    if s.csv.as_deref().is_some_and(|p| p.as_os_str() == "-") {
+        f.sinks.push(Box::new(
+            CsvSink::new(std::io::stdout()).context("--csv - (stdout)")?,
+        ));
+    } else if let Some(p) = &s.csv {
         let file = std::fs::File::create(p).with_context(|| format!("--csv {}", p.display()))?;
         f.sinks.push(Box::new(
             CsvSink::new(file).with_context(|| format!("--csv {}", p.display()))?,

@@ -47,6 +47,14 @@ pub fn check_outputs(outputs: &[(&str, &Path)], inputs: &[&Path]) -> anyhow::Res
             (format!("--json (its rows, {})", l.display()), l)
         })
         .collect();
+    let dashes: Vec<&str> = outputs
+        .iter()
+        .filter(|(_, p)| p.as_os_str() == "-")
+        .map(|(f, _)| *f)
+        .collect();
+    if let [a, b, ..] = dashes[..] {
+        bail!("{a} - and {b} - both write to stdout: give one of them a file");
+    }
     let files: Vec<(&str, &Path)> = outputs
         .iter()
         .copied()

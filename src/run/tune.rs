@@ -239,6 +239,19 @@ fn model_inner(a: &ModelArgs) -> anyhow::Result<i32> {
         let inputs: Vec<&Path> = a.tuning.iter().map(PathBuf::as_path).collect();
         paths::check_outputs(&[("--json", p)], &inputs)?;
     }
+    if let Some(p) = a.protocol.as_deref() {
+        let have: std::collections::BTreeSet<&str> =
+            table.entries.iter().map(|e| e.protocol.as_str()).collect();
+        if a.tuning.is_none() {
+            bail!("--protocol {p}: a link alone (--link-gbps) has no protocols; give a fitted --tuning table");
+        }
+        if !have.contains(p) {
+            bail!(
+                "--protocol {p}: the {source} has entries for {}",
+                have.into_iter().collect::<Vec<_>>().join(", ")
+            );
+        }
+    }
     let sizes = plan::sizes(&a.sizes, false)?;
     let n = a.ranks;
     let mut text = String::new();
@@ -246,7 +259,14 @@ fn model_inner(a: &ModelArgs) -> anyhow::Result<i32> {
     for &coll in &a.collective.0 {
         let entries = table.candidates(coll, n, a.protocol.as_deref());
         if entries.is_empty() {
-            let _ = writeln!(text, "# {coll}: the table has no entry for it");
+            let _ = if a.tuning.is_some() {
+                writeln!(text, "# {coll}: the table has no entry for it")
+            } else {
+                writeln!(
+                    text,
+                    "# {coll}: a link alone predicts only the nine even collectives (the traffic of a -v one depends on its split)"
+                )
+            };
             continue;
         }
         let _ = writeln!(text, "#\n# {coll} on {n} ranks, predicted from {source}");

@@ -347,6 +347,14 @@ fn scalars_take_each_type() {
     let s = |t: &str| Scalar::parse(t).unwrap();
     assert_eq!(s("2").bits(Dtype::I32), Ok(2));
     assert_eq!(s("-1").bits(Dtype::U8), Ok(0xFF));
+    assert_eq!(s("255").bits(Dtype::I8), Ok(0xFF));
+    assert!(s("1000")
+        .bits(Dtype::I8)
+        .unwrap_err()
+        .contains("does not fit int8"));
+    assert!(s("-129").bits(Dtype::U8).is_err());
+    assert!(s("4294967296").bits(Dtype::I32).is_err());
+    assert_eq!(s("-9223372036854775808").bits(Dtype::I64), Ok(1 << 63));
     assert_eq!(s("18446744073709551615").bits(Dtype::U64), Ok(u64::MAX));
     assert!(s("0.5").bits(Dtype::I8).unwrap_err().contains("integer"));
     assert_eq!(s("0.5").bits(Dtype::F32), Ok(u64::from(0.5f32.to_bits())));
