@@ -96,22 +96,25 @@ pub fn not_joined(view: &GroupView) -> Option<Candidate> {
     ))
 }
 
+/// Whether a member's dump was written because the watchdog timed out.
+fn timed_out(view: &GroupView) -> bool {
+    view.tracks
+        .values()
+        .any(|t| t.dump.reason.as_deref() == Some("timeout"))
+}
+
 /// `not-joined` when a dump was written on a timeout yet nothing is
 /// pending: every member stopped outside collectives (in the program, the
 /// host or I/O, or an injected hang), and no wait of theirs could time out.
 /// The collective after the oldest member's newest is the one never
 /// entered; the members that got least far are the culprits.
 pub fn idle_at_timeout(view: &GroupView) -> Option<Candidate> {
-    let timed_out = view
-        .tracks
-        .values()
-        .any(|t| t.dump.reason.as_deref() == Some("timeout"));
     let pending = view
         .tracks
         .values()
         .flat_map(|t| t.by_seq.values())
         .any(|r| r.state != State::Completed);
-    if !timed_out || pending || view.tracks.is_empty() {
+    if !timed_out(view) || pending || view.tracks.is_empty() {
         return None;
     }
     let least = view.tracks.values().map(|t| t.last).min()?;
@@ -151,11 +154,7 @@ pub fn stuck(view: &GroupView, missing: &BTreeSet<usize>) -> Option<Candidate> {
             .collect();
         let some_done = at.values().any(|r| r.state == State::Completed);
         let waits = not_done.iter().any(|r| at[r].waits().next().is_some());
-        let timed_out = view
-            .tracks
-            .values()
-            .any(|t| t.dump.reason.as_deref() == Some("timeout"));
-        if not_done.is_empty() || !(some_done || waits || timed_out) {
+        if not_done.is_empty() || !(some_done || waits || timed_out(view)) {
             continue;
         }
         let (blamed, why) = blame_stuck(&at, &not_done, some_done, missing);

@@ -88,21 +88,16 @@ impl Split {
                 rows.push(row);
             }
         }
+        if rows.len() > 1 && rows.iter().all(|r| r.len() == 1) {
+            // One weight a line: a column of per-rank weights, as a row is.
+            rows = vec![rows.into_iter().flatten().collect()];
+        }
         let Some(first) = rows.first() else {
             return Err(format!(
                 "{name}: no weights (one per rank, or a row per rank)"
             ));
         };
         let width = first.len();
-        if rows.len() > 1 && rows.iter().all(|r| r.len() == 1) {
-            // One weight a line: a column of per-rank weights, as a row is.
-            let w: Vec<u64> = rows.into_iter().flatten().collect();
-            return Ok(Split::Weights {
-                name: Box::leak(name.to_string().into_boxed_str()),
-                rows: 1,
-                w: Box::leak(w.into_boxed_slice()),
-            });
-        }
         if let Some((i, r)) = rows.iter().enumerate().find(|(_, r)| r.len() != width) {
             return Err(format!(
                 "{name}: row {} has {} weights, row 1 has {width}: a matrix needs one weight per rank in every row",

@@ -146,6 +146,18 @@ pub(crate) struct Chosen {
     pub gpus: Vec<crate::report::Gpu>,
 }
 
+impl Chosen {
+    /// Says on stderr which device runs and what of the request goes unused.
+    pub(crate) fn tell(&self) {
+        if let Some(n) = &self.note {
+            eprintln!("collbench: {n}");
+        }
+        for n in &self.notes {
+            eprintln!("collbench: note: {n}");
+        }
+    }
+}
+
 /// Whether NVRTC loads, or why not.
 fn nvrtc_usable() -> Result<(), crate::engine::exec::cuda::LoadError> {
     crate::engine::exec::cuda::Nvrtc::get().map(|_| ())
@@ -466,11 +478,8 @@ fn sweep(coll: Option<Collective>, args: &RunArgs, probe: bool) -> anyhow::Resul
         (s.quiet, s.json, s.csv, s.plot) = (true, None, None, None);
     }
     let chosen = choose_device(&s, mpi.as_ref().map(|m| m.node_size()))?;
-    if let Some(n) = chosen.note.as_ref().filter(|_| leader) {
-        eprintln!("collbench: {n}");
-    }
-    for n in chosen.notes.iter().filter(|_| leader) {
-        eprintln!("collbench: note: {n}");
+    if leader {
+        chosen.tell();
     }
     // Ranks that are processes share their node's GPUs with the node's
     // other ranks only, not the whole world's.
@@ -640,8 +649,7 @@ fn check_paths(s: &Sweep, leader: bool) -> anyhow::Result<()> {
                 .into_iter()
                 .filter_map(|(f, p)| p.as_deref().map(|p| (f, p)))
                 .collect();
-        let inputs: Vec<&Path> = s.inputs.iter().map(PathBuf::as_path).collect();
-        paths::check_outputs(&outputs, &inputs)?;
+        paths::check_outputs(&outputs, &s.inputs)?;
     }
     if let Some(d) = &s.plan.dump_dir {
         paths::check_dump_dir(d)?;

@@ -34,7 +34,7 @@ fn writable_dir(dir: &Path) -> std::io::Result<()> {
 
 /// Checks the outputs (`(flag, path)`) against each other and against the
 /// inputs; `-` (stdout) is not a path.
-pub fn check_outputs(outputs: &[(&str, &Path)], inputs: &[&Path]) -> anyhow::Result<()> {
+pub fn check_outputs(outputs: &[(&str, &Path)], inputs: &[impl AsRef<Path>]) -> anyhow::Result<()> {
     // `--json FILE` also writes its rows, as they finish, to the JSONL
     // beside it.
     let jsonl: Vec<(String, PathBuf)> = outputs
@@ -63,7 +63,7 @@ pub fn check_outputs(outputs: &[(&str, &Path)], inputs: &[&Path]) -> anyhow::Res
         .collect();
     for (i, (flag, path)) in files.iter().enumerate() {
         let r = resolved(path);
-        if let Some(input) = inputs.iter().find(|i| resolved(i) == r) {
+        if let Some(input) = inputs.iter().map(AsRef::as_ref).find(|i| resolved(i) == r) {
             bail!(
                 "{flag} {}: that is an input of this command ({}); write the output elsewhere",
                 path.display(),
@@ -149,16 +149,16 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("is an input"), "{e}");
-        let e = check_outputs(&[("--json", &csv), ("--csv", &csv)], &[])
+        let e = check_outputs(&[("--json", &csv), ("--csv", &csv)], &[] as &[&Path])
             .unwrap_err()
             .to_string();
         assert!(e.contains("both write"), "{e}");
-        let e = check_outputs(&[("--json", d.path())], &[])
+        let e = check_outputs(&[("--json", d.path())], &[] as &[&Path])
             .unwrap_err()
             .to_string();
         assert!(e.contains("is a folder"), "{e}");
         let missing = d.path().join("no/such/x.json");
-        let e = check_outputs(&[("--json", &missing)], &[])
+        let e = check_outputs(&[("--json", &missing)], &[] as &[&Path])
             .unwrap_err()
             .to_string();
         assert!(e.contains("does not exist"), "{e}");

@@ -190,12 +190,12 @@ pub fn qualify(a: &QualifyArgs) -> i32 {
     // Before any check runs: the JUnit file must be writable, and neither
     // the spec nor a log it reads.
     if let Some(path) = &a.junit {
-        let logs: Vec<std::path::PathBuf> = specs
-            .iter()
-            .filter_map(|c| c.log.as_deref().map(|l| dir.join(l)))
-            .collect();
-        let inputs: Vec<&Path> = std::iter::once(a.spec.as_path())
-            .chain(logs.iter().map(std::path::PathBuf::as_path))
+        let inputs: Vec<std::path::PathBuf> = std::iter::once(a.spec.clone())
+            .chain(
+                specs
+                    .iter()
+                    .filter_map(|c| c.log.as_deref().map(|l| dir.join(l))),
+            )
             .collect();
         if let Err(e) = super::paths::check_outputs(&[("--junit", path.as_path())], &inputs) {
             return fail(e);

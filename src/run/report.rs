@@ -13,7 +13,7 @@ use crate::report::text::placements_of;
 use crate::report::{warn, Results, Sink};
 use anyhow::Context;
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// The name a file's series carry on an overlaid plot: its file stem.
 fn label(path: &Path) -> String {
@@ -57,8 +57,7 @@ pub fn report(a: &ReportArgs) -> i32 {
         .into_iter()
         .filter_map(|(f, p)| p.as_deref().map(|p| (f, p)))
         .collect();
-    let inputs: Vec<&Path> = a.files.iter().map(PathBuf::as_path).collect();
-    if let Err(e) = super::paths::check_outputs(&outputs, &inputs) {
+    if let Err(e) = super::paths::check_outputs(&outputs, &a.files) {
         return fail(e);
     }
     let mut files = Vec::new();

@@ -12,7 +12,6 @@ use crate::units::Bytes;
 use anyhow::{bail, Context};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
 
 pub fn tune(a: &TuneArgs) -> i32 {
     tune_inner(a).unwrap_or_else(|e| fail(one_line(&e)))
@@ -42,15 +41,9 @@ fn tune_inner(a: &TuneArgs) -> anyhow::Result<i32> {
     if let Some(p) = s.json.as_deref().filter(|p| p.as_os_str() != "-") {
         outputs.push(("--json", p));
     }
-    let inputs: Vec<&Path> = s.inputs.iter().map(PathBuf::as_path).collect();
-    paths::check_outputs(&outputs, &inputs)?;
+    paths::check_outputs(&outputs, &s.inputs)?;
     let chosen = choose_device(&s, None)?;
-    if let Some(n) = &chosen.note {
-        eprintln!("collbench: {n}");
-    }
-    for n in &chosen.notes {
-        eprintln!("collbench: note: {n}");
-    }
+    chosen.tell();
     let meta = meta(&s, &chosen);
     let setup = setup(&s.plan, &chosen, &meta, None)?;
     // The table shows what is measured; the fit needs every row.
@@ -91,8 +84,7 @@ fn tune_inner(a: &TuneArgs) -> anyhow::Result<i32> {
 
 /// `tune --from`: the fit of saved results.
 fn tune_from(a: &TuneArgs) -> anyhow::Result<i32> {
-    let inputs: Vec<&Path> = a.from.iter().map(PathBuf::as_path).collect();
-    paths::check_outputs(&[("--output", a.output.as_path())], &inputs)?;
+    paths::check_outputs(&[("--output", a.output.as_path())], &a.from)?;
     let mut groups = Vec::new();
     let mut tmeta = TuningMeta::default();
     for p in &a.from {
@@ -236,8 +228,7 @@ fn model_inner(a: &ModelArgs) -> anyhow::Result<i32> {
         _ => bail!("model: give --tuning FILE, or --link-gbps and --latency-us"),
     };
     if let Some(p) = a.json.as_deref().filter(|p| p.as_os_str() != "-") {
-        let inputs: Vec<&Path> = a.tuning.iter().map(PathBuf::as_path).collect();
-        paths::check_outputs(&[("--json", p)], &inputs)?;
+        paths::check_outputs(&[("--json", p)], a.tuning.as_slice())?;
     }
     if let Some(p) = a.protocol.as_deref() {
         let have: std::collections::BTreeSet<&str> =
