@@ -148,15 +148,23 @@ fn the_heatmap_goes_beside_the_plot() {
             "--sizes",
             "1M:4M",
         ])
-        .args(["--links", "--iters", "2", "--warmup", "1", "-q", "--plot"])
+        .args(["--links", "--iters", "4", "--warmup", "1", "-q", "--plot"])
         .arg(&plot)
         .output()
         .unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    // The verdict on healthy links is the business of the tests above, which
+    // run each case several times with more iterations; this one is about the
+    // heatmap, drawn whatever the verdict. A busy CI machine once had one of
+    // these four links 3x below the others for a whole run of few iterations
+    // (a finding, exit 1); every other failure still fails here.
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let noisy_finding = out.status.code() == Some(1)
+        && stderr.contains("slow link(s) or rank(s) found")
+        && !stderr.contains("wrong or NaN/Inf");
+    assert!(
+        out.status.code() == Some(0) || noisy_finding,
+        "{:?}: {stderr}",
+        out.status.code()
     );
     let heatmap = dir.path().join("bw-links.png");
     let png = std::fs::read(&heatmap).expect("the heatmap");
