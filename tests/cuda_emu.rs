@@ -717,6 +717,59 @@ fn the_emulated_device_without_a_compiler_is_a_clear_error() {
     assert!(!err.contains("panicked"), "{err}");
 }
 
+/// A compiler that never finishes (one waiting on a license server, say)
+/// is stopped at `COLLBENCH_EMU_CXX_SECONDS`: exit 2 naming it, not a run
+/// held forever ahead of any collective the timeout could catch.
+#[test]
+fn a_compiler_that_never_finishes_is_stopped() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let cxx = dir.path().join("stuck-c++");
+    std::fs::write(
+        &cxx,
+        "#!/bin/sh\ncase \"$*\" in *--version*) echo 'stuck 1.0'; exit 0;; esac\nexec sleep 300\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&cxx, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let start = std::time::Instant::now();
+    let out = Command::cargo_bin("collbench")
+        .unwrap()
+        .env("COLLBENCH_CACHE_DIR", dir.path().join("cache"))
+        .env("CXX", &cxx)
+        .env("COLLBENCH_EMU_CXX_SECONDS", "1")
+        .args(["all-reduce", "--device", "cuda-emu", "--sizes", "1K", "-q"])
+        .timeout(std::time::Duration::from_secs(120))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("stuck-c++")
+            && err.contains("ran for more than 1 s")
+            && err.contains("set CXX"),
+        "{err}"
+    );
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(
+        start.elapsed() < std::time::Duration::from_secs(60),
+        "{:?}",
+        start.elapsed()
+    );
+    // A bad limit is named before anything is built.
+    let out = Command::cargo_bin("collbench")
+        .unwrap()
+        .env("COLLBENCH_CACHE_DIR", dir.path().join("cache"))
+        .env("CXX", &cxx)
+        .env("COLLBENCH_EMU_CXX_SECONDS", "soon")
+        .args(["all-reduce", "--device", "cuda-emu", "--sizes", "1K", "-q"])
+        .timeout(std::time::Duration::from_secs(120))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("COLLBENCH_EMU_CXX_SECONDS=\"soon\""), "{err}");
+}
+
 #[test]
 fn cuda_without_a_gpu_is_exit_2_naming_what_is_missing() {
     if collbench::engine::exec::cuda::device::probe().is_ok() {

@@ -9,10 +9,12 @@ use crate::engine::exec::cuda::dev::DevError;
 use crate::engine::exec::cuda::kernels::{self, Fnv1a, Variant};
 use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_void};
+use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Output, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
 
 /// The runtime compiled after the kernels.
 const RUNTIME: &str = include_str!("../../../../../../kernels/emu.cpp");
@@ -56,6 +58,86 @@ pub(super) fn library(variant: Variant) -> Result<Arc<Library>, DevError> {
     }
     *slot = Some(built.clone());
     built
+}
+
+/// How long the C++ compiler may work on one variant before it is stopped,
+/// unless `COLLBENCH_EMU_CXX_SECONDS` says otherwise: a build takes seconds
+/// to a minute, and a compiler that waits on something that never comes (a
+/// license server, a network cache, a lock) would otherwise hold the run
+/// forever, ahead of any collective the timeout could catch.
+const CXX_LIMIT: Duration = Duration::from_secs(600);
+
+/// The variable that sets the compiler's limit, in seconds.
+const CXX_LIMIT_VAR: &str = "COLLBENCH_EMU_CXX_SECONDS";
+
+/// The compiler's limit from `value` of [`CXX_LIMIT_VAR`] (unset or empty:
+/// [`CXX_LIMIT`]); a bad value is named with what it takes.
+fn cxx_limit(value: Option<&str>) -> Result<Duration, String> {
+    let Some(v) = value.map(str::trim).filter(|v| !v.is_empty()) else {
+        return Ok(CXX_LIMIT);
+    };
+    v.parse::<u64>()
+        .ok()
+        .filter(|s| (1..=86_400).contains(s))
+        .map(Duration::from_secs)
+        .ok_or_else(|| {
+            format!("{CXX_LIMIT_VAR}={v:?}: expected whole seconds from 1 to 86400 (how long the C++ compiler may build one variant)")
+        })
+}
+
+/// How long `CXX --version` may take.
+const VERSION_LIMIT: Duration = Duration::from_secs(60);
+
+/// Why a bounded command gave no output.
+#[derive(Debug)]
+enum NoOutput {
+    /// It could not be started (or waited for).
+    Io(std::io::Error),
+    /// It ran past its limit and was killed.
+    Overran(Duration),
+}
+
+/// `cmd`'s output (stdin empty), or [`NoOutput::Overran`] once it has run
+/// for `limit`: then it is killed and its output left behind (a process it
+/// started may still hold the pipes open).
+fn output_within(cmd: &mut Command, limit: Duration) -> Result<Output, NoOutput> {
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(NoOutput::Io)?;
+    fn drain(pipe: Option<impl Read + Send + 'static>) -> std::thread::JoinHandle<Vec<u8>> {
+        std::thread::spawn(move || {
+            let mut v = Vec::new();
+            if let Some(mut p) = pipe {
+                let _ = p.read_to_end(&mut v);
+            }
+            v
+        })
+    }
+    let (stdout, stderr) = (drain(child.stdout.take()), drain(child.stderr.take()));
+    let start = Instant::now();
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) if start.elapsed() >= limit => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(NoOutput::Overran(limit));
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(20)),
+            Err(e) => {
+                let _ = child.kill();
+                return Err(NoOutput::Io(e));
+            }
+        }
+    };
+    Ok(Output {
+        status,
+        stdout: stdout.join().unwrap_or_default(),
+        stderr: stderr.join().unwrap_or_default(),
+    })
 }
 
 /// The compiler's options for `variant`.
@@ -111,11 +193,20 @@ fn build(variant: Variant) -> Result<Library, DevError> {
             "cannot run the C++ compiler `{cxx}` ({why}): the emulated device (--device cuda-emu) needs a C++ compiler; set CXX"
         ))
     };
-    let version = Command::new(prog)
-        .args(&pre)
-        .arg("--version")
-        .output()
-        .map_err(|e| missing(e.to_string()))?;
+    let overran = |what: &str, limit: Duration| {
+        fail(format!(
+            "the C++ compiler `{cxx}`{what} ran for more than {} s and was stopped: is it waiting on something (a license server, a network cache, a lock)? set CXX to a compiler that runs here, or COLLBENCH_EMU_CXX_SECONDS to give it longer",
+            limit.as_secs()
+        ))
+    };
+    let version = output_within(
+        Command::new(prog).args(&pre).arg("--version"),
+        VERSION_LIMIT,
+    )
+    .map_err(|e| match e {
+        NoOutput::Io(e) => missing(e.to_string()),
+        NoOutput::Overran(l) => overran(" (`--version`)", l),
+    })?;
     if !version.status.success() {
         return Err(missing(format!("`--version` failed: {}", version.status)));
     }
@@ -125,6 +216,7 @@ fn build(variant: Variant) -> Result<Library, DevError> {
         version = %String::from_utf8_lossy(&version.stdout).lines().next().unwrap_or(""),
         "emulated kernels: C++ compiler"
     );
+    let limit = cxx_limit(std::env::var(CXX_LIMIT_VAR).ok().as_deref()).map_err(fail)?;
     let opts = options(variant);
     let src = format!(
         "{}\n#line 1 \"kernels/emu.cpp\"\n{RUNTIME}",
@@ -165,15 +257,23 @@ fn build(variant: Variant) -> Result<Library, DevError> {
         dir.join(format!("{stem}.so.tmp")),
     );
     std::fs::write(&cpp, &src).map_err(|e| fail(format!("{}: {e}", cpp.display())))?;
-    let out = Command::new(prog)
-        .args(&pre)
-        .args(&opts)
-        .arg(&cpp)
-        .arg("-o")
-        .arg(&tmp)
-        .output();
+    let out = output_within(
+        Command::new(prog)
+            .args(&pre)
+            .args(&opts)
+            .arg(&cpp)
+            .arg("-o")
+            .arg(&tmp),
+        limit,
+    );
     let _ = std::fs::remove_file(&cpp);
-    let out = out.map_err(|e| missing(e.to_string()))?;
+    let out = out.map_err(|e| match e {
+        NoOutput::Io(e) => missing(e.to_string()),
+        NoOutput::Overran(l) => {
+            let _ = std::fs::remove_file(&tmp);
+            overran("", l)
+        }
+    })?;
     if !out.status.success() {
         let _ = std::fs::remove_file(&tmp);
         return Err(fail(format!(
@@ -215,4 +315,55 @@ fn load(path: &Path) -> Result<Library, libloading::Error> {
         run,
         _lib: lib,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_command_past_its_limit_is_stopped_and_one_within_gives_its_output() {
+        let start = Instant::now();
+        let r = output_within(
+            Command::new("sh").args(["-c", "echo started; exec sleep 30"]),
+            Duration::from_millis(300),
+        );
+        assert!(
+            matches!(r, Err(NoOutput::Overran(l)) if l == Duration::from_millis(300)),
+            "{r:?}"
+        );
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "{:?}",
+            start.elapsed()
+        );
+
+        let out = output_within(
+            Command::new("sh").args(["-c", "echo out; echo err >&2; exit 3"]),
+            Duration::from_secs(30),
+        )
+        .expect("sh runs");
+        assert_eq!(
+            (out.status.code(), &out.stdout[..], &out.stderr[..]),
+            (Some(3), &b"out\n"[..], &b"err\n"[..])
+        );
+        assert!(matches!(
+            output_within(
+                &mut Command::new("/nonexistent/cxx"),
+                Duration::from_secs(1)
+            ),
+            Err(NoOutput::Io(_))
+        ));
+    }
+
+    #[test]
+    fn the_compilers_limit_comes_from_the_environment() {
+        assert_eq!(cxx_limit(None), Ok(CXX_LIMIT));
+        assert_eq!(cxx_limit(Some(" ")), Ok(CXX_LIMIT));
+        assert_eq!(cxx_limit(Some(" 90 ")), Ok(Duration::from_secs(90)));
+        for bad in ["0", "-5", "1.5", "ten", "86401"] {
+            let e = cxx_limit(Some(bad)).unwrap_err();
+            assert!(e.contains(CXX_LIMIT_VAR) && e.contains(bad), "{bad}: {e}");
+        }
+    }
 }
