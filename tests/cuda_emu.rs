@@ -717,6 +717,75 @@ fn the_emulated_device_without_a_compiler_is_a_clear_error() {
     assert!(!err.contains("panicked"), "{err}");
 }
 
+/// `info` says what `--device cuda-emu` would run on: the devices' shape
+/// from `COLLBENCH_EMU_*`, the C++ compiler, its limit; and names a bad
+/// setting or a missing compiler instead.
+#[test]
+fn info_tells_the_emulated_device_and_its_compiler() {
+    let Some(cxx) = emu::compiler("info_tells_the_emulated_device_and_its_compiler") else {
+        return;
+    };
+    let info = |env: &[(&str, &str)]| {
+        let mut c = Command::cargo_bin("collbench").unwrap();
+        c.env("CXX", &cxx).args(["info", "--json"]);
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        let out = c.output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        v["emulated"].clone()
+    };
+    let e = info(&[("COLLBENCH_EMU_GPUS", "3"), ("COLLBENCH_EMU_MEM", "2G")]);
+    assert_eq!(e["devices"]["gpus"], 3, "{e}");
+    assert_eq!(e["devices"]["memory_bytes"], 2u64 << 30, "{e}");
+    assert_eq!(e["devices"]["multiprocessors"], 64, "{e}");
+    assert_eq!(e["compiler"]["command"], cxx.as_str(), "{e}");
+    assert!(
+        e["compiler"]["version"]
+            .as_str()
+            .is_some_and(|v| !v.is_empty()),
+        "{e}"
+    );
+    assert_eq!(e["compiler"]["limit_seconds"], 600, "{e}");
+    let e = info(&[
+        ("COLLBENCH_EMU_GPUS", "none"),
+        ("CXX", "/nonexistent/c++"),
+        ("COLLBENCH_EMU_CXX_SECONDS", "45"),
+    ]);
+    assert!(
+        e["devices"]["error"]
+            .as_str()
+            .is_some_and(|m| m.contains("COLLBENCH_EMU_GPUS=\"none\"")),
+        "{e}"
+    );
+    assert_eq!(e["compiler"]["version"], Value::Null, "{e}");
+    assert!(
+        e["compiler"]["error"]
+            .as_str()
+            .is_some_and(|m| m.contains("/nonexistent/c++")),
+        "{e}"
+    );
+    assert_eq!(e["compiler"]["limit_seconds"], 45, "{e}");
+    let out = Command::cargo_bin("collbench")
+        .unwrap()
+        .env("COLLBENCH_EMU_SMS", "16")
+        .env("CXX", &cxx)
+        .arg("info")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("--device cuda-emu: 8 devices x 16 SMs x 4 blocks per SM, 16GiB each")
+            && text.contains(&format!("C++ compiler `{cxx}` (")),
+        "{text}"
+    );
+}
+
 /// A compiler that never finishes (one waiting on a license server, say)
 /// is stopped at `COLLBENCH_EMU_CXX_SECONDS`: exit 2 naming it, not a run
 /// held forever ahead of any collective the timeout could catch.

@@ -5,6 +5,7 @@
 
 use super::{cpu_model, hostname, CHECK_FAILED, OK, USAGE};
 use crate::cli::InfoArgs;
+use crate::engine::exec::cuda::dev::emu::{self, Compiler, EmuConfig};
 use crate::engine::exec::cuda::{self, kernels, Arch, Cache, LoadError, Nvrtc, Report};
 use crate::engine::probe::{self, Library};
 use crate::report::grid;
@@ -31,6 +32,77 @@ pub struct Facts {
     pub gpus: Result<cuda::device::Devices, cuda::device::Unusable>,
     /// With `--compile-kernels`: how every variant compiled.
     pub kernels: Option<Compiled>,
+    /// What `--device cuda-emu` would run on.
+    pub emulated: Emulated,
+}
+
+/// The emulated device (`--device cuda-emu`): its devices' shape from
+/// `COLLBENCH_EMU_*` (or the bad variable) and the C++ compiler it builds with.
+pub struct Emulated {
+    pub config: Result<EmuConfig, String>,
+    pub compiler: Compiler,
+}
+
+impl Emulated {
+    pub fn gather() -> Emulated {
+        Emulated {
+            config: EmuConfig::from_env().map_err(|e| e.detail),
+            compiler: emu::compiler(),
+        }
+    }
+
+    fn to_json(&self) -> Value {
+        let c = &self.compiler;
+        json!({
+            "devices": match &self.config {
+                Ok(cfg) => json!({
+                    "gpus": cfg.gpus,
+                    "multiprocessors": cfg.multiprocessors,
+                    "blocks_per_sm": cfg.blocks_per_sm,
+                    "memory_bytes": cfg.memory_bytes,
+                }),
+                Err(e) => json!({"error": e}),
+            },
+            "compiler": {
+                "command": c.command,
+                "version": c.version.as_ref().ok(),
+                "error": c.version.as_ref().err(),
+                "limit_seconds": c.limit.as_ref().ok().map(|l| l.as_secs()),
+                "limit_error": c.limit.as_ref().err(),
+            },
+            "cache_dir": c.cache_dir.as_ref().map(|d| d.display().to_string()),
+        })
+    }
+
+    /// Its lines of the table: the devices, the compiler.
+    fn rows(&self) -> [[String; 2]; 2] {
+        let devices = match &self.config {
+            Ok(c) => format!(
+                "--device cuda-emu: {} devices x {} SMs x {} blocks per SM, {} each",
+                c.gpus,
+                c.multiprocessors,
+                c.blocks_per_sm,
+                Bytes(c.memory_bytes)
+            ),
+            Err(e) => format!("--device cuda-emu refused: {e}"),
+        };
+        let c = &self.compiler;
+        let mut compiler = match &c.version {
+            Ok(v) => format!("C++ compiler `{}` ({v})", c.command),
+            Err(e) => e.clone(),
+        };
+        match &c.limit {
+            Ok(l) => compiler.push_str(&format!(", {} s a variant", l.as_secs())),
+            Err(e) => compiler.push_str(&format!("; {e}")),
+        }
+        if let (Ok(_), Some(d)) = (&c.version, &c.cache_dir) {
+            compiler.push_str(&format!(", cache in {}", d.display()));
+        }
+        [
+            ["emulated:".to_string(), devices],
+            [String::new(), compiler],
+        ]
+    }
 }
 
 /// The outcome of `--compile-kernels`.
@@ -71,6 +143,7 @@ pub fn gather() -> Facts {
         cache_dir: cache.dir().map(|d| d.display().to_string()),
         gpus: cuda::device::probe(),
         kernels: None,
+        emulated: Emulated::gather(),
     }
 }
 
@@ -163,6 +236,7 @@ pub fn to_json(f: &Facts) -> Value {
             Err(why) => json!({"driver": null, "unusable": why}),
         },
     });
+    v["emulated"] = f.emulated.to_json();
     if let Some(k) = &f.kernels {
         v["kernels"] = kernels_json(&k.report, k.note.as_deref());
     }
@@ -248,6 +322,7 @@ pub fn to_text(f: &Facts) -> String {
             ]);
         }
     }
+    t.add_rows(f.emulated.rows());
     format!(
         "collbench {}\n{}",
         env!("CARGO_PKG_VERSION"),

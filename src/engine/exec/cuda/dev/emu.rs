@@ -17,7 +17,7 @@ mod library;
 mod tests;
 
 pub use config::{parse_size, EmuConfig};
-pub use library::options;
+pub use library::{compiler, options, Compiler};
 
 use super::{
     DevError, DevPtr, Device, DeviceDesc, EventId, FuncId, GraphId, Mapped, ShareKind, Shared,

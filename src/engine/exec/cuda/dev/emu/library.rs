@@ -176,44 +176,109 @@ fn cache_dir() -> Option<PathBuf> {
     private.then_some(tmp)
 }
 
+/// The C++ compiler the emulated device builds with: `$CXX` (a command
+/// line: its first word runs, the others come first among its arguments),
+/// else `c++`.
+struct Cxx {
+    line: String,
+    prog: String,
+    pre: Vec<String>,
+}
+
+impl Cxx {
+    fn from_env() -> Cxx {
+        let line = std::env::var("CXX")
+            .ok()
+            .filter(|c| !c.trim().is_empty())
+            .unwrap_or_else(|| "c++".into());
+        let mut words = line.split_whitespace().map(String::from);
+        let prog = words.next().unwrap_or_else(|| "c++".into());
+        Cxx {
+            pre: words.collect(),
+            prog,
+            line,
+        }
+    }
+
+    fn command(&self) -> Command {
+        let mut c = Command::new(&self.prog);
+        c.args(&self.pre);
+        c
+    }
+
+    /// Why it cannot build, for `detail`.
+    fn missing(&self, why: &str) -> String {
+        format!(
+            "cannot run the C++ compiler `{}` ({why}): the emulated device (--device cuda-emu) needs a C++ compiler; set CXX",
+            self.line
+        )
+    }
+
+    fn overran(&self, what: &str, limit: Duration) -> String {
+        format!(
+            "the C++ compiler `{}`{what} ran for more than {} s and was stopped: is it waiting on something (a license server, a network cache, a lock)? set CXX to a compiler that runs here, or {CXX_LIMIT_VAR} to give it longer",
+            self.line,
+            limit.as_secs()
+        )
+    }
+
+    /// Its `--version` output, or why it does not run.
+    fn version(&self) -> Result<Vec<u8>, String> {
+        let out =
+            output_within(self.command().arg("--version"), VERSION_LIMIT).map_err(|e| match e {
+                NoOutput::Io(e) => self.missing(&e.to_string()),
+                NoOutput::Overran(l) => self.overran(" (`--version`)", l),
+            })?;
+        if !out.status.success() {
+            return Err(self.missing(&format!("`--version` failed: {}", out.status)));
+        }
+        Ok(out.stdout)
+    }
+}
+
+/// What the emulated device would build with, for `collbench info`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Compiler {
+    /// `$CXX`, else `c++`.
+    pub command: String,
+    /// The first line of its `--version`, or why it does not run.
+    pub version: Result<String, String>,
+    /// How long it may build one variant, or why the setting is refused.
+    pub limit: Result<Duration, String>,
+    /// Where built libraries are kept (none: no usable folder).
+    pub cache_dir: Option<PathBuf>,
+}
+
+/// The compiler the emulated device would build with, run once for its
+/// version.
+pub fn compiler() -> Compiler {
+    let cxx = Cxx::from_env();
+    Compiler {
+        version: cxx.version().map(|v| {
+            String::from_utf8_lossy(&v)
+                .lines()
+                .next()
+                .unwrap_or("")
+                .to_string()
+        }),
+        command: cxx.line,
+        limit: cxx_limit(std::env::var(CXX_LIMIT_VAR).ok().as_deref()),
+        cache_dir: cache_dir(),
+    }
+}
+
 /// Builds (or finds in the disk cache) and loads `variant`'s library.
 fn build(variant: Variant) -> Result<Library, DevError> {
     static UNIQUE: AtomicU64 = AtomicU64::new(0);
     let call = format!("building the emulated kernels ({variant})");
     let fail = |detail: String| DevError::new(&call, detail);
-    let cxx = std::env::var("CXX")
-        .ok()
-        .filter(|c| !c.trim().is_empty())
-        .unwrap_or_else(|| "c++".into());
-    let mut words = cxx.split_whitespace();
-    let prog = words.next().unwrap_or("c++");
-    let pre: Vec<&str> = words.collect();
-    let missing = |why: String| {
-        fail(format!(
-            "cannot run the C++ compiler `{cxx}` ({why}): the emulated device (--device cuda-emu) needs a C++ compiler; set CXX"
-        ))
-    };
-    let overran = |what: &str, limit: Duration| {
-        fail(format!(
-            "the C++ compiler `{cxx}`{what} ran for more than {} s and was stopped: is it waiting on something (a license server, a network cache, a lock)? set CXX to a compiler that runs here, or COLLBENCH_EMU_CXX_SECONDS to give it longer",
-            limit.as_secs()
-        ))
-    };
-    let version = output_within(
-        Command::new(prog).args(&pre).arg("--version"),
-        VERSION_LIMIT,
-    )
-    .map_err(|e| match e {
-        NoOutput::Io(e) => missing(e.to_string()),
-        NoOutput::Overran(l) => overran(" (`--version`)", l),
-    })?;
-    if !version.status.success() {
-        return Err(missing(format!("`--version` failed: {}", version.status)));
-    }
+    let compiler = Cxx::from_env();
+    let cxx = &compiler.line;
+    let version = compiler.version().map_err(fail)?;
     tracing::debug!(
         %variant,
         cxx = %cxx,
-        version = %String::from_utf8_lossy(&version.stdout).lines().next().unwrap_or(""),
+        version = %String::from_utf8_lossy(&version).lines().next().unwrap_or(""),
         "emulated kernels: C++ compiler"
     );
     let limit = cxx_limit(std::env::var(CXX_LIMIT_VAR).ok().as_deref()).map_err(fail)?;
@@ -228,7 +293,7 @@ fn build(variant: Variant) -> Result<Library, DevError> {
     for o in &opts {
         h.field(o.as_bytes());
     }
-    let key = h.field(&version.stdout).field(src.as_bytes()).finish();
+    let key = h.field(&version).field(src.as_bytes()).finish();
     let dir = cache_dir()
         .ok_or_else(|| fail("no usable cache folder (set COLLBENCH_CACHE_DIR)".into()))?;
     let path = dir.join(format!("{key:016x}.so"));
@@ -258,20 +323,15 @@ fn build(variant: Variant) -> Result<Library, DevError> {
     );
     std::fs::write(&cpp, &src).map_err(|e| fail(format!("{}: {e}", cpp.display())))?;
     let out = output_within(
-        Command::new(prog)
-            .args(&pre)
-            .args(&opts)
-            .arg(&cpp)
-            .arg("-o")
-            .arg(&tmp),
+        compiler.command().args(&opts).arg(&cpp).arg("-o").arg(&tmp),
         limit,
     );
     let _ = std::fs::remove_file(&cpp);
     let out = out.map_err(|e| match e {
-        NoOutput::Io(e) => missing(e.to_string()),
+        NoOutput::Io(e) => fail(compiler.missing(&e.to_string())),
         NoOutput::Overran(l) => {
             let _ = std::fs::remove_file(&tmp);
-            overran("", l)
+            fail(compiler.overran("", l))
         }
     })?;
     if !out.status.success() {
