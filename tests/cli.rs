@@ -432,6 +432,7 @@ fn a_bad_cuda_knob_in_the_environment_exits_2_naming_it() {
             "a multiple of 32 from 32 to 1024",
         ),
         ("COLLBENCH_CUDA_COPIES", "gpu", "expected kernel or driver"),
+        ("COLLBENCH_BIND", "cores", "expected auto"),
     ];
     for (var, value, why) in cases {
         for device in ["host", "cuda-emu"] {
@@ -584,6 +585,49 @@ fn logs_say_the_decisions_only_when_asked() {
     }
     let env = stderr_of(&base, &[("COLLBENCH_LOG", "collbench=debug")]);
     assert!(env.contains("auto algorithm"), "COLLBENCH_LOG: {env}");
+}
+
+/// Host rank threads get CPUs of their own where there is one for each,
+/// distinct; not with `COLLBENCH_BIND=none`, nor with more ranks than CPUs.
+#[test]
+fn host_rank_threads_get_cpus_of_their_own() {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let run = |ranks: usize, env: &[(&str, &str)]| {
+        let r = ranks.to_string();
+        let args = ["all-reduce", "--device", "host", "--ranks", &r];
+        stderr_of(
+            &[&args[..], &["--sizes", "1K", "--iters", "1", "-v"]].concat(),
+            env,
+        )
+    };
+    let bound = |log: &str| {
+        log.lines()
+            .find(|l| l.contains("rank threads bound to CPUs"))
+            .map(|l| {
+                let list = l.split("cpus=[").nth(1).and_then(|r| r.split(']').next());
+                list.unwrap_or("")
+                    .split(',')
+                    .map(|c| c.trim().parse::<usize>().expect("a CPU number"))
+                    .collect::<Vec<_>>()
+            })
+    };
+    let two = run(2, &[]);
+    if cpus >= 2 {
+        let chosen = bound(&two).unwrap_or_else(|| panic!("not bound: {two}"));
+        assert_eq!(chosen.len(), 2, "{two}");
+        assert_ne!(chosen[0], chosen[1], "{two}");
+    } else {
+        eprintln!("SKIPPED the binding half of host_rank_threads_get_cpus_of_their_own: one CPU");
+        assert!(bound(&two).is_none(), "{two}");
+    }
+    let none = run(2, &[("COLLBENCH_BIND", "none")]);
+    assert!(bound(&none).is_none(), "{none}");
+    let crowded = run(cpus + 1, &[]);
+    assert!(bound(&crowded).is_none(), "{crowded}");
+    assert!(
+        crowded.contains("rank threads not bound: fewer CPUs than ranks"),
+        "{crowded}"
+    );
 }
 
 /// What a terminal shows at the end of `transcript`: ANSI sequences gone,

@@ -218,6 +218,8 @@ fn build_over(
             timeout: a.timeout,
             link_timing: a.links,
             pace: Pace::new(a.inject.iter().filter_map(|i| i.pace_rule()).collect()),
+            // A bad value stops the run here, before anything runs.
+            bind: crate::engine::cpus::Bind::from_env().map_err(PlanError)?,
             ..HostOptions::default()
         },
         fr_entries: a.fr_entries,

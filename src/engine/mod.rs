@@ -3,6 +3,7 @@
 //! arithmetic (`elem`), and how executors report progress (`observe`).
 
 pub mod algo;
+pub mod cpus;
 pub mod elem;
 pub mod exec;
 pub mod observe;

@@ -707,6 +707,34 @@ fn spawn_watchdog(
     )?)
 }
 
+/// The CPU of each of this process's `local` rank threads, where they
+/// get CPUs of their own: on the host engine (a CUDA rank's thread mostly
+/// waits on its GPU), with several ranks here, `COLLBENCH_BIND` not
+/// `none`, and a CPU for each. Left to the scheduler, two spinning ranks
+/// of a 2-core machine shared one core for whole sweeps in half the runs,
+/// each handing over after a full spin: 250 us for a 1 KiB all-reduce that
+/// takes 0.3 us on two cores (`results/host-binding-2core.md`).
+fn rank_cpus(plan: &Plan, setup: &Setup, local: usize) -> Option<Vec<usize>> {
+    use crate::engine::cpus::{self, Bind};
+    if setup.gpu.is_some() || local < 2 || plan.host.bind == Bind::None {
+        return None;
+    }
+    let allowed = cpus::allowed();
+    // Ranks beyond the CPU quota would share CPUs whatever the mask says.
+    let usable = allowed.len().min(cpus::cores());
+    if local > usable {
+        tracing::info!(
+            ranks = local,
+            cpus = usable,
+            "rank threads not bound: fewer CPUs than ranks"
+        );
+        return None;
+    }
+    let chosen = cpus::spread(&allowed, cpus::core_of, local, std::process::id() as usize)?;
+    tracing::info!(cpus = ?chosen, "rank threads bound to CPUs of their own (COLLBENCH_BIND=none: not)");
+    Some(chosen)
+}
+
 /// MPI tag of rank reports sent to rank 0.
 const REPORT_TAG: i32 = 7;
 
@@ -728,10 +756,13 @@ fn run_ranks(
     // Rank threads own what they use: a stopping run may leave without
     // them (see `WindDown`), and what they still read must outlive it.
     let (plan_a, setup_a) = (Arc::new(plan.clone()), Arc::new(setup.clone()));
+    let cpus = rank_cpus(plan, setup, recs.len());
     let handles: Vec<_> = recs
         .iter()
-        .map(|rec| {
+        .enumerate()
+        .map(|(i, rec)| {
             let r = rec.rank;
+            let cpu = cpus.as_ref().map(|c| c[i]);
             let (rec, tx, w) = (Arc::clone(rec), tx.clone(), Arc::clone(world));
             let (plan, setup, cases) =
                 (Arc::clone(&plan_a), Arc::clone(&setup_a), Arc::clone(cases));
@@ -740,6 +771,11 @@ fn run_ranks(
                 .name(format!("rank{r}"))
                 .spawn(move || {
                     let _rank = tracing::info_span!("rank", rank = r).entered();
+                    if let Some(cpu) = cpu {
+                        if let Err(e) = crate::engine::cpus::bind_current(cpu) {
+                            tracing::info!(cpu, error = %e, "rank thread not bound");
+                        }
+                    }
                     let observer = Arc::clone(&rec) as _;
                     let res =
                         rank_runner(&w, gpu.as_ref(), r, observer, bytes).and_then(|runner| {

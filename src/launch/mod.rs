@@ -227,7 +227,7 @@ pub fn hostname() -> String {
 /// (waits yield), but beyond 32 ranks per core each rank gets too little
 /// time to finish a sweep in reasonable time.
 pub fn max_thread_ranks() -> usize {
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let cores = crate::engine::cpus::cores();
     (cores * 32).min(1024)
 }
 

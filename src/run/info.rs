@@ -134,7 +134,7 @@ pub fn gather() -> Facts {
     Facts {
         host: hostname(),
         cpu: cpu_model(),
-        cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        cores: crate::engine::cpus::cores(),
         mem_available: crate::engine::exec::mem::available_bytes(),
         max_thread_ranks: crate::launch::max_thread_ranks(),
         libraries: probe::libraries(),

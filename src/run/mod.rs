@@ -810,7 +810,7 @@ fn sinks(s: &Sweep, leader: bool) -> anyhow::Result<Fanout> {
 }
 
 fn meta(s: &Sweep, chosen: &Chosen) -> Meta {
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let cores = crate::engine::cpus::cores();
     let devices = if chosen.devices.is_empty() {
         vec![format!("{} ({cores} cores)", cpu_model())]
     } else {

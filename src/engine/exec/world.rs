@@ -30,6 +30,8 @@ pub struct HostOptions {
     pub link_timing: bool,
     /// Slowed links (fault injection).
     pub pace: Pace,
+    /// Whether rank threads get CPUs of their own.
+    pub bind: crate::engine::cpus::Bind,
 }
 
 impl Default for HostOptions {
@@ -41,6 +43,7 @@ impl Default for HostOptions {
             timeout: Duration::from_secs(300),
             link_timing: false,
             pace: Pace::default(),
+            bind: crate::engine::cpus::Bind::None,
         }
     }
 }

@@ -157,7 +157,7 @@ impl Links for InProcess {
 /// Spins before yielding: long when every rank has a core, short when
 /// ranks outnumber cores (a spinning rank would starve the one it waits on).
 pub fn spin_limit(nranks: usize) -> u32 {
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let cores = crate::engine::cpus::cores();
     if nranks > cores {
         32
     } else {

@@ -244,7 +244,7 @@ fn rlimit_as() -> Option<u64> {
 /// threads that allocate, a glibc malloc arena (64 MiB reserved). Counts
 /// against `RLIMIT_AS`, not against resident memory.
 pub fn thread_reservation(threads: usize) -> u64 {
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let cores = crate::engine::cpus::cores();
     let arenas = threads.min(8 * cores) as u64;
     threads as u64 * (2 << 20) + arenas * (64 << 20)
 }
