@@ -800,18 +800,23 @@ fn a_compiler_that_never_finishes_is_stopped() {
     )
     .unwrap();
     std::fs::set_permissions(&cxx, std::fs::Permissions::from_mode(0o755)).unwrap();
+    // (exit code, stderr) of a sweep with the compiler limited to `limit`.
+    let run = |limit: &str| {
+        let out = Command::cargo_bin("collbench")
+            .unwrap()
+            .env("COLLBENCH_CACHE_DIR", dir.path().join("cache"))
+            .env("CXX", &cxx)
+            .env("COLLBENCH_EMU_CXX_SECONDS", limit)
+            .args(["all-reduce", "--device", "cuda-emu", "--sizes", "1K", "-q"])
+            .timeout(std::time::Duration::from_secs(120))
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        (out.status.code(), err)
+    };
     let start = std::time::Instant::now();
-    let out = Command::cargo_bin("collbench")
-        .unwrap()
-        .env("COLLBENCH_CACHE_DIR", dir.path().join("cache"))
-        .env("CXX", &cxx)
-        .env("COLLBENCH_EMU_CXX_SECONDS", "1")
-        .args(["all-reduce", "--device", "cuda-emu", "--sizes", "1K", "-q"])
-        .timeout(std::time::Duration::from_secs(120))
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{err}");
+    let (code, err) = run("1");
+    assert_eq!(code, Some(2), "{err}");
     assert!(
         err.contains("stuck-c++")
             && err.contains("ran for more than 1 s")
@@ -825,17 +830,8 @@ fn a_compiler_that_never_finishes_is_stopped() {
         start.elapsed()
     );
     // A bad limit is named before anything is built.
-    let out = Command::cargo_bin("collbench")
-        .unwrap()
-        .env("COLLBENCH_CACHE_DIR", dir.path().join("cache"))
-        .env("CXX", &cxx)
-        .env("COLLBENCH_EMU_CXX_SECONDS", "soon")
-        .args(["all-reduce", "--device", "cuda-emu", "--sizes", "1K", "-q"])
-        .timeout(std::time::Duration::from_secs(120))
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{err}");
+    let (code, err) = run("soon");
+    assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("COLLBENCH_EMU_CXX_SECONDS=\"soon\""), "{err}");
 }
 
