@@ -725,9 +725,13 @@ fn info_tells_the_emulated_device_and_its_compiler() {
     let Some(cxx) = emu::compiler("info_tells_the_emulated_device_and_its_compiler") else {
         return;
     };
+    let fresh = tempfile::tempdir().unwrap();
+    let cache = fresh.path().join("cache");
     let info = |env: &[(&str, &str)]| {
         let mut c = Command::cargo_bin("collbench").unwrap();
-        c.env("CXX", &cxx).args(["info", "--json"]);
+        c.env("CXX", &cxx)
+            .env("COLLBENCH_CACHE_DIR", &cache)
+            .args(["info", "--json"]);
         for (k, v) in env {
             c.env(k, v);
         }
@@ -752,6 +756,13 @@ fn info_tells_the_emulated_device_and_its_compiler() {
         "{e}"
     );
     assert_eq!(e["compiler"]["limit_seconds"], 600, "{e}");
+    // Where builds would go, named without being made: `info` changes nothing.
+    assert_eq!(
+        e["cache_dir"],
+        cache.join("emu").display().to_string(),
+        "{e}"
+    );
+    assert!(!cache.exists(), "info made {}", cache.display());
     let e = info(&[
         ("COLLBENCH_EMU_GPUS", "none"),
         ("CXX", "/nonexistent/c++"),

@@ -245,7 +245,9 @@ pub struct Compiler {
     pub version: Result<String, String>,
     /// How long it may build one variant, or why the setting is refused.
     pub limit: Result<Duration, String>,
-    /// Where built libraries are kept (none: no usable folder).
+    /// Where built libraries go: `<kernels cache>/emu` (a build falls back
+    /// to a private temporary folder when that cannot be made); None
+    /// without a kernels cache folder.
     pub cache_dir: Option<PathBuf>,
 }
 
@@ -263,7 +265,8 @@ pub fn compiler() -> Compiler {
         }),
         command: cxx.line,
         limit: cxx_limit(std::env::var(CXX_LIMIT_VAR).ok().as_deref()),
-        cache_dir: cache_dir(),
+        // Where builds would go, without making the folder (`info` changes nothing).
+        cache_dir: kernels::default_cache_dir().map(|d| d.join("emu")),
     }
 }
 
