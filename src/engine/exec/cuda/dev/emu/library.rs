@@ -70,6 +70,11 @@ const CXX_LIMIT: Duration = Duration::from_secs(600);
 /// The variable that sets the compiler's limit, in seconds.
 const CXX_LIMIT_VAR: &str = "COLLBENCH_EMU_CXX_SECONDS";
 
+/// The compiler's limit this process's environment sets.
+fn cxx_limit_from_env() -> Result<Duration, String> {
+    cxx_limit(std::env::var(CXX_LIMIT_VAR).ok().as_deref())
+}
+
 /// The compiler's limit from `value` of [`CXX_LIMIT_VAR`] (unset or empty:
 /// [`CXX_LIMIT`]); a bad value is named with what it takes.
 fn cxx_limit(value: Option<&str>) -> Result<Duration, String> {
@@ -118,6 +123,9 @@ fn output_within(cmd: &mut Command, limit: Duration) -> Result<Output, NoOutput>
     }
     let (stdout, stderr) = (drain(child.stdout.take()), drain(child.stderr.take()));
     let start = Instant::now();
+    // Polled often at first (`--version` ends within milliseconds, before
+    // every library is loaded), then every 20 ms.
+    let mut pause = Duration::from_millis(1);
     let status = loop {
         match child.try_wait() {
             Ok(Some(status)) => break status,
@@ -126,7 +134,10 @@ fn output_within(cmd: &mut Command, limit: Duration) -> Result<Output, NoOutput>
                 let _ = child.wait();
                 return Err(NoOutput::Overran(limit));
             }
-            Ok(None) => std::thread::sleep(Duration::from_millis(20)),
+            Ok(None) => {
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(Duration::from_millis(20));
+            }
             Err(e) => {
                 let _ = child.kill();
                 return Err(NoOutput::Io(e));
@@ -222,6 +233,15 @@ impl Cxx {
         )
     }
 
+    /// The first line of `--version` output.
+    fn first_line(version: &[u8]) -> String {
+        String::from_utf8_lossy(version)
+            .lines()
+            .next()
+            .unwrap_or("")
+            .to_string()
+    }
+
     /// Its `--version` output, or why it does not run.
     fn version(&self) -> Result<Vec<u8>, String> {
         let out =
@@ -256,15 +276,9 @@ pub struct Compiler {
 pub fn compiler() -> Compiler {
     let cxx = Cxx::from_env();
     Compiler {
-        version: cxx.version().map(|v| {
-            String::from_utf8_lossy(&v)
-                .lines()
-                .next()
-                .unwrap_or("")
-                .to_string()
-        }),
+        version: cxx.version().map(|v| Cxx::first_line(&v)),
         command: cxx.line,
-        limit: cxx_limit(std::env::var(CXX_LIMIT_VAR).ok().as_deref()),
+        limit: cxx_limit_from_env(),
         // Where builds would go, without making the folder (`info` changes nothing).
         cache_dir: kernels::default_cache_dir().map(|d| d.join("emu")),
     }
@@ -281,10 +295,10 @@ fn build(variant: Variant) -> Result<Library, DevError> {
     tracing::debug!(
         %variant,
         cxx = %cxx,
-        version = %String::from_utf8_lossy(&version).lines().next().unwrap_or(""),
+        version = %Cxx::first_line(&version),
         "emulated kernels: C++ compiler"
     );
-    let limit = cxx_limit(std::env::var(CXX_LIMIT_VAR).ok().as_deref()).map_err(fail)?;
+    let limit = cxx_limit_from_env().map_err(fail)?;
     let opts = options(variant);
     let src = format!(
         "{}\n#line 1 \"kernels/emu.cpp\"\n{RUNTIME}",
