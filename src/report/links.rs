@@ -362,11 +362,16 @@ fn verdict(pairs: &[LinkPair], t: &Thresholds) -> Vec<LinkFinding> {
         .zip(&score)
         .filter(|(p, &s)| {
             judged.is_slow(s, t, links.len() >= MIN_Z_LINKS)
-                // Measured in rounds: slow for its round, and slow for the
-                // machine too (a round's other links may all run fast: two
+                // Slow for its round or its receiver, and slow for the
+                // machine too: a round's other links may all run fast (two
                 // ranks sending to each other at once, where the slowed
-                // direction also holds the other back a little).
-                && (t.rounds.is_none() || p.gbps * t.min_gap < center.median)
+                // direction also holds the other back a little), and so may
+                // a receiver's (a host rank descheduled while it copied one
+                // sender's data put that link at 0.6x its receiver's median
+                // and 0.9x the machine's). A finding says how many times
+                // slower than the machine's median the link is; never less
+                // than the gap a finding needs.
+                && p.gbps * t.min_gap < center.median
         })
         .map(|(p, _)| *p)
         .collect();

@@ -541,3 +541,25 @@ fn a_link_slow_only_for_its_fast_round_is_no_finding() {
         ["slow link 1 -> 4: 3.7 GB/s vs median 14.6 GB/s (4.0x)"]
     );
 }
+
+#[test]
+fn a_link_slow_only_for_its_fast_receiver_is_no_finding() {
+    // Measured (2 cores, 6 host ranks, all-to-all of 6 MiB, link 1 -> 4
+    // slowed 4x): 1 -> 0 ran at 0.62 of what rank 0 received from the
+    // others, but at 0.9 of the machine's median; its receiver never waited
+    // for it (a copy descheduled, not a slow link).
+    let m = [
+        [0.0, 21.5, 16.1, 24.0, 15.8, 15.8],
+        [15.5, 0.0, 25.8, 26.9, 3.9, 16.1],
+        [22.3, 21.6, 0.0, 25.3, 17.1, 17.5],
+        [25.1, 24.5, 16.5, 0.0, 17.9, 16.4],
+        [24.9, 17.2, 15.6, 19.1, 0.0, 16.9],
+        [24.9, 24.4, 15.7, 22.1, 16.1, 0.0],
+    ];
+    let r = judged(from_matrix(&m));
+    let named: Vec<&str> = r.findings.iter().map(|f| f.detail.as_str()).collect();
+    assert_eq!(
+        named,
+        ["slow link 1 -> 4: 3.9 GB/s vs median 17.7 GB/s (4.5x)"]
+    );
+}
