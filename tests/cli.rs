@@ -1,39 +1,10 @@
 //! Integration tests: drive the real binary as users and CI scripts do.
 
-use assert_cmd::Command;
 use serde_json::Value;
 use std::collections::BTreeSet;
 
-fn collbench() -> Command {
-    Command::cargo_bin("collbench").expect("binary builds")
-}
-
-fn run_json(args: &[&str]) -> (i32, Value, String) {
-    let dir = tempfile::tempdir().unwrap();
-    let json = dir.path().join("r.json");
-    let out = collbench()
-        .args(args)
-        .args([
-            "--json",
-            json.to_str().unwrap(),
-            "-q",
-            "--iters",
-            "2",
-            "--warmup",
-            "1",
-        ])
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
-    let code = out.status.code().unwrap_or(-1);
-    let v: Value =
-        serde_json::from_slice(&std::fs::read(&json).unwrap_or_default()).unwrap_or(Value::Null);
-    (code, v, stderr)
-}
-
-fn rows(v: &Value) -> &Vec<Value> {
-    v["rows"].as_array().expect("rows array")
-}
+mod common;
+use common::{collbench, rows, run_json};
 
 #[test]
 fn all_collectives_and_algorithms_are_correct_on_5_ranks() {

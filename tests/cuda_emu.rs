@@ -12,34 +12,18 @@ use serde_json::Value;
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 
+mod common;
 mod emu;
+use common::{dump_of, rows};
 
 /// One kernel-library cache for every test of this binary, so each variant
 /// is compiled once.
-/// The path of rank `rank`'s end-of-run dump in `dir`: one run per folder
-/// here, so the one file named `<run_id>-rank<N>.json`.
-fn dump_of(dir: &std::path::Path, rank: usize) -> std::path::PathBuf {
-    let suffix = format!("-rank{rank}.json");
-    let found: Vec<_> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.to_string_lossy().ends_with(&suffix))
-        .collect();
-    assert_eq!(
-        found.len(),
-        1,
-        "one dump of rank {rank} in {}: {found:?}",
-        dir.display()
-    );
-    found[0].clone()
-}
-
 fn cache_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("cuda-emu-cache")
 }
 
 fn collbench() -> Command {
-    let mut c = Command::cargo_bin("collbench").expect("binary builds");
+    let mut c = common::collbench();
     c.env("COLLBENCH_CACHE_DIR", cache_dir());
     c
 }
@@ -86,10 +70,6 @@ fn run_with(args: &[&str], env: &[(&str, &str)]) -> (i32, Value, String) {
     let v =
         serde_json::from_slice(&std::fs::read(&json).unwrap_or_default()).unwrap_or(Value::Null);
     (out.status.code().unwrap_or(-1), v, stderr)
-}
-
-fn rows(v: &Value) -> &Vec<Value> {
-    v["rows"].as_array().expect("rows array")
 }
 
 /// Every row checked and clean.

@@ -3,38 +3,10 @@
 //! after them, faults landing in the operation they hit, bad requests
 //! refused with exit 2.
 
-use assert_cmd::Command;
 use serde_json::Value;
 
-fn collbench() -> Command {
-    Command::cargo_bin("collbench").expect("binary builds")
-}
-
-fn run_json(args: &[&str]) -> (i32, Value, String) {
-    let dir = tempfile::tempdir().unwrap();
-    let json = dir.path().join("r.json");
-    let out = collbench()
-        .args(args)
-        .args([
-            "--json",
-            json.to_str().unwrap(),
-            "-q",
-            "--iters",
-            "2",
-            "--warmup",
-            "1",
-        ])
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
-    let v: Value =
-        serde_json::from_slice(&std::fs::read(&json).unwrap_or_default()).unwrap_or(Value::Null);
-    (out.status.code().unwrap_or(-1), v, stderr)
-}
-
-fn rows(v: &Value) -> &Vec<Value> {
-    v["rows"].as_array().expect("rows array")
-}
+mod common;
+use common::{collbench, rows, run_json};
 
 /// Checks that rows come as N operations then their group, and returns the groups.
 fn groups(v: &Value, n: usize, what: &str) -> Vec<Value> {

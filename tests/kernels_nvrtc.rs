@@ -2,13 +2,11 @@
 //! as CI runs it. Without NVRTC the compile tests say what is missing and
 //! skip, unless `COLLBENCH_REQUIRE_NVRTC=1` (CI), where they fail.
 
-use assert_cmd::Command;
 use serde_json::Value;
 use std::path::Path;
 
-fn collbench() -> Command {
-    Command::cargo_bin("collbench").expect("binary builds")
-}
+mod common;
+use common::collbench;
 
 /// Runs collbench with a kernel cache in `cache`; (exit code, stdout, stderr).
 fn run(cache: &Path, args: &[&str]) -> (i32, String, String) {

@@ -4,12 +4,10 @@
 //! hardware. Each case runs a few times: a finder that names the wrong link
 //! once in a while is worse than none.
 
-use assert_cmd::Command;
 use serde_json::Value;
 
-fn collbench() -> Command {
-    Command::cargo_bin("collbench").expect("binary builds")
-}
+mod common;
+use common::collbench;
 
 /// One sweep at a time: these measure rates, and this file's tests would
 /// otherwise share the cores with each other.

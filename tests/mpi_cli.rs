@@ -7,23 +7,8 @@ use serde_json::Value;
 use std::process::{Command, Output};
 use std::time::Duration;
 
-/// The path of rank `rank`'s end-of-run dump in `dir`: one run per folder
-/// here, so the one file named `<run_id>-rank<N>.json`.
-fn dump_of(dir: &std::path::Path, rank: usize) -> std::path::PathBuf {
-    let suffix = format!("-rank{rank}.json");
-    let found: Vec<_> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.to_string_lossy().ends_with(&suffix))
-        .collect();
-    assert_eq!(
-        found.len(),
-        1,
-        "one dump of rank {rank} in {}: {found:?}",
-        dir.display()
-    );
-    found[0].clone()
-}
+mod common;
+use common::{dump_of, read_json as json};
 
 fn mpirun() -> Option<&'static str> {
     let found = Command::new("mpirun")
@@ -52,10 +37,6 @@ fn launch(np: usize, args: &[&str]) -> Output {
     ]);
     cmd.arg(bin).args(args);
     cmd.output().expect("mpirun runs")
-}
-
-fn json(path: &std::path::Path) -> Value {
-    serde_json::from_slice(&std::fs::read(path).expect("results written")).expect("results parse")
 }
 
 #[test]

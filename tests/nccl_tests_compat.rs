@@ -6,8 +6,10 @@ use assert_cmd::Command;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
+mod common;
+
 fn collbench() -> Command {
-    let mut c = Command::cargo_bin("collbench").unwrap();
+    let mut c = common::collbench();
     c.env_remove("COLLBENCH_LOG");
     c
 }

@@ -8,6 +8,9 @@ use serde_json::Value;
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
+mod common;
+use common::read_json as json;
+
 fn collbench(args: &[&str], env: &[(&str, &str)]) -> Output {
     let bin = assert_cmd::cargo::cargo_bin("collbench");
     let mut cmd = Command::new("timeout");
@@ -18,10 +21,6 @@ fn collbench(args: &[&str], env: &[(&str, &str)]) -> Output {
         cmd.env(k, v);
     }
     cmd.output().expect("collbench runs")
-}
-
-fn json(path: &std::path::Path) -> Value {
-    serde_json::from_slice(&std::fs::read(path).expect("results written")).expect("results parse")
 }
 
 fn stderr(o: &Output) -> String {

@@ -1,31 +1,11 @@
 //! End to end: injected faults, the watchdog's dumps, and `collbench analyze`
 //! naming the culprit.
 
-use assert_cmd::Command;
 use serde_json::Value;
 use std::time::{Duration, Instant};
 
-/// The path of rank `rank`'s end-of-run dump in `dir`: one run per folder
-/// here, so the one file named `<run_id>-rank<N>.json`.
-fn dump_of(dir: &std::path::Path, rank: usize) -> std::path::PathBuf {
-    let suffix = format!("-rank{rank}.json");
-    let found: Vec<_> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.to_string_lossy().ends_with(&suffix))
-        .collect();
-    assert_eq!(
-        found.len(),
-        1,
-        "one dump of rank {rank} in {}: {found:?}",
-        dir.display()
-    );
-    found[0].clone()
-}
-
-fn collbench() -> Command {
-    Command::cargo_bin("collbench").expect("binary builds")
-}
+mod common;
+use common::{collbench, dump_of};
 
 /// Runs a hanging sweep, checks exit 3 soon after the timeout and one dump
 /// per rank, and returns `analyze --json`'s diagnosis.

@@ -2,13 +2,11 @@
 //! nccl-tests text, Markdown, `report`, `compare` and `qualify` with JUnit,
 //! driving the real binary.
 
-use assert_cmd::Command;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
-fn collbench() -> Command {
-    Command::cargo_bin("collbench").expect("binary builds")
-}
+mod common;
+use common::collbench;
 
 struct Out {
     code: i32,

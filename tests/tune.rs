@@ -4,16 +4,10 @@
 //! machine's: these tests check the plumbing and the arithmetic, never
 //! that one algorithm beats another here (scripts/bench_auto.sh does).
 
-use assert_cmd::Command;
 use serde_json::Value;
 
-fn collbench() -> Command {
-    Command::cargo_bin("collbench").expect("binary builds")
-}
-
-fn json(path: &std::path::Path) -> Value {
-    serde_json::from_slice(&std::fs::read(path).expect("written")).expect("JSON")
-}
+mod common;
+use common::{collbench, read_json as json};
 
 #[test]
 fn tune_writes_a_table_that_auto_and_model_read() {
