@@ -12,6 +12,15 @@ pub fn cores() -> usize {
     *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
 }
 
+/// The CPUs online on this node, whatever this process is bound to (rank
+/// processes bound to a core each still share the node's); at least
+/// [`cores`].
+pub fn online() -> usize {
+    // SAFETY: sysconf reads a system value; no memory is passed.
+    let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
+    usize::try_from(n).unwrap_or(0).max(cores())
+}
+
 /// Whether the host engine binds its rank threads to CPUs
 /// (`COLLBENCH_BIND`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -133,6 +142,13 @@ pub fn bind_current(cpu: usize) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_node_has_at_least_the_cpus_of_this_process() {
+        let allowed = allowed().len();
+        assert!(online() >= cores() && cores() >= 1);
+        assert!(allowed == 0 || online() >= allowed, "{allowed}");
+    }
 
     #[test]
     fn the_setting_is_read_and_a_bad_one_named() {

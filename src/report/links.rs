@@ -176,6 +176,25 @@ impl Default for Thresholds {
     }
 }
 
+/// The gap to the median a finding needs where the ranks that measured the
+/// links share CPUs (host ranks outnumbering the cores, or the emulated
+/// device's blocks): a link's time then holds its ranks' waits for a CPU.
+/// Healthy runs of 6 host ranks on 2 cores put a link at up to 1.7x below
+/// the median, and so did a slowed rank sleeping out its extra time, whose
+/// CPU ran the other ranks' transfers unevenly (`results/links-host-2core.md`).
+pub const CROWDED_MIN_GAP: f64 = 2.0;
+
+impl Thresholds {
+    /// These thresholds for links measured by ranks that share CPUs (see
+    /// [`CROWDED_MIN_GAP`]).
+    pub fn crowded(self) -> Thresholds {
+        Thresholds {
+            min_gap: self.min_gap.max(CROWDED_MIN_GAP),
+            ..self
+        }
+    }
+}
+
 /// The fewest measured links a verdict is given on.
 pub const MIN_LINKS: usize = 3;
 

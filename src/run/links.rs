@@ -2,8 +2,10 @@
 //! size, turned into the link matrix and verdict of `report::links`.
 
 use crate::engine::types::{Algo, Collective};
-use crate::harness::{LinkTable, Plan};
-use crate::report::links::{judge, tidy, CaseLinks, LinkPair, LinkReport, Thresholds};
+use crate::harness::{GpuKind, LinkTable, Plan};
+use crate::report::links::{
+    judge, tidy, CaseLinks, LinkPair, LinkReport, Thresholds, CROWDED_MIN_GAP,
+};
 
 /// The median of the finite values of `v` (0 when none).
 fn median(v: &[f64]) -> f64 {
@@ -31,19 +33,46 @@ fn pairs(table: &LinkTable) -> Vec<LinkPair> {
 
 /// The links of `table` and the verdict on them; `rounds`: they were
 /// measured in the probe's rounds of that many ranks (see
-/// [`Thresholds::rounds`]).
-pub fn report(table: &LinkTable, rounds: Option<usize>) -> LinkReport {
+/// [`Thresholds::rounds`]); `crowded`: by ranks that share CPUs (see
+/// [`Thresholds::crowded`]).
+pub fn report(table: &LinkTable, rounds: Option<usize>, crowded: bool) -> LinkReport {
     let t = Thresholds {
         rounds,
         ..Thresholds::default()
     };
+    let t = if crowded { t.crowded() } else { t };
     judge(table.bytes, pairs(table), &t)
 }
 
 /// The matrix of a run of `plan`: the probe's (`links_from` set) was
 /// measured in rounds.
-pub fn matrix(plan: &Plan, table: &LinkTable) -> LinkReport {
-    report(table, plan.links_from.map(|_| plan.ranks))
+pub fn matrix(plan: &Plan, table: &LinkTable, crowded: bool) -> LinkReport {
+    report(table, plan.links_from.map(|_| plan.ranks), crowded)
+}
+
+/// Why the ranks that time the links share CPUs, where they do: host
+/// ranks (`gpu` None) outnumbering the `cores` of their node, where
+/// `ranks_here` of them run; every emulated block is a CPU thread. GPU
+/// kernels time their own steps.
+pub fn crowded(gpu: Option<GpuKind>, ranks_here: usize, cores: usize) -> Option<String> {
+    match gpu {
+        Some(GpuKind::Cuda) => None,
+        Some(GpuKind::Emu) => Some("the emulated device runs every block as a CPU thread".into()),
+        None if ranks_here > cores => Some(format!(
+            "{ranks_here} ranks share this node's {cores} CPU{}",
+            if cores == 1 { "" } else { "s" }
+        )),
+        None => None,
+    }
+}
+
+/// The note a crowded verdict adds, `why` from [`crowded`].
+pub fn crowded_note(why: &str) -> String {
+    format!(
+        "links: {why}, so a link's time holds waits for a CPU: a link is named slow only at {}x below the median (not {}x)",
+        CROWDED_MIN_GAP,
+        Thresholds::default().min_gap
+    )
 }
 
 /// A collective's links measured beside the matrix, told without a verdict.
@@ -76,6 +105,27 @@ mod tests {
     use crate::engine::observe::LinkSample;
 
     #[test]
+    fn ranks_share_cpus_on_a_crowded_host_and_on_the_emulated_device() {
+        assert_eq!(crowded(Some(GpuKind::Cuda), 8, 2), None);
+        assert_eq!(crowded(None, 2, 2), None);
+        assert_eq!(
+            crowded(None, 6, 2).as_deref(),
+            Some("6 ranks share this node's 2 CPUs")
+        );
+        assert_eq!(
+            crowded(None, 2, 1).as_deref(),
+            Some("2 ranks share this node's 1 CPU")
+        );
+        let emu = crowded(Some(GpuKind::Emu), 1, 64).unwrap();
+        assert!(emu.contains("every block as a CPU thread"), "{emu}");
+        let note = crowded_note(&emu);
+        assert!(
+            note.contains("only at 2x below the median (not 1.5x)"),
+            "{note}"
+        );
+    }
+
+    #[test]
     fn a_link_is_the_median_of_its_operations() {
         assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
         assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
@@ -98,7 +148,7 @@ mod tests {
                 },
             ],
         };
-        let r = report(&table, None);
+        let r = report(&table, None, false);
         assert_eq!(r.bytes, 1 << 20);
         // The unmeasured link is left out; one descheduled operation does
         // not move the median.

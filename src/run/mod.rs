@@ -484,6 +484,7 @@ fn sweep(coll: Option<Collective>, args: &RunArgs, probe: bool) -> anyhow::Resul
     // Ranks that are processes share their node's GPUs with the node's
     // other ranks only, not the whole world's.
     let ranks_here = mpi.as_ref().map_or(s.plan.ranks, |m| m.node_size());
+    let rank_processes = mpi.is_some();
     let capped = budget(&s.plan, &chosen, ranks_here)
         .and_then(|b| harness::cap_sizes_to_memory(&mut s.plan, b))
         .map(|c| warn::Warning::SizesCapped {
@@ -525,7 +526,20 @@ fn sweep(coll: Option<Collective>, args: &RunArgs, probe: bool) -> anyhow::Resul
     let mut results = Results::new(meta, std::mem::take(&mut sink.rows));
     if let Ok(o) = result.as_mut() {
         if let Some(t) = &o.links {
-            let mut r = links::matrix(plan, t);
+            // Rank threads share this process's CPUs; rank processes, the node's.
+            let cpus = if rank_processes {
+                crate::engine::cpus::online()
+            } else {
+                crate::engine::cpus::cores()
+            };
+            let crowded = links::crowded(setup.gpu, ranks_here, cpus);
+            let mut r = links::matrix(plan, t, crowded.is_some());
+            if let Some(why) = crowded {
+                // In the results' notes, and said as the run ends.
+                let note = links::crowded_note(&why);
+                results.meta.notes.push(note.clone());
+                o.notes.push(note);
+            }
             if let Some(floor) = s.min_link_gbps {
                 crate::report::links::add_floor_findings(&mut r, floor);
             }

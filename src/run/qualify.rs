@@ -54,7 +54,11 @@ fn measure(s: &Sweep) -> Result<(Vec<Row>, Option<LinkReport>), Outcome> {
     match execute(&s.plan, &setup, &mut sink, None) {
         Ok(o) => Ok((
             sink.rows,
-            o.links.as_ref().map(|t| super::links::matrix(&s.plan, t)),
+            o.links.as_ref().map(|t| {
+                let cores = crate::engine::cpus::cores();
+                let crowded = super::links::crowded(setup.gpu, s.plan.ranks, cores);
+                super::links::matrix(&s.plan, t, crowded.is_some())
+            }),
         )),
         Err(e) if e.is_hang() => Err(Outcome::Failed(format!("hang detected: {e}"))),
         Err(e) => Err(Outcome::Error(e.to_string())),

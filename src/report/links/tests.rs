@@ -563,3 +563,31 @@ fn a_link_slow_only_for_its_fast_receiver_is_no_finding() {
         ["slow link 1 -> 4: 3.9 GB/s vs median 17.7 GB/s (4.5x)"]
     );
 }
+
+#[test]
+fn where_ranks_share_cpus_a_finding_needs_twice_the_median() {
+    // Measured (2 cores, 6 host ranks, all-to-all of 6 MiB, nothing
+    // slowed): four links 1.5-1.7x below the median.
+    let m = [
+        [0.0, 22.3, 30.4, 32.4, 26.8, 31.6],
+        [29.4, 0.0, 31.6, 29.7, 17.8, 28.8],
+        [29.2, 16.8, 0.0, 31.9, 32.2, 31.5],
+        [29.4, 18.3, 31.5, 0.0, 31.1, 30.7],
+        [31.5, 17.6, 29.1, 17.2, 0.0, 33.3],
+        [19.5, 19.8, 32.1, 18.7, 25.7, 0.0],
+    ];
+    assert_eq!(judged(from_matrix(&m)).findings.len(), 4);
+    let crowded = Thresholds::default().crowded();
+    assert_eq!(crowded.min_gap, CROWDED_MIN_GAP);
+    let r = judge(SIZE, from_matrix(&m), &crowded);
+    assert!(r.findings.is_empty(), "{:#?}", r.findings);
+    // A link 2x slow is still named there.
+    let mut slowed = m;
+    slowed[2][4] = 12.0;
+    let r = judge(SIZE, from_matrix(&slowed), &crowded);
+    let named: Vec<&str> = r.findings.iter().map(|f| f.detail.as_str()).collect();
+    assert_eq!(
+        named,
+        ["slow link 2 -> 4: 12.0 GB/s vs median 29.3 GB/s (2.4x)"]
+    );
+}
