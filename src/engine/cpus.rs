@@ -144,10 +144,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_node_has_at_least_the_cpus_of_this_process() {
+    fn the_node_has_at_least_the_cpus_this_process_may_run_on() {
+        // The affinity mask may hold more CPUs than a cgroup quota lets the
+        // process use (`cores`); the node has every one of them.
         let allowed = allowed().len();
-        assert!(online() >= cores() && cores() >= 1);
-        assert!(allowed == 0 || online() >= allowed, "{allowed}");
+        assert!(online() >= allowed.max(1), "{} < {allowed}", online());
     }
 
     #[test]

@@ -66,6 +66,16 @@ pub fn crowded(gpu: Option<GpuKind>, ranks_here: usize, cores: usize) -> Option<
     }
 }
 
+/// The CPUs a run's ranks share: rank threads, this process's; rank
+/// processes (`mpirun`, `--procs`), their node's.
+pub fn cpus(rank_processes: bool) -> usize {
+    if rank_processes {
+        crate::engine::cpus::online()
+    } else {
+        crate::engine::cpus::cores()
+    }
+}
+
 /// The note a crowded verdict adds, `why` from [`crowded`].
 pub fn crowded_note(why: &str) -> String {
     format!(

@@ -526,13 +526,7 @@ fn sweep(coll: Option<Collective>, args: &RunArgs, probe: bool) -> anyhow::Resul
     let mut results = Results::new(meta, std::mem::take(&mut sink.rows));
     if let Ok(o) = result.as_mut() {
         if let Some(t) = &o.links {
-            // Rank threads share this process's CPUs; rank processes, the node's.
-            let cpus = if rank_processes {
-                crate::engine::cpus::online()
-            } else {
-                crate::engine::cpus::cores()
-            };
-            let crowded = links::crowded(setup.gpu, ranks_here, cpus);
+            let crowded = links::crowded(setup.gpu, ranks_here, links::cpus(rank_processes));
             let mut r = links::matrix(plan, t, crowded.is_some());
             if let Some(why) = crowded {
                 // In the results' notes, and said as the run ends.

@@ -55,8 +55,8 @@ fn measure(s: &Sweep) -> Result<(Vec<Row>, Option<LinkReport>), Outcome> {
         Ok(o) => Ok((
             sink.rows,
             o.links.as_ref().map(|t| {
-                let cores = crate::engine::cpus::cores();
-                let crowded = super::links::crowded(setup.gpu, s.plan.ranks, cores);
+                let crowded =
+                    super::links::crowded(setup.gpu, s.plan.ranks, super::links::cpus(false));
                 super::links::matrix(&s.plan, t, crowded.is_some())
             }),
         )),
