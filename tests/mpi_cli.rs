@@ -5,12 +5,14 @@
 
 use serde_json::Value;
 use std::process::{Command, Output};
+use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::Duration;
 
 mod common;
 use common::{dump_of, read_json as json};
 
-fn mpirun() -> Option<&'static str> {
+/// Whether mpirun is here; without it the test says it is skipped.
+fn have_mpirun() -> bool {
     let found = Command::new("mpirun")
         .arg("--version")
         .output()
@@ -21,9 +23,23 @@ fn mpirun() -> Option<&'static str> {
             "mpirun is required (COLLBENCH_REQUIRE_MPI=1) but missing"
         );
         eprintln!("SKIPPED: mpirun not found");
-        return None;
     }
-    Some("mpirun")
+    found
+}
+
+/// This file's tests share the host's cores; the one whose verdict rests
+/// on timings (`--links`) takes them alone: beside another test's mpirun a
+/// slowed link of 4 processes on 2 cores once came out no finding.
+static CORES: RwLock<()> = RwLock::new(());
+
+/// mpirun, where it is here, and a share of the cores while the guard lives.
+fn mpirun() -> Option<RwLockReadGuard<'static, ()>> {
+    have_mpirun().then(|| CORES.read().unwrap_or_else(|e| e.into_inner()))
+}
+
+/// mpirun, where it is here, and the cores alone while the guard lives.
+fn mpirun_alone() -> Option<RwLockWriteGuard<'static, ()>> {
+    have_mpirun().then(|| CORES.write().unwrap_or_else(|e| e.into_inner()))
 }
 
 fn launch(np: usize, args: &[&str]) -> Output {
@@ -41,9 +57,9 @@ fn launch(np: usize, args: &[&str]) -> Output {
 
 #[test]
 fn every_collective_and_algorithm_on_2_3_and_4_processes() {
-    if mpirun().is_none() {
+    let Some(_cores) = mpirun() else {
         return;
-    }
+    };
     for np in [2, 3, 4] {
         let dir = tempfile::tempdir().unwrap();
         let f = dir.path().join("r.json");
@@ -82,9 +98,9 @@ fn every_collective_and_algorithm_on_2_3_and_4_processes() {
 
 #[test]
 fn ranks_on_other_hosts_are_reached_through_the_relay() {
-    if mpirun().is_none() {
+    let Some(_cores) = mpirun() else {
         return;
-    }
+    };
     // COLLBENCH_FORCE_RELAY=1 treats every peer as remote: the relay path on one host.
     let dir = tempfile::tempdir().unwrap();
     let f = dir.path().join("r.json");
@@ -129,9 +145,9 @@ fn ranks_on_other_hosts_are_reached_through_the_relay() {
 
 #[test]
 fn builtin_and_mpi_engines_side_by_side() {
-    if mpirun().is_none() {
+    let Some(_cores) = mpirun() else {
         return;
-    }
+    };
     let dir = tempfile::tempdir().unwrap();
     let f = dir.path().join("r.json");
     let out = launch(
@@ -218,17 +234,17 @@ fn hang_is_dumped_and_diagnosed(np: usize, device: &str, rank: usize, seq: usize
 
 #[test]
 fn an_injected_hang_is_dumped_by_every_process_and_diagnosed() {
-    if mpirun().is_none() {
+    let Some(_cores) = mpirun() else {
         return;
-    }
+    };
     hang_is_dumped_and_diagnosed(4, "host", 2, 5);
 }
 
 #[test]
 fn ranks_must_match_the_world() {
-    if mpirun().is_none() {
+    let Some(_cores) = mpirun() else {
         return;
-    }
+    };
     let out = launch(2, &["all-reduce", "--ranks", "4", "--sizes", "1K"]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("every process is one rank"));
@@ -239,9 +255,9 @@ fn ranks_must_match_the_world() {
 /// and a slowed link or rank is named.
 #[test]
 fn links_are_timed_across_processes_and_a_slowed_one_is_named() {
-    if mpirun().is_none() {
+    let Some(_alone) = mpirun_alone() else {
         return;
-    }
+    };
     let bin = assert_cmd::cargo::cargo_bin("collbench");
     for relay in ["0", "1"] {
         for (coll, inject, want) in [
@@ -299,9 +315,9 @@ fn links_are_timed_across_processes_and_a_slowed_one_is_named() {
 /// them bridged through the relay as between nodes.
 #[test]
 fn the_cuda_executor_runs_one_rank_per_process_directly_and_through_the_relay() {
-    if mpirun().is_none() {
+    let Some(_cores) = mpirun() else {
         return;
-    }
+    };
     for relay in [false, true] {
         let dir = tempfile::tempdir().unwrap();
         let f = dir.path().join("r.json");
@@ -356,9 +372,9 @@ fn the_cuda_executor_runs_one_rank_per_process_directly_and_through_the_relay() 
 /// its dump, and `analyze` names the rank.
 #[test]
 fn a_hang_on_the_cuda_executor_is_dumped_by_every_process_and_diagnosed() {
-    if mpirun().is_none() {
+    let Some(_cores) = mpirun() else {
         return;
-    }
+    };
     hang_is_dumped_and_diagnosed(3, "cuda-emu", 1, 5);
 }
 
@@ -367,9 +383,9 @@ fn a_hang_on_the_cuda_executor_is_dumped_by_every_process_and_diagnosed() {
 /// process with exit 2.
 #[test]
 fn the_relay_refuses_the_low_latency_protocols() {
-    if mpirun().is_none() {
+    let Some(_cores) = mpirun() else {
         return;
-    }
+    };
     let bin = assert_cmd::cargo::cargo_bin("collbench");
     let out = Command::new("timeout")
         .args(["120", "mpirun", "--allow-run-as-root", "--oversubscribe"])
@@ -401,9 +417,9 @@ fn the_relay_refuses_the_low_latency_protocols() {
 /// one run in three here, and timed out.
 #[test]
 fn a_rank_that_finishes_first_still_delivers_its_last_messages() {
-    if mpirun().is_none() {
+    let Some(_cores) = mpirun() else {
         return;
-    }
+    };
     let bin = assert_cmd::cargo::cargo_bin("collbench");
     for run in 0..8 {
         let dir = tempfile::tempdir().unwrap();
