@@ -136,11 +136,10 @@ enum Tally {
     Wrong,
 }
 
-/// One run of a sweep interrupted by `sig` `delay` after it started.
-fn interrupted_run(dir: &Path, ranks: usize, sig: i32, delay: Duration) -> (Tally, String) {
-    let json = dir.join("r.json");
-    let dumps = dir.join("d");
-    let child = Command::new(bin())
+/// The sweep the interrupted runs start: `ranks` host ranks, 8B:4M,
+/// results and dumps into `dir`.
+fn sweep(dir: &Path, ranks: usize) -> Child {
+    Command::new(bin())
         .args([
             "all-reduce",
             "--device",
@@ -149,12 +148,40 @@ fn interrupted_run(dir: &Path, ranks: usize, sig: i32, delay: Duration) -> (Tall
             &ranks.to_string(),
         ])
         .args(["--sizes", "8B:4M", "--iters", "20", "--warmup", "2", "-q"])
-        .args(["--json", json.to_str().unwrap()])
-        .args(["--dump-dir", dumps.to_str().unwrap()])
+        .args(["--json", dir.join("r.json").to_str().unwrap()])
+        .args(["--dump-dir", dir.join("d").to_str().unwrap()])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
-        .unwrap();
+        .unwrap()
+}
+
+/// How long the sweep of `ranks` ranks runs, here and now, from its first
+/// JSONL line to its exit: the span the signals are aimed into (a fixed
+/// span would land after the end on a fast node and be no test there).
+fn sweep_span(ranks: usize) -> Duration {
+    let dir = tempfile::tempdir().unwrap();
+    let child = sweep(dir.path(), ranks);
+    assert!(
+        wait_lines(&dir.path().join("r.jsonl"), 1, Duration::from_secs(30)),
+        "the sweep of {ranks} ranks never wrote its JSONL head"
+    );
+    let t = Instant::now();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "an uninterrupted sweep of {ranks} ranks: {:?}: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    t.elapsed()
+}
+
+/// One run of a sweep interrupted by `sig` `delay` after it started.
+fn interrupted_run(dir: &Path, ranks: usize, sig: i32, delay: Duration) -> (Tally, String) {
+    let json = dir.join("r.json");
+    let dumps = dir.join("d");
+    let child = sweep(dir, ranks);
     let started = wait_lines(&dir.join("r.jsonl"), 1, Duration::from_secs(30));
     std::thread::sleep(delay);
     kill(&child, sig);
@@ -226,6 +253,12 @@ fn interrupted_runs_on_a_busy_node_always_exit_130_with_their_rows() {
     println!("seed {seed}");
     let mut rng = Rng(seed);
     let _hogs = Hogs::start();
+    // Each run's signal lands within the first half of the span an
+    // uninterrupted sweep of 2 ranks (the fewest, the quickest; the shorter
+    // of two) takes under the same hogs, and within 1.2 s.
+    let span = sweep_span(2).min(sweep_span(2));
+    let aim = (span / 2).min(Duration::from_millis(1200));
+    println!("an uninterrupted sweep of 2 ranks: {span:?}; signals within {aim:?}");
     let mut tally = std::collections::BTreeMap::<Tally, usize>::new();
     let mut failures = Vec::new();
     let t = Instant::now();
@@ -237,7 +270,7 @@ fn interrupted_runs_on_a_busy_node_always_exit_130_with_their_rows() {
             libc::SIGTERM
         };
         let ranks = 2 + rng.below(3) as usize;
-        let delay = Duration::from_millis(rng.below(1200));
+        let delay = Duration::from_micros(rng.below((aim.as_micros() as u64).max(1)));
         let (how, detail) = interrupted_run(dir.path(), ranks, sig, delay);
         *tally.entry(how).or_default() += 1;
         if matches!(how, Tally::Crashed | Tally::Wrong) {
