@@ -44,15 +44,9 @@ fn crashed(s: &ExitStatus) -> bool {
         || s.code().is_some_and(|c| crash.iter().any(|n| c == 128 + n))
 }
 
-/// Starts a 4-rank sweep of sizes up to a few MiB, waits until it is
-/// running plus `delay`, sends `sig`; returns its status and stderr.
-fn interrupt(sig: i32, delay: Duration, dir: &std::path::Path) -> (ExitStatus, String) {
-    let json = dir.join("r.json");
-    let child = Command::new(bin())
-        // Enough iterations that an optimised build is still running when
-        // the latest signal comes (an interrupted run ends at once): 200
-        // took about 1 s on 2 cores, and delays reach 1.55 s, so half the
-        // runs or more ended before their signal now and then.
+/// A 4-rank sweep of sizes up to a few MiB writing into `dir`.
+fn sweep(dir: &std::path::Path) -> std::process::Child {
+    Command::new(bin())
         .args([
             "all-reduce",
             "--sizes",
@@ -64,19 +58,48 @@ fn interrupt(sig: i32, delay: Duration, dir: &std::path::Path) -> (ExitStatus, S
             "600",
         ])
         .arg("--json")
-        .arg(&json)
+        .arg(dir.join("r.json"))
         .arg("--dump-dir")
         .arg(dir.join("dumps"))
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
-        .expect("collbench starts");
-    // The result file is opened just before the sweep starts.
+        .expect("collbench starts")
+}
+
+/// Waits until the sweep writing into `dir` has opened its result file,
+/// which it does just before the sweep starts.
+fn wait_started(dir: &std::path::Path) {
     let start = Instant::now();
     let jsonl = dir.join("r.jsonl");
     while !jsonl.exists() && start.elapsed() < Duration::from_secs(20) {
         std::thread::sleep(Duration::from_millis(5));
     }
+}
+
+/// How long the sweep runs here and now, from its start to its exit: the
+/// span the signals are aimed into (a fixed span ended after the sweep on
+/// a fast node, so that most runs were no test of an interruption).
+fn sweep_span() -> Duration {
+    let dir = tempfile::tempdir().unwrap();
+    let child = sweep(dir.path());
+    wait_started(dir.path());
+    let t = Instant::now();
+    let out = child.wait_with_output().expect("collbench ends");
+    assert!(
+        out.status.success(),
+        "an uninterrupted sweep: {:?}: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    t.elapsed()
+}
+
+/// Starts the sweep, waits until it is running plus `delay`, sends `sig`;
+/// returns its status and stderr.
+fn interrupt(sig: i32, delay: Duration, dir: &std::path::Path) -> (ExitStatus, String) {
+    let child = sweep(dir);
+    wait_started(dir);
     std::thread::sleep(delay);
     // SAFETY: signalling our own child.
     unsafe { libc::kill(child.id() as i32, sig) };
@@ -92,6 +115,10 @@ fn interrupted_sweeps_never_crash() {
     let mut rng = Rng::new();
     let mut interrupted = 0;
     let runs = 12;
+    let span = sweep_span();
+    // Signals from 50 ms in to four fifths of the way through.
+    let late = (span.as_millis() as u64 * 4 / 5).max(100);
+    println!("an uninterrupted sweep: {span:?}; signals 50..{late} ms in");
     for i in 0..runs {
         let dir = tempfile::tempdir().unwrap();
         let sig = if i % 2 == 0 {
@@ -101,7 +128,7 @@ fn interrupted_sweeps_never_crash() {
         };
         // Early (setup, small sizes) to late (the largest sizes, where ranks
         // read each other's buffers directly).
-        let delay = Duration::from_millis(50 + rng.below(1500));
+        let delay = Duration::from_millis(50 + rng.below(late - 50));
         let (status, err) = interrupt(sig, delay, dir.path());
         assert!(
             !crashed(&status),
