@@ -22,11 +22,49 @@ fn run(args: &[&str]) -> (i32, String, Value) {
     run_iters(args, "6")
 }
 
-/// The same with `iters` timed iterations a case.
+/// The first two CPUs this process may run on (None where it has fewer).
+fn two_cpus() -> Option<libc::cpu_set_t> {
+    // SAFETY: a zeroed cpu_set_t is an empty set; the calls read and write
+    // only the set passed, of the size passed.
+    unsafe {
+        let mut mine: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut mine) != 0 {
+            return None;
+        }
+        let mut two: libc::cpu_set_t = std::mem::zeroed();
+        let mut n = 0;
+        for cpu in 0..libc::CPU_SETSIZE as usize {
+            if n < 2 && libc::CPU_ISSET(cpu, &mine) {
+                libc::CPU_SET(cpu, &mut two);
+                n += 1;
+            }
+        }
+        (n == 2).then_some(two)
+    }
+}
+
+/// The same with `iters` timed iterations a case, on two CPUs: the
+/// verdict's thresholds for ranks that share CPUs (CROWDED_MIN_GAP) and the
+/// injected factors were measured on 2 cores, and a runner with more would
+/// judge by the 1.5x of ranks with a CPU each, never measured here.
 fn run_iters(args: &[&str], iters: &str) -> (i32, String, Value) {
+    use std::os::unix::process::CommandExt;
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("r.json");
-    let out = collbench()
+    let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("collbench"));
+    if let Some(two) = two_cpus() {
+        // SAFETY: between fork and exec the closure makes one system call
+        // on a set copied into it; it allocates nothing.
+        unsafe {
+            cmd.pre_exec(move || {
+                if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &two) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+    }
+    let out = cmd
         .args(args)
         .args(["--device", "host", "--links", "--placement", "out"])
         .args(["--iters", iters, "--warmup", "2", "--json"])

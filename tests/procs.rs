@@ -268,13 +268,33 @@ fn bad_process_options_exit_2_with_a_reason() {
     }
 }
 
-/// Whether any process's command line holds `needle` (this test's own
-/// unique dump folder: only its ranks have it).
-fn running_with(needle: &str) -> bool {
-    std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
-        std::fs::read(e.path().join("cmdline"))
-            .is_ok_and(|c| String::from_utf8_lossy(&c).contains(needle))
-    })
+/// How many processes but `except` have `needle` in their command line
+/// (this test's own unique dump folder: only its parent and ranks have it).
+fn running_with(needle: &str, except: u32) -> usize {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_str() != Some(&except.to_string()))
+        .filter(|e| {
+            std::fs::read(e.path().join("cmdline"))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).contains(needle))
+        })
+        .count()
+}
+
+/// Waits (up to 60 s) until the JSONL beside `json` holds its head and a
+/// row: the ranks have started and finished a case.
+fn wait_for_a_row(json: &std::path::Path) {
+    let jsonl = json.with_extension("jsonl");
+    let t = Instant::now();
+    while !std::fs::read_to_string(&jsonl).is_ok_and(|s| s.lines().count() >= 2) {
+        assert!(
+            t.elapsed() < Duration::from_secs(60),
+            "no row in {} after 60 s",
+            jsonl.display()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 /// A stop signal sent to the parent alone reaches the ranks: the run exits
@@ -285,21 +305,20 @@ fn the_parent_passes_stop_signals_on_and_takes_its_ranks_with_it() {
     let dir = tempfile::tempdir().unwrap();
     let f = dir.path().join("r.json");
     let dumps = dir.path().join("dumps-signal");
-    let start = |dumps: &std::path::Path, json: Option<&std::path::Path>| {
+    let start = |dumps: &std::path::Path, json: &std::path::Path| {
         let mut cmd = Command::new(assert_cmd::cargo::cargo_bin("collbench"));
         cmd.args(["all-reduce", "--procs", "2", "--device", "host"])
             .args(["--sizes", "8B:64M:x2", "--iters", "200", "-q", "--dump-dir"])
             .arg(dumps)
             .env_remove("COLLBENCH_FORCE_RELAY")
             .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null());
-        if let Some(j) = json {
-            cmd.arg("--json").arg(j);
-        }
+            .stderr(std::process::Stdio::null())
+            .arg("--json")
+            .arg(json);
         cmd.spawn().unwrap()
     };
-    let mut parent = start(&dumps, Some(&f));
-    std::thread::sleep(Duration::from_secs(2));
+    let mut parent = start(&dumps, &f);
+    wait_for_a_row(&f);
     let t = Instant::now();
     // SAFETY: signalling our own child, not yet waited for.
     unsafe { libc::kill(parent.id() as i32, libc::SIGTERM) };
@@ -312,13 +331,14 @@ fn the_parent_passes_stop_signals_on_and_takes_its_ranks_with_it() {
 
     let dumps = dir.path().join("dumps-kill");
     let needle = dumps.to_string_lossy().into_owned();
-    let mut parent = start(&dumps, None);
-    std::thread::sleep(Duration::from_secs(2));
-    assert!(running_with(&needle), "the ranks run");
+    let f = dir.path().join("r-kill.json");
+    let mut parent = start(&dumps, &f);
+    wait_for_a_row(&f);
+    assert_eq!(running_with(&needle, parent.id()), 2, "the 2 ranks run");
     parent.kill().unwrap();
     parent.wait().unwrap();
     let t = Instant::now();
-    while running_with(&needle) {
+    while running_with(&needle, 0) > 0 {
         assert!(
             t.elapsed() < Duration::from_secs(20),
             "ranks outlived their killed parent"

@@ -293,11 +293,12 @@ fn sigterm_ends_a_run_of_large_buffers_within_a_second() {
     let json = dir.path().join("r.json");
     // Large buffers: ranks spend long stretches in element loops and checks
     // that do not look at the stop flag; the run must not wait for them.
-    // 20 iterations: the sweep runs for seconds after its first row even on
-    // a fast node (5 took 1.3 s in all on 2 cores), so the signal lands in it.
+    // 100 iterations: the sweep runs for many seconds after its first row
+    // even on a node several times faster (5 took 1.3 s in all on 2 cores),
+    // so the signal lands in it; the signal ends it, so they cost nothing.
     let child = Command::new(bin())
         .args(["all-reduce", "--device", "host", "--ranks", "4"])
-        .args(["--sizes", "1M:32M", "--iters", "20", "-q"])
+        .args(["--sizes", "1M:32M", "--iters", "100", "-q"])
         .args(["--json", json.to_str().unwrap()])
         .args(["--dump-dir", dir.path().join("d").to_str().unwrap()])
         .stderr(Stdio::piped())

@@ -252,6 +252,15 @@ mod tests {
     use super::super::{model::IterKind, OpInfo};
     use super::*;
 
+    /// Waits up to 20 s for the watchdog to fire; whether it did.
+    fn wait_fired(dog: &Watchdog) -> bool {
+        let t = std::time::Instant::now();
+        while dog.fired().is_none() && t.elapsed() < Duration::from_secs(20) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        dog.fired().is_some()
+    }
+
     #[test]
     fn fires_on_an_operation_older_than_the_timeout() {
         let rec = Arc::new(RankRecorder::new(3, 4));
@@ -270,7 +279,9 @@ mod tests {
             Box::new(move |f: &Fired| s2.lock().unwrap().push(f.clone())),
         )
         .unwrap();
-        std::thread::sleep(Duration::from_millis(400));
+        // Fires within a tick of 50 ms passing; a loaded machine may keep
+        // the watchdog thread waiting for a CPU, so wait for it, not a time.
+        assert!(wait_fired(&dog), "no timeout fired in 20 s");
         let fired = dog.stop();
         assert!(
             matches!(
@@ -298,16 +309,18 @@ mod tests {
         )
         .unwrap();
         std::fs::write(&t, b"").unwrap();
-        std::thread::sleep(Duration::from_millis(500));
+        assert!(wait_fired(&dog), "the trigger file fired nothing in 20 s");
         assert_eq!(dog.stop(), Some(Fired::Remote));
     }
 
     #[test]
     fn stays_quiet_while_operations_complete() {
         let rec = Arc::new(RankRecorder::new(0, 4));
+        // Operations of 5 ms against a timeout of 2 s: quiet even when a
+        // loaded machine stretches a 5 ms sleep a hundredfold.
         let dog = Watchdog::spawn(
             vec![Arc::clone(&rec)],
-            Duration::from_millis(100),
+            Duration::from_secs(2),
             None,
             Box::new(|_| {}),
         )
