@@ -514,6 +514,48 @@ fn a_refused_run_prints_no_passing_verdict() {
     }
 }
 
+/// `collbench ... | head -3` (and `2>&1 | head -3`): the reader goes away
+/// early; the sweep stops as for a signal (exit 130, every finished row in
+/// the JSON, `meta.partial`), where SIGPIPE used to kill it before the JSON
+/// was written, and a closed stderr is no panic.
+#[test]
+fn a_closed_stdout_stops_the_sweep_with_its_rows_kept() {
+    let _one = serial();
+    for both in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let json = dir.path().join("r.json");
+        let err = dir.path().join("err.txt");
+        // Sizes up to 64M: seconds of sweep after the header has been read.
+        let script = format!(
+            "'{}' all-reduce --device host --ranks 2 --sizes 8B:64M --iters 20 --json '{}' --dump-dir '{}' {} | head -3 > /dev/null; echo ${{PIPESTATUS[0]}}",
+            bin().display(),
+            json.display(),
+            dir.path().join("d").display(),
+            if both {
+                "2>&1".to_string()
+            } else {
+                format!("2> '{}'", err.display())
+            }
+        );
+        let out = Command::new("bash").args(["-c", &script]).output().unwrap();
+        let code = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        let said = std::fs::read_to_string(&err).unwrap_or_default();
+        assert_eq!(code, "130", "2>&1: {both}: {said}");
+        let v: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+        assert_eq!(v["meta"]["partial"]["reason"], "signal", "{}", v["meta"]);
+        let rows = v["rows"].as_array().unwrap();
+        assert!(!rows.is_empty() && rows.len() < 48, "{} rows", rows.len());
+        assert_eq!(rows, &jsonl_rows(&dir.path().join("r.jsonl")));
+        if !both {
+            assert!(
+                said.contains("interrupted by SIGPIPE (stdout was closed)"),
+                "{said}"
+            );
+            assert!(!said.contains("panicked"), "{said}");
+        }
+    }
+}
+
 #[test]
 fn a_finished_run_has_no_partial_and_every_meta_key() {
     let _one = serial();

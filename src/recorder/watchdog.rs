@@ -3,7 +3,8 @@
 //! it also turns signals into actions: SIGUSR1 asks for dumps (and the run
 //! goes on), SIGINT/SIGTERM stop the run after dumping.
 //!
-//! A stop signal is sticky: once SIGINT or SIGTERM arrived, [`signalled`]
+//! A stop signal is sticky: once SIGINT or SIGTERM arrived (or a sweep's
+//! stdout closed, which stops it the same way), [`signalled`]
 //! says so for the rest of the process, so whoever decides how the run
 //! ended (the harness) lets the signal win over whatever the interrupted
 //! ranks reported (an aborted wait, a slow wind-down taken for a hang).
@@ -30,13 +31,24 @@ extern "C" fn on_signal(sig: libc::c_int) {
 
 /// Routes SIGUSR1, SIGINT and SIGTERM to the watchdog (idempotent). Call it
 /// as early as a command that runs a sweep can, so that a signal is never
-/// met by the default action (death without results).
+/// met by the default action (death without results). SIGPIPE is ignored:
+/// a write to a closed pipe or socket fails with EPIPE, which the writer
+/// handles (a closed stdout: [`stop_for_closed_stdout`]).
 pub fn install_signal_handlers() {
     let handler = on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
     for sig in [libc::SIGUSR1, libc::SIGINT, libc::SIGTERM] {
         // SAFETY: installing a handler that only stores atomics.
         unsafe { libc::signal(sig, handler) };
     }
+    // SAFETY: setting the disposition of one signal; no handler runs.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
+}
+
+/// Stops the run as a stop signal does (finished rows kept, dumps written,
+/// exit 130): the reader of its stdout went away (`| head`), which would
+/// have killed it with SIGPIPE before its results were written.
+pub fn stop_for_closed_stdout() {
+    let _ = STOP_SIGNAL.compare_exchange(0, libc::SIGPIPE, Ordering::SeqCst, Ordering::SeqCst);
 }
 
 /// Whether SIGINT or SIGTERM arrived since the process started.
@@ -50,6 +62,7 @@ pub fn stop_signal() -> Option<&'static str> {
         0 => None,
         libc::SIGINT => Some("SIGINT"),
         libc::SIGTERM => Some("SIGTERM"),
+        libc::SIGPIPE => Some("SIGPIPE (stdout was closed)"),
         _ => Some("a signal"),
     }
 }

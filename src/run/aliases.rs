@@ -60,10 +60,10 @@ pub fn install_aliases(a: &InstallArgs) -> i32 {
     match install(a) {
         Ok(made) => {
             for m in &made {
-                println!("{m}");
+                out!("{m}");
             }
             if made.is_empty() {
-                println!("{}: every link is already in place", a.dir.display());
+                out!("{}: every link is already in place", a.dir.display());
             }
             OK
         }

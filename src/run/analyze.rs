@@ -28,24 +28,24 @@ pub fn analyze(a: &AnalyzeArgs) -> i32 {
         Ok(d) => {
             if a.json {
                 match serde_json::to_string_pretty(&d) {
-                    Ok(text) => println!("{text}"),
+                    Ok(text) => out!("{text}"),
                     Err(e) => {
-                        eprintln!("collbench analyze: cannot encode the diagnosis: {e}");
+                        say!("collbench analyze: cannot encode the diagnosis: {e}");
                         return USAGE;
                     }
                 }
             } else {
-                print!("{}", render_text(&d));
+                out_part!("{}", render_text(&d));
             }
             for u in &d.unreadable {
-                eprintln!("collbench analyze: unreadable: {}: {}", u.path, u.reason);
+                say!("collbench analyze: unreadable: {}: {}", u.path, u.reason);
             }
             let code = d.exit_code();
             debug_assert!(code == OK || code == 1);
             code
         }
         Err(e) => {
-            eprintln!("collbench analyze: {e}");
+            say!("collbench analyze: {e}");
             e.exit_code()
         }
     }

@@ -36,15 +36,15 @@ pub fn compare(a: &CompareArgs) -> i32 {
     let _ = write!(out, "{}", c.render());
     drop(out);
     for d in &c.differences {
-        eprintln!("collbench: warning: the runs differ in {d}; rows are compared all the same");
+        say!("collbench: warning: the runs differ in {d}; rows are compared all the same");
     }
     for d in &c.duplicates {
-        eprintln!("collbench: warning: two rows with one key, the first one used: {d}");
+        say!("collbench: warning: two rows with one key, the first one used: {d}");
     }
     let missing = !c.missing.is_empty() && !a.allow_missing;
     if !c.missing.is_empty() {
         let first = &c.missing[0];
-        eprintln!(
+        say!(
             "collbench: {}: {} baseline row(s) missing from {k}, first: {first}{}",
             if a.allow_missing { "warning" } else { "error" },
             c.missing.len(),
@@ -56,7 +56,7 @@ pub fn compare(a: &CompareArgs) -> i32 {
         );
     }
     if c.regressions() > 0 {
-        eprintln!(
+        say!(
             "collbench: {} row(s) of {} regressed against {}",
             c.regressions(),
             a.candidate.display(),

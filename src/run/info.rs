@@ -170,12 +170,12 @@ pub fn compile(facts: &Facts, arch: Option<Arch>) -> Result<Compiled, CompileKer
         });
     }
     if let Some(n) = &note {
-        eprintln!("collbench: note: {n}");
+        say!("collbench: note: {n}");
     }
     let threads = facts.cores.min(kernels::Variant::all().len());
     let report = kernels::compile_all(nv, facts.cache, arch, threads);
     for w in &report.warnings {
-        eprintln!("collbench: warning: {w}");
+        say!("collbench: warning: {w}");
     }
     Ok(Compiled { report, note })
 }
@@ -186,18 +186,18 @@ pub fn info(a: &InfoArgs) -> i32 {
         match compile(&facts, a.arch) {
             Ok(k) => facts.kernels = Some(k),
             Err(e) => {
-                eprintln!("collbench: error: {e}");
+                say!("collbench: error: {e}");
                 return USAGE;
             }
         }
     }
     if a.json {
-        println!(
+        out!(
             "{}",
             serde_json::to_string_pretty(&to_json(&facts)).unwrap_or_default()
         );
     } else {
-        print!("{}", to_text(&facts));
+        out_part!("{}", to_text(&facts));
     }
     match &facts.kernels {
         Some(k) if !k.report.failed.is_empty() => CHECK_FAILED,

@@ -31,7 +31,7 @@ fn filter(verbose: u8) -> EnvFilter {
     match std::env::var("COLLBENCH_LOG") {
         Ok(spec) if !spec.trim().is_empty() => {
             EnvFilter::try_new(spec.trim()).unwrap_or_else(|e| {
-                eprintln!("collbench: warning: COLLBENCH_LOG '{spec}' ignored: {e}");
+                say!("collbench: warning: COLLBENCH_LOG '{spec}' ignored: {e}");
                 EnvFilter::new(level)
             })
         }

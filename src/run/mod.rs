@@ -3,6 +3,41 @@
 //! needs the world or the machine (the device, the MPI world's size, the
 //! dump folder, the run's id) before the harness starts.
 
+/// `eprintln!` that never panics. A sweep ignores SIGPIPE (a closed pipe
+/// must not end it before its results are written), so a write to a closed
+/// stderr (`2>&1 | head`) fails, and `eprintln!` would panic on it; the
+/// message is lost, never the results.
+macro_rules! say {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($t)*);
+    }};
+}
+
+/// `eprint!` that never panics (see [`say!`]).
+macro_rules! say_part {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = write!(std::io::stderr(), $($t)*);
+    }};
+}
+
+/// `println!` that never panics on a closed stdout (see [`say!`]).
+macro_rules! out {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($t)*);
+    }};
+}
+
+/// `print!` that never panics on a closed stdout (see [`say!`]).
+macro_rules! out_part {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = write!(std::io::stdout(), $($t)*);
+    }};
+}
+
 mod aliases;
 mod analyze;
 mod compare;
@@ -150,10 +185,10 @@ impl Chosen {
     /// Says on stderr which device runs and what of the request goes unused.
     pub(crate) fn tell(&self) {
         if let Some(n) = &self.note {
-            eprintln!("collbench: {n}");
+            say!("collbench: {n}");
         }
         for n in &self.notes {
-            eprintln!("collbench: note: {n}");
+            say!("collbench: note: {n}");
         }
     }
 }
@@ -401,7 +436,7 @@ fn stuck(dumps: &Path, signal: bool) {
         ("hang detected", HANG)
     };
     progress::suspend(|| {
-        eprintln!(
+        say!(
             "collbench: {what} and the run did not stop; dumps in {}",
             dumps.display()
         )
@@ -413,7 +448,7 @@ fn stuck(dumps: &Path, signal: bool) {
 fn snapshot_written(paths: &[PathBuf]) {
     progress::suspend(|| {
         for p in paths {
-            eprintln!(
+            say!(
                 "collbench: flight-recorder snapshot written: {}",
                 p.display()
             );
@@ -559,9 +594,9 @@ fn sweep(coll: Option<Collective>, args: &RunArgs, probe: bool) -> anyhow::Resul
                 text.push_str(&crate::report::links::render_case(c));
             }
             if s.data_on_stdout() {
-                eprint!("{text}");
+                say_part!("{text}");
             } else {
-                print!("{text}");
+                out_part!("{text}");
             }
         }
         if let Some(p) = &s.plot {
@@ -572,7 +607,7 @@ fn sweep(coll: Option<Collective>, args: &RunArgs, probe: bool) -> anyhow::Resul
     }
     if leader {
         for w in capped.iter().chain(&warn::scan(&results.rows)) {
-            eprintln!("collbench: warning: {w}");
+            say!("collbench: warning: {w}");
         }
     }
     Ok(exit_code(result, leader))
@@ -686,34 +721,34 @@ fn exit_code(result: Result<harness::Outcome, harness::HarnessError>, leader: bo
     match result {
         // A signal after the sweep's end: every row is in; still 130.
         Ok(_) if watchdog::signalled() => {
-            eprintln!("collbench: interrupted by a signal as the sweep ended; every row is kept");
+            say!("collbench: interrupted by a signal as the sweep ended; every row is kept");
             INTERRUPTED
         }
         Ok(o) => {
             for n in o.notes.iter().filter(|_| leader) {
-                eprintln!("collbench: note: {n}");
+                say!("collbench: note: {n}");
             }
             for i in o.unfired.iter().filter(|_| leader) {
                 if i.pace_rule().is_some() {
-                    eprintln!(
+                    say!(
                         "collbench: warning: --inject {i} never slowed anything: no operation of the sweep moved data over that link"
                     );
                     continue;
                 }
-                eprintln!(
+                say!(
                     "collbench: warning: --inject {i} never fired: the sweep ended before collective {} on rank {}, or no case had a type it applies to",
                     i.seq, i.rank
                 );
             }
             if o.link_findings > 0 && leader {
-                eprintln!(
+                say!(
                     "collbench: {} slow link(s) or rank(s) found (see the link matrix)",
                     o.link_findings
                 );
             }
             if o.bad_rows > 0 || !o.unfired.is_empty() || o.link_findings > 0 {
                 if o.bad_rows > 0 {
-                    eprintln!(
+                    say!(
                         "collbench: {} row(s) had wrong or NaN/Inf values",
                         o.bad_rows
                     );
@@ -724,11 +759,11 @@ fn exit_code(result: Result<harness::Outcome, harness::HarnessError>, leader: bo
             }
         }
         Err(e) if e.is_hang() => {
-            eprintln!("collbench: {e}");
+            say!("collbench: {e}");
             HANG
         }
         Err(e) if e.is_interrupt() => {
-            eprintln!("collbench: {e}");
+            say!("collbench: {e}");
             INTERRUPTED
         }
         Err(e) => fail(e),
@@ -758,12 +793,15 @@ fn sinks(s: &Sweep, leader: bool) -> anyhow::Result<Fanout> {
     if !s.quiet {
         let out = Box::new(move |line: &str| {
             progress::suspend(|| {
-                // A closed stdout (a pipe into `head`) is not an error worth dying for.
-                let _ = if data_on_stdout {
-                    writeln!(std::io::stderr().lock(), "{line}")
-                } else {
-                    writeln!(std::io::stdout().lock(), "{line}")
-                };
+                if data_on_stdout {
+                    let _ = writeln!(std::io::stderr().lock(), "{line}");
+                } else if writeln!(std::io::stdout().lock(), "{line}")
+                    .is_err_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
+                {
+                    // Its reader went away (`| head`): the run stops as
+                    // for a signal, with every finished row in its files.
+                    watchdog::stop_for_closed_stdout();
+                }
             })
         });
         let names = s

@@ -98,7 +98,7 @@ fn run_check(c: &Check, job: &Job) -> CheckResult {
         result.retried = attempt > 0;
         match &result.outcome {
             Outcome::Failed(why) if attempt == 0 => progress::suspend(|| {
-                eprintln!(
+                say!(
                     "collbench: qualify: '{}' failed ({why}); running it once more",
                     result.title
                 )
@@ -215,7 +215,7 @@ pub fn qualify(a: &QualifyArgs) -> i32 {
     for (i, (c, s)) in checks.iter().enumerate() {
         bar.current(c.title.clone());
         progress::suspend(|| {
-            eprintln!(
+            say!(
                 "collbench: qualify: check {}/{}: {}",
                 i + 1,
                 checks.len(),

@@ -101,7 +101,7 @@ pub fn report(a: &ReportArgs) -> i32 {
     }
     for (name, r) in &files {
         for w in warn::scan(&r.rows) {
-            eprintln!("collbench: warning: {name}: {w}");
+            say!("collbench: warning: {name}: {w}");
         }
     }
     if let Some(p) = &a.out.csv {

@@ -131,8 +131,8 @@ fn write_table(a: &TuneArgs, table: Tuning) -> anyhow::Result<i32> {
     std::fs::write(&a.output, text + "\n")
         .with_context(|| format!("--output {}", a.output.display()))?;
     if !a.run.out.quiet {
-        print!("{}", render_entries(&table.entries));
-        println!("# wrote {}", a.output.display());
+        out_part!("{}", render_entries(&table.entries));
+        out!("# wrote {}", a.output.display());
     }
     Ok(super::OK)
 }
@@ -334,13 +334,13 @@ fn model_inner(a: &ModelArgs) -> anyhow::Result<i32> {
         "rows": out,
     });
     match a.json.as_deref() {
-        Some(p) if p.as_os_str() == "-" => println!("{}", serde_json::to_string_pretty(&json)?),
+        Some(p) if p.as_os_str() == "-" => out!("{}", serde_json::to_string_pretty(&json)?),
         Some(p) => {
-            print!("{text}");
+            out_part!("{text}");
             std::fs::write(p, serde_json::to_string_pretty(&json)? + "\n")
                 .with_context(|| format!("--json {}", p.display()))?;
         }
-        None => print!("{text}"),
+        None => out_part!("{text}"),
     }
     Ok(super::OK)
 }
