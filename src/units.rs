@@ -164,30 +164,41 @@ pub fn sweep(min: u64, max: u64, growth: Growth) -> Result<Vec<u64>, UnitError> 
     Ok(out)
 }
 
-/// Parses `300`, `3s`, `500ms`, `5m`, `1h`, `2.5s`.
+/// Parses `300`, `3s`, `500ms`, `5m`, `1h`, `2.5s`, and sums of parts each
+/// with its unit: `2m30s`, `1h 30m`.
 pub fn parse_duration(s: &str) -> Result<Duration, UnitError> {
-    let t = s.trim();
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let v: f64 = num.parse().map_err(|_| {
+    let not_one = || {
         UnitError(format!(
-            "'{s}' is not a duration (expected like 30s, 500ms, 5m)"
+            "'{s}' is not a duration (expected like 30s, 500ms, 5m, 1h30m)"
         ))
-    })?;
-    let secs = match unit.trim() {
-        "" | "s" => v,
-        "ms" => v / 1e3,
-        "us" => v / 1e6,
-        "m" | "min" => v * 60.0,
-        "h" => v * 3600.0,
-        other => {
-            return err(format!(
-                "unknown time unit '{other}' in '{s}' (use ms, s, m or h)"
-            ))
-        }
     };
+    let is_num = |c: char| c.is_ascii_digit() || c == '.';
+    let mut rest = s.trim();
+    let mut secs = 0.0;
+    let mut parts = 0;
+    while parts == 0 || !rest.is_empty() {
+        let (num, after) = rest.split_at(rest.find(|c| !is_num(c)).unwrap_or(rest.len()));
+        let v: f64 = num.parse().map_err(|_| not_one())?;
+        let (unit, next) = after.split_at(after.find(is_num).unwrap_or(after.len()));
+        let scale = match unit.trim() {
+            // A bare number is seconds; in a sum every part needs its unit.
+            "" if parts == 0 => 1.0,
+            "" => return Err(not_one()),
+            "s" => 1.0,
+            "ms" => 1e-3,
+            "us" => 1e-6,
+            "m" | "min" => 60.0,
+            "h" => 3600.0,
+            other => {
+                return err(format!(
+                    "unknown time unit '{other}' in '{s}' (use ms, s, m or h)"
+                ))
+            }
+        };
+        secs += v * scale;
+        parts += 1;
+        rest = next;
+    }
     if !secs.is_finite() || secs > 1e9 {
         return err(format!(
             "duration '{s}' is too long (at most 1e9 seconds, about 31 years)"
@@ -264,6 +275,15 @@ mod tests {
         assert!(parse_duration("-1s").is_err());
         assert!(parse_duration("0s").is_err());
         assert!(parse_duration("3 parsecs").is_err());
+        assert_eq!(parse_duration("2m30s"), Ok(Duration::from_secs(150)));
+        assert_eq!(parse_duration("1h 30m"), Ok(Duration::from_secs(5400)));
+        assert_eq!(parse_duration("1s500ms"), Ok(Duration::from_millis(1500)));
+        assert!(parse_duration("1m30").is_err(), "a part without its unit");
+        assert!(parse_duration("").is_err());
+        assert!(parse_duration("1m-30s").is_err());
+        assert!(
+            parse_duration("2m30x").is_err_and(|e| e.to_string().contains("unknown time unit 'x'"))
+        );
     }
 
     #[test]

@@ -215,6 +215,44 @@ fn a_scalar_without_premulsum_is_a_note() {
     assert!(err.contains("--scalar 2 is premulsum's"), "{err}");
 }
 
+/// A root is the rooted collectives' alone: given to a sweep without one, a
+/// note says so; with one, no note.
+#[test]
+fn a_root_without_a_rooted_collective_is_a_note() {
+    for (coll, root, noted) in [
+        ("all-reduce", "1", true),
+        ("all-gather", "all", true),
+        ("reduce", "1", false),
+        ("all-reduce", "0", false),
+    ] {
+        let (code, _, err) = run_json(&[
+            coll, "--device", "host", "--ranks", "2", "--root", root, "--sizes", "1K",
+        ]);
+        assert_eq!(code, 0, "{err}");
+        let note = format!("--root {root} is the rooted collectives'");
+        assert_eq!(err.contains(&note), noted, "{coll} --root {root}: {err}");
+    }
+}
+
+/// `--check` with `--check-iters 0` says two things: exit 2, not a run
+/// without checks.
+#[test]
+fn check_with_zero_checked_iterations_is_refused() {
+    let (code, v, err) = run_json(&[
+        "all-reduce",
+        "--device",
+        "host",
+        "--check",
+        "--check-iters",
+        "0",
+        "--sizes",
+        "1K",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--check-iters 0 turns them off"), "{err}");
+    assert!(v.is_null(), "nothing ran: {v}");
+}
+
 #[test]
 fn root_all_covers_every_root() {
     let (code, v, err) = run_json(&[

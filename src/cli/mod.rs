@@ -353,8 +353,9 @@ pub struct RunArgs {
     /// Capture the iteration loop in a CUDA graph.
     #[arg(long)]
     pub graph: bool,
-    /// CUDA engine protocol: auto (low-latency for small steps, simple for
-    /// large), simple, or ll (steps then fit a low-latency slot).
+    /// CUDA engine protocol: auto (low-latency for steps up to 16 KiB,
+    /// LL128 for larger steps of operations up to 4 MiB, simple above),
+    /// simple, ll (steps then fit a low-latency slot) or ll128.
     #[arg(long, default_value = "auto", value_enum, ignore_case = true)]
     pub protocol: ProtocolChoice,
     /// Longest any wait may last before it counts as a hang (exit 3); a bare

@@ -161,6 +161,11 @@ fn build_over(
             ));
         }
     }
+    if a.check && a.check_iters == Some(0) {
+        return bad(
+            "--check asks for checks and --check-iters 0 turns them off: give one of them".into(),
+        );
+    }
     if a.min_link_gbps.is_some() && !a.links {
         return bad(
             "--min-link-gbps judges links: give --links too (or run `collbench links`)".into(),
@@ -184,6 +189,7 @@ fn build_over(
     let (group, group_mix, collectives) = grouping(a, coll, collectives)?;
     let members: Vec<Collective> = collectives.iter().chain(&group_mix).copied().collect();
     let v_runs = members.iter().any(|c| c.vkind().is_some());
+    let rooted_runs = members.iter().any(|c| c.rooted());
     for kind in members.iter().filter_map(|c| c.vkind()) {
         a.split.check(kind, ranks).map_err(PlanError)?;
     }
@@ -275,6 +281,15 @@ fn build_over(
                 format!(
                     "--split {} is the v-collectives': none runs in this sweep, so it is unused",
                     a.split
+                )
+            }))
+            .chain((!rooted_runs && a.root != RootChoice::One(0)).then(|| {
+                format!(
+                    "--root {} is the rooted collectives' (broadcast, reduce, gather, scatter): none runs in this sweep, so it is unused",
+                    match a.root {
+                        RootChoice::One(r) => r.to_string(),
+                        _ => "all".to_string(),
+                    }
                 )
             }))
             .chain(both.then(|| {

@@ -8,8 +8,9 @@ use std::path::PathBuf;
 /// `collbench report RESULTS.json... [--plot F] [--csv F] [--format ...]`.
 #[derive(Args, Debug, Clone)]
 pub struct ReportArgs {
-    /// Results files (collbench.results/1: the JSON, or the JSONL of an
-    /// interrupted sweep) to render; several are overlaid.
+    /// Results files to render (collbench.results/1: the JSON, or the
+    /// JSONL of an interrupted sweep; or an nccl-tests log, each run in
+    /// it); several are overlaid.
     #[arg(required = true, value_name = "RESULTS.json")]
     pub files: Vec<PathBuf>,
     #[command(flatten)]
@@ -53,10 +54,14 @@ pub struct CompareArgs {
 #[derive(Args, Debug, Clone)]
 #[command(
     after_help = "SPEC.toml is a list of [[check]] tables: collective, device, ranks, sizes, optional \
-name, dtype, op, algo, engine, placement, iters, warmup, and thresholds min_busbw_gbps and/or \
-max_time_us that every measured row must meet. A failing check is re-run once before it fails. \
-See scripts/qualify-example.toml.\n\nExit codes: 0 every check passed; 1 a check failed; \
-2 the spec is bad, or a check could not run on this build or machine."
+name, dtype, op, scalar, algo, engine, placement, iters, warmup, and thresholds that every \
+measured row must meet: min_busbw_gbps, max_time_us, and the links' min_link_gbps (slowest \
+link) and max_link_spread (fastest over slowest; both run the sweep with --links). \
+collective = \"links\" runs the links probe. A check with log = FILE (an nccl-tests log or \
+collbench results, relative to the spec) judges that file's rows and runs nothing. A failing \
+check is re-run once before it fails. See scripts/qualify-example.toml.\n\nExit codes: 0 every \
+check passed; 1 a check failed; 2 the spec is bad, or a check could not run on this build or \
+machine."
 )]
 pub struct QualifyArgs {
     /// The checks to run.
