@@ -214,6 +214,25 @@ fn the_heatmap_goes_beside_the_plot() {
         "{} bytes",
         png.len()
     );
+    // Another output on the heatmap's path is refused before anything
+    // runs (the heatmap had overwritten the results).
+    for probe in [false, true] {
+        let json = dir.path().join("bw-links.png");
+        std::fs::write(&json, b"mine").unwrap();
+        let coll = if probe { "links" } else { "all-reduce" };
+        let out = collbench()
+            .args([coll, "--device", "host", "--ranks", "3", "--sizes", "1K"])
+            .args(["--links", "--plot"])
+            .arg(dir.path().join("bw.png"))
+            .arg("--json")
+            .arg(&json)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{coll}: {err}");
+        assert!(err.contains("--plot (its links heatmap)"), "{err}");
+        assert_eq!(std::fs::read(&json).unwrap(), b"mine");
+    }
 }
 
 #[test]

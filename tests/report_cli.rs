@@ -252,6 +252,21 @@ fn compare_passes_on_itself_and_fails_on_doubled_times() {
         assert!(o.stdout.contains("not comparable (a zero)"), "{}", o.stdout);
         assert!(!o.stdout.contains("better"), "{}", o.stdout);
     }
+    // Zeros in every row: nothing was compared, and a gate that compared
+    // nothing must not pass.
+    let zeros = dir.path().join("zeros.json");
+    for r in v["rows"].as_array_mut().unwrap() {
+        r["time_us"] = Value::from(0.0);
+    }
+    std::fs::write(&zeros, serde_json::to_vec(&v).unwrap()).unwrap();
+    let o = run(&["compare", s(&zeros), s(&a)]);
+    assert_eq!(o.code, 2, "{}{}", o.stdout, o.stderr);
+    assert!(
+        o.stderr
+            .contains("nothing to compare: each of the 20 matched row(s) has a zero"),
+        "{}",
+        o.stderr
+    );
     // Faster is never a regression.
     assert_eq!(run(&["compare", s(&slow), s(&a)]).code, 0);
     assert_eq!(

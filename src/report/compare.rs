@@ -77,11 +77,15 @@ impl Pair {
         // A zero time or bandwidth on either side (a lone rank's in-place
         // operation moves nothing) has no ratio.
         let ratio = if b > 0.0 && c > 0.0 { c / b } else { f64::NAN };
+        // A baseline's bandwidth gone (zero, or not a number, in the
+        // candidate) is the worst regression there is, not "no ratio".
+        let lost = metric == Metric::Busbw && b > 0.0 && (c.is_nan() || c <= 0.0);
         let worse_pct = match metric {
+            _ if lost => 100.0,
             Metric::Busbw => (1.0 - ratio) * 100.0,
             Metric::Time => (ratio - 1.0) * 100.0,
         };
-        // A NaN ratio cannot be judged: only wrong values count.
+        // Another NaN ratio cannot be judged: only wrong values count.
         let regressed = worse_pct > max_regression_pct || cand.is_bad();
         Pair {
             base: base.clone(),
@@ -96,10 +100,10 @@ impl Pair {
     fn verdict(&self, max_regression_pct: f64) -> &'static str {
         if self.cand.is_bad() {
             "WRONG VALUES"
-        } else if self.ratio.is_nan() {
-            "not comparable (a zero)"
         } else if self.regressed {
             "REGRESSED"
+        } else if self.ratio.is_nan() {
+            "not comparable (a zero)"
         } else if -self.worse_pct > max_regression_pct {
             "better"
         } else {
@@ -401,6 +405,33 @@ mod tests {
         assert_eq!(c.regressions(), 0);
         let c = compare(&results(base.clone()), &results(scaled(&base, 0.5)), 5.0);
         assert_eq!(c.pairs[0].verdict(5.0), "better");
+    }
+
+    #[test]
+    fn a_bandwidth_lost_in_the_candidate_regresses_and_zeros_on_both_sides_do_not() {
+        let big = row(4 << 20, "out");
+        for lost in [0.0, f64::NAN, -1.0] {
+            let mut cand = big.clone();
+            cand.busbw_gbps = lost;
+            let c = compare(&results(vec![big.clone()]), &results(vec![cand]), 5.0);
+            assert_eq!(c.regressions(), 1, "busbw {lost}");
+            assert_eq!(c.pairs[0].verdict(5.0), "REGRESSED");
+        }
+        // Nothing moved on either side (a lone rank in place): no ratio, no
+        // regression.
+        let mut zero = big.clone();
+        zero.busbw_gbps = 0.0;
+        let c = compare(
+            &results(vec![zero.clone()]),
+            &results(vec![zero.clone()]),
+            5.0,
+        );
+        assert_eq!(c.regressions(), 0);
+        assert!(c.pairs[0].ratio.is_nan());
+        assert_eq!(c.pairs[0].verdict(5.0), "not comparable (a zero)");
+        // A zero baseline has nothing to judge a candidate against.
+        let c = compare(&results(vec![zero]), &results(vec![big]), 5.0);
+        assert_eq!(c.regressions(), 0);
     }
 
     #[test]

@@ -141,6 +141,8 @@ pub struct LogRun {
     pub avg_text: Option<String>,
     /// `# Collective test concluded` was seen.
     pub concluded: bool,
+    /// 1-based lines laid out as data rows whose values do not read.
+    pub bad_rows: Vec<usize>,
 }
 
 impl LogRun {
@@ -261,10 +263,13 @@ fn parse_cell(f: &[&str]) -> Option<Cell> {
             }
         },
     };
+    // Times and bandwidths are numbers >= 0 (Rust would also read `nan`,
+    // `inf` and `-5`, which no run prints).
+    let value = |v: &str| v.parse::<f64>().ok().filter(|x| x.is_finite() && *x >= 0.0);
     Some(Cell {
-        time_us: time.parse().ok()?,
-        algbw_gbps: algbw.parse().ok()?,
-        busbw_gbps: busbw.parse().ok()?,
+        time_us: value(time)?,
+        algbw_gbps: value(algbw)?,
+        busbw_gbps: value(busbw)?,
         wrong,
         busbw_decimals: busbw.split_once('.').map_or(0, |(_, d)| d.len() as u32),
     })
@@ -307,8 +312,21 @@ enum Line {
     /// Any other `#` line, or an empty one.
     Comment,
     Row(LogRow),
+    /// A line laid out as a data row (size, count, type and 11 to 13
+    /// fields) whose values do not read.
+    BadRow(usize),
     /// Neither a `#` line nor a data row.
     Other,
+}
+
+/// Whether `line` is laid out as a data row: a size and a count, a type,
+/// and the field count of one of the three layouts.
+fn looks_like_row(line: &str) -> bool {
+    let f: Vec<&str> = line.split_whitespace().collect();
+    (11..=13).contains(&f.len())
+        && f[0].parse::<u64>().is_ok()
+        && f[1].parse::<u64>().is_ok()
+        && f[2].starts_with(|c: char| c.is_ascii_alphabetic())
 }
 
 fn classify(line: &str, at: usize) -> Line {
@@ -317,7 +335,11 @@ fn classify(line: &str, at: usize) -> Line {
         if t.is_empty() {
             return Line::Comment;
         }
-        return parse_row(t, at).map_or(Line::Other, Line::Row);
+        return match parse_row(t, at) {
+            Some(r) => Line::Row(r),
+            None if looks_like_row(t) => Line::BadRow(at),
+            None => Line::Other,
+        };
     };
     let body = body.trim();
     if let Some(v) = body.strip_prefix("nccl-tests version") {
@@ -393,6 +415,7 @@ pub fn parse_log(text: &str) -> Vec<LogRun> {
                 cur.avg_text = Some(s);
             }
             Line::Row(r) => cur.rows.push(r),
+            Line::BadRow(at) => cur.bad_rows.push(at),
             Line::Comment | Line::Other => {}
         }
         if !cur.is_empty() {
@@ -804,8 +827,16 @@ impl LogRun {
 pub fn read_log(text: &str, source: &str) -> Result<Vec<Results>, LogError> {
     let runs: Vec<LogRun> = parse_log(text)
         .into_iter()
-        .filter(|r| !r.rows.is_empty())
+        .filter(|r| !r.rows.is_empty() || !r.bad_rows.is_empty())
         .collect();
+    // A row left out would be a size missing from a report, or a check
+    // that never saw it: refused, naming the line.
+    if let Some(&line) = runs.iter().flat_map(|r| &r.bad_rows).next() {
+        return Err(LogError::At {
+            line,
+            what: "a data row that does not read (a size, count and type, then times, bandwidths and #wrong: each time and bandwidth a number >= 0)".into(),
+        });
+    }
     if runs.is_empty() {
         return Err(LogError::Whole(
             "an nccl-tests log without data rows".into(),
@@ -1210,6 +1241,36 @@ mod tests {
             let e = validate_one_run(&text).unwrap_err().to_string();
             assert!(e.contains(want), "want '{want}' in: {e}\n{text}");
         }
+    }
+
+    #[test]
+    fn a_data_row_that_does_not_read_is_an_error_naming_its_line() {
+        let rows = [
+            (8, 2, "float", "sum", -1, 10.0, 0.0, 0.0),
+            (64, 16, "float", "sum", -1, 12.5, 0.01, 0.01),
+        ];
+        let good = synthetic(&rows, 2);
+        assert_eq!(read_log(&good, "x.log").unwrap()[0].rows.len(), 4);
+        let line = good
+            .lines()
+            .position(|l| l.contains("12.50"))
+            .expect("the second row")
+            + 1;
+        for bad in ["x", "-5.00", "nan", "inf"] {
+            // The out-of-place time of the second row.
+            let text = good.replacen("12.50", bad, 1);
+            let e = read_log(&text, "x.log").unwrap_err().to_string();
+            assert!(
+                e.starts_with(&format!("line {line}: a data row that does not read")),
+                "{bad}: {e}"
+            );
+        }
+        // Lines that are no data row (a launcher's output) are still skipped.
+        let chatty = good.replace(
+            "#\n#       size",
+            "#\nnode0: NCCL INFO Bootstrap\n#       size",
+        );
+        assert_eq!(read_log(&chatty, "x.log").unwrap()[0].rows.len(), 4);
     }
 
     #[test]

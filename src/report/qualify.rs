@@ -98,9 +98,13 @@ pub fn evaluate(check: &Check, rows: &[Row]) -> (Outcome, Vec<Measured>) {
     }
     let mut measured = Vec::new();
     if let Some(limit) = check.min_busbw_gbps {
-        let w = rows
-            .iter()
-            .min_by(|a, b| a.busbw_gbps.total_cmp(&b.busbw_gbps));
+        // A bandwidth that is not a number is the worst of all (total_cmp
+        // would put a NaN above every number, out of a minimum's way).
+        let key = |r: &Row| match r.busbw_gbps {
+            b if b.is_nan() => f64::NEG_INFINITY,
+            b => b,
+        };
+        let w = rows.iter().min_by(|a, b| key(a).total_cmp(&key(b)));
         if let Some(w) = w {
             measured.push(Measured {
                 metric: "busbw",
@@ -112,7 +116,11 @@ pub fn evaluate(check: &Check, rows: &[Row]) -> (Outcome, Vec<Measured>) {
         }
     }
     if let Some(limit) = check.max_time_us {
-        let w = rows.iter().max_by(|a, b| a.time_us.total_cmp(&b.time_us));
+        let key = |r: &Row| match r.time_us {
+            t if t.is_nan() => f64::INFINITY,
+            t => t,
+        };
+        let w = rows.iter().max_by(|a, b| key(a).total_cmp(&key(b)));
         if let Some(w) = w {
             measured.push(Measured {
                 metric: "time",
@@ -335,6 +343,18 @@ pub mod tests {
         check.min_busbw_gbps = None;
         assert!(matches!(evaluate(&check, &[wrong]).0, Outcome::Failed(w) if w.contains("wrong")));
         assert!(matches!(evaluate(&check, &[]).0, Outcome::Failed(_)));
+        // A value that is not a number never meets a threshold.
+        let mut nan = row(1 << 20, "out");
+        nan.busbw_gbps = f64::NAN;
+        nan.time_us = f64::NAN;
+        check.min_busbw_gbps = Some(1.0);
+        check.max_time_us = Some(1e9);
+        let (outcome, measured) = evaluate(&check, &[row(1 << 20, "out"), nan]);
+        assert!(matches!(outcome, Outcome::Failed(_)), "{outcome:?}");
+        assert!(
+            measured.iter().all(|m| !m.ok && m.worst.is_nan()),
+            "{measured:?}"
+        );
     }
 
     pub fn results() -> Vec<CheckResult> {

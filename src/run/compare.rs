@@ -28,6 +28,12 @@ pub fn compare(a: &CompareArgs) -> i32 {
             "nothing to compare: no row of {k} matches a row of {b} (rows {matched_on})"
         ));
     }
+    if c.pairs.iter().all(|p| p.ratio.is_nan() && !p.regressed) {
+        return fail(format!(
+            "nothing to compare: each of the {} matched row(s) has a zero or a non-number in {k} or {b}",
+            c.pairs.len()
+        ));
+    }
     let mut out = std::io::stdout().lock();
     // A closed stdout (a pipe into `head`) is not an error worth dying for.
     if c.loose.is_some() {

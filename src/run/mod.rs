@@ -687,11 +687,21 @@ fn build_sweep(
 /// Refuses output files (the leader's) and a dump folder that cannot be written.
 fn check_paths(s: &Sweep, leader: bool) -> anyhow::Result<()> {
     if leader {
-        let outputs: Vec<(&str, &Path)> =
-            [("--json", &s.json), ("--csv", &s.csv), ("--plot", &s.plot)]
-                .into_iter()
-                .filter_map(|(f, p)| p.as_deref().map(|p| (f, p)))
-                .collect();
+        // With --links, --plot FILE also draws the heatmap beside it.
+        let heatmap = s
+            .plot
+            .as_deref()
+            .filter(|_| s.plan.host.link_timing)
+            .map(links::heatmap_path);
+        let outputs: Vec<(&str, &Path)> = [
+            ("--json", &s.json),
+            ("--csv", &s.csv),
+            ("--plot", &s.plot),
+            ("--plot (its links heatmap)", &heatmap),
+        ]
+        .into_iter()
+        .filter_map(|(f, p)| p.as_deref().map(|p| (f, p)))
+        .collect();
         paths::check_outputs(&outputs, &s.inputs)?;
     }
     if let Some(d) = &s.plan.dump_dir {
