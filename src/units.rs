@@ -191,7 +191,7 @@ pub fn parse_duration(s: &str) -> Result<Duration, UnitError> {
             "h" => 3600.0,
             other => {
                 return err(format!(
-                    "unknown time unit '{other}' in '{s}' (use ms, s, m or h)"
+                    "unknown time unit '{other}' in '{s}' (use us, ms, s, m or h)"
                 ))
             }
         };

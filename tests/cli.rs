@@ -215,10 +215,23 @@ fn a_scalar_without_premulsum_is_a_note() {
     assert!(err.contains("--scalar 2 is premulsum's"), "{err}");
 }
 
-/// A root is the rooted collectives' alone: given to a sweep without one, a
-/// note says so; with one, no note.
+/// A root is the rooted collectives' alone, an op the reductions': given to
+/// a sweep without one, a note says so; with one, no note.
 #[test]
-fn a_root_without_a_rooted_collective_is_a_note() {
+fn a_root_or_op_without_a_collective_that_takes_it_is_a_note() {
+    for (coll, op, noted) in [
+        ("all-gather", "prod", true),
+        ("send-recv", "max,min", true),
+        ("reduce-scatter", "prod", false),
+        ("all-gather", "sum", false),
+    ] {
+        let (code, _, err) = run_json(&[
+            coll, "--device", "host", "--ranks", "2", "-o", op, "--sizes", "1K",
+        ]);
+        assert_eq!(code, 0, "{err}");
+        let note = format!("--op {op} is the reductions'");
+        assert_eq!(err.contains(&note), noted, "{coll} -o {op}: {err}");
+    }
     for (coll, root, noted) in [
         ("all-reduce", "1", true),
         ("all-gather", "all", true),
@@ -251,6 +264,22 @@ fn check_with_zero_checked_iterations_is_refused() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("--check-iters 0 turns them off"), "{err}");
     assert!(v.is_null(), "nothing ran: {v}");
+    // Wrong values injected where no check would find them.
+    for (inject, off) in [("nan:rank=1", "--no-check"), ("corrupt:rank=1", "-c0")] {
+        let (code, v, err) = run_json(&[
+            "all-reduce",
+            "--device",
+            "host",
+            "--inject",
+            inject,
+            off,
+            "--sizes",
+            "1K",
+        ]);
+        assert_eq!(code, 2, "{inject} {off}: {err}");
+        assert!(err.contains("checks are off"), "{err}");
+        assert!(v.is_null(), "nothing ran: {v}");
+    }
 }
 
 #[test]

@@ -275,6 +275,30 @@ fn compare_passes_on_itself_and_fails_on_doubled_times() {
     );
 }
 
+/// Rows sharing a key: the first is compared, and a few warnings say so
+/// (a file of repeated runs holds thousands, not a warning each).
+#[test]
+fn compare_tells_of_duplicate_rows_in_a_few_lines() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = sweep_json(dir.path(), "a.json");
+    let mut v: Value = serde_json::from_slice(&std::fs::read(&a).unwrap()).unwrap();
+    let rows = v["rows"].as_array().unwrap().clone();
+    let n = rows.len();
+    v["rows"] = Value::from([rows.clone(), rows.clone(), rows].concat());
+    let thrice = dir.path().join("thrice.json");
+    std::fs::write(&thrice, serde_json::to_vec(&v).unwrap()).unwrap();
+    let o = run(&["compare", s(&a), s(&thrice)]);
+    assert_eq!(o.code, 0, "{}{}", o.stdout, o.stderr);
+    let each = o
+        .stderr
+        .lines()
+        .filter(|l| l.contains("two rows with one key"))
+        .count();
+    assert_eq!(each, 5, "{}", o.stderr);
+    let more = format!("{} more rows share a key", 2 * n - 5);
+    assert!(o.stderr.contains(&more), "{}", o.stderr);
+}
+
 #[test]
 fn unreadable_results_exit_2_naming_the_file() {
     let dir = tempfile::tempdir().unwrap();

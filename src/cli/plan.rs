@@ -161,6 +161,19 @@ fn build_over(
             ));
         }
     }
+    let checks_off = a.no_check || a.check_iters == Some(0);
+    if let Some(i) = a.inject.iter().find(|i| {
+        matches!(
+            i.fault,
+            crate::harness::inject::Fault::Nan | crate::harness::inject::Fault::Corrupt
+        )
+    }) {
+        if checks_off {
+            return bad(format!(
+                "--inject {i} makes wrong values for the checks to find, and checks are off (--no-check or --check-iters 0): nothing would find them"
+            ));
+        }
+    }
     if a.check && a.check_iters == Some(0) {
         return bad(
             "--check asks for checks and --check-iters 0 turns them off: give one of them".into(),
@@ -190,6 +203,7 @@ fn build_over(
     let members: Vec<Collective> = collectives.iter().chain(&group_mix).copied().collect();
     let v_runs = members.iter().any(|c| c.vkind().is_some());
     let rooted_runs = members.iter().any(|c| c.rooted());
+    let reduce_runs = members.iter().any(|c| c.reduces());
     for kind in members.iter().filter_map(|c| c.vkind()) {
         a.split.check(kind, ranks).map_err(PlanError)?;
     }
@@ -281,6 +295,12 @@ fn build_over(
                 format!(
                     "--split {} is the v-collectives': none runs in this sweep, so it is unused",
                     a.split
+                )
+            }))
+            .chain((!reduce_runs && a.op.0 != [ReduceOp::Sum]).then(|| {
+                format!(
+                    "--op {} is the reductions' (all-reduce, reduce, reduce-scatter): none runs in this sweep, so it is unused",
+                    a.op.0.iter().map(|o| o.name()).collect::<Vec<_>>().join(",")
                 )
             }))
             .chain((!rooted_runs && a.root != RootChoice::One(0)).then(|| {
@@ -418,11 +438,11 @@ fn ranks(
     };
     match (asked, per_process, world) {
         (_, Some(n), Some(w)) if n != 1 => bad(format!(
-            "-t x -g = {n}: under MPI every process is one rank (this world has {w}); \
+            "-t x -g = {n}: with rank processes (MPI, srun, --procs) every process is one rank (this world has {w}); \
              run with -t 1 -g 1 and one process per GPU"
         )),
         (Some(r), _, Some(w)) if r != w => bad(format!(
-            "--ranks {r}: under MPI every process is one rank, and this world has {w}"
+            "--ranks {r}: with rank processes (MPI, srun, --procs) every process is one rank, and this world has {w}"
         )),
         (_, _, Some(w)) => Ok(w),
         (Some(r), Some(n), None) if r != n => bad(format!(

@@ -44,8 +44,16 @@ pub fn compare(a: &CompareArgs) -> i32 {
     for d in &c.differences {
         say!("collbench: warning: the runs differ in {d}; rows are compared all the same");
     }
-    for d in &c.duplicates {
+    // A file of repeated runs holds thousands: the first few say enough.
+    const SHOWN: usize = 5;
+    for d in c.duplicates.iter().take(SHOWN) {
         say!("collbench: warning: two rows with one key, the first one used: {d}");
+    }
+    if c.duplicates.len() > SHOWN {
+        say!(
+            "collbench: warning: {} more rows share a key with an earlier row (the first one used)",
+            c.duplicates.len() - SHOWN
+        );
     }
     let missing = !c.missing.is_empty() && !a.allow_missing;
     if !c.missing.is_empty() {
