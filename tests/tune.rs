@@ -145,6 +145,25 @@ fn tune_writes_a_table_that_auto_and_model_read() {
     for r in json(&res2)["rows"].as_array().unwrap() {
         assert_eq!(r["algo"], r["auto_pick"], "{r}");
     }
+    // A collective the table lacks: said, not silently unpredicted.
+    let out = collbench()
+        .args(["all", "--device", "host", "--ranks", "3", "--sizes", "1K"])
+        .args(["--iters", "1", "--warmup", "0", "-q", "--tuning"])
+        .arg(&table)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let note = err
+        .lines()
+        .find(|l| l.contains(": no entry for "))
+        .unwrap_or_else(|| panic!("no note: {err}"));
+    assert!(
+        note.contains("all-gather")
+            && !note.contains("all-reduce,")
+            && !note.contains(" all-reduce"),
+        "{note}"
+    );
 
     // The model at a scale this machine does not run.
     let pred = dir.path().join("m.json");
@@ -180,6 +199,27 @@ fn tune_writes_a_table_that_auto_and_model_read() {
             .count();
         assert_eq!(picks, 1, "{b}");
     }
+    // An entry fitted from latency-bound sizes only has no bandwidth: the
+    // model says so instead of "0.0 GB/s".
+    assert!(text.contains(" x bytes at up to "), "{text}");
+    let mut t = json(&table);
+    for e in t["entries"].as_array_mut().unwrap() {
+        e["bandwidth"] = Value::Array(vec![]);
+    }
+    let flat = dir.path().join("flat.json");
+    std::fs::write(&flat, serde_json::to_vec(&t).unwrap()).unwrap();
+    let out = collbench()
+        .args(["model", "--tuning", flat.to_str().unwrap(), "--ranks", "8"])
+        .args(["--sizes", "1K:1M:x32"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(
+        text.contains("latency only (no size of the fit was bandwidth-bound)")
+            && !text.contains("at up to"),
+        "{text}"
+    );
 }
 
 /// From a link's figures alone: rings win large messages on many ranks

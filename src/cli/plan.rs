@@ -204,6 +204,23 @@ fn build_over(
     let v_runs = members.iter().any(|c| c.vkind().is_some());
     let rooted_runs = members.iter().any(|c| c.rooted());
     let reduce_runs = members.iter().any(|c| c.reduces());
+    let tuning = match &a.tuning {
+        Some(p) => Some(std::sync::Arc::new(read_tuning(p)?)),
+        None => None,
+    };
+    // The sweep's collectives the table has no entry for.
+    let untuned: Vec<&str> = match &tuning {
+        Some(t) => {
+            let mut v: Vec<&str> = members
+                .iter()
+                .filter(|&&c| !t.entries.iter().any(|e| e.coll() == Some(c)))
+                .map(|c| c.name())
+                .collect();
+            v.dedup();
+            v
+        }
+        None => Vec::new(),
+    };
     for kind in members.iter().filter_map(|c| c.vkind()) {
         a.split.check(kind, ranks).map_err(PlanError)?;
     }
@@ -252,10 +269,7 @@ fn build_over(
         },
         protocol: a.protocol.proto(),
         links_from: None,
-        tuning: match &a.tuning {
-            Some(p) => Some(std::sync::Arc::new(read_tuning(p)?)),
-            None => None,
-        },
+        tuning: tuning.clone(),
         engines: a.engine.0.clone(),
         collectives,
         gpu_map: gpu_map(a)?,
@@ -301,6 +315,13 @@ fn build_over(
                 format!(
                     "--op {} is the reductions' (all-reduce, reduce, reduce-scatter): none runs in this sweep, so it is unused",
                     a.op.0.iter().map(|o| o.name()).collect::<Vec<_>>().join(",")
+                )
+            }))
+            .chain((!untuned.is_empty()).then(|| {
+                format!(
+                    "--tuning {}: no entry for {}: no prediction in those rows, and auto picks as without a table",
+                    a.tuning.as_deref().unwrap_or(std::path::Path::new("")).display(),
+                    untuned.join(", ")
                 )
             }))
             .chain((!rooted_runs && a.root != RootChoice::One(0)).then(|| {

@@ -314,14 +314,23 @@ fn model_inner(a: &ModelArgs) -> anyhow::Result<i32> {
             .iter()
             .filter_map(|e| {
                 let algo = e.algo()?;
-                Some(format!(
-                    "{} {} hops x {:.2} us, {:.2} x bytes at up to {:.1} GB/s",
+                let hops = format!(
+                    "{} {} hops x {:.2} us",
                     e.algo,
                     cost::hops(coll, algo, n),
-                    e.latency_us,
-                    cost::traffic(coll, algo, n),
-                    e.peak_gbps()
-                ))
+                    e.latency_us
+                );
+                // A fit whose sizes were all latency-bound has no bandwidth
+                // (its times do not grow with size): said, not "0.0 GB/s".
+                Some(if e.bandwidth.is_empty() {
+                    format!("{hops}, latency only (no size of the fit was bandwidth-bound)")
+                } else {
+                    format!(
+                        "{hops}, {:.2} x bytes at up to {:.1} GB/s",
+                        cost::traffic(coll, algo, n),
+                        e.peak_gbps()
+                    )
+                })
             })
             .collect();
         let _ = writeln!(text, "# {}", lines.join("; "));
