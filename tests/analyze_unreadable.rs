@@ -197,3 +197,36 @@ fn pickle_bombs_are_refused() {
     assert_eq!(d.ranks_missing, vec![0]);
     assert_eq!(d.findings[0].kind.name(), "missing-dump");
 }
+
+/// Text from a dump (a field, a reason) reaches the terminal escaped: an
+/// escape sequence or a bidirectional override in a file cannot clear the
+/// screen or reorder the verdict.
+#[test]
+fn text_from_dumps_is_shown_escaped() {
+    let dir = TempDir::new().unwrap();
+    for rank in 0..2 {
+        let mut d: serde_json::Value = serde_json::from_slice(&collbench_dump(rank)).unwrap();
+        d["entries"][2]["collective"] = json!(format!("all-\u{1b}[2Jreduce{rank}\u{202E}"));
+        std::fs::write(
+            dir.path().join(format!("r-rank{rank}.json")),
+            serde_json::to_vec(&d).unwrap(),
+        )
+        .unwrap();
+    }
+    let out = assert_cmd::Command::cargo_bin("collbench")
+        .unwrap()
+        .arg("analyze")
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    let all = format!("{stdout}{stderr}");
+    assert!(
+        !all.contains('\u{1b}') && !all.contains('\u{202E}'),
+        "{all:?}"
+    );
+    assert!(all.contains("all-\\u{1b}[2Jreduce"), "{all}");
+}

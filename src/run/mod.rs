@@ -3,14 +3,16 @@
 //! needs the world or the machine (the device, the MPI world's size, the
 //! dump folder, the run's id) before the harness starts.
 
-/// `eprintln!` that never panics. A sweep ignores SIGPIPE (a closed pipe
-/// must not end it before its results are written), so a write to a closed
-/// stderr (`2>&1 | head`) fails, and `eprintln!` would panic on it; the
-/// message is lost, never the results.
+/// `eprintln!` that never panics, and shows text from files safely (see
+/// [`printable`]). A sweep ignores SIGPIPE (a closed pipe must not end it
+/// before its results are written), so a write to a closed stderr
+/// (`2>&1 | head`) fails, and `eprintln!` would panic on it; the message is
+/// lost, never the results.
 macro_rules! say {
     ($($t:tt)*) => {{
         use std::io::Write as _;
-        let _ = writeln!(std::io::stderr(), $($t)*);
+        let text = crate::run::printable(&format!($($t)*)).into_owned();
+        let _ = writeln!(std::io::stderr(), "{text}");
     }};
 }
 
@@ -18,7 +20,8 @@ macro_rules! say {
 macro_rules! say_part {
     ($($t:tt)*) => {{
         use std::io::Write as _;
-        let _ = write!(std::io::stderr(), $($t)*);
+        let text = crate::run::printable(&format!($($t)*)).into_owned();
+        let _ = write!(std::io::stderr(), "{text}");
     }};
 }
 
@@ -26,7 +29,8 @@ macro_rules! say_part {
 macro_rules! out {
     ($($t:tt)*) => {{
         use std::io::Write as _;
-        let _ = writeln!(std::io::stdout(), $($t)*);
+        let text = crate::run::printable(&format!($($t)*)).into_owned();
+        let _ = writeln!(std::io::stdout(), "{text}");
     }};
 }
 
@@ -34,8 +38,33 @@ macro_rules! out {
 macro_rules! out_part {
     ($($t:tt)*) => {{
         use std::io::Write as _;
-        let _ = write!(std::io::stdout(), $($t)*);
+        let text = crate::run::printable(&format!($($t)*)).into_owned();
+        let _ = write!(std::io::stdout(), "{text}");
     }};
+}
+
+/// Text for a terminal: control characters other than newline and tab, and
+/// the bidirectional overrides, shown as `\u{..}` escapes, so that bytes
+/// from a file (a dump's field, a log's line) named in a message cannot
+/// move the cursor, recolour the terminal or reorder what is shown.
+pub(crate) fn printable(s: &str) -> std::borrow::Cow<'_, str> {
+    let hidden = |c: char| {
+        (c.is_control() && c != '\n' && c != '\t')
+            || matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
+    };
+    if !s.chars().any(hidden) {
+        return std::borrow::Cow::Borrowed(s);
+    }
+    s.chars()
+        .map(|c| {
+            if hidden(c) {
+                c.escape_unicode().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect::<String>()
+        .into()
 }
 
 mod aliases;
@@ -933,4 +962,19 @@ pub fn rfc3339_now() -> String {
         rem % 3600 / 60,
         rem % 60
     )
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn text_from_files_cannot_drive_the_terminal() {
+        assert!(matches!(
+            super::printable("plain\ttext\n"),
+            std::borrow::Cow::Borrowed(_)
+        ));
+        assert_eq!(
+            super::printable("a\u{1b}[2Jb\0c\u{202E}d"),
+            "a\\u{1b}[2Jb\\u{0}c\\u{202e}d"
+        );
+    }
 }
