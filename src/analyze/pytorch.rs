@@ -53,6 +53,15 @@ pub enum EntryError {
     UnknownState(String),
     #[error("no state")]
     NoState,
+    /// A field present with a type PyTorch never writes there (a size
+    /// that is a string, a name that is a number): read as data, it would
+    /// make a mismatch that names the wrong rank.
+    #[error("{field} is of type {found}, not {expected}")]
+    FieldType {
+        field: &'static str,
+        found: &'static str,
+        expected: &'static str,
+    },
 }
 
 /// True when the tree has the keys of a PyTorch flight-recorder dump.
@@ -148,6 +157,7 @@ fn read_entry(entry: &Value) -> Result<Record, EntryError> {
         Some(other) => return Err(EntryError::UnknownState(other.to_owned())),
         None => return Err(EntryError::NoState),
     };
+    check_fields(entry)?;
     let name = entry
         .get("profiling_name")
         .and_then(Value::as_str)
@@ -171,6 +181,49 @@ fn read_entry(entry: &Value) -> Result<Record, EntryError> {
     record.t_started_ns = time_ns(entry.get("time_discovered_started_ns"));
     record.t_completed_ns = time_ns(entry.get("time_discovered_completed_ns"));
     Ok(record)
+}
+
+/// The fields compared across ranks, where present (and not None), have
+/// PyTorch's types: a name string, lists of shapes of integers, lists of
+/// dtype strings.
+fn check_fields(entry: &Value) -> Result<(), EntryError> {
+    let present = |k: &str| entry.get(k).filter(|v| !matches!(v, Value::None));
+    let wrong = |field, v: &Value, expected| EntryError::FieldType {
+        field,
+        found: v.kind(),
+        expected,
+    };
+    if let Some(v) = present("profiling_name") {
+        if v.as_str().is_none() {
+            return Err(wrong("profiling_name", v, "a string"));
+        }
+    }
+    for field in ["input_sizes", "output_sizes"] {
+        if let Some(v) = present(field) {
+            let shapes = v
+                .as_seq()
+                .ok_or_else(|| wrong(field, v, "a list of shapes"))?;
+            for shape in shapes {
+                let dims = shape
+                    .as_seq()
+                    .ok_or_else(|| wrong(field, shape, "a list of shapes"))?;
+                if let Some(d) = dims.iter().find(|d| d.as_int().is_none()) {
+                    return Err(wrong(field, d, "a list of shapes of integers"));
+                }
+            }
+        }
+    }
+    for field in ["input_dtypes", "output_dtypes"] {
+        if let Some(v) = present(field) {
+            let names = v
+                .as_seq()
+                .ok_or_else(|| wrong(field, v, "a list of dtype names"))?;
+            if let Some(n) = names.iter().find(|n| n.as_str().is_none()) {
+                return Err(wrong(field, n, "a list of dtype names"));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// `process_group[0]`, else `pg_id`.
@@ -397,6 +450,52 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("entry 0") && err.contains("exploded"), "{err}");
+    }
+
+    #[test]
+    fn fields_of_a_type_pytorch_never_writes_are_errors_not_data() {
+        let with = |k: &str, v: Value| {
+            let Value::Dict(mut pairs) = entry("0", 1, "nccl:all_reduce") else {
+                unreachable!()
+            };
+            pairs.retain(|(key, _)| key.as_str() != Some(k));
+            pairs.push((s(k), v));
+            read_entry(&Value::Dict(pairs)).map_err(|e| e.to_string())
+        };
+        let list = |v: Vec<Value>| Value::List(v);
+        for (k, v, want) in [
+            (
+                "input_sizes",
+                s("x"),
+                "input_sizes is of type str, not a list of shapes",
+            ),
+            (
+                "output_sizes",
+                list(vec![s("x")]),
+                "output_sizes is of type str, not a list of shapes",
+            ),
+            (
+                "input_sizes",
+                list(vec![list(vec![Value::Float(1.5)])]),
+                "not a list of shapes of integers",
+            ),
+            (
+                "profiling_name",
+                Value::Int(5),
+                "profiling_name is of type int, not a string",
+            ),
+            (
+                "input_dtypes",
+                list(vec![Value::None]),
+                "input_dtypes is of type None",
+            ),
+        ] {
+            let e = with(k, v).unwrap_err();
+            assert!(e.contains(want), "{k}: {e}");
+        }
+        // None where a field may be missing, and the types PyTorch writes.
+        assert!(with("input_sizes", Value::None).is_ok());
+        assert!(with("output_dtypes", list(vec![s("Float")])).is_ok());
     }
 
     #[test]
