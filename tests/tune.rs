@@ -280,7 +280,26 @@ fn bad_model_input_is_exit_2_with_a_reason() {
     let junk = dir.path().join("junk.json");
     std::fs::write(&junk, "{\"schema\": 1}").unwrap();
     let missing = dir.path().join("none.json");
+    let log = dir.path().join("ar.log");
+    std::fs::write(
+        &log,
+        "# nThread 1 nGpus 1 minBytes 8 maxBytes 8 step: 2(factor) warmup iters: 5 iters: 20 agg iters: 1 validation: 1 graph: 0\n#\n\
+#       size         count      type   redop    root     time   algbw   busbw  #wrong     time   algbw   busbw  #wrong\n\
+           8             2     float     sum      -1    10.00    0.00    0.00       0    10.00    0.00    0.00       0\n\
+# Out of bounds values : 0 OK\n# Avg bus bandwidth    : 0 \n",
+    )
+    .unwrap();
     let cases: Vec<(Vec<String>, &str)> = vec![
+        (
+            vec![
+                "tune".into(),
+                "--from".into(),
+                log.display().to_string(),
+                "--output".into(),
+                dir.path().join("t.json").display().to_string(),
+            ],
+            "an nccl-tests log; tune fits collbench's own algorithms",
+        ),
         (
             vec!["model".into(), "--ranks".into(), "4".into()],
             "--tuning",

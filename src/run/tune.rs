@@ -88,8 +88,21 @@ fn tune_from(a: &TuneArgs) -> anyhow::Result<i32> {
     let mut groups = Vec::new();
     let mut tmeta = TuningMeta::default();
     for p in &a.from {
-        let r = crate::report::json::read_results(p)
-            .with_context(|| format!("--from {}", p.display()))?;
+        let runs =
+            crate::report::json::read_any(p).with_context(|| format!("--from {}", p.display()))?;
+        if runs
+            .iter()
+            .flat_map(|r| &r.rows)
+            .any(|r| r.engine == crate::report::nccl_log::ENGINE)
+        {
+            bail!(
+                "--from {}: an nccl-tests log; tune fits collbench's own algorithms, from collbench results (the JSON or JSONL of a sweep)",
+                p.display()
+            );
+        }
+        let Some(r) = runs.into_iter().next() else {
+            bail!("--from {}: no results in it", p.display());
+        };
         let m = &r.meta;
         let protocol = if m.device == "host" { "host" } else { "auto" };
         let dtype = r
