@@ -4,43 +4,46 @@
 //! dump folder, the run's id) before the harness starts.
 
 /// `eprintln!` that never panics, and shows text from files safely (see
-/// [`printable`]). A sweep ignores SIGPIPE (a closed pipe must not end it
-/// before its results are written), so a write to a closed stderr
-/// (`2>&1 | head`) fails, and `eprintln!` would panic on it; the message is
-/// lost, never the results.
+/// [`emit`]).
 macro_rules! say {
-    ($($t:tt)*) => {{
-        use std::io::Write as _;
-        let text = crate::run::printable(&format!($($t)*)).into_owned();
-        let _ = writeln!(std::io::stderr(), "{text}");
-    }};
+    ($($t:tt)*) => {
+        crate::run::emit(&mut std::io::stderr(), &format!($($t)*), true)
+    };
 }
 
-/// `eprint!` that never panics (see [`say!`]).
+/// `eprint!` that never panics (see [`emit`]).
 macro_rules! say_part {
-    ($($t:tt)*) => {{
-        use std::io::Write as _;
-        let text = crate::run::printable(&format!($($t)*)).into_owned();
-        let _ = write!(std::io::stderr(), "{text}");
-    }};
+    ($($t:tt)*) => {
+        crate::run::emit(&mut std::io::stderr(), &format!($($t)*), false)
+    };
 }
 
-/// `println!` that never panics on a closed stdout (see [`say!`]).
+/// `println!` that never panics (see [`emit`]).
 macro_rules! out {
-    ($($t:tt)*) => {{
-        use std::io::Write as _;
-        let text = crate::run::printable(&format!($($t)*)).into_owned();
-        let _ = writeln!(std::io::stdout(), "{text}");
-    }};
+    ($($t:tt)*) => {
+        crate::run::emit(&mut std::io::stdout(), &format!($($t)*), true)
+    };
 }
 
-/// `print!` that never panics on a closed stdout (see [`say!`]).
+/// `print!` that never panics (see [`emit`]).
 macro_rules! out_part {
-    ($($t:tt)*) => {{
-        use std::io::Write as _;
-        let text = crate::run::printable(&format!($($t)*)).into_owned();
-        let _ = write!(std::io::stdout(), "{text}");
-    }};
+    ($($t:tt)*) => {
+        crate::run::emit(&mut std::io::stdout(), &format!($($t)*), false)
+    };
+}
+
+/// Writes `text` (and a newline with `line`) made [`printable`], ignoring
+/// errors. A sweep ignores SIGPIPE (a closed pipe must not end it before
+/// its results are written), so a write to a closed stream (`2>&1 | head`)
+/// fails, and `println!` would panic on it; the message is lost, never the
+/// results.
+pub(crate) fn emit(to: &mut impl Write, text: &str, line: bool) {
+    let text = printable(text);
+    let _ = if line {
+        writeln!(to, "{text}")
+    } else {
+        write!(to, "{text}")
+    };
 }
 
 /// Text for a terminal: control characters other than newline and tab, and
