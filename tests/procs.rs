@@ -183,14 +183,14 @@ fn processes_share_a_gpu_only_when_allowed() {
     all_clean(&json(&f2), "--gpu-map 1,0");
 }
 
-/// Arguments, environment, and what the error must say.
+/// Arguments, environment, and what the error must say (once).
 type BadCase<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)], &'a str);
 
 #[test]
 fn bad_process_options_exit_2_with_a_reason() {
-    let cases: [BadCase; 10] = [
-        (&["all-reduce", "--procs", "0"], &[], "--procs"),
-        (&["all-reduce", "--procs", "65"], &[], "--procs"),
+    let cases: [BadCase; 13] = [
+        (&["all-reduce", "--procs", "0"], &[], "--procs 0:"),
+        (&["all-reduce", "--procs", "65"], &[], "--procs 65:"),
         (
             &["all-reduce", "--procs", "2", "--ranks", "2"],
             &[],
@@ -255,6 +255,47 @@ fn bad_process_options_exit_2_with_a_reason() {
             "ranks that are processes",
         ),
         (
+            &[
+                "all-reduce",
+                "--procs",
+                "2",
+                "--device",
+                "cuda-emu",
+                "--sizes",
+                "1K",
+                "--gpu-map",
+                "1,1",
+            ],
+            &[],
+            "ranks [0, 1] would share GPU 1",
+        ),
+        (
+            &[
+                "all-reduce",
+                "--procs",
+                "3",
+                "--device",
+                "cuda-emu",
+                "--sizes",
+                "1K",
+            ],
+            &[("COLLBENCH_EMU_GPUS", "2")],
+            "ranks [0, 2] would share GPU 0",
+        ),
+        (
+            &[
+                "all-reduce",
+                "--procs",
+                "2",
+                "--device",
+                "host",
+                "--timing",
+                "events",
+            ],
+            &[],
+            "--timing events needs the CUDA engine",
+        ),
+        (
             &["all-reduce", "--procs", "2", "--sizes", "1K"],
             &[("COLLBENCH_FORCE_RELAY", "1")],
             "run under mpirun",
@@ -263,7 +304,13 @@ fn bad_process_options_exit_2_with_a_reason() {
     for (args, env, want) in cases {
         let out = collbench(args, env);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
-        assert!(stderr(&out).contains(want), "{args:?}: {}", stderr(&out));
+        // Said once, by the launcher, not once by every rank.
+        assert_eq!(
+            stderr(&out).matches(want).count(),
+            1,
+            "{args:?}: {}",
+            stderr(&out)
+        );
         assert!(!stderr(&out).contains("panicked"), "{args:?}");
     }
 }

@@ -699,7 +699,40 @@ fn launch_procs(
     }
     let s = build_sweep(coll, args, probe, Some(n))?;
     check_paths(&s, true)?;
+    // The device and the ranks' GPUs, judged once here: every rank would
+    // refuse them alike.
+    let chosen = choose_device(&s, Some(n))?;
+    if let Some(kind) = chosen.gpu {
+        check_node_placement(kind, &s.plan, n)?;
+    }
     Ok(crate::launch::procs::launch(n, &watchdog::signalled)?)
+}
+
+/// `--procs N` on the CUDA engine: the GPU of each of the N ranks (from
+/// `--gpu-map` or round-robin) exists and, unless `--allow-shared-gpu`,
+/// is no other rank's.
+fn check_node_placement(kind: GpuKind, plan: &Plan, n: usize) -> anyhow::Result<()> {
+    use crate::engine::exec::cuda::launch::{first_shared, node_placement, shared_gpu_refusal};
+    let ndevices = match kind {
+        GpuKind::Cuda => match cuda_device::probe() {
+            Ok(d) => d.devices.len(),
+            // The ranks say why.
+            Err(_) => return Ok(()),
+        },
+        GpuKind::Emu => {
+            crate::engine::exec::cuda::dev::emu::EmuConfig::from_env()
+                .map_err(|e| anyhow!("--device cuda-emu: {e}"))?
+                .gpus
+        }
+    };
+    let placement = node_placement(plan.gpu_map.as_deref(), n, ndevices).map_err(|e| anyhow!(e))?;
+    if let (Some((gpu, with)), false) = (first_shared(&placement), plan.allow_shared_gpu) {
+        bail!(shared_gpu_refusal(
+            &with,
+            format_args!("{gpu} of this node")
+        ));
+    }
+    Ok(())
 }
 
 /// The sweep of `coll` (None: every collective), or the links probe's.

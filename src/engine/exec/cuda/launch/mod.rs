@@ -644,6 +644,7 @@ mod data;
 mod library;
 mod rank;
 mod spread;
+pub use spread::{first_shared, node_placement, shared_gpu_refusal};
 
 pub use rank::CudaRank;
 

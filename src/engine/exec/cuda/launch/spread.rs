@@ -76,30 +76,60 @@ fn setup(what: impl std::fmt::Display) -> ExecError {
     ExecError::Setup(what.to_string())
 }
 
-/// Which of `devices` this process's rank runs on: `map[node rank]` when
-/// given, else the node rank (round-robin beyond the devices).
+/// The GPU of every rank of a node of `nn` ranks, by node rank:
+/// `map[node rank]` when given, else the node rank (round-robin beyond the
+/// `ndevices` devices). Judges the whole map, so every rank of the node
+/// (and a `--procs` launcher before it starts them) refuses alike.
+pub fn node_placement(
+    map: Option<&[usize]>,
+    nn: usize,
+    ndevices: usize,
+) -> Result<Vec<usize>, String> {
+    let Some(m) = map else {
+        return Ok((0..nn).map(|r| r % ndevices.max(1)).collect());
+    };
+    if m.len() < nn {
+        return Err(format!(
+            "--gpu-map lists {} GPU(s), but this node runs {nn} ranks: give one GPU per rank of the node",
+            m.len()
+        ));
+    }
+    if let Some((nr, &di)) = m[..nn].iter().enumerate().find(|(_, &d)| d >= ndevices) {
+        return Err(format!(
+            "--gpu-map: GPU {di} for node rank {nr}, but this process sees {ndevices} GPU(s) (0..{})",
+            ndevices.saturating_sub(1)
+        ));
+    }
+    Ok(m[..nn].to_vec())
+}
+
+/// The first GPU of `placement` (by node rank) that several ranks would
+/// share, with those ranks: refused unless `--allow-shared-gpu`.
+pub fn first_shared(placement: &[usize]) -> Option<(usize, Vec<usize>)> {
+    placement.iter().find_map(|&d| {
+        let with: Vec<usize> = (0..placement.len())
+            .filter(|&r| placement[r] == d)
+            .collect();
+        (with.len() > 1).then_some((d, with))
+    })
+}
+
+/// Why ranks `with` must not share a GPU, and what to do.
+pub fn shared_gpu_refusal(with: &[usize], gpu: impl std::fmt::Display) -> String {
+    format!(
+        "ranks {with:?} would share GPU {gpu}: processes on one GPU time-slice, so their persistent kernels crawl; give each rank its own GPU (--gpu-map) or pass --allow-shared-gpu"
+    )
+}
+
+/// Which of `devices` this process's rank runs on (see [`node_placement`]).
 pub(super) fn pick_device(
     procs: &dyn ProcessPeers,
     map: Option<&[usize]>,
     ndevices: usize,
 ) -> Result<usize, ExecError> {
     let (nr, nn) = procs.node_rank();
-    let di = match map {
-        Some(m) => *m.get(nr).ok_or_else(|| {
-            setup(format!(
-                "--gpu-map lists {} GPU(s), but this node runs {nn} ranks: give one GPU per rank of the node",
-                m.len()
-            ))
-        })?,
-        None => nr % ndevices,
-    };
-    if di >= ndevices {
-        return Err(setup(format!(
-            "--gpu-map: GPU {di} for node rank {nr}, but this process sees {ndevices} GPU(s) (0..{})",
-            ndevices.saturating_sub(1)
-        )));
-    }
-    Ok(di)
+    let placement = node_placement(map, nn.max(nr + 1), ndevices).map_err(setup)?;
+    Ok(placement[nr])
 }
 
 impl Spread {
@@ -140,9 +170,9 @@ impl Spread {
             (with.len() > 1).then_some((with, c))
         });
         if let (Some((with, c)), false) = (shared, allow_shared) {
-            return Err(setup(format!(
-                "ranks {with:?} would share GPU {} ({}) on {}: processes on one GPU time-slice, so their persistent kernels crawl; give each rank its own GPU (--gpu-map) or pass --allow-shared-gpu",
-                c.ordinal, c.bus, c.host
+            return Err(setup(shared_gpu_refusal(
+                &with,
+                format_args!("{} ({}) on {}", c.ordinal, c.bus, c.host),
             )));
         }
         // Device memory when every peer this rank maps reaches its GPU
@@ -495,6 +525,34 @@ fn run(routes: &Mutex<Vec<Route>>, stop: &AtomicBool) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every rank of a node judges the whole map, in one order: the
+    /// list's length, then the first GPU that is not there; sharing is
+    /// found on the placement, default or mapped.
+    #[test]
+    fn a_node_placement_is_judged_whole() {
+        assert_eq!(node_placement(None, 5, 2).unwrap(), [0, 1, 0, 1, 0]);
+        assert_eq!(
+            node_placement(Some(&[2, 0, 1, 7]), 3, 3).unwrap(),
+            [2, 0, 1]
+        );
+        // Ranks 0 and 1 alike would have said different things before.
+        let short = node_placement(Some(&[9]), 2, 8).unwrap_err();
+        assert!(
+            short.contains("lists 1 GPU(s), but this node runs 2"),
+            "{short}"
+        );
+        let missing = node_placement(Some(&[0, 9, 8]), 3, 8).unwrap_err();
+        assert!(missing.contains("GPU 9 for node rank 1"), "{missing}");
+        assert!(missing.contains("sees 8 GPU(s) (0..7)"), "{missing}");
+        assert_eq!(first_shared(&[0, 1, 2]), None);
+        assert_eq!(first_shared(&[1, 0, 1, 0]), Some((1, vec![0, 2])));
+        let said = shared_gpu_refusal(&[0, 2], 1);
+        assert!(
+            said.starts_with("ranks [0, 2] would share GPU 1:"),
+            "{said}"
+        );
+    }
 
     #[test]
     fn connection_keys_survive_their_message() {
