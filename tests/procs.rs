@@ -188,7 +188,7 @@ type BadCase<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)], &'a str);
 
 #[test]
 fn bad_process_options_exit_2_with_a_reason() {
-    let cases: [BadCase; 13] = [
+    let cases: [BadCase; 14] = [
         (&["all-reduce", "--procs", "0"], &[], "--procs 0:"),
         (&["all-reduce", "--procs", "65"], &[], "--procs 65:"),
         (
@@ -299,6 +299,11 @@ fn bad_process_options_exit_2_with_a_reason() {
             &["all-reduce", "--procs", "2", "--sizes", "1K"],
             &[("COLLBENCH_FORCE_RELAY", "1")],
             "run under mpirun",
+        ),
+        (
+            &["all-reduce", "--procs", "2", "--sizes", "1K"],
+            &[("COLLBENCH_FORCE_RELAY", "yes")],
+            "COLLBENCH_FORCE_RELAY=yes: expected 1",
         ),
     ];
     for (args, env, want) in cases {

@@ -213,7 +213,24 @@ pub struct MpiError(pub String);
 /// `COLLBENCH_FORCE_RELAY=1`: every peer through the relay (MPI point to
 /// point), even on this host, to test that path on one machine.
 pub fn force_relay() -> bool {
-    std::env::var("COLLBENCH_FORCE_RELAY").is_ok_and(|v| v == "1")
+    force_relay_setting().unwrap_or(false)
+}
+
+/// `COLLBENCH_FORCE_RELAY`: `1` on; unset, empty or `0` off; any other
+/// value is refused (a `yes` or `true` that tested nothing would be read
+/// as a test of the relay that passed).
+pub fn force_relay_setting() -> Result<bool, MpiError> {
+    match std::env::var_os("COLLBENCH_FORCE_RELAY") {
+        None => Ok(false),
+        Some(v) => match v.to_str().map(str::trim) {
+            Some("" | "0") => Ok(false),
+            Some("1") => Ok(true),
+            _ => Err(MpiError(format!(
+                "COLLBENCH_FORCE_RELAY={}: expected 1 (every peer through the relay) or 0",
+                v.to_string_lossy()
+            ))),
+        },
+    }
 }
 
 /// This machine's host name.

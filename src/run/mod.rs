@@ -526,6 +526,7 @@ fn sweep(coll: Option<Collective>, args: &RunArgs, probe: bool) -> anyhow::Resul
     // First: a signal from now on stops the run with its results written,
     // never the default death.
     watchdog::install_signal_handlers();
+    crate::launch::force_relay_setting()?;
     if let Some(n) = args
         .procs
         .filter(|_| std::env::var_os(crate::launch::procs::ENV).is_none())
