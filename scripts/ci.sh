@@ -164,4 +164,15 @@ for path in sys.argv[1:]:
     assert len(rows) > 300 and all(x["wrong"] == 0 and x["nan"] == 0 for x in rows), path
     print(f"ci: {path.rsplit('/', 1)[-1]}: {len(rows)} rows on 4 processes, all checked clean")
 PY
+echo "== the GPU hand-off (scripts/gpu-acceptance.sh), rehearsed on the emulated device"
+# Every step a GPU session runs, shrunk to the emulated device, so the
+# script is known to run before a GPU's lease is spent on it. The kernel
+# cache filled above makes its compile step a cache check.
+if ! COLLBENCH_CACHE_DIR="$out/kernel-cache-sm_90" GPU_ACCEPTANCE_SMOKE=1 MPI_BIN=target/mpi/release/collbench \
+  bash scripts/gpu-acceptance.sh target/release/collbench "$out/gpu-smoke" > "$out/gpu-smoke.txt" 2>&1; then
+  cat "$out/gpu-smoke.txt"
+  echo "ci: the GPU hand-off script failed its rehearsal" >&2
+  exit 1
+fi
+grep -c '^PASS' "$out/gpu-smoke/log.txt" | sed 's/^/ci: GPU hand-off rehearsal: steps passed: /'
 echo "ci: all passed"

@@ -6,6 +6,11 @@
 #
 #   scripts/gpu-acceptance.sh [COLLBENCH_BINARY] [OUT_DIR]
 #
+# GPU_ACCEPTANCE_SMOKE=1 rehearses the script without a GPU, so a GPU
+# session does not spend its lease on a broken step: every command runs on
+# the emulated device (--device cuda-emu) with sizes capped at 64 KiB and a
+# few iterations, through a wrapper; its figures measure nothing.
+#
 # Ratios are taken against references measured in the same run: the plain
 # device-to-device copy (PyTorch's copy_, timed with CUDA events) for the
 # one-rank all-reduce. Needs python3; PyTorch is optional (without it the copy
@@ -14,11 +19,46 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 bin=${1:-target/release/collbench}
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 | tr ' /' '__')
+smoke=${GPU_ACCEPTANCE_SMOKE:-}
+[ -n "$smoke" ] && gpu=smoke
 out=${2:-results/gpu-${gpu:-unknown}}
 mkdir -p "$out"
 log="$out/log.txt"
 : > "$log"
 fails=0
+mpi=${MPI_BIN:-target/mpi/release/collbench}
+if [ -n "$smoke" ]; then
+  # A wrapper in place of each binary: the GPU's commands, shrunk to the
+  # emulated device. SMOKE_LONG=1 (the signal steps) keeps sizes and
+  # iterations, so the sweep is still running when the signal comes.
+  mkdir -p "$out/smoke-bin"
+  wrap() { # real-binary wrapper-path
+    cat > "$2" <<SH
+#!/usr/bin/env bash
+real=$(realpath "$1")
+args=()
+prev=
+for a in "\$@"; do
+  case "\$prev" in
+    --device) [ "\$a" = cuda ] && a=cuda-emu ;;
+    --sizes) [ -z "\${SMOKE_LONG:-}" ] && case "\$a" in *[MG]*) a=8B:64K:x8 ;; esac ;;
+    --iters) [ -z "\${SMOKE_LONG:-}" ] && [ "\$a" -gt 3 ] && a=3 ;;
+    --warmup) [ -z "\${SMOKE_LONG:-}" ] && [ "\$a" -gt 1 ] && a=1 ;;
+  esac
+  args+=("\$a")
+  prev=\$a
+done
+exec "\$real" "\${args[@]}"
+SH
+    chmod +x "$2"
+  }
+  wrap "$bin" "$out/smoke-bin/collbench"
+  bin=$out/smoke-bin/collbench
+  if [ -x "$mpi" ]; then
+    wrap "$mpi" "$out/smoke-bin/collbench-mpi"
+    mpi=$out/smoke-bin/collbench-mpi
+  fi
+fi
 say() { echo "$*" | tee -a "$log"; }
 run() { # name expected-exit command...
   local name=$1 want=$2; shift 2
@@ -41,7 +81,11 @@ nvidia-smi >> "$log" 2>&1 || true
 say "== every kernel variant compiled up front (NVRTC on every core, into the kernel cache)"
 # On a fresh machine the variants take a minute or two to compile; compiled
 # here, the steps below are timed on running them.
-STEP_LIMIT=${COMPILE_LIMIT:-480} run compile-kernels 0 "$bin" info --compile-kernels
+if [ -n "$smoke" ] && ! python3 -c 'import json,sys; assert json.load(open(sys.argv[1]))["nvrtc"]["version"]' "$out/info.json" 2>/dev/null; then
+  say "SKIP compile-kernels: no NVRTC here (a rehearsal; a GPU machine has it)"
+else
+  STEP_LIMIT=${COMPILE_LIMIT:-480} run compile-kernels 0 "$bin" info --compile-kernels
+fi
 say "== every collective x algorithm, checked, on 1, 2, 3 and 8 virtual ranks"
 for n in 1 2 3 8; do
   run "all-n$n" 0 "$bin" all --device cuda --ranks "$n" --algo all --sizes 8B:4M:x8 \
@@ -85,8 +129,11 @@ for proto in simple ll ll128 auto; do
     --sizes 8B:64M:x4 --iters 20 --warmup 5 --json "$out/proto-$proto.json" -q
 done
 say "== premulsum and the cost model"
+# An integer type takes a whole scalar (0.5 would be refused, exit 2).
 run premulsum-n3 0 "$bin" all --device cuda --ranks 3 --op premulsum --scalar 0.5 --algo all \
-  --dtype float,half,bfloat16,int32 --sizes 8B:4M:x8 --iters 2 --warmup 1 --json "$out/premulsum-n3.json" -q
+  --dtype float,half,bfloat16 --sizes 8B:4M:x8 --iters 2 --warmup 1 --json "$out/premulsum-n3.json" -q
+run premulsum-int-n3 0 "$bin" all --device cuda --ranks 3 --op premulsum --scalar 3 --algo all \
+  --dtype int32,uint8 --sizes 8B:4M:x8 --iters 2 --warmup 1 --json "$out/premulsum-int-n3.json" -q
 run tune-n8 0 "$bin" tune --device cuda --ranks 8 --sizes 8B:256M:x4 --output "$out/tuning-n8.json"
 run auto-n8 0 "$bin" all-reduce --device cuda --ranks 8 --algo all --placement out --sizes 64K:256M:x4 \
   --tuning "$out/tuning-n8.json" --json "$out/auto-n8.json" -q
@@ -156,7 +203,6 @@ python3 -c 'import json,sys; v=json.load(open(sys.argv[1])); assert v["culprits"
   "$out/procs-hang-analyze.json" 2>> "$log" && say "PASS procs-hang analyze names rank 1" \
   || { say "FAIL procs-hang: analyze did not name rank 1"; fails=$((fails + 1)); }
 rm -rf "$out/procs-hang-dumps"
-mpi=${MPI_BIN:-target/mpi/release/collbench}
 if command -v mpirun > /dev/null && [ -x "$mpi" ]; then
   run mpirun-2 0 mpirun --allow-run-as-root --oversubscribe -np 2 "$mpi" all --device cuda --allow-shared-gpu --algo all \
     --sizes 8B:64K:x64 --iters 2 --warmup 1 --json "$out/mpirun-2.json" -q
@@ -183,7 +229,7 @@ rm -rf "$out/aliases"
 
 say "== SIGINT and SIGTERM in a CUDA sweep: exit 130 within a second, finished rows kept"
 for sig in INT TERM; do
-  "$bin" all-reduce --device cuda --ranks 4 --sizes 8B:1G:x2 --iters 200 \
+  SMOKE_LONG=1 "$bin" all-reduce --device cuda --ranks 4 --sizes 8B:1G:x2 --iters 200 \
     --json "$out/sig$sig.json" --dump-dir "$out/sig$sig-dumps" -q > /dev/null 2> "$out/sig$sig.err" &
   pid=$!
   sleep 4
@@ -221,12 +267,27 @@ def load(name):
     except Exception:
         return None
 info = load("info.json") or {}
+def rows_of(name):
+    return (load(name + ".json") or {}).get("rows", [])
 print("# CUDA executor acceptance\n")
-gpus = info.get("gpus") or info.get("devices") or {}
-print(f"- machine: {json.dumps(gpus)[:400]}")
+if os.environ.get("GPU_ACCEPTANCE_SMOKE"):
+    print("**A rehearsal on the emulated device (GPU_ACCEPTANCE_SMOKE): no figure here measures a GPU.**\n")
+m = info.get("machine") or {}
+print(f"- machine: {m.get('host', '?')}, {m.get('cpu', '?')}, {m.get('cores', '?')} cores")
+for d in info.get("devices") or []:
+    print(f"- GPU {d.get('ordinal')}: {d.get('name')} ({d.get('arch')}, {d.get('multiprocessors')} SMs, "
+          f"{d.get('memory_bytes', 0) / 2**30:.0f} GiB, bus {d.get('bus_id')})")
+if not info.get("devices"):
+    print(f"- GPUs: none ({(info.get('gpu') or {}).get('unusable')})")
+print(f"- CUDA driver: {(info.get('gpu') or {}).get('driver')}; NVRTC: {(info.get('nvrtc') or {}).get('version')}")
+nccl_meta = next((r["meta"].get("nccl") for r in map(load, ["nccl-n1.json", "nccl-all-n1.json"]) if r), None)
+print(f"- NCCL: {nccl_meta}")
+print(f"- collbench: {info.get('version')}")
 print(f"- failed steps: {fails}\n")
 print("| check | rows | wrong | nan |\n|---|---|---|---|")
-for name in ["all-n1", "all-n2", "all-n3", "all-n8", "dtype-op-n3", "timing-wall", "graph", "nccl-all-n1",
+for name in ["all-n1", "all-n2", "all-n3", "all-n8", "dtype-op-n3", "timing-wall", "graph",
+             "premulsum-n3", "premulsum-int-n3", "all-to-all-v-n8", "all-gather-v-n8", "reduce-scatter-v-n8",
+             "group-n8", "group-x8-n8", "nccl-all-n1", "nccl-v-n1",
              "procs-2", "procs-4", "mpirun-2", "mpirun-2-relay", "mpirun-2-host"]:
     r = load(name + ".json")
     if not r:
@@ -274,7 +335,9 @@ if nc:
     print("| bytes | builtin algbw GB/s | NCCL algbw GB/s | ratio (target >= 0.95 at >= 1 MiB) | builtin us | NCCL us | time ratio (target <= 1.2 at 8 B) |\n|---|---|---|---|---|---|---|")
     by = {}
     for row in nc["rows"]:
-        by.setdefault(row["bytes"], {})[row["engine"]] = row
+        # NCCL's rows, or on the emulated device its stand-in's.
+        engine = "nccl" if row["engine"].startswith("nccl") else row["engine"]
+        by.setdefault(row["bytes"], {})[engine] = row
     for b in sorted(by):
         e = by[b]
         if "builtin" in e and "nccl" in e:
@@ -304,6 +367,17 @@ if a:
         pick = next(iter(algos.values())).get("auto_pick")
         if pick in algos:
             print(f"| {b} | {pick} | {best['algo']} | {algos[pick]['stats']['p50_us'] / best['stats']['p50_us']:.2f} |")
+single = {r["bytes"]: r for r in rows_of("group-single-n8")}
+groups = [r for r in rows_of("group-x8-n8") if r["collective"] == "group"]
+if single and groups:
+    print("\n## 8 ranks, eight all-reduces as one group against one alone (one launch per rank per group)\n")
+    print("| bytes (each) | alone us | group of 8 us | group / (8 x alone) |\n|---|---|---|---|")
+    for g in groups:
+        # A group's bytes are its operations' together.
+        k = len(g.get("members") or []) or 8
+        one = single.get(g["bytes"] // k)
+        if one:
+            print(f"| {one['bytes']} | {one['time_us']:.2f} | {g['time_us']:.2f} | {g['time_us'] / (k * one['time_us']):.2f} |")
 g = load("perf-n8-graph.json")
 if g:
     r = g["rows"][0]
