@@ -60,13 +60,14 @@ SH
   fi
 fi
 say() { echo "$*" | tee -a "$log"; }
-run() { # name expected-exit command...
+shopt -s extglob
+run() { # name expected-exit (or exits, as 0|1) command...
   local name=$1 want=$2; shift 2
   local t0=$SECONDS
   # No step of this script should take minutes: a stuck one is killed.
   timeout -s KILL "${STEP_LIMIT:-240}" "$@" > "$out/$name.out" 2> "$out/$name.err"
   local rc=$?
-  if [ "$rc" = "$want" ]; then
+  if [[ "$rc" == @($want) ]]; then
     say "PASS $name (exit $rc, $((SECONDS - t0)) s)"
   else
     say "FAIL $name: exit $rc, wanted $want ($((SECONDS - t0)) s); stderr:"
@@ -155,6 +156,9 @@ run nccl-n1 0 "$bin" all-reduce --device cuda --ranks 1 --engine builtin,nccl --
   --sizes 8B:1G:x8 --iters 20 --warmup 5 --json "$out/nccl-n1.json" -q
 run nccl-v-n1 0 "$bin" all-to-all-v --device cuda --ranks 1 --engine builtin,nccl --sizes 8B:4M:x8 \
   --iters 5 --warmup 2 --json "$out/nccl-v-n1.json" -q
+run nccl-group-n1 0 "$bin" all --device cuda --ranks 1 --engine builtin,nccl --group-mix \
+  all-reduce,all-gather,reduce-scatter-v --group 8 --sizes 8B:4M:x8 --iters 5 --warmup 2 \
+  --json "$out/nccl-group-n1.json" -q
 if python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
   python3 - "$out/copy.json" <<'PY'
 import json, sys, torch
@@ -186,8 +190,27 @@ run analyze 1 "$bin" analyze "$out/hang-dumps" --json
 if ! python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert 2 in d["culprits"], d' "$out/analyze.out" 2>>"$log"; then
   say "FAIL analyze does not name rank 2"; fails=$((fails + 1))
 fi
+# Every rank stopped outside collectives (a lone rank's hang): no wait
+# times out, the watchdog's stopped-ranks rule fires.
+rm -rf "$out/hang-lone-dumps"
+run hang-lone 3 "$bin" all-reduce --device cuda --ranks 1 --inject hang:rank=0,seq=3 --timeout 2s \
+  --sizes 1K:1K --dump-dir "$out/hang-lone-dumps" -q
+run analyze-lone 1 "$bin" analyze "$out/hang-lone-dumps" --json
+rm -rf "$out/hang-lone-dumps"
 run nan 1 "$bin" all-reduce --device cuda --ranks 3 --inject nan:rank=1,seq=1 --sizes 1K:1K -q
 run corrupt 1 "$bin" all-reduce --device cuda --ranks 3 --inject corrupt:rank=1,seq=1 --sizes 1K:1K -q
+
+say "== the links probe on 8 virtual ranks: healthy, then with link 2 -> 5 slowed 4x"
+# A rehearsal's verdicts are CPU threads', so either exit is accepted there.
+healthy=0 slowed=1
+[ -n "$smoke" ] && healthy="0|1" slowed="0|1"
+run links-n8 "$healthy" "$bin" links --device cuda --ranks 8 --sizes 1M:64M:x8 --iters 10 \
+  --json "$out/links-n8.json" -q
+run links-slow-n8 "$slowed" "$bin" links --device cuda --ranks 8 --sizes 1M:64M:x8 --iters 10 \
+  --inject slow-link:from=2,to=5,factor=4 --json "$out/links-slow-n8.json" -q
+if [ -z "$smoke" ] && ! grep -q "slow link 2 -> 5" "$out/links-slow-n8.out"; then
+  say "FAIL links-slow-n8: link 2 -> 5 not named"; fails=$((fails + 1))
+fi
 
 say "== rank processes (issue: GPUs across processes): --procs, and mpirun where present"
 # One GPU here: the processes share it (--allow-shared-gpu) and time-slice,
@@ -287,7 +310,7 @@ print(f"- failed steps: {fails}\n")
 print("| check | rows | wrong | nan |\n|---|---|---|---|")
 for name in ["all-n1", "all-n2", "all-n3", "all-n8", "dtype-op-n3", "timing-wall", "graph",
              "premulsum-n3", "premulsum-int-n3", "all-to-all-v-n8", "all-gather-v-n8", "reduce-scatter-v-n8",
-             "group-n8", "group-x8-n8", "nccl-all-n1", "nccl-v-n1",
+             "group-n8", "group-x8-n8", "nccl-all-n1", "nccl-v-n1", "nccl-group-n1", "links-n8", "links-slow-n8",
              "procs-2", "procs-4", "mpirun-2", "mpirun-2-relay", "mpirun-2-host"]:
     r = load(name + ".json")
     if not r:
@@ -390,6 +413,11 @@ if g:
     if a:
         cells = [f"{x['algo']}: {x['stats']['p50_us']:.2f}" for x in a["rows"]]
         print(f"\nThe same by algorithm (p50 us): {', '.join(cells)}")
+for name in ["links-n8", "links-slow-n8"]:
+    l = (load(name + ".json") or {}).get("links")
+    if l:
+        said = "; ".join(f.get("detail") or json.dumps(f) for f in l.get("findings", [])) or "no finding"
+        print(f"\n{name}: the link matrix at {l.get('bytes')} B: {said}")
 print("\nLog: log.txt")
 PY
 exit $((fails > 0))
