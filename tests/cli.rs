@@ -771,8 +771,8 @@ fn mistakes_get_collbench_words_before_anything_runs() {
             "'-1' is not a non-negative whole number",
         ),
         (
-            vec!["--root".into(), "-1".into()],
-            "'-1' is not a non-negative whole number",
+            vec!["--root".into(), "-2".into()],
+            "--root '-2': expected a rank",
         ),
         (vec!["--timeout".into(), "99999999999s".into()], "too long"),
         (

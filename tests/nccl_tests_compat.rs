@@ -555,7 +555,9 @@ fn nccl_tests_binary_names_behave_as_those_binaries() {
     assert_eq!(runs[0].rows[0][3], "sum", "sendrecv_perf prints sum");
     // nccl-tests' all-to-all-v by its binary name: the even split, checked.
     let out = std::process::Command::new(dir.path().join("alltoallv_perf"))
-        .args(["-b", "1K", "-e", "4K", "-g", "3", "-n", "1", "-w", "0"])
+        .args([
+            "-b", "1K", "-e", "4K", "-f", "2", "-g", "3", "-n", "1", "-w", "0",
+        ])
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
@@ -568,4 +570,157 @@ fn nccl_tests_binary_names_behave_as_those_binaries() {
     let runs = parse_runs(&text).unwrap();
     assert_eq!(runs[0].rows.len(), 3, "{text}");
     check_run(&runs[0]).unwrap();
+}
+
+/// Runs nccl-tests binary `name` (a link to collbench in `dir`) with
+/// `args` and `env`: (exit code, stdout, stderr).
+fn run_alias(dir: &Path, name: &str, args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
+    let out = std::process::Command::new(dir.join(name))
+        .args(args)
+        .env_remove("COLLBENCH_LOG")
+        .env_remove("NCCL_TESTS_MIN_BW")
+        .envs(env.iter().copied())
+        .env("COLLBENCH_DUMP_DIR", dir.join("dumps"))
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// The header line of nccl-tests' text.
+fn header_of(text: &str) -> &str {
+    text.lines()
+        .find(|l| l.starts_with("# nThread"))
+        .unwrap_or_else(|| panic!("no header in: {text}"))
+}
+
+/// Under nccl-tests' names its flags mean what they mean there: sizes and
+/// their defaults, the step, the header's fields as given, a flag given
+/// twice, `-r -1`, `-d all`'s order, NCCL_TESTS_MIN_BW and `-h`.
+#[test]
+fn nccl_tests_binaries_read_flags_as_nccl_tests_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    collbench().arg("install-aliases").arg(d).assert().success();
+    let fast = ["-n", "1", "-w", "0"];
+    // Without -f the sizes step by 1 MiB; one rank by default.
+    let mut args = vec!["-b", "1M", "-e", "3M"];
+    args.extend(fast);
+    let (code, text, err) = run_alias(d, "all_reduce_perf", &args, &[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        header_of(&text).starts_with("# nThread 1 nGpus 1 minBytes 1048576 maxBytes 3145728 step: 1048576(bytes) warmup iters: 0 iters: 1 agg iters: 1 validation: 1 graph: 0"),
+        "{text}"
+    );
+    let runs = parse_runs(&text).unwrap();
+    let sizes: Vec<&str> = runs[0].rows.iter().map(|r| r[0].as_str()).collect();
+    assert_eq!(sizes, ["1048576", "2097152", "3145728"], "{text}");
+    assert!(
+        text.ends_with("# Collective test concluded: all_reduce_perf\n#\n"),
+        "{text}"
+    );
+    // -e alone is below -b's default of 32 MiB: refused as nccl-tests does.
+    let (code, _, err) = run_alias(d, "all_reduce_perf", &["-e", "1K"], &[]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("invalid sizes for 'minbytes' and 'maxbytes': 33554432 > 1024"),
+        "{err}"
+    );
+    // K is 1024 whatever follows it; the header shows the flags as given;
+    // the last of a repeated flag holds.
+    let (code, text, err) = run_alias(
+        d,
+        "all_gather_perf",
+        &[
+            "-b", "1KB", "-e", "64K", "-e", "2k", "-f", "2", "-t", "2", "-g", "1", "-n", "3", "-m",
+            "2", "-c", "2", "-G", "1", "-w", "0",
+        ],
+        &[],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        header_of(&text).starts_with("# nThread 2 nGpus 1 minBytes 1024 maxBytes 2048 step: 2(factor) warmup iters: 0 iters: 3 agg iters: 2 validation: 2 graph: 1"),
+        "{text}"
+    );
+    assert_eq!(parse_runs(&text).unwrap()[0].rows.len(), 2, "{text}");
+    // -r -1: every root in turn.
+    let (code, text, err) = run_alias(
+        d,
+        "broadcast_perf",
+        &[
+            "-b", "8", "-e", "8", "-t", "3", "-r", "-1", "-n", "1", "-w", "0",
+        ],
+        &[],
+    );
+    assert_eq!(code, 0, "{err}");
+    let roots: Vec<String> = parse_runs(&text)
+        .unwrap()
+        .iter()
+        .flat_map(|r| r.rows.iter().map(|x| x[4].clone()))
+        .collect();
+    assert_eq!(roots, ["0", "1", "2"], "{text}");
+    // -d all in nccl-tests' order: bfloat16 after double.
+    let (code, text, err) = run_alias(
+        d,
+        "all_reduce_perf",
+        &["-b", "64", "-e", "64", "-d", "all", "-n", "1", "-w", "0"],
+        &[],
+    );
+    assert_eq!(code, 0, "{err}");
+    let types: Vec<String> = parse_runs(&text)
+        .unwrap()
+        .iter()
+        .flat_map(|r| r.rows.iter().map(|x| x[2].clone()))
+        .collect();
+    let at = |t: &str| {
+        types
+            .iter()
+            .position(|x| x == t)
+            .unwrap_or_else(|| panic!("{t}: {types:?}"))
+    };
+    assert!(
+        at("int8") < at("half") && at("half") < at("float") && at("double") < at("bfloat16"),
+        "{types:?}"
+    );
+    // NCCL_TESTS_MIN_BW: below 0.9 of it the run fails, as nccl-tests'.
+    let small = ["-b", "64", "-e", "64", "-t", "2", "-n", "1", "-w", "0"];
+    let (code, text, err) = run_alias(
+        d,
+        "all_reduce_perf",
+        &small,
+        &[("NCCL_TESTS_MIN_BW", "1000000")],
+    );
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("# Avg bus bandwidth") && l.ends_with(" FAILED")),
+        "{text}"
+    );
+    assert!(
+        err.contains("below 0.9 x NCCL_TESTS_MIN_BW=1000000"),
+        "{err}"
+    );
+    let (code, text, err) = run_alias(d, "all_reduce_perf", &small, &[("NCCL_TESTS_MIN_BW", "0")]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("# Avg bus bandwidth") && l.ends_with(" OK")),
+        "{text}"
+    );
+    let (code, _, err) = run_alias(
+        d,
+        "all_reduce_perf",
+        &small,
+        &[("NCCL_TESTS_MIN_BW", "fast")],
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("NCCL_TESTS_MIN_BW=fast"), "{err}");
+    // -h: the binary's own usage.
+    let (code, text, _) = run_alias(d, "all_reduce_perf", &["-h"], &[]);
+    assert_eq!(code, 0);
+    assert!(text.contains("Usage: all_reduce_perf [-t N]"), "{text}");
+    assert!(text.contains("Run as all_reduce_perf"), "{text}");
 }

@@ -516,8 +516,8 @@ fn a_refused_run_prints_no_passing_verdict() {
 
 /// `collbench ... | head -3` (and `2>&1 | head -3`): the reader goes away
 /// early; the sweep stops as for a signal (exit 130, every finished row in
-/// the JSON, `meta.partial`), where SIGPIPE used to kill it before the JSON
-/// was written, and a closed stderr is no panic.
+/// the JSON, `meta.partial`, but no dumps), where SIGPIPE used to kill it
+/// before the JSON was written, and a closed stderr is no panic.
 #[test]
 fn a_closed_stdout_stops_the_sweep_with_its_rows_kept() {
     let _one = serial();
@@ -546,6 +546,8 @@ fn a_closed_stdout_stops_the_sweep_with_its_rows_kept() {
         let rows = v["rows"].as_array().unwrap();
         assert!(!rows.is_empty() && rows.len() < 48, "{} rows", rows.len());
         assert_eq!(rows, &jsonl_rows(&dir.path().join("r.jsonl")));
+        // A reader that went away leaves nothing to diagnose: no dumps.
+        assert!(!dir.path().join("d").exists(), "dumps written");
         if !both {
             assert!(
                 said.contains("interrupted by SIGPIPE (stdout was closed)"),

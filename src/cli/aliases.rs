@@ -30,11 +30,35 @@ pub fn collective_of(program: &Path) -> Option<Collective> {
     BINARIES.iter().find(|(b, _)| *b == name).map(|&(_, c)| c)
 }
 
+/// A size as nccl-tests reads `-b` and `-e`: a number (fractions allowed)
+/// and an optional unit of which only the first letter counts, K, M or G
+/// in either case and always a power of 1024 (`1KB` is 1024 bytes, `1.5M`
+/// 1572864). `None` for what nccl-tests refuses (collbench's own parser
+/// then says why, or reads units nccl-tests lacks, such as `8B`).
+pub fn nccl_tests_size(v: &str) -> Option<u64> {
+    let t = v.trim_start();
+    let end = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let size: f64 = t[..end].parse().ok()?;
+    let units: f64 = match t[end..].trim_start().chars().next() {
+        None => 1.0,
+        Some('k' | 'K') => 1024.0,
+        Some('m' | 'M') => 1048576.0,
+        Some('g' | 'G') => 1073741824.0,
+        Some(_) => return None,
+    };
+    let bytes = size * units;
+    // As nccl-tests casts it: whole bytes, rounded down.
+    (bytes.is_finite() && bytes < 9.0e18).then_some(bytes as u64)
+}
+
 /// The command line collbench runs for `argv`: unchanged, or, when run as
 /// an nccl-tests binary, the collective's subcommand with nccl-tests'
 /// option names translated where collbench's differ (`--check N` is
-/// `--check-iters N`) and values where they mean more (`-o all` runs
-/// nccl-tests' six operators, `mulsum` included).
+/// `--check-iters N`), values where they mean more (`-o all` runs
+/// nccl-tests' six operators, `mulsum` included) and sizes of `-b` and
+/// `-e` read as nccl-tests reads them ([`nccl_tests_size`]).
 pub fn command_line(argv: Vec<OsString>) -> Vec<OsString> {
     let Some(coll) = argv.first().and_then(|p| collective_of(Path::new(p))) else {
         return argv;
@@ -45,10 +69,13 @@ pub fn command_line(argv: Vec<OsString>) -> Vec<OsString> {
         "--as-nccl-tests".into(),
     ];
     const ALL_OPS: &str = "sum,prod,max,min,avg,mulsum";
-    let mut op_value = false;
+    let size = |v: &str| nccl_tests_size(v).map_or_else(|| v.to_string(), |b| b.to_string());
+    let (mut op_value, mut size_value) = (false, false);
     for a in argv.into_iter().skip(1) {
         let after_op = std::mem::take(&mut op_value);
+        let after_size = std::mem::take(&mut size_value);
         let translated = match a.to_str() {
+            Some(v) if after_size => size(v).into(),
             Some("--check") => "--check-iters".into(),
             Some(s) if s.starts_with("--check=") => format!("--check-iters={}", &s[8..]).into(),
             Some("all") if after_op => ALL_OPS.into(),
@@ -57,6 +84,16 @@ pub fn command_line(argv: Vec<OsString>) -> Vec<OsString> {
             Some("-o" | "--op") => {
                 op_value = true;
                 a
+            }
+            Some("-b" | "-e" | "--minbytes" | "--maxbytes") => {
+                size_value = true;
+                a
+            }
+            Some(s) if (s.starts_with("-b") || s.starts_with("-e")) && s.len() > 2 => {
+                format!("{}{}", &s[..2], size(&s[2..])).into()
+            }
+            Some(s) if s.starts_with("--minbytes=") || s.starts_with("--maxbytes=") => {
+                format!("{}{}", &s[..11], size(&s[11..])).into()
             }
             _ => a,
         };
@@ -94,6 +131,51 @@ mod tests {
         }
         // collbench's own name keeps `--op all` at the five.
         assert_eq!(line(&["collbench", "all-reduce", "--op", "all"])[3], "all");
+    }
+
+    #[test]
+    fn sizes_read_as_nccl_tests_reads_them() {
+        for (v, want) in [
+            ("8", Some(8)),
+            ("1K", Some(1024)),
+            ("1KB", Some(1024)),
+            ("1kib", Some(1024)),
+            ("1.5M", Some(1572864)),
+            ("2 G", Some(2 << 30)),
+            ("32m", Some(32 << 20)),
+            ("8B", None),
+            ("1T", None),
+            ("x", None),
+            ("-8", None),
+        ] {
+            assert_eq!(nccl_tests_size(v), want, "{v}");
+        }
+        let argv = [
+            "all_reduce_perf",
+            "-b",
+            "1KB",
+            "-e1MB",
+            "--minbytes=2KB",
+            "--maxbytes",
+            "8B",
+            "-i",
+            "1KB",
+        ];
+        assert_eq!(
+            line(&argv)[3..],
+            [
+                "-b",
+                "1024",
+                "-e1048576",
+                "--minbytes=2048",
+                "--maxbytes",
+                "8B",
+                "-i",
+                "1KB"
+            ]
+        );
+        // collbench's own name keeps its units (KB: 1000 bytes).
+        assert_eq!(line(&["collbench", "all-reduce", "-b", "1KB"])[3], "1KB");
     }
 
     #[test]

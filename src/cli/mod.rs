@@ -197,10 +197,29 @@ pub fn command() -> clap::Command {
     cmd
 }
 
-/// Parses `argv` (its first item is the program) with [`command`].
+/// Parses `argv` (its first item is the program) with [`command`]; run as
+/// an nccl-tests binary (see [`aliases::command_line`]), with nccl-tests'
+/// getopt habits: a flag given twice takes its last value, and the usage
+/// names the binary alone.
 pub fn parse_from(argv: Vec<std::ffi::OsString>) -> Result<Cli, clap::Error> {
     use clap::FromArgMatches;
-    let matches = command().try_get_matches_from(argv)?;
+    let mut cmd = command();
+    if argv.get(2).is_some_and(|a| a == "--as-nccl-tests") {
+        let program = argv[0].to_string_lossy();
+        let binary = std::path::Path::new(&*program)
+            .file_name()
+            .map_or_else(|| program.to_string(), |n| n.to_string_lossy().into_owned());
+        let sub = argv[1].to_string_lossy().into_owned();
+        cmd = cmd.args_override_self(true).mut_subcommand(sub, |s| {
+            s.override_usage(format!(
+                "{binary} [-t N] [-g N] [-b SIZE] [-e SIZE] [-f F | -i SIZE] [-n N] [-w N] [-m N] [-c N] [-o OP] [-d TYPE] [-r ROOT] [-T SEC] [-G N] [-a 0-3] [collbench options]"
+            ))
+            .after_help(format!(
+                "Run as {binary}, collbench behaves as nccl-tests' binary: its defaults hold (-b and -e 32M, a step of 1M unless -f is above 1, one rank, -a 1, nccl-tests' text on stdout), sizes read as nccl-tests reads them (1K = 1KB = 1024), a flag given twice takes its last value, and NCCL_TESTS_MIN_BW fails a run whose average bus bandwidth is below 0.9 of it. collbench's options (--json, --device, --algo, ...) apply too; their defaults above are collbench's own."
+            ))
+        });
+    }
+    let matches = cmd.try_get_matches_from(argv)?;
     Cli::from_arg_matches(&matches)
 }
 
@@ -229,7 +248,7 @@ pub struct SizeArgs {
     #[arg(short = 'e', long = "maxbytes", value_name = "SIZE", conflicts_with = "sizes", value_parser = values::bytes, allow_negative_numbers = true)]
     pub maxbytes: Option<u64>,
     /// Growth factor between sizes (nccl-tests -f) [default: 2].
-    #[arg(short = 'f', long = "stepfactor", value_name = "F", conflicts_with_all = ["sizes", "stepbytes"], value_parser = values::factor, allow_negative_numbers = true)]
+    #[arg(short = 'f', long = "stepfactor", value_name = "F", conflicts_with = "sizes", value_parser = values::factor, allow_negative_numbers = true)]
     pub stepfactor: Option<f64>,
     /// Growth step between sizes (nccl-tests -i).
     #[arg(short = 'i', long = "stepbytes", value_name = "SIZE", conflicts_with = "sizes", value_parser = values::bytes, allow_negative_numbers = true)]
@@ -325,7 +344,7 @@ pub struct RunArgs {
     /// and rows carry its prediction (`predicted_us`) and pick (`auto_pick`).
     #[arg(long, value_name = "FILE")]
     pub tuning: Option<std::path::PathBuf>,
-    /// Root rank of rooted collectives, or all (nccl-tests -r).
+    /// Root rank of rooted collectives, or all (-1 too, as nccl-tests -r).
     #[arg(long, short = 'r', default_value = "0", value_name = "N|all", value_parser = values::root, allow_negative_numbers = true)]
     pub root: RootChoice,
     /// Timed iterations per case (nccl-tests -n).

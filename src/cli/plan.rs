@@ -42,6 +42,53 @@ pub struct Sweep {
     /// Files the sweep reads (`--tuning`, a `--split` file): no output may
     /// overwrite them.
     pub inputs: Vec<PathBuf>,
+    /// Run as an nccl-tests binary: its header line as nccl-tests prints
+    /// it for the flags given, and `NCCL_TESTS_MIN_BW`.
+    pub nccl_tests: Option<NcclTestsRun>,
+}
+
+/// What an nccl-tests binary's run says of itself beyond the rows.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NcclTestsRun {
+    /// `# nThread T nGpus G minBytes ... graph: N`, from the flags.
+    pub header: String,
+    /// `NCCL_TESTS_MIN_BW`: the average bus bandwidth (GB/s) below 0.9 of
+    /// which the run fails.
+    pub min_bw: Option<f64>,
+}
+
+/// nccl-tests' header line and bandwidth floor for a run under its
+/// binaries' names (None otherwise).
+fn nccl_tests_run(a: &RunArgs) -> Result<Option<NcclTestsRun>, PlanError> {
+    let nt = &a.nccl_tests;
+    if !nt.as_nccl_tests {
+        return Ok(None);
+    }
+    let min_bw = match std::env::var("NCCL_TESTS_MIN_BW") {
+        Err(_) => None,
+        Ok(v) => match v.trim().parse::<f64>() {
+            Ok(f) if f.is_finite() && f >= 0.0 => Some(f),
+            _ => {
+                return bad(format!(
+                    "NCCL_TESTS_MIN_BW={v}: expected a bus bandwidth in GB/s, such as 150"
+                ))
+            }
+        },
+    };
+    let header = format!(
+        "# nThread {} nGpus {} minBytes {} maxBytes {} step: {} warmup iters: {} iters: {} agg iters: {} validation: {} graph: {}",
+        nt.nthreads.unwrap_or(1),
+        nt.ngpus.unwrap_or(1),
+        a.sizes.minbytes.unwrap_or(NCCL_TESTS_SIZE),
+        a.sizes.maxbytes.unwrap_or(NCCL_TESTS_SIZE),
+        nccl_tests_step(&a.sizes),
+        a.warmup,
+        a.iters,
+        nt.agg_iters.unwrap_or(1),
+        if a.no_check { 0 } else { a.check_iters.unwrap_or(1) },
+        nt.cudagraph.unwrap_or(0),
+    );
+    Ok(Some(NcclTestsRun { header, min_bw }))
 }
 
 impl Sweep {
@@ -68,24 +115,65 @@ fn gpu_map(a: &RunArgs) -> Result<Option<Vec<usize>>, PlanError> {
 
 /// nccl-tests' default size (its `-b` and `-e` both default to 32 MiB).
 const NCCL_TESTS_SIZE: u64 = 32 << 20;
+/// nccl-tests' default step (`-i`), taken when no factor above 1 is given.
+const NCCL_TESTS_STEP: u64 = 1 << 20;
 
 pub(crate) fn sizes(a: &SizeArgs, as_nccl_tests: bool) -> Result<Vec<u64>, PlanError> {
     if let Some(s) = &a.sizes {
         return Ok(s.0.clone());
     }
+    if as_nccl_tests {
+        return nccl_tests_sizes(a);
+    }
     let (min, max) = match (a.minbytes, a.maxbytes) {
-        (None, None) if as_nccl_tests => (NCCL_TESTS_SIZE, NCCL_TESTS_SIZE),
         (None, None) => (8, 64 << 20),
         (Some(m), None) => (m, m.max(64 << 20)),
         (None, Some(m)) => (8.min(m), m),
         (Some(a), Some(b)) => (a, b),
     };
     let growth = match (a.stepfactor, a.stepbytes) {
-        (Some(f), _) => Growth::Factor(f),
+        // Both, as nccl-tests takes them: the factor where it grows.
+        (Some(f), Some(s)) => {
+            if f > 1.0 {
+                Growth::Factor(f)
+            } else {
+                Growth::Step(s)
+            }
+        }
+        (Some(f), None) => Growth::Factor(f),
         (None, Some(s)) => Growth::Step(s),
         (None, None) => Growth::Factor(2.0),
     };
     sweep(min, max, growth).map_err(|e| PlanError(e.to_string()))
+}
+
+/// The sizes as nccl-tests' binaries sweep them: `-b` and `-e` default to
+/// 32 MiB each; a factor above 1 (`-f`) multiplies, else the step (`-i`,
+/// default 1 MiB) adds.
+fn nccl_tests_sizes(a: &SizeArgs) -> Result<Vec<u64>, PlanError> {
+    let min = a.minbytes.unwrap_or(NCCL_TESTS_SIZE);
+    let max = a.maxbytes.unwrap_or(NCCL_TESTS_SIZE);
+    if min > max {
+        return bad(format!(
+            "invalid sizes for 'minbytes' and 'maxbytes': {min} > {max} (-b and -e default to {NCCL_TESTS_SIZE})"
+        ));
+    }
+    let growth = match a.stepfactor {
+        Some(f) if f > 1.0 => Growth::Factor(f),
+        Some(f) if f < 0.0 => return bad(format!("-f {f}: a factor is not negative")),
+        _ => Growth::Step(a.stepbytes.unwrap_or(NCCL_TESTS_STEP)),
+    };
+    // min 0 (nccl-tests runs an empty case): the smallest size is a byte.
+    sweep(min.max(1), max.max(1), growth).map_err(|e| PlanError(e.to_string()))
+}
+
+/// The `step:` of nccl-tests' header for a sweep run as its binaries run
+/// it: `F(factor)` when a factor above 1 grows it, else `N(bytes)`.
+pub(crate) fn nccl_tests_step(a: &SizeArgs) -> String {
+    match a.stepfactor {
+        Some(f) if f > 1.0 => format!("{f}(factor)"),
+        _ => format!("{}(bytes)", a.stepbytes.unwrap_or(NCCL_TESTS_STEP)),
+    }
 }
 
 fn names<T>(all: &[T], name: impl Fn(&T) -> &'static str) -> String {
@@ -278,6 +366,7 @@ fn build_over(
         cuda_knobs: crate::engine::exec::cuda::launch::EnvKnobs::from_env().map_err(PlanError)?,
     };
     Ok(Sweep {
+        nccl_tests: nccl_tests_run(a)?,
         plan,
         device: a.device,
         timing: a.timing,
@@ -471,6 +560,8 @@ fn ranks(
         )),
         (Some(r), _, None) => Ok(r),
         (None, Some(n), None) => Ok(n),
+        // nccl-tests' binaries: one thread of one GPU.
+        (None, None, None) if nt.as_nccl_tests => Ok(1),
         (None, None, None) => Ok(2),
     }
 }
@@ -495,7 +586,7 @@ fn flag_notes(iters: usize, nt: &NcclTestsArgs) -> Vec<String> {
     if nt.local_register.is_some_and(|r| r > 0) {
         out.push("-R: buffer registration is NCCL's; collbench's engine reads peers' buffers directly where it can".into());
     }
-    if nt.parallel_init.is_some() {
+    if nt.parallel_init == Some(true) {
         out.push("-p: collbench sets its ranks up in parallel always".into());
     }
     if nt.stream_null == Some(true) {

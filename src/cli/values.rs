@@ -209,14 +209,15 @@ pub fn positive_f64(v: &str) -> Result<f64, ValueError> {
 }
 
 pub fn dtypes(v: &str) -> Result<List<Dtype>, ValueError> {
-    let known = names(&Dtype::ALL, |d| d.name());
-    list("--dtype", v, &Dtype::ALL, Dtype::parse, &known).map(List)
+    let all = Dtype::NCCL_TESTS_ORDER;
+    let known = names(&all, |d| d.name());
+    list("--dtype", v, &all, Dtype::parse, &known).map(List)
 }
 
 pub fn ops(v: &str) -> Result<List<ReduceOp>, ValueError> {
     let all = ReduceOp::NCCL_TESTS_ORDER;
     // premulsum is known, though `all` (nccl-tests' operators) leaves it out.
-    let known = format!("{}, premulsum", names(&all, |o| o.name()));
+    let known = format!("{}, premulsum (or mulsum)", names(&all, |o| o.name()));
     list("--op", v, &all, ReduceOp::parse, &known).map(List)
 }
 
@@ -258,9 +259,14 @@ pub fn algos(v: &str) -> Result<AlgoArg, ValueError> {
 
 /// A whole number, at least 0.
 fn whole<T: std::str::FromStr>(flag: &str, v: &str) -> Result<T, ValueError> {
-    v.trim()
-        .parse()
-        .or_else(|_| bad(format!("{flag} '{v}' is not a non-negative whole number")))
+    let t = v.trim();
+    t.parse().or_else(|_| {
+        if !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()) {
+            bad(format!("{flag} '{v}' is too large"))
+        } else {
+            bad(format!("{flag} '{v}' is not a non-negative whole number"))
+        }
+    })
 }
 
 /// A whole number, at least 1.
@@ -326,10 +332,15 @@ pub fn seed(v: &str) -> Result<u64, ValueError> {
 }
 
 pub fn root(v: &str) -> Result<RootChoice, ValueError> {
-    if v.trim().eq_ignore_ascii_case("all") {
+    // -1: nccl-tests' `-r -1`, every root in turn.
+    if v.trim().eq_ignore_ascii_case("all") || v.trim() == "-1" {
         return Ok(RootChoice::All);
     }
-    whole("--root", v).map(RootChoice::One)
+    whole("--root", v).map(RootChoice::One).map_err(|_| {
+        ValueError(format!(
+            "--root '{v}': expected a rank (0, 1, ...), or all (also -1): every root in turn"
+        ))
+    })
 }
 
 pub fn channels(v: &str) -> Result<Channels, ValueError> {
@@ -625,7 +636,7 @@ mod tests {
 
     #[test]
     fn lists_expand_all_and_name_the_known_values() {
-        assert_eq!(dtypes("all").unwrap().0, Dtype::ALL.to_vec());
+        assert_eq!(dtypes("all").unwrap().0, Dtype::NCCL_TESTS_ORDER.to_vec());
         assert_eq!(
             ops("sum, max").unwrap().0,
             vec![ReduceOp::Sum, ReduceOp::Max]
@@ -664,6 +675,7 @@ mod tests {
             .to_string()
             .contains("not a non-negative"));
         assert_eq!(root("all"), Ok(RootChoice::All));
+        assert_eq!(root("-1"), Ok(RootChoice::All));
         assert_eq!(root("3"), Ok(RootChoice::One(3)));
         assert_eq!(channels("auto"), Ok(Channels::Auto));
         assert!(channels("0").is_err() && channels("129").is_err());

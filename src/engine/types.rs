@@ -446,6 +446,23 @@ impl Dtype {
         Dtype::F8E5M2,
     ];
 
+    /// `--dtype all` in nccl-tests' order (its `-d all`: bfloat16 after
+    /// double, the fp8 types last).
+    pub const NCCL_TESTS_ORDER: [Dtype; 12] = [
+        Dtype::I8,
+        Dtype::U8,
+        Dtype::I32,
+        Dtype::U32,
+        Dtype::I64,
+        Dtype::U64,
+        Dtype::F16,
+        Dtype::F32,
+        Dtype::F64,
+        Dtype::Bf16,
+        Dtype::F8E4M3,
+        Dtype::F8E5M2,
+    ];
+
     /// The short names nccl-tests prints in its `type` column.
     pub fn name(self) -> &'static str {
         match self {

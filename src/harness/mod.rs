@@ -493,7 +493,7 @@ pub fn prepare(plan: &Plan, setup: &Setup, mpi: Option<&Peers>) -> Result<Prepar
     }
     if cases.is_empty() {
         return Err(HarnessError::Empty(
-            "every size is smaller than one element per rank; raise --sizes".into(),
+            "every size is smaller than one element per rank; raise the sizes (--sizes, or -b and -e)".into(),
         ));
     }
     if setup.gpu.is_none() {
@@ -632,9 +632,17 @@ pub fn run(
         (fired == Some(Fired::Stop)).then_some("a signal to another process of the run")
     });
     if let Some(signal) = signal {
+        // A closed stdout in a run of one process leaves nothing to
+        // diagnose: no dumps (the run's other processes would still look
+        // for them, so a spread run writes them).
+        let quiet = watchdog::stopped_for_closed_stdout() && setup.abort_trigger.is_none();
         return Err(HarnessError::Interrupted {
             signal,
-            dumps: dump(watchdog::TRIGGER_SIGNAL),
+            dumps: if quiet {
+                Vec::new()
+            } else {
+                dump(watchdog::TRIGGER_SIGNAL)
+            },
             missing_rows,
         });
     }

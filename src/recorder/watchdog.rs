@@ -51,6 +51,12 @@ pub fn stop_for_closed_stdout() {
     let _ = STOP_SIGNAL.compare_exchange(0, libc::SIGPIPE, Ordering::SeqCst, Ordering::SeqCst);
 }
 
+/// Whether the run stopped because its stdout was closed (`| head`): a
+/// reader that went away, nothing to diagnose.
+pub fn stopped_for_closed_stdout() -> bool {
+    STOP_SIGNAL.load(Ordering::SeqCst) == libc::SIGPIPE
+}
+
 /// Whether SIGINT or SIGTERM arrived since the process started.
 pub fn signalled() -> bool {
     stop_signal().is_some()

@@ -42,6 +42,8 @@ pub fn results(rows: Vec<Row>) -> Results {
     Results::new(
         Meta {
             log_avg_busbw: None,
+            nccl_tests_header: None,
+            nccl_tests_min_bw: None,
             gpus: Vec::new(),
             pid: 0,
             version: "0.1.0".into(),

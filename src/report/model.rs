@@ -157,6 +157,14 @@ pub struct Meta {
     /// printed (its rows keep two decimals of busbw, too few to recompute it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub log_avg_busbw: Option<String>,
+    /// Run as an nccl-tests binary (`all_reduce_perf`): nccl-tests' header
+    /// line for the flags given, printed as is in its text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nccl_tests_header: Option<String>,
+    /// `NCCL_TESTS_MIN_BW` of such a run: its text's average bus bandwidth
+    /// says OK or FAILED against 0.9 of it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nccl_tests_min_bw: Option<f64>,
     /// The GPUs used, as CUDA names them (rank r runs on `gpus[r % len]`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub gpus: Vec<Gpu>,

@@ -78,6 +78,39 @@ fn algorithm_line(rows: &[Row]) -> String {
     format!("# Algorithm by size: {}", parts.join(", "))
 }
 
+/// Whether the average bus bandwidth of `rows` (one run of nccl-tests'
+/// text) falls below 0.9 of `NCCL_TESTS_MIN_BW`, where nccl-tests fails.
+pub fn below_min_bw(rows: &[Row], min_bw: f64) -> bool {
+    avg_busbw(rows) < 0.9 * min_bw
+}
+
+/// The runs of nccl-tests' text (as [`NcclTests`] sections `rows`) whose
+/// average bus bandwidth falls below 0.9 of `min_bw`: each run's name
+/// (binary, engine, and algorithm where split) and average.
+pub fn runs_below_min_bw(rows: &[Row], min_bw: f64, split_algos: bool) -> Vec<(String, f64)> {
+    let layout = NcclTests::new(Vec::new(), Vec::new(), split_algos);
+    let mut runs: Vec<(String, Vec<Row>)> = Vec::new();
+    for r in rows {
+        let key = layout.section_key(r);
+        match runs.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, v)) => v.push(r.clone()),
+            None => runs.push((key, vec![r.clone()])),
+        }
+    }
+    runs.into_iter()
+        .filter(|(_, v)| below_min_bw(v, min_bw))
+        .map(|(_, v)| {
+            let r = &v[0];
+            let mut name = format!("{} ({} engine", perf_binary(&r.collective), r.engine);
+            if split_algos {
+                name.push_str(&format!(", {}", r.algo));
+            }
+            name.push(')');
+            (name, avg_busbw(&v))
+        })
+        .collect()
+}
+
 /// The name of nccl-tests' binary for a collective.
 pub fn perf_binary(collective: &str) -> String {
     match collective {
@@ -142,13 +175,15 @@ impl NcclTests {
         let (min, max) = (sizes[0], sizes[sizes.len() - 1]);
         let ranks = meta.map_or(1, |m| m.world_size.max(1));
         let (warmup, iters) = meta.map_or((0, 0), |m| (m.warmup, m.iters));
+        // Run as an nccl-tests binary (or read from its log): its own line.
+        let given = meta.and_then(|m| m.nccl_tests_header.clone());
         let mut out = vec![
             format!("# Collective test starting: {}", perf_binary(&first.collective)),
-            format!(
+            given.unwrap_or_else(|| format!(
                 "# nThread 1 nGpus {ranks} minBytes {min} maxBytes {max} step: {} warmup iters: {warmup} iters: {iters} agg iters: 1 validation: {} graph: 0",
                 step(sizes),
                 u8::from(first.wrong >= 0)
-            ),
+            )),
             "#".into(),
             "# Using devices".into(),
         ];
@@ -233,15 +268,24 @@ impl Layout for NcclTests {
                 first.root.to_string(),
             ],
         );
+        let mut whole = true;
         for placement in ["out", "in"] {
-            let cell = self
-                .placements
-                .iter()
-                .position(|p| p == placement)
-                .and_then(|i| cells.get(i).copied().flatten());
+            let column = self.placements.iter().position(|p| p == placement);
+            let cell = column.and_then(|i| cells.get(i).copied().flatten());
+            // Missing where the results have the placement at all.
+            whole &= cell.is_some() || column.is_none();
             line = line.placement(&PLACEMENT, cell, TimeDigits::NCCL_TESTS);
         }
-        line.into()
+        let line: String = line.into();
+        if whole {
+            return line;
+        }
+        // A case the run did not finish (a placement's dashes): a comment,
+        // as no nccl-tests data line has a dash where a number goes.
+        match line.strip_prefix(' ') {
+            Some(rest) => format!("#{rest}"),
+            None => format!("# {line}"),
+        }
     }
 
     fn close(&self, rows: &[Row], meta: Option<&Meta>, stopped: Option<&Partial>) -> Vec<String> {
@@ -264,17 +308,26 @@ impl Layout for NcclTests {
                 "# Out of bounds values : {bad} {}",
                 if bad > 0 { "FAILED" } else { "OK" }
             ),
-            format!("# Avg bus bandwidth    : {} ", {
-                // A log's own average where it printed one (its rows keep too
-                // few digits of busbw to recompute it exactly).
-                let printed = meta.and_then(|m| m.log_avg_busbw.clone());
-                printed.unwrap_or_else(|| fmt_g(avg_busbw(rows)))
-            }),
+            format!(
+                "# Avg bus bandwidth    : {} {}",
+                {
+                    // A log's own average where it printed one (its rows keep
+                    // too few digits of busbw to recompute it exactly).
+                    let printed = meta.and_then(|m| m.log_avg_busbw.clone());
+                    printed.unwrap_or_else(|| fmt_g(avg_busbw(rows)))
+                },
+                match meta.and_then(|m| m.nccl_tests_min_bw) {
+                    Some(min) if below_min_bw(rows, min) => "FAILED",
+                    Some(_) => "OK",
+                    None => "",
+                }
+            ),
             "#".into(),
             format!(
                 "# Collective test concluded: {}",
                 perf_binary(&first.collective)
             ),
+            "#".into(),
         ]
     }
 
@@ -360,6 +413,18 @@ mod tests {
         );
         assert!(
             !text.contains("concluded") && !text.contains(" OK"),
+            "{text}"
+        );
+        // A case stopped between its placements: a comment, never a data
+        // line with dashes where a parser reads numbers.
+        let mut cut = results(vec![row(8, "out"), row(8, "in"), row(16, "out")]);
+        cut.meta.partial = r.meta.partial.clone();
+        let text = render(&cut);
+        let data: Vec<&str> = text.lines().filter(|l| !l.starts_with('#')).collect();
+        assert_eq!(data.len(), 1, "{text}");
+        assert!(
+            text.lines()
+                .any(|l| l.starts_with("#         16 ") && l.ends_with("      -")),
             "{text}"
         );
     }

@@ -808,6 +808,9 @@ impl LogRun {
             nccl: self.nccl.clone(),
             pid: self.ranks.first().map_or(0, |r| r.pid as u32),
             log_avg_busbw: self.avg_text.clone(),
+            // Its own header line, printed again as it was.
+            nccl_tests_header: header.map(|h| format!("# {}", h.line)),
+            nccl_tests_min_bw: None,
             partial: None,
             gpus: self
                 .ranks

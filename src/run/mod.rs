@@ -643,7 +643,39 @@ fn sweep(coll: Option<Collective>, args: &RunArgs, probe: bool) -> anyhow::Resul
             say!("collbench: warning: {w}");
         }
     }
-    Ok(exit_code(result, leader))
+    let code = exit_code(result, leader);
+    // nccl-tests' bandwidth floor fails a run that is otherwise clean.
+    if code == OK && leader && below_min_bw(&results, plan) {
+        return Ok(CHECK_FAILED);
+    }
+    Ok(code)
+}
+
+/// Whether the sweep runs several algorithms per case, so that nccl-tests'
+/// text prints one run per algorithm.
+fn split_algos(plan: &Plan) -> bool {
+    match &plan.algos {
+        harness::AlgoChoice::List(l) => l.len() > 1,
+        harness::AlgoChoice::Pairs(_) => true,
+        harness::AlgoChoice::Auto => false,
+    }
+}
+
+/// `NCCL_TESTS_MIN_BW` of a run as an nccl-tests binary: each run of its
+/// text whose average bus bandwidth is below 0.9 of it fails (exit 1), as
+/// in nccl-tests; says which.
+fn below_min_bw(results: &Results, plan: &Plan) -> bool {
+    let Some(min) = results.meta.nccl_tests_min_bw else {
+        return false;
+    };
+    let low = crate::report::nccl::runs_below_min_bw(&results.rows, min, split_algos(plan));
+    for (run, avg) in &low {
+        say!(
+            "collbench: {run}: average bus bandwidth {} GB/s is below 0.9 x NCCL_TESTS_MIN_BW={min} GB/s",
+            crate::report::nccl::fmt_g(*avg)
+        );
+    }
+    !low.is_empty()
 }
 
 /// Where the sweep's buffers live and the room there: the GPUs' free
@@ -887,13 +919,12 @@ fn sinks(s: &Sweep, leader: bool) -> anyhow::Result<Fanout> {
             .map(|p| p.name().to_string())
             .collect();
         let format: Format = s.format.into();
-        // Several algorithms per case print one nccl-tests run each.
-        let split = match &s.plan.algos {
-            harness::AlgoChoice::List(l) => l.len() > 1,
-            harness::AlgoChoice::Pairs(_) => true,
-            harness::AlgoChoice::Auto => false,
-        };
-        let layout = format.layout(names, s.verbose > 0, s.plan.sizes.clone(), split);
+        let layout = format.layout(
+            names,
+            s.verbose > 0,
+            s.plan.sizes.clone(),
+            split_algos(&s.plan),
+        );
         f.sinks.push(Box::new(LayoutSink::new(layout, out)));
     }
     if s.csv.as_deref().is_some_and(|p| p.as_os_str() == "-") {
@@ -960,6 +991,8 @@ fn meta(s: &Sweep, chosen: &Chosen) -> Meta {
         pid: std::process::id(),
         gpus: chosen.gpus.clone(),
         log_avg_busbw: None,
+        nccl_tests_header: s.nccl_tests.as_ref().map(|n| n.header.clone()),
+        nccl_tests_min_bw: s.nccl_tests.as_ref().and_then(|n| n.min_bw),
     }
 }
 
