@@ -676,6 +676,22 @@ fn a_device_too_small_for_the_layout_is_refused_before_launch() {
         "{err}"
     );
     assert!(!err.contains("panicked"), "{err}");
+    // `--channels auto` on a device of 4 SMs x 1 block: one channel per
+    // rank, which fits (auto took 2 on the emulated device, which did not).
+    let out = collbench()
+        .env("COLLBENCH_EMU_GPUS", "1")
+        .env("COLLBENCH_EMU_SMS", "4")
+        .env("COLLBENCH_EMU_BLOCKS_PER_SM", "1")
+        .args(["all-reduce", "--device", "cuda-emu", "--ranks", "4"])
+        .args(["--sizes", "1K:64K:x64", "-n", "2", "-w", "1", "-q"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "auto channels over-filled: {err}"
+    );
 }
 
 #[test]

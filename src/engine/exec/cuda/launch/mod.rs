@@ -410,11 +410,6 @@ impl CudaWorld {
     /// another rank's blocks always finds room; a rank alone on its GPU
     /// may take every slot.
     pub(super) fn auto_blocks(&self, variant: Variant) -> Result<usize, ExecError> {
-        if self.kind == Kind::Emu {
-            // Every block is a thread: few, so the host's cores are not swamped.
-            tracing::debug!(%variant, blocks = 2, "auto channels on the emulated device");
-            return Ok(2);
-        }
         let poisoned = || ExecError::Setup("channel table poisoned".into());
         if let Some(&n) = self.auto.lock().map_err(|_| poisoned())?.get(&variant) {
             return Ok(n);
@@ -442,6 +437,11 @@ impl CudaWorld {
                 resident_cap = cap,
                 "occupancy for auto channels"
             );
+        }
+        if self.kind == Kind::Emu {
+            // Every block is a thread: few, so the host's cores are not
+            // swamped (and never more than the emulated device holds).
+            blocks = blocks.min(2);
         }
         tracing::info!(
             %variant,

@@ -216,12 +216,14 @@ impl CudaRank {
             "residency check"
         );
         if need > cap {
+            let emu = self.world.kind == Kind::Emu;
             return Err(ExecError::Setup(format!(
-                "{here} rank(s) x {nchannels} channel(s) = {need} blocks must be resident at once on GPU {} ({}), but it holds {} SMs x {per_sm} blocks of {threads} threads = {cap}: lower --ranks or --channels{}",
+                "{here} rank(s) x {nchannels} channel(s) = {need} blocks must be resident at once on GPU {} ({}), but it holds {} SMs x {per_sm} blocks{} = {cap}: lower --ranks or --channels{}",
                 desc.ordinal,
                 desc.name,
                 desc.multiprocessors,
-                if self.world.kind == Kind::Emu { " (or raise COLLBENCH_EMU_SMS / COLLBENCH_EMU_BLOCKS_PER_SM)" } else { "" }
+                if emu { String::new() } else { format!(" of {threads} threads") },
+                if emu { " (or raise COLLBENCH_EMU_SMS / COLLBENCH_EMU_BLOCKS_PER_SM)" } else { "" }
             )));
         }
         Ok(())
