@@ -1,10 +1,12 @@
 //! Process entry: parse the command line, run, exit with the code.
 
 fn main() {
-    // A closed stdout (`collbench info | head`) ends the process quietly, as
-    // it does for other Unix tools, instead of a panic in println!.
-    // SAFETY: restoring the default disposition of one signal at start-up.
-    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+    // A closed stdout (`collbench compare a b | head`) is no reason to die:
+    // writes to it fail (and are ignored), so a command still writes its
+    // files and exits with its own code (a regression's 1, not SIGPIPE's
+    // 141); a sweep stops as for a signal (see run::emit).
+    // SAFETY: setting the disposition of one signal at start-up.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
     let argv = collbench::cli::aliases::command_line(std::env::args_os().collect());
     let cli = match collbench::cli::parse_from(argv) {
         Ok(c) => c,

@@ -267,6 +267,37 @@ fn compare_passes_on_itself_and_fails_on_doubled_times() {
         "{}",
         o.stderr
     );
+    // Its stdout's reader gone before it writes (`| head` that has had
+    // enough), compare still says regressed by its exit code, not
+    // SIGPIPE's 141; report still writes its files.
+    let piped = |cmd: String| {
+        let out = std::process::Command::new("bash")
+            .args([
+                "-c",
+                &format!("(sleep 0.3; {cmd}) | true; echo ${{PIPESTATUS[0]}}"),
+            ])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    let bin = assert_cmd::cargo::cargo_bin("collbench");
+    let code = piped(format!(
+        "'{}' compare '{}' '{}' --max-regression 10",
+        bin.display(),
+        s(&a),
+        s(&slow)
+    ));
+    assert_eq!(code, "1");
+    let csv = dir.path().join("both.csv");
+    let code = piped(format!(
+        "'{}' report '{}' '{}' --csv '{}' 2>/dev/null",
+        bin.display(),
+        s(&a),
+        s(&slow),
+        s(&csv)
+    ));
+    assert_eq!(code, "0");
+    assert!(csv.exists(), "report's --csv not written");
     // Faster is never a regression.
     assert_eq!(run(&["compare", s(&slow), s(&a)]).code, 0);
     assert_eq!(
