@@ -355,7 +355,10 @@ fn table_csv_and_jsonl_are_written() {
     let jsonl = std::fs::read_to_string(dir.path().join("a.jsonl")).unwrap();
     let first: Value = serde_json::from_str(jsonl.lines().next().unwrap()).unwrap();
     assert_eq!(first["schema"], "collbench.results/1");
-    assert_eq!(jsonl.lines().count(), 1 + 8);
+    // The head, a line per row, and the end line of a finished sweep.
+    assert_eq!(jsonl.lines().count(), 1 + 8 + 1);
+    let end: Value = serde_json::from_str(jsonl.lines().last().unwrap()).unwrap();
+    assert_eq!(end, serde_json::json!({"end": {"partial": null}}));
 }
 
 #[test]

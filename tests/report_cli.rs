@@ -306,6 +306,45 @@ fn compare_passes_on_itself_and_fails_on_doubled_times() {
     );
 }
 
+/// A JSONL without its end line (the sweep was killed before it wrote the
+/// JSON) is never reported as a run that passed.
+#[test]
+fn report_of_a_killed_sweeps_jsonl_gives_no_passing_verdict() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = sweep_json(dir.path(), "r.json");
+    let jsonl = json.with_extension("jsonl");
+    let o = run(&["report", s(&jsonl)]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(
+        o.stdout.contains("# Wrong or NaN/Inf values : OK"),
+        "{}",
+        o.stdout
+    );
+    // As a SIGKILL leaves it: every row, no end line.
+    let text = std::fs::read_to_string(&jsonl).unwrap();
+    let cut = dir.path().join("killed.jsonl");
+    let lines: Vec<&str> = text.lines().collect();
+    std::fs::write(&cut, lines[..lines.len() - 1].join("\n") + "\n").unwrap();
+    let o = run(&["report", s(&cut)]);
+    assert!(!o.stdout.contains(": OK"), "{}", o.stdout);
+    assert!(o.stdout.contains("FAILED (run unfinished"), "{}", o.stdout);
+    // nccl-tests' text: a run per algorithm; ring's ended before tree's
+    // began, the last is the one left unfinished.
+    let o = run(&["report", s(&cut), "--format", "nccl-tests"]);
+    let last = o
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with("# Out of bounds values"))
+        .last()
+        .unwrap_or_default();
+    assert!(
+        last.starts_with("# Out of bounds values : 0 FAILED (run unfinished"),
+        "{}",
+        o.stdout
+    );
+    assert_eq!(o.stdout.matches("concluded").count(), 1, "{}", o.stdout);
+}
+
 /// Rows sharing a key: the first is compared, and a few warnings say so
 /// (a file of repeated runs holds thousands, not a warning each).
 #[test]

@@ -88,7 +88,8 @@ fn jsonl_rows(path: &Path) -> Vec<Value> {
         .unwrap()
         .lines()
         .skip(1)
-        .map(|l| serde_json::from_str(l).unwrap())
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|v| v.get("end").is_none())
         .collect()
 }
 

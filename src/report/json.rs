@@ -215,15 +215,33 @@ struct Head {
     meta: Meta,
 }
 
+/// The JSONL's last line, written when the sweep ends (finished, or
+/// stopped by a signal or a hang): `{"end": {"partial": ...}}`.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct EndLine {
+    end: End,
+}
+
+#[derive(serde::Serialize, serde::Deserialize)]
+struct End {
+    partial: Option<super::Partial>,
+}
+
 /// Results from JSONL text; a torn last line (the sweep was killed while
-/// writing it) is left out.
+/// writing it) is left out. Without its end line the run is unfinished
+/// (`meta.partial`, reason `unfinished`): killed, or still running.
 fn parse_jsonl(text: &str) -> Result<Results, ParseError> {
     let mut lines = text.lines().filter(|l| !l.trim().is_empty());
     let head: Head = serde_json::from_str(lines.next().ok_or(ParseError::Empty)?)
         .map_err(|source| ParseError::Line { line: 1, source })?;
     let lines: Vec<&str> = lines.collect();
     let mut rows = Vec::new();
+    let mut end = None;
     for (i, l) in lines.iter().enumerate() {
+        if let Ok(e) = serde_json::from_str::<EndLine>(l) {
+            end = Some(e.end);
+            continue;
+        }
         match serde_json::from_str::<Row>(l) {
             Ok(r) => rows.push(r),
             Err(_) if i + 1 == lines.len() => {}
@@ -235,9 +253,17 @@ fn parse_jsonl(text: &str) -> Result<Results, ParseError> {
             }
         }
     }
+    let mut meta = head.meta;
+    meta.partial = match end {
+        Some(e) => e.partial,
+        None => Some(super::Partial {
+            reason: super::StopReason::Unfinished,
+            missing_rows: 0,
+        }),
+    };
     Ok(Results {
         schema: head.schema,
-        meta: head.meta,
+        meta,
         rows,
         links: None,
         case_links: Vec::new(),
@@ -307,7 +333,19 @@ impl Sink for JsonSink {
     fn finish(&mut self, results: &Results) -> io::Result<()> {
         let text = serde_json::to_vec_pretty(results)?;
         match &mut self.to {
-            JsonTo::File { path, .. } => write_atomic(path, &text),
+            JsonTo::File { path, jsonl } => {
+                // The JSONL's end: a reader of it alone knows the sweep
+                // ended, and how.
+                let end = EndLine {
+                    end: End {
+                        partial: results.meta.partial.clone(),
+                    },
+                };
+                serde_json::to_writer(&mut *jsonl, &end)?;
+                writeln!(jsonl)?;
+                jsonl.flush()?;
+                write_atomic(path, &text)
+            }
             JsonTo::Stream(out) => {
                 out.write_all(&text)?;
                 writeln!(out)?;
@@ -333,8 +371,34 @@ mod tests {
             .collect();
         let text = format!("{head}\n{}\n{}\n{{\"collect", rows[0], rows[1]);
         let back = parse_jsonl(&text).unwrap();
-        assert_eq!((back.meta, back.rows.len()), (r.meta, 2));
+        assert_eq!(back.rows.len(), 2);
         assert_eq!(back.rows[1].placement, "in");
+        // No end line: the sweep never ended, whatever its head says.
+        let unfinished = back.meta.partial.clone().unwrap();
+        assert_eq!(unfinished.reason, crate::report::StopReason::Unfinished);
+        assert!(
+            unfinished.to_string().contains("no end line"),
+            "{unfinished}"
+        );
+        assert_eq!(
+            Meta {
+                partial: None,
+                ..back.meta
+            },
+            r.meta
+        );
+        // Its end line says how it ended: finished, or stopped.
+        let ended = format!("{head}\n{}\n{{\"end\":{{\"partial\":null}}}}\n", rows[0]);
+        assert_eq!(parse_jsonl(&ended).unwrap().meta.partial, None);
+        let stopped = format!(
+            "{head}\n{}\n{{\"end\":{{\"partial\":{{\"reason\":\"signal\",\"missing_rows\":3}}}}}}\n",
+            rows[0]
+        );
+        let p = parse_jsonl(&stopped).unwrap().meta.partial.unwrap();
+        assert_eq!(
+            (p.reason, p.missing_rows),
+            (crate::report::StopReason::Signal, 3)
+        );
         let bad = format!("{head}\n{{}}\n{}\n", rows[0]);
         assert!(parse_jsonl(&bad)
             .unwrap_err()

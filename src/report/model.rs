@@ -189,6 +189,9 @@ pub enum StopReason {
     Signal,
     /// A hang or timeout was detected.
     Hang,
+    /// Read from a JSONL that has no end line: the sweep was killed (or
+    /// is still running); never written by a sweep.
+    Unfinished,
 }
 
 impl StopReason {
@@ -196,6 +199,7 @@ impl StopReason {
         match self {
             StopReason::Signal => "signal",
             StopReason::Hang => "hang",
+            StopReason::Unfinished => "unfinished",
         }
     }
 }
@@ -210,6 +214,12 @@ pub struct Partial {
 
 impl std::fmt::Display for Partial {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.reason == StopReason::Unfinished {
+            return write!(
+                f,
+                "run unfinished: its JSONL has no end line (the sweep was killed, or is still running)"
+            );
+        }
         write!(
             f,
             "run interrupted: {}, {} row(s) missing",
