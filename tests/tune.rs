@@ -442,3 +442,84 @@ fn tune_refuses_what_it_cannot_fit_before_sweeping_and_is_quiet_when_asked() {
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("has entries for host"), "{err}");
 }
+
+/// Several `--from` files of one device make one table: an entry per
+/// (collective, algorithm, protocol, channels, ranks), fitted on every
+/// file's sizes; files of different devices are refused.
+#[test]
+fn tune_from_several_files_fits_each_choice_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let sweep = |name: &str, sizes: &str| {
+        let path = dir.path().join(name);
+        let out = collbench()
+            .args([
+                "all-reduce",
+                "--device",
+                "host",
+                "--ranks",
+                "2",
+                "--algo",
+                "ring,tree",
+            ])
+            .args([
+                "--sizes", sizes, "--iters", "3", "--warmup", "1", "-q", "--json",
+            ])
+            .arg(&path)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        path
+    };
+    let (a, b) = (sweep("a.json", "8B:4K:x8"), sweep("b.json", "4K:256K:x8"));
+    let table = dir.path().join("t.json");
+    let out = collbench()
+        .arg("tune")
+        .arg("--from")
+        .arg(&a)
+        .arg(&b)
+        .arg("--output")
+        .arg(&table)
+        .arg("-q")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let t = json(&table);
+    let entries = t["entries"].as_array().unwrap();
+    let algos: Vec<&str> = entries
+        .iter()
+        .map(|e| e["algo"].as_str().unwrap())
+        .collect();
+    assert_eq!(algos, ["ring", "tree"], "{t:#}");
+    // 8B 64B 512B 4K from a, 4K 32K 256K from b: 4K once.
+    assert!(entries.iter().all(|e| e["points"] == 6), "{t:#}");
+    let command = t["meta"]["command"].as_str().unwrap();
+    assert_eq!(command.matches("all-reduce").count(), 2, "{command}");
+    // Another device's results do not join the fit.
+    let mut other = json(&b);
+    other["meta"]["device"] = "cuda-emu".into();
+    let c = dir.path().join("c.json");
+    std::fs::write(&c, serde_json::to_vec(&other).unwrap()).unwrap();
+    let out = collbench()
+        .arg("tune")
+        .arg("--from")
+        .arg(&a)
+        .arg(&c)
+        .arg("--output")
+        .arg(dir.path().join("t2.json"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("ran on cuda-emu, and the files before it on host"),
+        "{err}"
+    );
+}

@@ -85,8 +85,9 @@ fn tune_inner(a: &TuneArgs) -> anyhow::Result<i32> {
 /// `tune --from`: the fit of saved results.
 fn tune_from(a: &TuneArgs) -> anyhow::Result<i32> {
     paths::check_outputs(&[("--output", a.output.as_path())], &a.from)?;
-    let mut groups = Vec::new();
+    let mut groups: Vec<(Choice, usize, Vec<Point>)> = Vec::new();
     let mut tmeta = TuningMeta::default();
+    let mut commands = Vec::new();
     for p in &a.from {
         let runs =
             crate::report::json::read_any(p).with_context(|| format!("--from {}", p.display()))?;
@@ -104,13 +105,25 @@ fn tune_from(a: &TuneArgs) -> anyhow::Result<i32> {
             bail!("--from {}: no results in it", p.display());
         };
         let m = &r.meta;
+        if !tmeta.version.is_empty() && m.device != tmeta.device {
+            bail!(
+                "--from {}: ran on {}, and the files before it on {}: one table fits one device; tune each on its own",
+                p.display(),
+                m.device,
+                tmeta.device
+            );
+        }
         let protocol = if m.device == "host" { "host" } else { "auto" };
-        let dtype = r
-            .rows
-            .iter()
-            .find(|r| r.engine == "builtin")
-            .map_or("float", |r| r.dtype.as_str())
-            .to_string();
+        // The first file's type holds for every file: a table fits one.
+        let dtype = if tmeta.version.is_empty() {
+            r.rows
+                .iter()
+                .find(|r| r.engine == "builtin")
+                .map_or("float", |r| r.dtype.as_str())
+                .to_string()
+        } else {
+            tmeta.dtype.clone()
+        };
         let wanted: Vec<Row> = r
             .rows
             .iter()
@@ -119,21 +132,56 @@ fn tune_from(a: &TuneArgs) -> anyhow::Result<i32> {
             })
             .cloned()
             .collect();
-        groups.extend(points(&wanted, &dtype, protocol, 0, m.world_size));
+        // The same choice on the same ranks in several files: one entry,
+        // fitted on all of their sizes.
+        for (choice, ranks, pts) in points(&wanted, &dtype, protocol, 0, m.world_size) {
+            match groups
+                .iter_mut()
+                .find(|(c, n, _)| *c == choice && *n == ranks)
+            {
+                Some((_, _, all)) => all.extend(pts),
+                None => groups.push((choice, ranks, pts)),
+            }
+        }
+        commands.push(m.command.clone());
         if tmeta.version.is_empty() {
-            let me = std::env::args().collect::<Vec<_>>().join(" ");
             tmeta = TuningMeta {
                 version: m.version.clone(),
                 created_at: m.started_at.clone(),
                 host: m.host.clone(),
                 device: m.device.clone(),
-                command: format!("{me} (from: {})", m.command),
+                command: String::new(),
                 dtype,
                 iters: 0,
             };
         }
     }
+    let me = std::env::args().collect::<Vec<_>>().join(" ");
+    tmeta.command = format!("{me} (from: {})", commands.join("; "));
+    for (_, _, pts) in &mut groups {
+        *pts = median_by_size(std::mem::take(pts));
+    }
     write_table(a, Tuning::fit(tmeta, &groups))
+}
+
+/// One point per size: the median of the p50s measured at it (sizes run
+/// in several files, or twice in one).
+fn median_by_size(mut pts: Vec<Point>) -> Vec<Point> {
+    pts.sort_by(|a, b| a.bytes.cmp(&b.bytes).then(a.p50_us.total_cmp(&b.p50_us)));
+    pts.chunk_by(|a, b| a.bytes == b.bytes)
+        .map(|same| {
+            let n = same.len();
+            let mid = if n % 2 == 1 {
+                same[n / 2].p50_us
+            } else {
+                (same[n / 2 - 1].p50_us + same[n / 2].p50_us) / 2.0
+            };
+            Point {
+                bytes: same[0].bytes,
+                p50_us: mid,
+            }
+        })
+        .collect()
 }
 
 fn write_table(a: &TuneArgs, table: Tuning) -> anyhow::Result<i32> {
