@@ -191,10 +191,11 @@ fn bad_process_options_exit_2_with_a_reason() {
     let cases: [BadCase; 14] = [
         (&["all-reduce", "--procs", "0"], &[], "--procs 0:"),
         (&["all-reduce", "--procs", "65"], &[], "--procs 65:"),
+        // --ranks may repeat --procs' count, never differ from it.
         (
-            &["all-reduce", "--procs", "2", "--ranks", "2"],
+            &["all-reduce", "--procs", "2", "--ranks", "3"],
             &[],
-            "--ranks",
+            "--ranks 3: with rank processes",
         ),
         (
             &["all-reduce", "--procs", "2", "--engine", "mpi"],

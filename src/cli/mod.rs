@@ -295,7 +295,7 @@ pub struct RunArgs {
     /// Start N rank processes on this node, one rank each, connected
     /// through the node's shared memory (CUDA IPC between their GPUs): what
     /// mpirun does, for one node without MPI. Across nodes use mpirun or srun.
-    #[arg(long, value_name = "N", value_parser = values::procs, conflicts_with = "ranks")]
+    #[arg(long, value_name = "N", value_parser = values::procs)]
     pub procs: Option<usize>,
     /// When ranks are processes (mpirun, srun, --procs): the GPU of each
     /// rank of a node, by its rank on the node (default: that rank, round
