@@ -192,6 +192,7 @@ fn write_table(a: &TuneArgs, table: Tuning) -> anyhow::Result<i32> {
     std::fs::write(&a.output, text + "\n")
         .with_context(|| format!("--output {}", a.output.display()))?;
     if !a.run.out.quiet {
+        out!("# fitted on {} ({})", table.meta.device, table.meta.host);
         out_part!("{}", render_entries(&table.entries));
         out!("# wrote {}", a.output.display());
     }
@@ -235,15 +236,21 @@ fn points(
 
 fn render_entries(entries: &[Entry]) -> String {
     let mut t = String::from(
-        "# collective      algo    protocol  ranks  latency/hop (us)  peak bw (GB/s)  sizes\n",
+        "# collective      algo    protocol  channels  ranks  latency/hop (us)  peak bw (GB/s)  sizes\n",
     );
     for e in entries {
+        // 0: the channels the engine picked (`--channels auto`).
+        let channels = match e.channels {
+            0 => "auto".to_string(),
+            n => n.to_string(),
+        };
         let _ = writeln!(
             t,
-            "  {:<15} {:<7} {:<9} {:>5}  {:>16.3}  {:>14.2}  {:>5}",
+            "  {:<15} {:<7} {:<9} {:>8} {:>6}  {:>16.3}  {:>14.2}  {:>5}",
             e.collective,
             e.algo,
             e.protocol,
+            channels,
             e.ranks,
             e.latency_us,
             e.peak_gbps(),
