@@ -141,7 +141,9 @@ fn worst(codes: &[i32]) -> i32 {
 
 /// Starts `n` rank processes running this program with the same arguments,
 /// serves them until they all exit, and returns the run's exit code.
-pub fn launch(n: usize, signalled: &dyn Fn() -> bool) -> Result<i32, MpiError> {
+/// `signalled`: the stop signal the launcher got (SIGINT, SIGTERM), if any;
+/// the ranks get the same.
+pub fn launch(n: usize, signalled: &dyn Fn() -> Option<i32>) -> Result<i32, MpiError> {
     let exe = std::env::current_exe()
         .map_err(|e| MpiError(format!("--procs: this program's path: {e}")))?;
     let args: Vec<_> = std::env::args_os().skip(1).collect();
@@ -266,7 +268,7 @@ fn accept_all(
 }
 
 /// Waits for every child, passing a stop signal on once; their exit codes.
-fn wait_all(children: &mut [Child], signalled: &dyn Fn() -> bool) -> Vec<i32> {
+fn wait_all(children: &mut [Child], signalled: &dyn Fn() -> Option<i32>) -> Vec<i32> {
     let mut codes: Vec<Option<i32>> = vec![None; children.len()];
     let mut forwarded = false;
     while codes.iter().any(Option::is_none) {
@@ -283,11 +285,11 @@ fn wait_all(children: &mut [Child], signalled: &dyn Fn() -> bool) -> Vec<i32> {
                 Err(_) => codes[i] = Some(1),
             }
         }
-        if !forwarded && signalled() {
+        if let (false, Some(sig)) = (forwarded, signalled()) {
             // A terminal's Ctrl-C reached the ranks already; a signal sent to
-            // the parent alone (a job manager's) reaches them now.
+            // the parent alone (a job manager's) reaches them now, the same.
             forwarded = true;
-            stop_all(children, libc::SIGTERM);
+            stop_all(children, sig);
         }
         std::thread::sleep(Duration::from_millis(10));
     }

@@ -57,6 +57,16 @@ pub fn stopped_for_closed_stdout() -> bool {
     STOP_SIGNAL.load(Ordering::SeqCst) == libc::SIGPIPE
 }
 
+/// The SIGINT or SIGTERM that arrived first, to pass on to rank
+/// processes (a closed stdout is this process's own: None).
+pub fn stop_signal_number() -> Option<i32> {
+    match STOP_SIGNAL.load(Ordering::SeqCst) {
+        sig @ (libc::SIGINT | libc::SIGTERM) => Some(sig),
+        0 | libc::SIGPIPE => None,
+        _ => Some(libc::SIGTERM),
+    }
+}
+
 /// Whether SIGINT or SIGTERM arrived since the process started.
 pub fn signalled() -> bool {
     stop_signal().is_some()

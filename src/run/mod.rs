@@ -738,7 +738,10 @@ fn launch_procs(
     if let Some(kind) = chosen.gpu {
         check_node_placement(kind, &s.plan, n)?;
     }
-    Ok(crate::launch::procs::launch(n, &watchdog::signalled)?)
+    Ok(crate::launch::procs::launch(
+        n,
+        &watchdog::stop_signal_number,
+    )?)
 }
 
 /// `--procs N` on the CUDA engine: the GPU of each of the N ranks (from
@@ -871,7 +874,10 @@ fn exit_code(result: Result<harness::Outcome, harness::HarnessError>, leader: bo
             HANG
         }
         Err(e) if e.is_interrupt() => {
-            say!("collbench: {e}");
+            // Rank processes share the run's dump folder: rank 0 says it.
+            if leader {
+                say!("collbench: {e}");
+            }
             INTERRUPTED
         }
         Err(e) => fail(e),
