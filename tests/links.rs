@@ -451,6 +451,10 @@ fn the_links_probe_refuses_what_it_cannot_measure() {
             &["links", "--device", "host", "--min-link-gbps", "-1"][..],
             "not a positive number of GB/s",
         ),
+        (
+            &["links", "--device", "host", "--algo", "ring"][..],
+            "runs its own algorithms",
+        ),
     ] {
         let out = collbench().args(args).output().unwrap();
         assert_eq!(out.status.code(), Some(2), "{args:?}");

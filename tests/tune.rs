@@ -302,7 +302,23 @@ fn bad_model_input_is_exit_2_with_a_reason() {
         ),
         (
             vec!["model".into(), "--ranks".into(), "4".into()],
-            "--tuning",
+            "<--tuning <FILE>|--link-gbps <GB/s>>",
+        ),
+        (
+            [
+                "model",
+                "--link-gbps",
+                "5",
+                "--latency-us",
+                "1",
+                "--ranks",
+                "4",
+                "--collective",
+                "all-to-all-v",
+            ]
+            .map(String::from)
+            .to_vec(),
+            "nothing to predict: all-to-all-v: a link alone predicts only the nine even collectives",
         ),
         (
             vec!["model", "--link-gbps", "5", "--ranks", "4"]

@@ -135,9 +135,10 @@ pub struct TuneArgs {
 }
 
 #[derive(Args, Debug, Clone)]
+#[command(group(clap::ArgGroup::new("source").args(["tuning", "link_gbps"]).required(true)))]
 pub struct ModelArgs {
     /// The table `collbench tune` wrote.
-    #[arg(long, value_name = "FILE", required_unless_present = "link_gbps", conflicts_with_all = ["link_gbps", "latency_us"])]
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["link_gbps", "latency_us"])]
     pub tuning: Option<PathBuf>,
     /// Instead of a table: the bandwidth of one link, GB/s (every
     /// algorithm moves its traffic at it).

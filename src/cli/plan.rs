@@ -515,6 +515,9 @@ pub fn build_links(a: &RunArgs, world: Option<usize>) -> Result<Sweep, PlanError
     if a.group.is_some() || a.group_mix.is_some() {
         return bad("collbench links times single send-recvs: drop --group and --group-mix".into());
     }
+    if a.algo != AlgoArg::Auto {
+        return bad("collbench links runs its own algorithms (send-recv rounds, then all-reduce ring and tree): drop --algo".into());
+    }
     let mut s = build(Some(Collective::SendRecv), &a, world)?;
     if s.plan.ranks < 2 {
         return bad(format!(

@@ -332,13 +332,22 @@ impl Comparison {
             .iter()
             .filter(|p| p.metric == Metric::Busbw)
             .count();
+        // Wrong values fail a row whatever its numbers: said apart.
+        let wrong = self.pairs.iter().filter(|p| p.cand.is_bad()).count();
+        let slower = self
+            .pairs
+            .iter()
+            .filter(|p| p.regressed && !p.cand.is_bad())
+            .count();
         let mut s = format!(
-            "{} row(s) compared ({by_bw} by busbw at 1MiB and up, {} by time below); {} regressed by more than {}%",
+            "{} row(s) compared ({by_bw} by busbw at 1MiB and up, {} by time below); {slower} regressed by more than {}%",
             self.pairs.len(),
             self.pairs.len() - by_bw,
-            self.regressions(),
             self.max_regression_pct
         );
+        if wrong > 0 {
+            s.push_str(&format!("; {wrong} with wrong or NaN/Inf values"));
+        }
         if self.only_base + self.only_cand > 0 {
             s.push_str(&format!(
                 "; unmatched: {} only in the baseline, {} only in the candidate",
@@ -448,9 +457,13 @@ mod tests {
         assert_eq!((c.pairs.len(), c.only_base, c.only_cand), (1, 1, 1));
         assert_eq!(c.regressions(), 1);
         assert!(c.render().contains("WRONG VALUES"));
-        assert!(c
-            .summary()
-            .contains("1 only in the baseline, 1 only in the candidate"));
+        // Wrong values are said as such, not as a slowdown.
+        let said = c.summary();
+        assert!(
+            said.contains("0 regressed by more than 5%; 1 with wrong or NaN/Inf values"),
+            "{said}"
+        );
+        assert!(said.contains("1 only in the baseline, 1 only in the candidate"));
     }
 
     #[test]

@@ -315,17 +315,17 @@ fn model_inner(a: &ModelArgs) -> anyhow::Result<i32> {
     let n = a.ranks;
     let mut text = String::new();
     let mut out = Vec::new();
+    let mut missing = Vec::new();
     for &coll in &a.collective.0 {
         let entries = table.candidates(coll, n, a.protocol.as_deref());
         if entries.is_empty() {
-            let _ = if a.tuning.is_some() {
-                writeln!(text, "# {coll}: the table has no entry for it")
+            let why = if a.tuning.is_some() {
+                format!("{coll}: the table has no entry for it")
             } else {
-                writeln!(
-                    text,
-                    "# {coll}: a link alone predicts only the nine even collectives (the traffic of a -v one depends on its split)"
-                )
+                format!("{coll}: a link alone predicts only the nine even collectives (the traffic of a -v one depends on its split)")
             };
+            let _ = writeln!(text, "# {why}");
+            missing.push(why);
             continue;
         }
         let _ = writeln!(text, "#\n# {coll} on {n} ranks, predicted from {source}");
@@ -402,6 +402,17 @@ fn model_inner(a: &ModelArgs) -> anyhow::Result<i32> {
             })
             .collect();
         let _ = writeln!(text, "# {}", lines.join("; "));
+    }
+    if out.is_empty() {
+        // Nothing predicted: an error saying why, not a table of nothing.
+        bail!(
+            "nothing to predict: {}",
+            if missing.is_empty() {
+                "no size of the sweep gives every rank an element, or no entry predicts one".into()
+            } else {
+                missing.join("; ")
+            }
+        );
     }
     let json = serde_json::json!({
         "schema": "collbench.model/1",
