@@ -186,6 +186,16 @@ fn report_rerenders_and_overlays_saved_results() {
     assert!(png_size(&std::fs::read(&png).unwrap()).is_some());
     let csv = std::fs::read_to_string(&csv).unwrap();
     assert_eq!(csv.lines().count(), 1 + 2 * 20, "{csv}");
+    // Two files in one CSV: each row says which it came from.
+    assert!(csv.starts_with("source,collective,"), "{csv}");
+    for f in [&a, &b] {
+        let lead = format!("{},", f.display());
+        assert_eq!(
+            csv.lines().filter(|l| l.starts_with(&lead)).count(),
+            20,
+            "{csv}"
+        );
+    }
     let svg2 = dir.path().join("o.svg");
     let o = run(&[
         "report",

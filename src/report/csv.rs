@@ -73,3 +73,45 @@ impl<W: Write> Sink for CsvSink<W> {
         self.w.flush()
     }
 }
+
+/// Rows of several results in one CSV, each line led by the `source` its
+/// row came from (`collbench report A B --csv F`).
+pub fn write_sources<'a, W: Write>(
+    out: W,
+    sources: impl IntoIterator<Item = (&'a str, &'a [Row])>,
+) -> io::Result<()> {
+    let mut w = csv::Writer::from_writer(out);
+    let mut head = vec!["source"];
+    head.extend(HEADER);
+    w.write_record(head).map_err(io::Error::other)?;
+    for (source, rows) in sources {
+        for r in rows {
+            let mut line = vec![source.to_string()];
+            line.extend(fields(r));
+            w.write_record(line).map_err(io::Error::other)?;
+        }
+    }
+    w.flush()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::fixtures::row;
+
+    #[test]
+    fn several_sources_lead_their_rows() {
+        let (a, b) = (vec![row(8, "out")], vec![row(8, "out"), row(16, "in")]);
+        let mut out = Vec::new();
+        write_sources(&mut out, [("a.json", &a[..]), ("b.json", &b[..])]).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 4, "{text}");
+        assert!(lines[0].starts_with("source,collective,engine,"), "{text}");
+        assert!(lines[1].starts_with("a.json,all-reduce,"), "{text}");
+        assert!(
+            lines[3].starts_with("b.json,all-reduce,") && lines[3].contains(",16,"),
+            "{text}"
+        );
+    }
+}

@@ -23,14 +23,23 @@ fn label(path: &Path) -> String {
     )
 }
 
-fn write_csv(path: &Path, all: &[Results]) -> anyhow::Result<()> {
+/// One file's rows as a sweep writes them; several files' with a `source`
+/// column naming each row's file.
+fn write_csv(path: &Path, files: &[(String, Results)]) -> anyhow::Result<()> {
     let at = || format!("--csv {}", path.display());
     let file = std::fs::File::create(path).with_context(at)?;
-    let mut sink = CsvSink::new(file).with_context(at)?;
-    for r in all.iter().flat_map(|r| &r.rows) {
-        sink.row(r).with_context(at)?;
+    if let [(_, only)] = files {
+        let mut sink = CsvSink::new(file).with_context(at)?;
+        for r in &only.rows {
+            sink.row(r).with_context(at)?;
+        }
+        return Ok(());
     }
-    Ok(())
+    crate::report::csv::write_sources(
+        file,
+        files.iter().map(|(name, r)| (name.as_str(), &r.rows[..])),
+    )
+    .with_context(at)
 }
 
 fn print_text(a: &ReportArgs, format: Format, files: &[(String, Results)]) {
@@ -103,10 +112,16 @@ pub fn report(a: &ReportArgs) -> i32 {
         for w in warn::scan(&r.rows) {
             say!("collbench: warning: {name}: {w}");
         }
+        // -v: what the run (or the reading of a log) noted, such as a
+        // collective guessed from an older log's layout.
+        if a.out.verbose > 0 {
+            for n in &r.meta.notes {
+                say!("collbench: note: {name}: {n}");
+            }
+        }
     }
     if let Some(p) = &a.out.csv {
-        let all: Vec<Results> = files.iter().map(|f| f.1.clone()).collect();
-        if let Err(e) = write_csv(p, &all) {
+        if let Err(e) = write_csv(p, &files) {
             return fail(e);
         }
     }
