@@ -344,8 +344,7 @@ fn report_of_a_killed_sweeps_jsonl_gives_no_passing_verdict() {
     let last = o
         .stdout
         .lines()
-        .filter(|l| l.starts_with("# Out of bounds values"))
-        .last()
+        .rfind(|l| l.starts_with("# Out of bounds values"))
         .unwrap_or_default();
     assert!(
         last.starts_with("# Out of bounds values : 0 FAILED (run unfinished"),
