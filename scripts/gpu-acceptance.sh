@@ -33,22 +33,41 @@ if [ -n "$smoke" ]; then
   # iterations, so the sweep is still running when the signal comes.
   mkdir -p "$out/smoke-bin"
   wrap() { # real-binary wrapper-path
-    cat > "$2" <<SH
-#!/usr/bin/env bash
-real=$(realpath "$1")
+    local real
+    real=$(realpath "$1") || { echo "smoke: $1 not found" >&2; exit 2; }
+    { echo '#!/usr/bin/env bash'; printf 'real=%q\n' "$real"; cat <<'SH'; } > "$2"
+# A size list with its largest size at most 64 KiB (the smallest at most
+# that too): MIN:MAX[:STEP], or one size.
+cap() {
+  local IFS=: parts
+  read -r -a parts <<< "$1"
+  local min=${parts[0]} max=${parts[1]:-${parts[0]}} step=${parts[2]:-}
+  big() {
+    local v=${1%[Bb]} n
+    case "$v" in
+      *[MmGgTt]*) return 0 ;;
+      *[Kk]*) n=${v%%[Kk]*} ;;
+      *) n=$(( ${v%%[!0-9]*} / 1024 )) ;;
+    esac
+    [ "${n%%.*}" -gt 64 ] 2>/dev/null
+  }
+  big "$max" && max=64K
+  big "$min" && min=8B
+  echo "$min:$max${step:+:$step}"
+}
 args=()
 prev=
-for a in "\$@"; do
-  case "\$prev" in
-    --device) [ "\$a" = cuda ] && a=cuda-emu ;;
-    --sizes) [ -z "\${SMOKE_LONG:-}" ] && case "\$a" in *[MG]*) a=8B:64K:x8 ;; esac ;;
-    --iters) [ -z "\${SMOKE_LONG:-}" ] && [ "\$a" -gt 3 ] && a=3 ;;
-    --warmup) [ -z "\${SMOKE_LONG:-}" ] && [ "\$a" -gt 1 ] && a=1 ;;
+for a in "$@"; do
+  case "$prev" in
+    --device) [ "$a" = cuda ] && a=cuda-emu ;;
+    --sizes) [ -z "${SMOKE_LONG:-}" ] && a=$(cap "$a") ;;
+    --iters) [ -z "${SMOKE_LONG:-}" ] && [ "$a" -gt 3 ] && a=3 ;;
+    --warmup) [ -z "${SMOKE_LONG:-}" ] && [ "$a" -gt 1 ] && a=1 ;;
   esac
-  args+=("\$a")
-  prev=\$a
+  args+=("$a")
+  prev=$a
 done
-exec "\$real" "\${args[@]}"
+exec "$real" "${args[@]}"
 SH
     chmod +x "$2"
   }
@@ -196,6 +215,9 @@ rm -rf "$out/hang-lone-dumps"
 run hang-lone 3 "$bin" all-reduce --device cuda --ranks 1 --inject hang:rank=0,seq=3 --timeout 2s \
   --sizes 1K:1K --dump-dir "$out/hang-lone-dumps" -q
 run analyze-lone 1 "$bin" analyze "$out/hang-lone-dumps" --json
+if ! python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["culprits"] == [0], d' "$out/analyze-lone.out" 2>>"$log"; then
+  say "FAIL analyze-lone does not name rank 0"; fails=$((fails + 1))
+fi
 rm -rf "$out/hang-lone-dumps"
 run nan 1 "$bin" all-reduce --device cuda --ranks 3 --inject nan:rank=1,seq=1 --sizes 1K:1K -q
 run corrupt 1 "$bin" all-reduce --device cuda --ranks 3 --inject corrupt:rank=1,seq=1 --sizes 1K:1K -q

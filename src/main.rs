@@ -1,5 +1,7 @@
 //! Process entry: parse the command line, run, exit with the code.
 
+use std::io::Write;
+
 fn main() {
     // A closed stdout (`collbench compare a b | head`) is no reason to die:
     // writes to it fail (and are ignored), so a command still writes its
@@ -18,7 +20,8 @@ fn main() {
                 .map(str::trim)
                 .filter(|l| !l.is_empty() && !l.starts_with("For more information"))
                 .collect();
-            eprintln!("{}", line.join(" "));
+            // Ignoring errors: stderr may be a closed pipe too.
+            let _ = writeln!(std::io::stderr(), "{}", line.join(" "));
             std::process::exit(collbench::run::USAGE);
         }
         Err(e) => {

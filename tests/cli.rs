@@ -1224,3 +1224,36 @@ fn a_bad_split_exits_2_naming_the_problem() {
     assert_eq!(out.status.code(), Some(0));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--split skew:1 is the v-collectives'"));
 }
+
+/// The hidden flag nccl-tests' names add, typed by hand after an alias of
+/// a subcommand, another word or nothing: a run or a usage error, never a
+/// panic.
+#[test]
+fn the_nccl_tests_flag_typed_by_hand_is_no_panic() {
+    for args in [
+        &[
+            "allreduce",
+            "--as-nccl-tests",
+            "-b",
+            "8",
+            "-e",
+            "8",
+            "-n",
+            "1",
+            "-w",
+            "0",
+        ][..],
+        &["help", "--as-nccl-tests"][..],
+        &["no-such-command", "--as-nccl-tests"][..],
+        &["--as-nccl-tests"][..],
+    ] {
+        let out = collbench().args(args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            matches!(out.status.code(), Some(0 | 2)),
+            "{args:?}: {:?}: {err}",
+            out.status
+        );
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+    }
+}

@@ -622,6 +622,18 @@ fn nccl_tests_binaries_read_flags_as_nccl_tests_does() {
         text.ends_with("# Collective test concluded: all_reduce_perf\n#\n"),
         "{text}"
     );
+    // collbench's own --sizes: the header says what it sweeps.
+    let (code, text, err) = run_alias(
+        d,
+        "all_reduce_perf",
+        &["--sizes", "1K:4K:x2", "-n", "1", "-w", "0"],
+        &[],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        header_of(&text).contains("minBytes 1024 maxBytes 4096 step: 2(factor)"),
+        "{text}"
+    );
     // -e alone is below -b's default of 32 MiB: refused as nccl-tests does.
     let (code, _, err) = run_alias(d, "all_reduce_perf", &["-e", "1K"], &[]);
     assert_eq!(code, 2, "{err}");

@@ -534,8 +534,24 @@ fn tune_from_several_files_fits_each_choice_once() {
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("ran on cuda-emu ("), "{err}");
+    // Nor another machine's, on the same kind of device.
+    let mut other = json(&b);
+    other["meta"]["devices"] = serde_json::json!(["Another CPU (64 cores)"]);
+    std::fs::write(&c, serde_json::to_vec(&other).unwrap()).unwrap();
+    let out = collbench()
+        .arg("tune")
+        .arg("--from")
+        .arg(&a)
+        .arg(&c)
+        .arg("--output")
+        .arg(dir.path().join("t3.json"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(
-        err.contains("ran on cuda-emu, and the files before it on host"),
+        err.contains("ran on host (Another CPU (64 cores))"),
         "{err}"
     );
 }

@@ -85,15 +85,18 @@ pub fn command_line(argv: Vec<OsString>) -> Vec<OsString> {
                 op_value = true;
                 a
             }
-            Some("-b" | "-e" | "--minbytes" | "--maxbytes") => {
+            Some("-b" | "-e" | "-i" | "--minbytes" | "--maxbytes" | "--stepbytes") => {
                 size_value = true;
                 a
             }
-            Some(s) if (s.starts_with("-b") || s.starts_with("-e")) && s.len() > 2 => {
+            Some(s) if ["-b", "-e", "-i"].iter().any(|f| s.starts_with(f)) && s.len() > 2 => {
                 format!("{}{}", &s[..2], size(&s[2..])).into()
             }
             Some(s) if s.starts_with("--minbytes=") || s.starts_with("--maxbytes=") => {
                 format!("{}{}", &s[..11], size(&s[11..])).into()
+            }
+            Some(s) if s.starts_with("--stepbytes=") => {
+                format!("{}{}", &s[..12], size(&s[12..])).into()
             }
             _ => a,
         };
@@ -171,7 +174,7 @@ mod tests {
                 "--maxbytes",
                 "8B",
                 "-i",
-                "1KB"
+                "1024"
             ]
         );
         // collbench's own name keeps its units (KB: 1000 bytes).

@@ -205,12 +205,18 @@ pub fn command() -> clap::Command {
 pub fn parse_from(argv: Vec<std::ffi::OsString>) -> Result<Cli, clap::Error> {
     use clap::FromArgMatches;
     let mut cmd = command();
-    if argv.get(2).is_some_and(|a| a == "--as-nccl-tests") {
+    // The subcommand as clap names it (a user may type the hidden flag
+    // after an alias, or after no subcommand at all).
+    let sub = argv
+        .get(1)
+        .filter(|_| argv.get(2).is_some_and(|a| a == "--as-nccl-tests"))
+        .and_then(|s| cmd.find_subcommand(s.to_string_lossy().as_ref()))
+        .map(|s| s.get_name().to_string());
+    if let Some(sub) = sub {
         let program = argv[0].to_string_lossy();
         let binary = std::path::Path::new(&*program)
             .file_name()
             .map_or_else(|| program.to_string(), |n| n.to_string_lossy().into_owned());
-        let sub = argv[1].to_string_lossy().into_owned();
         cmd = cmd.args_override_self(true).mut_subcommand(sub, |s| {
             s.override_usage(format!(
                 "{binary} [-t N] [-g N] [-b SIZE] [-e SIZE] [-f F | -i SIZE] [-n N] [-w N] [-m N] [-c N] [-o OP] [-d TYPE] [-r ROOT] [-T SEC] [-G N] [-a 0-3] [collbench options]"

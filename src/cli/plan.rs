@@ -7,7 +7,7 @@ use crate::engine::elem::Scalar;
 use crate::engine::exec::world::Pace;
 use crate::engine::exec::HostOptions;
 use crate::engine::split::Split;
-use crate::engine::types::{Algo, Collective, Engine, ReduceOp};
+use crate::engine::types::{Algo, Collective, Dtype, Engine, ReduceOp};
 use crate::harness::{AlgoChoice, Plan, RootChoice};
 use crate::harness::{GraphAsk, RankTime};
 use crate::units::{sweep, Growth};
@@ -57,6 +57,15 @@ pub struct NcclTestsRun {
     pub min_bw: Option<f64>,
 }
 
+/// The types in nccl-tests' order (its `-d all`: bfloat16 after double)
+/// when run as its binaries; as given otherwise.
+fn nccl_tests_order(mut types: Vec<Dtype>, as_nccl_tests: bool) -> Vec<Dtype> {
+    if as_nccl_tests {
+        types.sort_by_key(|t| Dtype::NCCL_TESTS_ORDER.iter().position(|x| x == t));
+    }
+    types
+}
+
 /// nccl-tests' header line and bandwidth floor for a run under its
 /// binaries' names (None otherwise).
 fn nccl_tests_run(a: &RunArgs) -> Result<Option<NcclTestsRun>, PlanError> {
@@ -75,13 +84,20 @@ fn nccl_tests_run(a: &RunArgs) -> Result<Option<NcclTestsRun>, PlanError> {
             }
         },
     };
+    // collbench's own --sizes given to the binary: what it sweeps.
+    let (min, max, step) = match a.sizes.sizes.as_ref().map(|s| &s.0[..]) {
+        Some(list @ [first, .., last]) => (*first, *last, list_step(list)),
+        Some([only]) => (*only, *only, list_step(&[*only])),
+        _ => (
+            a.sizes.minbytes.unwrap_or(NCCL_TESTS_SIZE),
+            a.sizes.maxbytes.unwrap_or(NCCL_TESTS_SIZE),
+            nccl_tests_step(&a.sizes),
+        ),
+    };
     let header = format!(
-        "# nThread {} nGpus {} minBytes {} maxBytes {} step: {} warmup iters: {} iters: {} agg iters: {} validation: {} graph: {}",
+        "# nThread {} nGpus {} minBytes {min} maxBytes {max} step: {step} warmup iters: {} iters: {} agg iters: {} validation: {} graph: {}",
         nt.nthreads.unwrap_or(1),
         nt.ngpus.unwrap_or(1),
-        a.sizes.minbytes.unwrap_or(NCCL_TESTS_SIZE),
-        a.sizes.maxbytes.unwrap_or(NCCL_TESTS_SIZE),
-        nccl_tests_step(&a.sizes),
         a.warmup,
         a.iters,
         nt.agg_iters.unwrap_or(1),
@@ -165,6 +181,16 @@ fn nccl_tests_sizes(a: &SizeArgs) -> Result<Vec<u64>, PlanError> {
     };
     // min 0 (nccl-tests runs an empty case): the smallest size is a byte.
     sweep(min.max(1), max.max(1), growth).map_err(|e| PlanError(e.to_string()))
+}
+
+/// The `step:` of nccl-tests' header for a list of sizes: the factor
+/// between the first two where it divides, else their difference.
+fn list_step(sizes: &[u64]) -> String {
+    match sizes {
+        [a, b, ..] if *a > 0 && b % a == 0 && b / a > 1 => format!("{}(factor)", b / a),
+        [a, b, ..] => format!("{}(bytes)", b - a),
+        _ => format!("{NCCL_TESTS_STEP}(bytes)"),
+    }
 }
 
 /// The `step:` of nccl-tests' header for a sweep run as its binaries run
@@ -319,7 +345,7 @@ fn build_over(
         sizes: sizes(&a.sizes, nt.as_nccl_tests)?,
         ranks,
         algos: algos(&a.algo, &collectives)?,
-        dtypes: a.dtype.0.clone(),
+        dtypes: nccl_tests_order(a.dtype.0.clone(), nt.as_nccl_tests),
         ops: a.op.0.clone(),
         scalar: a.scalar,
         roots: a.root,

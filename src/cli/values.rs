@@ -209,9 +209,8 @@ pub fn positive_f64(v: &str) -> Result<f64, ValueError> {
 }
 
 pub fn dtypes(v: &str) -> Result<List<Dtype>, ValueError> {
-    let all = Dtype::NCCL_TESTS_ORDER;
-    let known = names(&all, |d| d.name());
-    list("--dtype", v, &all, Dtype::parse, &known).map(List)
+    let known = names(&Dtype::ALL, |d| d.name());
+    list("--dtype", v, &Dtype::ALL, Dtype::parse, &known).map(List)
 }
 
 pub fn ops(v: &str) -> Result<List<ReduceOp>, ValueError> {
@@ -636,7 +635,7 @@ mod tests {
 
     #[test]
     fn lists_expand_all_and_name_the_known_values() {
-        assert_eq!(dtypes("all").unwrap().0, Dtype::NCCL_TESTS_ORDER.to_vec());
+        assert_eq!(dtypes("all").unwrap().0, Dtype::ALL.to_vec());
         assert_eq!(
             ops("sum, max").unwrap().0,
             vec![ReduceOp::Sum, ReduceOp::Max]

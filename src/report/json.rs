@@ -331,11 +331,28 @@ impl Sink for JsonSink {
     }
 
     fn finish(&mut self, results: &Results) -> io::Result<()> {
+        self.write(results, true)
+    }
+
+    /// A run that failed: its JSON as it stands, and no end line, so that
+    /// its JSONL never reads as a run that ended.
+    fn abandon(&mut self, results: &Results) -> io::Result<()> {
+        self.write(results, false)
+    }
+}
+
+impl JsonSink {
+    /// The JSON; with `ended`, first the JSONL's end line (a reader of the
+    /// JSONL alone then knows the sweep ended, and how).
+    fn write(&mut self, results: &Results, ended: bool) -> io::Result<()> {
         let text = serde_json::to_vec_pretty(results)?;
         match &mut self.to {
             JsonTo::File { path, jsonl } => {
-                // The JSONL's end: a reader of it alone knows the sweep
-                // ended, and how.
+                // The JSON first: it never depends on the JSONL's writes.
+                write_atomic(path, &text)?;
+                if !ended {
+                    return Ok(());
+                }
                 let end = EndLine {
                     end: End {
                         partial: results.meta.partial.clone(),
@@ -343,8 +360,7 @@ impl Sink for JsonSink {
                 };
                 serde_json::to_writer(&mut *jsonl, &end)?;
                 writeln!(jsonl)?;
-                jsonl.flush()?;
-                write_atomic(path, &text)
+                jsonl.flush()
             }
             JsonTo::Stream(out) => {
                 out.write_all(&text)?;
@@ -359,6 +375,30 @@ impl Sink for JsonSink {
 mod tests {
     use super::*;
     use crate::report::fixtures::{results, row};
+
+    /// A sweep that ended writes the JSONL's end line; one that failed
+    /// does not, so its JSONL never reads as a run that ended.
+    #[test]
+    fn only_an_ended_sweep_ends_its_jsonl() {
+        let dir = tempfile::tempdir().unwrap();
+        let r = results(vec![row(8, "out")]);
+        for ended in [true, false] {
+            let json = dir.path().join(format!("r{ended}.json"));
+            let mut sink = JsonSink::create(&json).unwrap();
+            sink.start(&r.meta).unwrap();
+            sink.row(&r.rows[0]).unwrap();
+            if ended {
+                sink.finish(&r).unwrap();
+            } else {
+                sink.abandon(&r).unwrap();
+            }
+            drop(sink);
+            let text = std::fs::read_to_string(jsonl_path(&json)).unwrap();
+            let back = parse_jsonl(&text).unwrap();
+            assert_eq!(back.meta.partial.is_none(), ended, "{text}");
+            assert!(json.exists());
+        }
+    }
 
     #[test]
     fn jsonl_of_an_interrupted_sweep_reads_back() {

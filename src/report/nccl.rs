@@ -90,7 +90,8 @@ pub fn below_min_bw(rows: &[Row], min_bw: f64) -> bool {
 pub fn runs_below_min_bw(rows: &[Row], min_bw: f64, split_algos: bool) -> Vec<(String, f64)> {
     let layout = NcclTests::new(Vec::new(), Vec::new(), split_algos);
     let mut runs: Vec<(String, Vec<Row>)> = Vec::new();
-    for r in rows {
+    // As the text shows them: a group's row, not its operations'.
+    for r in rows.iter().filter(|r| r.group_member.is_none()) {
         let key = layout.section_key(r);
         match runs.iter_mut().find(|(k, _)| *k == key) {
             Some((_, v)) => v.push(r.clone()),

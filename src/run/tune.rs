@@ -88,6 +88,7 @@ fn tune_from(a: &TuneArgs) -> anyhow::Result<i32> {
     let mut groups: Vec<(Choice, usize, Vec<Point>)> = Vec::new();
     let mut tmeta = TuningMeta::default();
     let mut commands = Vec::new();
+    let mut first: Option<(String, String)> = None;
     for p in &a.from {
         let runs =
             crate::report::json::read_any(p).with_context(|| format!("--from {}", p.display()))?;
@@ -105,17 +106,30 @@ fn tune_from(a: &TuneArgs) -> anyhow::Result<i32> {
             bail!("--from {}: no results in it", p.display());
         };
         let m = &r.meta;
-        if !tmeta.version.is_empty() && m.device != tmeta.device {
-            bail!(
-                "--from {}: ran on {}, and the files before it on {}: one table fits one device; tune each on its own",
+        // What ran it: the engine's device and the hardware under it.
+        let machine = if m.gpus.is_empty() {
+            m.devices.first().cloned().unwrap_or_default()
+        } else {
+            let mut names: Vec<&str> = m.gpus.iter().map(|g| g.name.as_str()).collect();
+            names.dedup();
+            names.join(", ")
+        };
+        let ran_on = (m.device.clone(), machine);
+        match &first {
+            Some(f) if *f != ran_on => bail!(
+                "--from {}: ran on {} ({}), and the files before it on {} ({}): one table fits one machine; tune each on its own",
                 p.display(),
-                m.device,
-                tmeta.device
-            );
+                ran_on.0,
+                ran_on.1,
+                f.0,
+                f.1
+            ),
+            Some(_) => {}
+            None => first = Some(ran_on),
         }
         let protocol = if m.device == "host" { "host" } else { "auto" };
         // The first file's type holds for every file: a table fits one.
-        let dtype = if tmeta.version.is_empty() {
+        let dtype = if commands.is_empty() {
             r.rows
                 .iter()
                 .find(|r| r.engine == "builtin")
@@ -143,8 +157,7 @@ fn tune_from(a: &TuneArgs) -> anyhow::Result<i32> {
                 None => groups.push((choice, ranks, pts)),
             }
         }
-        commands.push(m.command.clone());
-        if tmeta.version.is_empty() {
+        if commands.is_empty() {
             tmeta = TuningMeta {
                 version: m.version.clone(),
                 created_at: m.started_at.clone(),
@@ -155,6 +168,7 @@ fn tune_from(a: &TuneArgs) -> anyhow::Result<i32> {
                 iters: 0,
             };
         }
+        commands.push(m.command.clone());
     }
     let me = std::env::args().collect::<Vec<_>>().join(" ");
     tmeta.command = format!("{me} (from: {})", commands.join("; "));
