@@ -229,4 +229,28 @@ fn text_from_dumps_is_shown_escaped() {
         "{all:?}"
     );
     assert!(all.contains("all-\\u{1b}[2Jreduce"), "{all}");
+    // --json: escaped too, and still JSON (a DEL, a C1 control and an
+    // override are not escaped by JSON itself).
+    for rank in 0..2 {
+        let path = dir.path().join(format!("r-rank{rank}.json"));
+        let mut d: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        d["entries"][2]["collective"] = json!(format!("all-\u{7f}\u{85}reduce{rank}\u{202E}"));
+        std::fs::write(&path, serde_json::to_vec(&d).unwrap()).unwrap();
+    }
+    let out = assert_cmd::Command::cargo_bin("collbench")
+        .unwrap()
+        .arg("analyze")
+        .arg(dir.path())
+        .arg("--json")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        !text.contains('\u{7f}') && !text.contains('\u{202E}'),
+        "{text:?}"
+    );
+    let v: serde_json::Value =
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
+    assert!(v["findings"].is_array(), "{v}");
 }

@@ -186,6 +186,16 @@ fn report_rerenders_and_overlays_saved_results() {
     assert!(png_size(&std::fs::read(&png).unwrap()).is_some());
     let csv = std::fs::read_to_string(&csv).unwrap();
     assert_eq!(csv.lines().count(), 1 + 2 * 20, "{csv}");
+    // `--csv -`: the CSV is stdout, the text goes to stderr.
+    let o = run(&["report", s(&a), "--csv", "-"]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(o.stdout.starts_with("collective,engine,"), "{}", o.stdout);
+    assert_eq!(o.stdout.lines().count(), 1 + 20, "{}", o.stdout);
+    assert!(
+        o.stderr.contains("# Wrong or NaN/Inf values"),
+        "{}",
+        o.stderr
+    );
     // Two files in one CSV: each row says which it came from.
     assert!(csv.starts_with("source,collective,"), "{csv}");
     for f in [&a, &b] {
@@ -352,6 +362,27 @@ fn report_of_a_killed_sweeps_jsonl_gives_no_passing_verdict() {
         o.stdout
     );
     assert_eq!(o.stdout.matches("concluded").count(), 1, "{}", o.stdout);
+    // compare says so; qualify never passes such rows.
+    let o = run(&["compare", s(&json), s(&cut)]);
+    assert!(
+        o.stderr
+            .contains("the candidate did not finish (run unfinished"),
+        "{}",
+        o.stderr
+    );
+    let spec = dir.path().join("q.toml");
+    std::fs::write(
+        &spec,
+        "[[check]]\ncollective = \"all-reduce\"\nlog = \"killed.jsonl\"\nmax_time_us = 1e9\n",
+    )
+    .unwrap();
+    let o = run(&["qualify", s(&spec)]);
+    assert_eq!(o.code, 1, "{}{}", o.stdout, o.stderr);
+    assert!(
+        o.stdout.contains("the results did not finish"),
+        "{}",
+        o.stdout
+    );
 }
 
 /// Rows sharing a key: the first is compared, and a few warnings say so

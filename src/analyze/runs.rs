@@ -12,9 +12,10 @@
 //!   keep each rank once;
 //! - PyTorch dumps: all one run (they name no run, process or command).
 //!
-//! Two dumps of the same rank in the same run (the same file copied, or
-//! PyTorch's pickle and JSON forms) keep the first read; the other is listed
-//! as ignored.
+//! Two dumps of the same rank in the same run (a snapshot and the final
+//! dump, the same file copied, or PyTorch's pickle and JSON forms) keep the
+//! later state (a final dump over a snapshot, then the newer), else the
+//! first read; the other is listed as ignored.
 
 use std::collections::BTreeMap;
 
@@ -59,15 +60,24 @@ impl Run {
         self.dumps.iter().find(|d| d.rank == rank)
     }
 
-    /// Adds `dump`, or lists it in `ignored` when the run has its rank already.
+    /// Adds `dump`, or lists one of two dumps of a rank in `ignored`: the
+    /// rank's latest state wins (a dump written as the run ended or hung
+    /// over a snapshot taken on request, then the newer), else the first
+    /// read.
     fn add(&mut self, dump: RankDump, ignored: &mut Vec<Duplicate>) {
-        if let Some(first) = self.has_rank(dump.rank) {
+        if let Some(i) = self.dumps.iter().position(|d| d.rank == dump.rank) {
+            let (kept, dropped, why) = if later(&dump, &self.dumps[i]) {
+                let old = std::mem::replace(&mut self.dumps[i], dump);
+                (self.dumps[i].path.clone(), old, "a later")
+            } else {
+                (self.dumps[i].path.clone(), dump, "another")
+            };
             ignored.push(Duplicate {
-                path: dump.path.display().to_string(),
+                path: dropped.path.display().to_string(),
                 reason: format!(
-                    "another dump of rank {} of the same run was read first, from {}",
-                    dump.rank,
-                    first.path.display()
+                    "{why} dump of rank {} of the same run was read instead, from {}",
+                    dropped.rank,
+                    kept.display()
                 ),
             });
             return;
@@ -98,6 +108,21 @@ impl Run {
             label.push_str(&format!(" (world of {n})"));
         }
         label
+    }
+}
+
+/// Whether `new` shows a later state of its rank than `old`: a final dump
+/// (timeout, signal, exit) over a snapshot taken on request, then the one
+/// taken later; without times, not.
+fn later(new: &RankDump, old: &RankDump) -> bool {
+    let snapshot = |d: &RankDump| d.reason.as_deref() == Some("request");
+    match (snapshot(new), snapshot(old)) {
+        (false, true) => true,
+        (true, false) => false,
+        _ => matches!(
+            (new.origin.dumped_at_ns, old.origin.dumped_at_ns),
+            (Some(n), Some(o)) if n > o
+        ),
     }
 }
 
@@ -285,5 +310,33 @@ mod tests {
         assert_eq!(runs[0].label(), "collbench run A");
         assert_eq!(ranks(&runs[1]), vec![3]);
         assert_eq!(ignored.len(), 1, "{ignored:?}");
+    }
+
+    /// A SIGUSR1 snapshot and the timeout dump of one rank of one run: the
+    /// final dump is diagnosed, whichever was read first.
+    #[test]
+    fn a_rank_s_latest_state_wins_over_a_snapshot() {
+        for snapshot_first in [true, false] {
+            let mut snap = dump(1, 2, 7, 5);
+            snap.reason = Some("request".into());
+            snap.path = PathBuf::from("d7/rank1-request1.json");
+            let mut last = dump(1, 2, 7, 1);
+            last.reason = Some("timeout".into());
+            let both = if snapshot_first {
+                vec![dump(0, 2, 7, 1), snap, last]
+            } else {
+                vec![dump(0, 2, 7, 1), last, snap]
+            };
+            let (runs, ignored) = split(both);
+            assert_eq!(runs.len(), 1);
+            let kept = runs[0].dumps.iter().find(|d| d.rank == 1).unwrap();
+            assert_eq!(kept.reason.as_deref(), Some("timeout"));
+            assert_eq!(ignored.len(), 1);
+            assert!(ignored[0].path.ends_with("request1.json"), "{ignored:?}");
+        }
+        // Two final dumps: the newer.
+        let (older, newer) = (dump(0, 1, 7, 1), dump(0, 1, 7, 2));
+        let (runs, _) = split(vec![newer.clone(), older]);
+        assert_eq!(runs[0].dumps[0].origin.dumped_at_ns, Some(2));
     }
 }

@@ -146,6 +146,8 @@ pub fn read_merged(path: &Path) -> Result<Results, ResultsError> {
     })?;
     for r in all {
         first.rows.extend(r.rows);
+        // One run that did not finish leaves the whole unfinished.
+        first.meta.partial = first.meta.partial.or(r.meta.partial);
     }
     Ok(first)
 }

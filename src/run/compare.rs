@@ -41,6 +41,12 @@ pub fn compare(a: &CompareArgs) -> i32 {
     }
     let _ = write!(out, "{}", c.render());
     drop(out);
+    // Rows of a run that did not finish: compared all the same, said.
+    for (side, r) in [("baseline", &base), ("candidate", &cand)] {
+        if let Some(p) = &r.meta.partial {
+            say!("collbench: warning: the {side} did not finish ({p}): its rows are compared as they are");
+        }
+    }
     for d in &c.differences {
         say!("collbench: warning: the runs differ in {d}; rows are compared all the same");
     }

@@ -47,7 +47,7 @@ pub(crate) fn emit(to: &mut impl Write, text: &str, line: bool) {
 }
 
 /// Text for a terminal: control characters other than newline and tab, and
-/// the bidirectional overrides, shown as `\u{..}` escapes, so that bytes
+/// the bidirectional overrides, shown as `\uXXXX` escapes, so that bytes
 /// from a file (a dump's field, a log's line) named in a message cannot
 /// move the cursor, recolour the terminal or reorder what is shown.
 pub(crate) fn printable(s: &str) -> std::borrow::Cow<'_, str> {
@@ -61,7 +61,9 @@ pub(crate) fn printable(s: &str) -> std::borrow::Cow<'_, str> {
     s.chars()
         .map(|c| {
             if hidden(c) {
-                c.escape_unicode().to_string()
+                // JSON's escape (every hidden character is in the BMP), so
+                // that JSON printed through here stays JSON.
+                format!("\\u{:04x}", c as u32)
             } else {
                 c.to_string()
             }
@@ -1050,7 +1052,13 @@ mod tests {
         ));
         assert_eq!(
             super::printable("a\u{1b}[2Jb\0c\u{202E}d"),
-            "a\\u{1b}[2Jb\\u{0}c\\u{202e}d"
+            "a\\u001b[2Jb\\u0000c\\u202ed"
         );
+        // JSON stays JSON: a hidden character inside a string becomes
+        // JSON's own escape.
+        let json = serde_json::json!({"pg": "q\u{7f}\u{85}\u{202e}"}).to_string();
+        let shown = super::printable(&json);
+        let back: serde_json::Value = serde_json::from_str(&shown).unwrap();
+        assert_eq!(back["pg"], "q\u{7f}\u{85}\u{202e}");
     }
 }

@@ -30,7 +30,8 @@ use std::time::Instant;
 /// What a check judges: a sweep it runs, or rows (and links) read from a file.
 enum Job {
     Sweep(Box<Sweep>),
-    Log(Vec<Row>, Option<LinkReport>),
+    /// A log's rows and links, and why its run did not finish, if it did not.
+    Log(Vec<Row>, Option<LinkReport>, Option<String>),
 }
 
 /// One run of a check's sweep: its rows and links, or how it went wrong.
@@ -78,9 +79,13 @@ fn run_check(c: &Check, job: &Job) -> CheckResult {
     };
     let s = match job {
         Job::Sweep(s) => s,
-        Job::Log(rows, links) => {
+        Job::Log(rows, links, unfinished) => {
             let (o, m) = evaluate(c, rows);
             (result.outcome, result.measured) = evaluate_links(c, links.as_ref(), o, m);
+            // Rows of a run that never finished qualify nothing.
+            if let Some(why) = unfinished {
+                result.outcome = Outcome::Failed(format!("the results did not finish ({why})"));
+            }
             result.seconds = start.elapsed().as_secs_f64();
             return result;
         }
@@ -115,7 +120,7 @@ fn log_rows(
     dir: &Path,
     log: &str,
     collective: &str,
-) -> anyhow::Result<(Vec<Row>, Option<LinkReport>)> {
+) -> anyhow::Result<(Vec<Row>, Option<LinkReport>, Option<String>)> {
     let results = read_merged(&dir.join(log))?;
     let mut held: Vec<&str> = Vec::new();
     for r in &results.rows {
@@ -139,7 +144,8 @@ fn log_rows(
             }
         );
     }
-    Ok((rows, results.links))
+    let unfinished = results.meta.partial.as_ref().map(|p| p.to_string());
+    Ok((rows, results.links, unfinished))
 }
 
 /// Every check of the spec, validated: its verdict's terms and its sweep
@@ -163,9 +169,9 @@ fn checks(specs: &[CheckSpec], dir: &Path) -> anyhow::Result<Vec<(Check, Job)>> 
             };
             let job = match &c.log {
                 Some(log) => {
-                    let (rows, links) =
+                    let (rows, links, unfinished) =
                         log_rows(dir, log, name).map_err(|e| anyhow::anyhow!("{}: {e}", at()))?;
-                    Job::Log(rows, links)
+                    Job::Log(rows, links, unfinished)
                 }
                 None => Job::Sweep(Box::new(
                     c.sweep().map_err(|e| anyhow::anyhow!("{}: {e}", at()))?,

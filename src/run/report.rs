@@ -27,7 +27,12 @@ fn label(path: &Path) -> String {
 /// column naming each row's file.
 fn write_csv(path: &Path, files: &[(String, Results)]) -> anyhow::Result<()> {
     let at = || format!("--csv {}", path.display());
-    let file = std::fs::File::create(path).with_context(at)?;
+    // `-`: the CSV is stdout (the text then went to stderr).
+    let file: Box<dyn Write> = if path.as_os_str() == "-" {
+        Box::new(std::io::stdout())
+    } else {
+        Box::new(std::fs::File::create(path).with_context(at)?)
+    };
     if let [(_, only)] = files {
         let mut sink = CsvSink::new(file).with_context(at)?;
         for r in &only.rows {
@@ -43,7 +48,12 @@ fn write_csv(path: &Path, files: &[(String, Results)]) -> anyhow::Result<()> {
 }
 
 fn print_text(a: &ReportArgs, format: Format, files: &[(String, Results)]) {
-    let mut out = std::io::stdout().lock();
+    // `--csv -` makes stdout the data's: the text for people goes to stderr.
+    let mut out: Box<dyn Write> = if a.out.csv.as_deref().is_some_and(|p| p.as_os_str() == "-") {
+        Box::new(std::io::stderr().lock())
+    } else {
+        Box::new(std::io::stdout().lock())
+    };
     for (i, (name, r)) in files.iter().enumerate() {
         if files.len() > 1 {
             if i > 0 {
