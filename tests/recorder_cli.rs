@@ -329,3 +329,54 @@ fn analyze_of_nothing_readable_exits_2() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
 }
+
+/// Rooted collectives and send-recv: a member whose part needs no laggard
+/// (a reduce's leaf, a broadcast's root, a send-recv's sender) completes
+/// the collective and moves on, perhaps to the harness's barrier; the
+/// culprit is still the rank that never entered it, at its seq, in the
+/// collectives' group (it was a barrier's, or another seq).
+#[test]
+fn rooted_collectives_and_send_recv_name_the_rank_that_never_joined() {
+    for (args, culprit, seq) in [
+        (&["reduce", "--ranks", "4", "--root", "0"][..], 3, 3),
+        (&["gather", "--ranks", "4", "--root", "0"][..], 2, 3),
+        (&["broadcast", "--ranks", "4", "--root", "2"][..], 3, 3),
+        (&["send-recv", "--ranks", "4"][..], 1, 4),
+        (&["send-recv", "--ranks", "3"][..], 0, 2),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let out = collbench()
+            .args(args)
+            .args([
+                "--device",
+                "host",
+                "--sizes",
+                "1K:4K",
+                "--timeout",
+                "2s",
+                "-q",
+            ])
+            .arg("--inject")
+            .arg(format!("hang:rank={culprit},seq={seq}"))
+            .arg("--dump-dir")
+            .arg(dir.path())
+            .timeout(Duration::from_secs(60))
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(3), "{args:?}");
+        let out = collbench()
+            .arg("analyze")
+            .arg(dir.path())
+            .arg("--json")
+            .output()
+            .unwrap();
+        let d: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(d["culprits"], serde_json::json!([culprit]), "{args:?}: {d}");
+        let first = &d["findings"][0];
+        assert_eq!(
+            (&first["kind"], &first["pg"], &first["seq"]),
+            (&"not-joined".into(), &"0".into(), &seq.into()),
+            "{args:?}: {d}"
+        );
+    }
+}

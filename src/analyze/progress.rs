@@ -3,8 +3,9 @@
 //! - `not-joined`: some members entered a collective S and have not
 //!   completed it, while others never entered it (their newest is older).
 //!   Those others are the culprits. S is the first collective a laggard
-//!   never entered when every member that entered it is still in it (ranks
-//!   that queue ahead enter many more), else the group's newest.
+//!   never entered when a member that entered it is still in it (ranks that
+//!   queue ahead enter many more; a rank whose part needs no laggard, such
+//!   as a reduce's leaf, completes it), else the group's newest.
 //! - `stuck`: every member entered S, some did not complete it, and the dumps
 //!   show it is a hang, not a snapshot of work in flight: another member
 //!   completed S, or a channel is blocked on a peer, or a member's dump was
@@ -45,8 +46,12 @@ pub fn not_joined(view: &GroupView) -> Option<Candidate> {
         .map(|t| t.last + 1)
         .min()
         .unwrap_or(high);
+    // There, unless no member waits in it (then the group's newest). A
+    // member may have completed it while others wait: the root of a
+    // broadcast, a leaf of a reduce or gather, a send-recv's sender, whose
+    // part needs no laggard.
     let at_first = view.at(first_missing);
-    let seq = if !at_first.is_empty() && at_first.values().all(|r| r.state != State::Completed) {
+    let seq = if at_first.values().any(|r| r.state != State::Completed) {
         first_missing
     } else {
         high
