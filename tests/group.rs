@@ -227,3 +227,33 @@ fn bad_groups_exit_2_with_the_reason() {
     }
     assert!(!std::path::Path::new("/tmp/never.json").exists());
 }
+
+/// A send-recv member of a group says `root: -1`, as a lone send-recv
+/// does, whatever root the group's rooted members take.
+#[test]
+fn a_send_recv_member_has_no_root() {
+    let (code, v, err) = run_json(&[
+        "all",
+        "--device",
+        "host",
+        "--ranks",
+        "3",
+        "--group-mix",
+        "broadcast,send-recv",
+        "--root",
+        "2",
+        "--sizes",
+        "1K",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let rows = rows(&v);
+    let root_of = |c: &str| -> Vec<i64> {
+        rows.iter()
+            .filter(|r| r["collective"] == c)
+            .map(|r| r["root"].as_i64().unwrap())
+            .collect()
+    };
+    assert!(root_of("send-recv").iter().all(|&r| r == -1), "{v}");
+    assert!(root_of("broadcast").iter().all(|&r| r == 2), "{v}");
+    assert!(!root_of("send-recv").is_empty());
+}

@@ -170,11 +170,9 @@ impl Plan {
                 } else {
                     self.auto_algo(coll, bytes)
                 };
-                let root = match (coll.rooted(), coll == Collective::SendRecv) {
-                    (true, _) => Some(case.root.unwrap_or(0)),
-                    (false, true) => Some(case.root.unwrap_or(1)),
-                    _ => None,
-                };
+                // A send-recv member sends to the next rank, as a lone
+                // send-recv does (the group's root is its rooted members').
+                let root = coll.rooted().then(|| case.root.unwrap_or(0));
                 let reduces = coll.reduces();
                 Case {
                     coll,
