@@ -210,6 +210,27 @@ pub fn parse_duration(s: &str) -> Result<Duration, UnitError> {
     Ok(Duration::from_secs_f64(secs))
 }
 
+/// A Unix time in seconds as `YYYY-MM-DDTHH:MM:SSZ` (UTC).
+pub fn utc_text(secs: i64) -> String {
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -291,5 +312,13 @@ mod tests {
         assert_eq!(Bytes(8).to_string(), "8B");
         assert_eq!(Bytes(64 << 20).to_string(), "64MiB");
         assert_eq!(Bytes(1536).to_string(), "1.50KiB");
+    }
+
+    #[test]
+    fn unix_times_read_as_utc_dates() {
+        assert_eq!(utc_text(0), "1970-01-01T00:00:00Z");
+        assert_eq!(utc_text(951_782_400), "2000-02-29T00:00:00Z");
+        assert_eq!(utc_text(1_795_290_534), "2026-11-21T19:48:54Z");
+        assert_eq!(utc_text(-1), "1969-12-31T23:59:59Z");
     }
 }

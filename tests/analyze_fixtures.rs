@@ -153,3 +153,58 @@ fn damaged_fixture_pickles_are_errors_never_panics() {
         let _ = load_bytes(&damaged, &path, &limits);
     }
 }
+
+/// Both real runs copied into one folder, each in both forms: two runs,
+/// told apart by their operations' creation times; the hang of skip-4 is
+/// not masked by the healthy ok-4, and the top level speaks of skip-4.
+#[test]
+fn two_pytorch_runs_in_one_folder_are_diagnosed_apart() {
+    let Some(root) = fixtures() else { return };
+    let dir = tempfile::TempDir::new().unwrap();
+    for case in ["ok-4", "skip-4"] {
+        for form in ["json", "pickle"] {
+            for rank in 0..4 {
+                std::fs::copy(
+                    root.join(case).join(form).join(format!("rank{rank}")),
+                    dir.path().join(format!("{case}-{form}-rank{rank}")),
+                )
+                .unwrap();
+            }
+        }
+    }
+    let d = analyze_paths(&[dir.path().to_path_buf()]).unwrap();
+    let text = collbench::analyze::render_text(&d);
+    assert_eq!(d.runs.len(), 2, "{text}");
+    // skip-4 ran first (its operations are older): it comes first, a problem.
+    let (skip, ok) = (&d.runs[0], &d.runs[1]);
+    assert_eq!(
+        (
+            skip.verdict,
+            skip.culprits.clone(),
+            skip.ranks_found.clone()
+        ),
+        (Verdict::Problem, vec![2], vec![0, 1, 2, 3]),
+        "{text}"
+    );
+    assert_eq!(skip.findings[0].seq, Some(11), "{text}");
+    assert_eq!((ok.verdict, ok.ranks_found.len()), (Verdict::Healthy, 4));
+    assert_ne!(skip.label, ok.label);
+    assert!(skip.label.starts_with("pytorch run from 2026-"), "{text}");
+    // Every kept dump is from its own case; the other form of each rank is ignored.
+    let case_of = |label: &str| {
+        d.per_rank
+            .iter()
+            .filter(|r| r.run.as_deref() == Some(label))
+            .map(|r| r.path.contains("skip-4"))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(case_of(&skip.label), vec![true; 4], "{text}");
+    assert_eq!(case_of(&ok.label), vec![false; 4], "{text}");
+    assert_eq!(d.ignored.len(), 8, "{:?}", d.ignored);
+    // The top level is skip-4's.
+    assert_eq!(d.run.as_deref(), Some(skip.label.as_str()));
+    assert_eq!((d.verdict, d.exit_code()), (Verdict::Problem, 1));
+    assert_eq!(d.culprits, vec![2]);
+    assert_eq!(d.findings[0].run.as_deref(), Some(skip.label.as_str()));
+    assert!(text.contains("mix 2 runs"), "{text}");
+}

@@ -157,8 +157,14 @@ fn a_folder_mixing_runs_diagnoses_each_run_on_its_own() {
         a.ranks_missing.is_empty() && b.ranks_missing.is_empty(),
         "{text}"
     );
-    // The top level: a problem, the problem run's culprits, findings labelled.
+    // The top level: the problem run's verdict, culprits, ranks and world,
+    // findings labelled.
     assert_eq!((d.verdict, d.culprits.clone()), (Verdict::Problem, vec![2]));
+    assert_eq!(d.run.as_deref(), Some(b.label.as_str()));
+    assert_eq!(
+        (d.ranks_found.clone(), d.world_size),
+        (vec![0, 1, 2, 3], Some(4))
+    );
     assert_eq!(d.findings[0].run.as_deref(), Some(b.label.as_str()));
     assert!(d.ignored.is_empty(), "{:?}", d.ignored);
     // The text names each run and its verdict.
@@ -296,6 +302,15 @@ fn a_folder_reused_with_fewer_ranks_is_two_runs_not_missing_ranks() {
     );
     // The old run really is incomplete: its ranks 0 and 1 were overwritten.
     assert_eq!(old_run.ranks_missing, vec![0, 1], "{text}");
+    // The top level speaks of one run, the lead (the old run, its problem):
+    // no rank is both found and missing there.
+    assert_eq!(d.run.as_deref(), Some(old_run.label.as_str()), "{text}");
+    assert_eq!(
+        (d.ranks_found.clone(), d.ranks_missing.clone()),
+        (vec![2, 3], vec![0, 1]),
+        "{text}"
+    );
+    assert_eq!(d.world_size, Some(4));
 }
 
 /// A healthy 4-rank run dumped while moving: rank 0 is already in seq 7 and

@@ -42,9 +42,10 @@ use super::runs::Run;
 use super::{consistency, progress};
 
 /// Diagnoses what was loaded: each run on its own; with several runs, the
-/// top level gathers them (verdict a problem when any run's is, the first
-/// problem run's culprits, every finding labelled with its run) and `runs`
-/// holds each one.
+/// top level speaks of the lead run (the first with a problem, else the
+/// first), named in `run`: its verdict (a problem when any run's is), ranks,
+/// world and culprits, then its findings followed by the other problem runs'
+/// (every finding labelled with its run); `runs` holds each one.
 pub fn diagnose(loaded: &Loaded) -> Diagnosis {
     let mut d = match loaded.runs.as_slice() {
         [] => diagnose_run(&[]),
@@ -90,26 +91,32 @@ fn gather(runs: &[Run]) -> Diagnosis {
             label,
         });
     }
-    let problems = || each.iter().filter(|r| r.verdict == Verdict::Problem);
-    let union = |f: fn(&RunDiagnosis) -> &Vec<usize>| -> Vec<usize> {
-        let set: BTreeSet<usize> = each.iter().flat_map(|r| f(r).iter().copied()).collect();
-        set.into_iter().collect()
-    };
+    // The top level speaks of one run, the lead: the first with a problem,
+    // else the first; the other problem runs' findings follow the lead's.
+    let lead = each
+        .iter()
+        .position(|r| r.verdict == Verdict::Problem)
+        .unwrap_or(0);
+    let findings = each[lead]
+        .findings
+        .iter()
+        .chain(
+            each.iter()
+                .enumerate()
+                .filter(|(i, r)| *i != lead && r.verdict == Verdict::Problem)
+                .flat_map(|(_, r)| &r.findings),
+        )
+        .cloned()
+        .collect();
     Diagnosis {
         schema: DIAGNOSIS_SCHEMA.to_owned(),
-        verdict: if problems().next().is_some() {
-            Verdict::Problem
-        } else {
-            Verdict::Healthy
-        },
-        ranks_found: union(|r| &r.ranks_found),
-        ranks_missing: union(|r| &r.ranks_missing),
-        culprits: problems()
-            .next()
-            .map(|r| r.culprits.clone())
-            .unwrap_or_default(),
-        findings: problems().flat_map(|r| r.findings.clone()).collect(),
-        world_size: each.iter().filter_map(|r| r.world_size).max(),
+        verdict: each[lead].verdict,
+        run: Some(each[lead].label.clone()),
+        ranks_found: each[lead].ranks_found.clone(),
+        ranks_missing: each[lead].ranks_missing.clone(),
+        culprits: each[lead].culprits.clone(),
+        findings,
+        world_size: each[lead].world_size,
         per_rank,
         unreadable: Vec::new(),
         ignored: Vec::new(),
@@ -202,6 +209,7 @@ fn diagnose_run(run: &[RankDump]) -> Diagnosis {
         } else {
             Verdict::Problem
         },
+        run: None,
         ranks_found: dumps.keys().copied().collect(),
         ranks_missing: missing.into_iter().collect(),
         culprits: findings

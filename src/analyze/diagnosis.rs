@@ -75,6 +75,11 @@ pub struct Finding {
 pub struct Diagnosis {
     pub schema: String,
     pub verdict: Verdict,
+    /// When the dumps hold several runs: the run the top level describes
+    /// (its ranks, world and culprits), the first with a problem, else the
+    /// first ([`RunDiagnosis::label`]). Absent for one run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<String>,
     pub ranks_found: Vec<usize>,
     pub ranks_missing: Vec<usize>,
     /// The ranks the root cause (the first finding) blames.
@@ -95,7 +100,7 @@ pub struct Diagnosis {
     pub notes: Vec<String>,
     /// One entry per run when the dumps come from more than one run (absent
     /// otherwise); each run is diagnosed on its own, and the top-level
-    /// verdict is a problem when any run's is.
+    /// verdict is a problem when any run's is (see `run`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub runs: Vec<RunDiagnosis>,
 }

@@ -10,12 +10,17 @@
 //!   ranks) is one run; dumps written by processes of one dump each (a
 //!   multi-process run) are pooled, oldest dump first, into as few runs as
 //!   keep each rank once;
-//! - PyTorch dumps: all one run (they name no run, process or command).
+//! - PyTorch dumps name no run, process or command; their records do:
+//!   two dumps of one rank come from different processes when they hold the
+//!   same operation (group, seq) created at different times. Such dumps make
+//!   different runs; each rank's process joins the run, lacking that rank,
+//!   whose operations' time span is nearest its own (oldest process first).
 //!
 //! Two dumps of the same rank in the same run (a snapshot and the final
 //! dump, the same file copied, or PyTorch's pickle and JSON forms) keep the
 //! later state (a final dump over a snapshot, then the newer), else the
-//! first read; the other is listed as ignored.
+//! first read; the other is listed as ignored. Runs that would read alike
+//! are numbered (`#2`).
 
 use std::collections::BTreeMap;
 
@@ -42,6 +47,8 @@ pub struct Run {
     pub command: Option<String>,
     /// One per rank, by rank.
     pub dumps: Vec<RankDump>,
+    /// What tells it from runs that would read alike (`#2`), empty otherwise.
+    suffix: String,
 }
 
 impl Run {
@@ -53,6 +60,7 @@ impl Run {
             host: first.origin.host.clone(),
             command: first.origin.command.clone(),
             dumps: Vec::new(),
+            suffix: String::new(),
         }
     }
 
@@ -66,20 +74,7 @@ impl Run {
     /// read.
     fn add(&mut self, dump: RankDump, ignored: &mut Vec<Duplicate>) {
         if let Some(i) = self.dumps.iter().position(|d| d.rank == dump.rank) {
-            let (kept, dropped, why) = if later(&dump, &self.dumps[i]) {
-                let old = std::mem::replace(&mut self.dumps[i], dump);
-                (self.dumps[i].path.clone(), old, "a later")
-            } else {
-                (self.dumps[i].path.clone(), dump, "another")
-            };
-            ignored.push(Duplicate {
-                path: dropped.path.display().to_string(),
-                reason: format!(
-                    "{why} dump of rank {} of the same run was read instead, from {}",
-                    dropped.rank,
-                    kept.display()
-                ),
-            });
+            keep_one(&mut self.dumps[i], dump, ignored);
             return;
         }
         if self.pid != dump.origin.pid {
@@ -93,10 +88,22 @@ impl Run {
 
     /// How a person and the findings' `run` field name it.
     pub fn label(&self) -> String {
+        let mut label = self.plain_label();
+        label.push_str(&self.suffix);
+        label
+    }
+
+    fn plain_label(&self) -> String {
         if let Some(id) = &self.run_id {
             return format!("{} run {id}", self.kind);
         }
         let mut label = format!("{} run", self.kind);
+        if self.kind == "pytorch" {
+            if let Some((first, _)) = span(&self.dumps) {
+                let secs = i64::try_from(first / 1_000_000_000).unwrap_or(i64::MAX);
+                label.push_str(&format!(" from {}", crate::units::utc_text(secs)));
+            }
+        }
         if let Some(pid) = self.pid {
             label.push_str(&format!(" pid {pid}"));
         }
@@ -109,6 +116,24 @@ impl Run {
         }
         label
     }
+}
+
+/// Keeps one of two dumps of a rank of one run in `kept`, listing the other
+/// in `ignored`: the later state (see [`later`]), else the first read.
+fn keep_one(kept: &mut RankDump, dump: RankDump, ignored: &mut Vec<Duplicate>) {
+    let (dropped, why) = if later(&dump, kept) {
+        (std::mem::replace(kept, dump), "a later")
+    } else {
+        (dump, "another")
+    };
+    ignored.push(Duplicate {
+        path: dropped.path.display().to_string(),
+        reason: format!(
+            "{why} dump of rank {} of the same run was read instead, from {}",
+            dropped.rank,
+            kept.path.display()
+        ),
+    });
 }
 
 /// Whether `new` shows a later state of its rank than `old`: a final dump
@@ -151,7 +176,90 @@ pub fn split(dumps: Vec<RankDump>) -> (Vec<Run>, Vec<Duplicate>) {
         run.dumps.sort_by_key(|d| d.rank);
     }
     runs.sort_by_key(|(i, _)| *i);
-    (runs.into_iter().map(|(_, r)| r).collect(), ignored)
+    let mut runs: Vec<Run> = runs.into_iter().map(|(_, r)| r).collect();
+    number_alike(&mut runs);
+    (runs, ignored)
+}
+
+/// Gives runs whose labels would be equal a `#2`, `#3`, ... (the first keeps
+/// its plain label), so that every label names one run.
+fn number_alike(runs: &mut [Run]) {
+    let labels: Vec<String> = runs.iter().map(Run::plain_label).collect();
+    for i in 0..runs.len() {
+        let before = labels[..i].iter().filter(|l| **l == labels[i]).count();
+        if before > 0 {
+            runs[i].suffix = format!(" #{}", before + 1);
+        }
+    }
+}
+
+/// The earliest and latest creation times of the dumps' records, where any is known.
+fn span(dumps: &[RankDump]) -> Option<(u64, u64)> {
+    let times = dumps
+        .iter()
+        .flat_map(|d| &d.records)
+        .filter_map(|r| r.t_scheduled_ns);
+    times.fold(None, |acc, t| match acc {
+        None => Some((t, t)),
+        Some((lo, hi)) => Some((lo.min(t), hi.max(t))),
+    })
+}
+
+/// Whether two dumps of one rank come from different processes: they hold
+/// the same operation (group, seq, point-to-point seq) created at different
+/// times. Without such evidence (no shared operation: a ring buffer that
+/// wrapped between them, or no times) they are taken as one process.
+fn different_processes(a: &RankDump, b: &RankDump) -> bool {
+    let key = |r: &super::model::Record| (r.pg.clone(), r.seq, r.p2p_seq);
+    let created: BTreeMap<_, u64> = a
+        .records
+        .iter()
+        .filter_map(|r| r.t_scheduled_ns.map(|t| (key(r), t)))
+        .collect();
+    b.records
+        .iter()
+        .any(|r| matches!((r.t_scheduled_ns, created.get(&key(r))), (Some(t), Some(&u)) if t != u))
+}
+
+/// PyTorch dumps into runs: dumps of one process (same rank, no conflicting
+/// operation) keep one; then each process, oldest first, joins the run
+/// lacking its rank whose time span is nearest its own, or starts a run.
+fn split_pytorch(list: Vec<RankDump>, ignored: &mut Vec<Duplicate>) -> Vec<Run> {
+    let mut processes: Vec<RankDump> = Vec::new();
+    for dump in list {
+        match processes
+            .iter_mut()
+            .find(|p| p.rank == dump.rank && !different_processes(p, &dump))
+        {
+            Some(kept) => keep_one(kept, dump, ignored),
+            None => processes.push(dump),
+        }
+    }
+    // Oldest first; a dump without times after the others, in the order read.
+    processes.sort_by_key(|p| span(std::slice::from_ref(p)).map_or(u64::MAX, |(lo, _)| lo));
+    let mut runs: Vec<Run> = Vec::new();
+    for process in processes {
+        let own = span(std::slice::from_ref(&process));
+        let gap = |run: &Run| match (own, span(&run.dumps)) {
+            (Some((lo, hi)), Some((rlo, rhi))) => {
+                lo.saturating_sub(rhi).max(rlo.saturating_sub(hi))
+            }
+            _ => 0,
+        };
+        let nearest = runs
+            .iter_mut()
+            .filter(|r| r.has_rank(process.rank).is_none())
+            .min_by_key(|r| gap(r));
+        match nearest {
+            Some(run) => run.add(process, ignored),
+            None => {
+                let mut run = Run::new("pytorch", &process);
+                run.add(process, ignored);
+                runs.push(run);
+            }
+        }
+    }
+    runs
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -179,6 +287,9 @@ fn split_class(key: &ClassKey, list: Vec<RankDump>, ignored: &mut Vec<Duplicate>
         ClassKey::Pytorch => "pytorch",
         _ => "collbench",
     };
+    if *key == ClassKey::Pytorch {
+        return split_pytorch(list, ignored);
+    }
     if !matches!(key, ClassKey::Shape(..)) {
         let mut run: Option<Run> = None;
         for dump in list {
@@ -338,5 +449,66 @@ mod tests {
         let (older, newer) = (dump(0, 1, 7, 1), dump(0, 1, 7, 2));
         let (runs, _) = split(vec![newer.clone(), older]);
         assert_eq!(runs[0].dumps[0].origin.dumped_at_ns, Some(2));
+    }
+
+    /// A PyTorch dump of `rank` whose seqs `seqs` were created at `t0 + seq`.
+    fn torch(rank: usize, seqs: std::ops::RangeInclusive<u64>, t0: u64) -> RankDump {
+        let mut d = dump(rank, 2, 0, 0);
+        d.format = Format::PytorchJson;
+        d.origin = Origin::default();
+        d.reason = None;
+        d.path = PathBuf::from(format!("t{t0}/rank{rank}"));
+        d.records = seqs
+            .map(|s| {
+                let mut r = crate::analyze::model::Record::new(
+                    "0",
+                    s,
+                    "all_reduce",
+                    crate::analyze::model::State::Completed,
+                );
+                r.t_scheduled_ns = Some(t0 + s);
+                r
+            })
+            .collect();
+        d
+    }
+
+    /// A PyTorch dump of `rank` with no operations.
+    fn untimed(rank: usize) -> RankDump {
+        let mut d = torch(rank, 1..=1, 0);
+        d.records.clear();
+        d
+    }
+
+    #[test]
+    fn pytorch_dumps_split_by_process_then_by_time() {
+        // Two runs of 2 ranks, read interleaved; the later run's rank 1 dumped twice
+        // (its buffer wrapped between the two dumps: no shared operation).
+        let dumps = vec![
+            torch(0, 1..=5, 9_000),
+            torch(0, 1..=5, 1_000),
+            torch(1, 1..=4, 1_001),
+            torch(1, 1..=5, 9_001),
+            torch(1, 7..=9, 9_001),
+        ];
+        let (runs, ignored) = split(dumps);
+        assert_eq!(runs.len(), 2, "{runs:?}");
+        let starts: Vec<u64> = runs.iter().map(|r| span(&r.dumps).unwrap().0).collect();
+        assert_eq!(starts, vec![1_001, 9_001]);
+        assert_eq!(ranks(&runs[0]), vec![0, 1]);
+        assert_eq!(runs[0].dumps[1].records.len(), 4);
+        assert_eq!(ignored.len(), 1, "{ignored:?}");
+        assert_ne!(runs[0].label(), runs[1].label());
+        // Dumps without times: one process each rank, labels numbered if alike.
+        let (runs, ignored) = split(vec![untimed(0), untimed(0)]);
+        assert_eq!((runs.len(), ignored.len()), (1, 1));
+        assert_eq!(runs[0].label(), "pytorch run (world of 2)");
+        let d = untimed(0);
+        let mut alike = vec![Run::new("pytorch", &d), Run::new("pytorch", &d)];
+        number_alike(&mut alike);
+        assert_eq!(
+            (alike[0].label(), alike[1].label()),
+            ("pytorch run".to_owned(), "pytorch run #2".to_owned())
+        );
     }
 }
