@@ -144,6 +144,54 @@ fn not_joined_blames_the_rank_that_never_entered() {
     );
 }
 
+/// A device rank queues operations behind the one it runs: ranks 0, 2 and
+/// 3 started seq 6 (waiting on rank 1) and queued seqs 7..9 behind it;
+/// rank 1 called seq 6 late and never started it. The hang is at seq 6,
+/// not at seq 7, which rank 1 never called but the others only queued.
+#[test]
+fn operations_queued_behind_a_hang_are_not_where_it_hangs() {
+    let dumps: Vec<Dump> = (0..4)
+        .map(|r| {
+            let mut e = history(r, 5);
+            if r == 1 {
+                e.push(entry(r, 6, State::Scheduled));
+            } else {
+                let peer = if r == 2 { 1 } else { (r as i64 + 3) % 4 };
+                e.push(blocked(r, 6, 0, Some(peer)));
+                e.extend((7..=9).map(|s| entry(r, s, State::Scheduled)));
+            }
+            dump(r, 4, e, "timeout")
+        })
+        .collect();
+    let d = run(&dumps);
+    assert_root(&d, FindingKind::Stuck, Some(6), &[1]);
+    assert!(
+        d.findings[0]
+            .detail
+            .contains("rank 1 called it and never started it"),
+        "{}",
+        d.findings[0].detail
+    );
+    assert!(
+        d.findings.iter().all(|f| f.kind != FindingKind::NotJoined),
+        "{}",
+        render_text(&d)
+    );
+    // Had one of them started seq 7 (a rank whose part needs no peer), rank
+    // 1's absence there would be a finding of its own.
+    let mut started = dumps.clone();
+    started[0].entries[6] = blocked(0, 7, 0, Some(1));
+    started[0].entries.truncate(7);
+    let d = run(&started);
+    assert!(
+        d.findings
+            .iter()
+            .any(|f| f.kind == FindingKind::NotJoined && f.seq == Some(7)),
+        "{}",
+        render_text(&d)
+    );
+}
+
 #[test]
 fn missing_dump_waited_on_is_the_culprit() {
     // Ring: rank r receives from r-1. Rank 3 wrote no dump; rank 0 waits on it.

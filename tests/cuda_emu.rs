@@ -1021,6 +1021,144 @@ fn a_hang_inside_a_queued_timed_loop_is_named_where_the_rank_stopped() {
     }
 }
 
+/// A rank that calls a queued collective late (a delay past the timeout):
+/// the others started it and wait on that rank, whose operation is only
+/// called; `analyze` names it at that seq, not at the next one the others
+/// queued behind.
+#[test]
+fn a_delayed_rank_is_named_where_the_others_wait_for_it() {
+    if !have_compiler("a_delayed_rank_is_named_where_the_others_wait_for_it") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let dumps = dir.path().join("dumps");
+    let out = collbench()
+        .args(["all-reduce", "--device", "cuda-emu", "--ranks", "4"])
+        .args(["--sizes", "1K", "--iters", "20", "--warmup", "2"])
+        .args([
+            "--inject",
+            "delay:rank=1,seq=10,ms=20000",
+            "--timeout",
+            "2s",
+        ])
+        .arg("-q")
+        .arg("--dump-dir")
+        .arg(&dumps)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    let out = collbench()
+        .arg("analyze")
+        .arg(&dumps)
+        .arg("--json")
+        .output()
+        .unwrap();
+    let d: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(d["culprits"], serde_json::json!([1]), "{d}");
+    assert_eq!(d["findings"][0]["kind"], "stuck", "{d}");
+    assert_eq!(d["findings"][0]["seq"], 10, "{d}");
+    let detail = d["findings"][0]["detail"].as_str().unwrap();
+    assert!(detail.contains("never started it"), "{detail}");
+}
+
+/// A SIGUSR1 snapshot of a healthy run on the emulated device, taken
+/// seconds after the timed loop was queued: only the operation each rank
+/// runs is started and carries channel progress (those queued behind it
+/// are scheduled), and `analyze` reads it as a run that was moving.
+#[test]
+fn a_snapshot_of_a_queued_timed_loop_is_no_hang() {
+    if !have_compiler("a_snapshot_of_a_queued_timed_loop_is_no_hang") {
+        return;
+    }
+    let _alone = CORES.write().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let dumps = dir.path().join("dumps");
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("collbench"))
+        .env("COLLBENCH_CACHE_DIR", cache_dir())
+        .args(["all-reduce", "--device", "cuda-emu", "--ranks", "4"])
+        .args(["--sizes", "1M", "--iters", "1800", "--warmup", "1"])
+        .args(["--no-check", "-q", "--dump-dir"])
+        .arg(&dumps)
+        .spawn()
+        .unwrap();
+    // Asks for snapshots until one was taken over 3 s after the first timed
+    // operation was queued (the threshold past which a pending operation
+    // reads as a stall is 2 s).
+    let entries = |n: usize, rank: usize| -> Option<(Value, Vec<Value>)> {
+        let file = std::fs::read_dir(&dumps).ok()?.find_map(|e| {
+            let p = e.ok()?.path();
+            let name = p.file_name()?.to_string_lossy().into_owned();
+            name.ends_with(&format!("-rank{rank}-request{n}.json"))
+                .then_some(p)
+        })?;
+        let d: Value = serde_json::from_slice(&std::fs::read(file).ok()?).ok()?;
+        let list = d["entries"].as_array()?.clone();
+        Some((d, list))
+    };
+    let t = std::time::Instant::now();
+    let mut taken = None;
+    for n in 1.. {
+        assert!(
+            t.elapsed() < std::time::Duration::from_secs(240),
+            "no snapshot 3 s into the timed loop"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(1000));
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(child.id() as i32, libc::SIGUSR1) };
+        let wait = std::time::Instant::now();
+        let mut got = None;
+        while got.is_none() && wait.elapsed() < std::time::Duration::from_secs(20) {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            got = (0..4).map(|r| entries(n, r)).collect::<Option<Vec<_>>>();
+        }
+        let got = got.expect("a snapshot of every rank");
+        let (d0, list0) = &got[0];
+        let at = d0["clocks"]["wall_ns"].as_u64().unwrap();
+        let first_timed = list0
+            .iter()
+            .filter(|e| e["iteration"] == "timed")
+            .filter_map(|e| e["t_scheduled_ns"].as_u64())
+            .min();
+        if first_timed.is_some_and(|f| at.saturating_sub(f) > 3_000_000_000) {
+            taken = Some((n, got));
+            break;
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    let (n, got) = taken.unwrap();
+    let only = dir.path().join("snapshot");
+    std::fs::create_dir(&only).unwrap();
+    for (rank, (d, list)) in got.iter().enumerate() {
+        let carrying = list
+            .iter()
+            .filter(|e| e["channels"].as_array().is_some_and(|c| !c.is_empty()))
+            .count();
+        let started = list.iter().filter(|e| e["state"] == "started").count();
+        assert!(
+            carrying <= 1 && started <= 1,
+            "rank {rank}: {carrying} {started}"
+        );
+        assert!(
+            list.iter().any(|e| e["state"] == "scheduled"),
+            "rank {rank}: nothing queued"
+        );
+        std::fs::write(
+            only.join(format!("rank{rank}-request{n}.json")),
+            serde_json::to_vec(d).unwrap(),
+        )
+        .unwrap();
+    }
+    let out = collbench().arg("analyze").arg(&only).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(
+        text.contains("a snapshot of a run that was moving"),
+        "{text}"
+    );
+}
+
 /// The v-collectives through the kernels on 1, 2, 3, 5 and 8 ranks, under
 /// an even, a skewed and a hot split: every block where its counts put it,
 /// checked on the device region by region (and NCCL's stand-in beside);

@@ -5,7 +5,9 @@
 //!   Those others are the culprits. S is the first collective a laggard
 //!   never entered when a member that entered it is still in it (ranks that
 //!   queue ahead enter many more; a rank whose part needs no laggard, such
-//!   as a reduce's leaf, completes it), else the group's newest.
+//!   as a reduce's leaf, completes it), else the group's newest. Members
+//!   that hold S only queued (scheduled) behind an operation they started
+//!   and have not completed are not in it: then it is `stuck`'s case.
 //! - `stuck`: every member entered S, some did not complete it, and the dumps
 //!   show it is a hang, not a snapshot of work in flight: another member
 //!   completed S, or a channel is blocked on a peer, or a member's dump was
@@ -62,6 +64,11 @@ pub fn not_joined(view: &GroupView) -> Option<Candidate> {
         .filter(|(_, r)| r.state != State::Completed)
         .map(|(rank, _)| *rank)
         .collect();
+    // Members that only queued S behind an operation they are still
+    // running do not wait in it: they hang earlier (`stuck` finds where).
+    if waiting.iter().all(|&rank| queued_behind(view, rank, seq)) {
+        return None;
+    }
     let behind: Vec<usize> = view
         .tracks
         .values()
@@ -99,6 +106,22 @@ pub fn not_joined(view: &GroupView) -> Option<Candidate> {
         behind,
         detail,
     ))
+}
+
+/// Whether `rank` holds `seq` only queued (scheduled, not started) behind an
+/// older operation of the group it started and has not completed.
+fn queued_behind(view: &GroupView, rank: usize, seq: u64) -> bool {
+    let Some(track) = view.tracks.get(&rank) else {
+        return false;
+    };
+    track
+        .by_seq
+        .get(&seq)
+        .is_some_and(|r| r.state == State::Scheduled)
+        && track
+            .by_seq
+            .range(..seq)
+            .any(|(_, r)| r.state == State::Started)
 }
 
 /// Whether a member's dump was written because the watchdog timed out.
@@ -224,7 +247,20 @@ fn blame_stuck(
         .filter(|p| missing.contains(p) || at.get(p).is_some_and(|r| r.state != State::Completed))
         .collect();
     if !sinks.is_empty() {
-        let why = format!("Waited on, and waiting on no one: {}.", ranks_text(&sinks));
+        let unstarted: Vec<usize> = sinks
+            .iter()
+            .copied()
+            .filter(|p| at.get(p).is_some_and(|r| r.state == State::Scheduled))
+            .collect();
+        let why = if unstarted.is_empty() {
+            format!("Waited on, and waiting on no one: {}.", ranks_text(&sinks))
+        } else {
+            format!(
+                "Waited on, and waiting on no one: {}; {} called it and never started it.",
+                ranks_text(&sinks),
+                ranks_text(&unstarted)
+            )
+        };
         return (sinks, why);
     }
     let least = waiters.iter().map(|r| at[r].progress()).min().unwrap_or(0);
@@ -274,8 +310,10 @@ const STALL_FLOOR_NS: u64 = 2_000_000_000;
 
 /// The longest time an operation not completed had been pending when its
 /// rank was dumped, if that is a stall: more than max(2 s, 10 × the longest
-/// completed operation of the group on any member). None when no dump says
-/// when it was taken.
+/// completed operation of the group on any member). Only each rank's oldest
+/// operation not completed counts: the ones after it are queued behind it
+/// (a device stream, PyTorch's work queue), and how long ago they were
+/// enqueued says nothing. None when no dump says when it was taken.
 pub fn stalled(view: &GroupView) -> Option<u64> {
     let longest_done = view
         .tracks
@@ -292,11 +330,8 @@ pub fn stalled(view: &GroupView) -> Option<u64> {
         .values()
         .filter_map(|t| {
             let at = t.dump.origin.dumped_at_ns?;
-            t.by_seq
-                .values()
-                .filter(|r| r.state != State::Completed)
-                .filter_map(|r| at.checked_sub(r.t_started_ns.or(r.t_scheduled_ns)?))
-                .max()
+            let oldest = t.by_seq.values().find(|r| r.state != State::Completed)?;
+            at.checked_sub(oldest.t_started_ns.or(oldest.t_scheduled_ns)?)
         })
         .max()
         .filter(|&age| age > threshold)

@@ -218,32 +218,44 @@ fn table(out: &mut String, d: &Diagnosis) {
     }
 }
 
+/// Blocked channels shown per rank, and in all; `--json` lists every one.
+const WAITS_PER_RANK: usize = 4;
+const WAITS_SHOWN: usize = 32;
+
 fn waits(out: &mut String, d: &Diagnosis) {
-    let lines: Vec<String> = d
-        .per_rank
-        .iter()
-        .flat_map(|r| {
-            r.waits.iter().map(move |w| {
-                format!(
-                    "  rank {} (group {}, seq {}, {}): channel {} step {} of {} waits to {} {} rank {}",
-                    r.rank,
-                    w.pg,
-                    w.seq,
-                    w.op,
-                    w.channel,
-                    w.step,
-                    w.steps_total,
-                    w.what,
-                    if w.what == "send" { "to" } else { "from" },
-                    w.peer
-                )
-            })
-        })
-        .collect();
+    let mut lines: Vec<String> = Vec::new();
+    let mut hidden = 0usize;
+    for r in &d.per_rank {
+        for (i, w) in r.waits.iter().enumerate() {
+            if i >= WAITS_PER_RANK || lines.len() >= WAITS_SHOWN {
+                hidden += 1;
+                continue;
+            }
+            lines.push(format!(
+                "  rank {} (group {}, seq {}, {}): channel {} step {} of {} waits to {} {} rank {}",
+                r.rank,
+                w.pg,
+                w.seq,
+                w.op,
+                w.channel,
+                w.step,
+                w.steps_total,
+                w.what,
+                if w.what == "send" { "to" } else { "from" },
+                w.peer
+            ));
+        }
+    }
     if !lines.is_empty() {
         let _ = writeln!(out, "\nblocked channels:");
         for line in lines {
             let _ = writeln!(out, "{line}");
+        }
+        if hidden > 0 {
+            let _ = writeln!(
+                out,
+                "  ... and {hidden} more (at most {WAITS_PER_RANK} a rank shown; --json lists every one)"
+            );
         }
     }
 }
@@ -255,5 +267,60 @@ fn files(out: &mut String, title: &str, list: &[super::load::Unreadable]) {
     let _ = writeln!(out, "\n{title}:");
     for u in list {
         let _ = writeln!(out, "  {}: {}", u.path, u.reason);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analyze::diagnosis::{RankSummary, Waiting, DIAGNOSIS_SCHEMA};
+    use crate::analyze::model::Format;
+
+    /// 8 ranks of 16 blocked channels each: 4 a rank are shown, 32 in all,
+    /// and the rest counted.
+    #[test]
+    fn blocked_channels_are_capped_and_counted() {
+        let per_rank = (0..8)
+            .map(|rank| RankSummary {
+                rank,
+                run: None,
+                path: format!("rank{rank}.json"),
+                format: Format::Collbench,
+                groups: Vec::new(),
+                waits: (0..16)
+                    .map(|channel| Waiting {
+                        pg: "0".into(),
+                        seq: 3,
+                        op: "all-reduce".into(),
+                        channel,
+                        step: 1,
+                        steps_total: 7,
+                        peer: ((rank + 7) % 8) as i64,
+                        what: "recv".into(),
+                    })
+                    .collect(),
+            })
+            .collect();
+        let d = Diagnosis {
+            schema: DIAGNOSIS_SCHEMA.into(),
+            verdict: Verdict::Problem,
+            run: None,
+            ranks_found: (0..8).collect(),
+            ranks_missing: Vec::new(),
+            culprits: Vec::new(),
+            findings: Vec::new(),
+            world_size: Some(8),
+            per_rank,
+            unreadable: Vec::new(),
+            ignored: Vec::new(),
+            notes: Vec::new(),
+            runs: Vec::new(),
+        };
+        let text = render_text(&d);
+        let shown = text.lines().filter(|l| l.contains(" waits to ")).count();
+        assert_eq!(shown, 32, "{text}");
+        assert!(text.contains("rank 7 (group 0, seq 3, all-reduce): channel 3 "));
+        assert!(!text.contains("channel 4 step"), "{text}");
+        assert!(text.contains("... and 96 more"), "{text}");
     }
 }

@@ -200,7 +200,7 @@ impl RankJob<'_> {
         let start = Instant::now();
         let iter_ns = if self.setup.graph && ready.on_runner {
             let seqs: Vec<u64> = (0..plan.iters)
-                .map(|_| self.rec.enter(&ready.info, IterKind::Timed))
+                .map(|_| self.record(&ready.info, IterKind::Timed, true))
                 .collect();
             self.open.extend(seqs);
             self.runner.launch_graph(plan.iters)?;
@@ -595,10 +595,16 @@ impl RankJob<'_> {
     /// Starts one recorded collective, with any injected fault.
     fn op(&mut self, r: &Ready<'_>, kind: IterKind) -> Result<(), ExecError> {
         let rank = self.rank();
+        let queued = r.on_runner && !self.runner.completes_on_launch();
+        if queued && self.open.len() >= (self.rec.capacity() / 2).max(1) {
+            // Queue no further ahead of the device than half the flight
+            // recorder holds: the operation it runs must stay recorded.
+            self.settle()?;
+        }
         let seq = if self.plan.injects.is_empty() {
-            self.rec.enter(&r.info, kind)
+            self.record(&r.info, kind, queued)
         } else {
-            self.faulty_begin(r, kind)?
+            self.faulty_begin(r, kind, queued)?
         };
         if kind == IterKind::Timed {
             self.arrivals.push(crate::recorder::wall_ns());
@@ -623,6 +629,19 @@ impl RankJob<'_> {
         Ok(())
     }
 
+    /// Records an operation about to be started: started at once, unless it
+    /// is `queued` (enqueued on a device stream) behind operations still
+    /// open, which it follows: then it is scheduled, and started when the
+    /// one before it completes (see [`Self::settle`]). So only the
+    /// operation the device is running carries the channel progress.
+    fn record(&self, info: &OpInfo, kind: IterKind, queued: bool) -> u64 {
+        if queued && !self.open.is_empty() {
+            self.rec.schedule(info, kind)
+        } else {
+            self.rec.enter(info, kind)
+        }
+    }
+
     /// Waits for every started operation and completes their records;
     /// returns the times of every operation since the last call.
     fn wait(&mut self) -> Result<Vec<u64>, ExecError> {
@@ -638,6 +657,10 @@ impl RankJob<'_> {
         let result = self.runner.wait(&mut |k| {
             if let Some(&seq) = open.get(k) {
                 rec.complete(WORLD_GROUP, seq);
+                // The device goes on with the next one queued behind it.
+                if let Some(&next) = open.get(k + 1) {
+                    rec.start(WORLD_GROUP, next);
+                }
                 completed = completed.max(k + 1);
             }
         });
@@ -701,7 +724,12 @@ impl RankJob<'_> {
     }
 
     /// Begins a collective the injected faults may hang, delay or poison.
-    fn faulty_begin(&mut self, r: &Ready<'_>, kind: IterKind) -> Result<u64, ExecError> {
+    fn faulty_begin(
+        &mut self,
+        r: &Ready<'_>,
+        kind: IterKind,
+        queued: bool,
+    ) -> Result<u64, ExecError> {
         let rank = self.rank();
         let next = self.rec.next_seq(WORLD_GROUP);
         let injects = &self.plan.injects;
@@ -734,12 +762,15 @@ impl RankJob<'_> {
         }
         let seq = match delay {
             Some(Fault::Delay { ms }) => {
+                // What it started before completes first (its records too),
+                // as a rank that is slow to call the next collective.
+                self.settle()?;
                 let seq = self.rec.schedule(&r.info, kind);
                 self.sleep_until(Some(Duration::from_millis(ms)))?;
                 self.rec.start(WORLD_GROUP, seq);
                 seq
             }
-            _ => self.rec.enter(&r.info, kind),
+            _ => self.record(&r.info, kind, queued),
         };
         // A checked operation's NaN went in before its input scan.
         if nan && kind != IterKind::Check {
