@@ -380,3 +380,33 @@ fn rooted_collectives_and_send_recv_name_the_rank_that_never_joined() {
         );
     }
 }
+
+/// A `--dump-dir` replaced by a file while the run goes on: the hang is
+/// still exit 3, and the message says the dumps could not be written and
+/// why, rather than nothing.
+#[test]
+fn dumps_that_cannot_be_written_are_said() {
+    let dir = tempfile::tempdir().unwrap();
+    let dumps = dir.path().join("d");
+    let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("collbench"))
+        .args(["all-reduce", "--device", "host", "--ranks", "2"])
+        .args(["--sizes", "1K", "--inject", "hang:rank=1,seq=3"])
+        .args(["--timeout", "6s", "-q", "--dump-dir"])
+        .arg(&dumps)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_secs(2));
+    let _ = std::fs::remove_dir_all(&dumps);
+    std::fs::write(&dumps, b"not a folder").unwrap();
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(
+        err.contains("the flight-recorder dumps could not be written to")
+            && err.contains("it is not a folder"),
+        "{err}"
+    );
+    assert!(!err.contains("collbench analyze"), "{err}");
+    assert_eq!(std::fs::read(&dumps).unwrap(), b"not a folder");
+}

@@ -48,7 +48,7 @@ pub enum HarnessError {
     #[error("{detail}{}", dumps_note(.dumps))]
     Hang {
         detail: String,
-        dumps: Vec<PathBuf>,
+        dumps: Dumps,
         /// Rows the sweep did not make.
         missing_rows: usize,
     },
@@ -56,7 +56,7 @@ pub enum HarnessError {
     Interrupted {
         /// `SIGINT`, `SIGTERM`, or `another process of the run`.
         signal: &'static str,
-        dumps: Vec<PathBuf>,
+        dumps: Dumps,
         missing_rows: usize,
     },
     #[error(transparent)]
@@ -67,7 +67,15 @@ pub enum HarnessError {
     Encode(serde_json::Error),
 }
 
-fn dumps_note(dumps: &[PathBuf]) -> String {
+/// The flight-recorder dumps a stopped run wrote, or why they could not be
+/// written (in words, naming the folder).
+pub type Dumps = Result<Vec<PathBuf>, String>;
+
+fn dumps_note(dumps: &Dumps) -> String {
+    let dumps = match dumps {
+        Ok(d) => d,
+        Err(why) => return format!("; {why}"),
+    };
     match dumps.first().and_then(|p| p.parent()) {
         Some(dir) => format!(
             "; {} flight-recorder dump(s) in {} (see: collbench analyze {})",
@@ -77,6 +85,26 @@ fn dumps_note(dumps: &[PathBuf]) -> String {
         ),
         None => String::new(),
     }
+}
+
+/// [`dump::write_all`], its failure said in words naming `dir`.
+fn write_dumps(
+    dir: &std::path::Path,
+    recs: &[Arc<RankRecorder>],
+    info: &crate::recorder::dump::RunInfo,
+    reason: &str,
+    snapshot: Option<u32>,
+) -> Dumps {
+    dump::write_all(dir, recs, info, reason, snapshot).map_err(|e| {
+        let why = match std::fs::metadata(dir) {
+            Ok(m) if !m.is_dir() => "it is not a folder (replaced during the run?)".to_owned(),
+            _ => e.to_string(),
+        };
+        format!(
+            "the flight-recorder dumps could not be written to {}: {why}",
+            dir.display()
+        )
+    })
 }
 
 impl HarnessError {
@@ -611,8 +639,7 @@ pub fn run(
                 .and_then(|_| std::fs::write(&tmp, reason))
                 .and_then(|_| std::fs::rename(&tmp, t));
         }
-        let written =
-            dump::write_all(&dir, &recs, &setup.run_info, reason, None).unwrap_or_default();
+        let written = write_dumps(&dir, &recs, &setup.run_info, reason, None);
         if setup.abort_trigger.is_some() {
             // A launcher ends the whole job when one process exits with an
             // error: leave only once every rank has dumped (or a while passed).
@@ -639,7 +666,7 @@ pub fn run(
         return Err(HarnessError::Interrupted {
             signal,
             dumps: if quiet {
-                Vec::new()
+                Ok(Vec::new())
             } else {
                 dump(watchdog::TRIGGER_SIGNAL)
             },
@@ -692,9 +719,7 @@ fn spawn_watchdog(
         Fired::Timeout { .. } | Fired::Stalled { .. } | Fired::Stop | Fired::Remote => w.abort(),
         Fired::Request => {
             let k = snapshots.fetch_add(1, Ordering::Relaxed) + 1;
-            if let Ok(paths) = dump::write_all(&d, &r, &info, "request", Some(k)) {
-                told(&paths);
-            }
+            told(&write_dumps(&d, &r, &info, "request", Some(k)));
         }
         Fired::Stuck { signal } => {
             // The ranks did not stop after the timeout or signal: dump and leave.
@@ -703,8 +728,7 @@ fn spawn_watchdog(
             } else {
                 "timeout"
             };
-            let _ = dump::write_all(&d, &r, &info, reason, None);
-            stuck(&d, *signal);
+            stuck(&d, *signal, &write_dumps(&d, &r, &info, reason, None));
         }
     };
     Ok(Watchdog::spawn(

@@ -238,12 +238,13 @@ pub struct Setup {
     /// What dumps say about the run.
     pub run_info: crate::recorder::dump::RunInfo,
     /// Called when ranks did not stop after a hang was detected (or a stop
-    /// signal, the `bool`) and the dumps are written: the process must end
-    /// (it never returns).
-    pub on_stuck: fn(&std::path::Path, bool),
+    /// signal, the `bool`) and the dumps are written (or why they could
+    /// not be): the process must end (it never returns).
+    pub on_stuck: fn(&std::path::Path, bool, &super::Dumps),
     /// Told the files of every snapshot the run wrote while it went on
-    /// (SIGUSR1), from the watchdog's thread: `run/` says where they are.
-    pub on_snapshot: fn(&[PathBuf]),
+    /// (SIGUSR1), or why it could not write them, from the watchdog's
+    /// thread: `run/` says where they are.
+    pub on_snapshot: fn(&super::Dumps),
 }
 
 /// One measured configuration (both placements share it).

@@ -463,30 +463,35 @@ fn setup(plan: &Plan, chosen: &Chosen, meta: &Meta, mpi: Option<&Peers>) -> anyh
 /// The ranks did not stop after a hang (`signal`: after SIGINT/SIGTERM):
 /// the dumps are written, and the process leaves with the exit code of
 /// what stopped it.
-fn stuck(dumps: &Path, signal: bool) {
+fn stuck(dir: &Path, signal: bool, written: &harness::Dumps) {
     let (what, code) = if signal {
         ("interrupted by a signal", INTERRUPTED)
     } else {
         ("hang detected", HANG)
     };
-    progress::suspend(|| {
-        say!(
+    progress::suspend(|| match written {
+        Ok(_) => say!(
             "collbench: {what} and the run did not stop; dumps in {}",
-            dumps.display()
-        )
+            dir.display()
+        ),
+        Err(why) => say!("collbench: {what} and the run did not stop; {why}"),
     });
     std::process::exit(code);
 }
 
-/// A SIGUSR1 snapshot was written (the run goes on): where each file is.
-fn snapshot_written(paths: &[PathBuf]) {
-    progress::suspend(|| {
-        for p in paths {
-            say!(
-                "collbench: flight-recorder snapshot written: {}",
-                p.display()
-            );
+/// A SIGUSR1 snapshot was written (the run goes on): where each file is,
+/// or why there is none.
+fn snapshot_written(written: &harness::Dumps) {
+    progress::suspend(|| match written {
+        Ok(paths) => {
+            for p in paths {
+                say!(
+                    "collbench: flight-recorder snapshot written: {}",
+                    p.display()
+                );
+            }
         }
+        Err(why) => say!("collbench: warning: SIGUSR1 snapshot not written: {why}"),
     });
 }
 
