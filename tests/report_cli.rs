@@ -1261,3 +1261,103 @@ fn no_output_overwrites_an_input_and_nothing_runs_first() {
     assert!(before == after, "an input was changed");
     assert!(!xj.exists() && !xl.exists());
 }
+
+/// `report --format nccl-tests` of a genuine nccl-tests 2.17 log prints
+/// every line that is not a collbench comment as the log did: its header,
+/// each rank's own device line (process and host), the wider column header
+/// and its times' digits, the data rows and the footer.
+#[test]
+fn a_2_17_log_is_printed_again_as_it_was() {
+    let Some(fixtures) = nccl_fixtures() else {
+        return;
+    };
+    let log = fixtures.join("genuine_2_17_N1_G4.log");
+    let text = std::fs::read_to_string(&log).unwrap();
+    let o = run(&["report", s(&log), "--format", "nccl-tests"]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    // The log's own lines, less those collbench does not print (the
+    // version line, an nccl-tests note, blank lines between runs).
+    let theirs: Vec<&str> = text
+        .lines()
+        .filter(|l| {
+            !l.is_empty()
+                && !l.starts_with("# nccl-tests version")
+                && !l.contains("Reducing maxBytes")
+        })
+        .collect();
+    let ours: Vec<&str> = o
+        .stdout
+        .lines()
+        .filter(|l| {
+            !l.starts_with("# collbench ")
+                && !l.starts_with("# Algorithm by size")
+                && !l.contains("genuine_2_17_N1_G4.log (run ")
+                && !l.is_empty()
+        })
+        .collect();
+    let (theirs, ours): (Vec<String>, Vec<String>) = (
+        theirs.iter().map(|l| l.to_string()).collect(),
+        ours.iter().map(|l| l.to_string()).collect(),
+    );
+    let data = |v: &[String]| -> Vec<String> {
+        v.iter()
+            .filter(|l| {
+                !l.starts_with('#')
+                    || l.starts_with("#  Rank")
+                    || l.starts_with("# nThread")
+                    || l.contains("#wrong")
+                    || l.contains("(GB/s)")
+                    || l.starts_with("# Out of")
+                    || l.starts_with("# Avg")
+            })
+            .cloned()
+            .collect()
+    };
+    assert_eq!(data(&ours), data(&theirs));
+    assert!(ours
+        .iter()
+        .any(|l| l.ends_with("17673.1  243.02  364.53       0  17680.1  242.93  364.39       0")));
+    assert!(ours
+        .iter()
+        .any(|l| l.contains("Pid 4175039 on cnode3-002 device  3")));
+}
+
+/// A collbench sweep's JSON keeps the sizes it asked for: nccl-tests'
+/// header in `report` says `minBytes 8`, as the sweep printed it, not the
+/// first row's size rounded for 3 ranks (12).
+#[test]
+fn report_prints_the_sizes_the_sweep_asked_for() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("ag.json");
+    let o = run(&[
+        "all-gather",
+        "--ranks",
+        "3",
+        "--sizes",
+        "8:1K",
+        "--iters",
+        "2",
+        "--warmup",
+        "1",
+        "--format",
+        "nccl-tests",
+        "--json",
+        s(&json),
+    ]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let header = |t: &str| {
+        t.lines()
+            .find(|l| l.starts_with("# nThread"))
+            .map(str::to_owned)
+    };
+    let live = header(&o.stdout).unwrap();
+    assert!(
+        live.contains("minBytes 8 maxBytes 1024 step: 2(factor)"),
+        "{live}"
+    );
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert_eq!(v["meta"]["sizes"][0], 8);
+    assert_eq!(v["rows"][0]["bytes"], 12);
+    let o = run(&["report", s(&json), "--format", "nccl-tests"]);
+    assert_eq!(header(&o.stdout), Some(live));
+}

@@ -103,12 +103,23 @@ impl Sink for LayoutSink {
 
 /// Saved results in `format`, one string with a newline after every line.
 pub fn render(format: Format, results: &Results, verbose: bool) -> String {
-    let layout = format.layout(
+    // The sizes asked for where the results keep them (rows hold each
+    // collective's rounded size), else the rows'.
+    let sizes = if results.meta.sizes.is_empty() {
+        sizes_of(&results.rows)
+    } else {
+        results.meta.sizes.clone()
+    };
+    let (placements, split) = (
         placements_of(&results.rows),
-        verbose,
-        sizes_of(&results.rows),
         several_algos_per_case(&results.rows),
     );
+    let layout: Box<dyn Layout + Send> = match format {
+        Format::NcclTests => {
+            Box::new(NcclTests::new(placements, sizes, split).wide(results.meta.nccl_tests_wide))
+        }
+        _ => format.layout(placements, verbose, sizes, split),
+    };
     render_with(layout, results)
 }
 

@@ -161,6 +161,19 @@ pub struct Meta {
     /// line for the flags given, printed as is in its text.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nccl_tests_header: Option<String>,
+    /// The sizes the sweep asked for, smallest first (rows hold each
+    /// collective's rounded size): nccl-tests' `minBytes`, `maxBytes`, `step`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sizes: Vec<u64>,
+    /// Read from an nccl-tests log: its `#  Rank ...` device lines as
+    /// printed, shown again as they were.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub nccl_tests_devices: Vec<String>,
+    /// Read from an nccl-tests log in the wider layout of newer nccl-tests
+    /// (2.17: `#wrong` six wide, times with two decimals below 10000 us):
+    /// its text is printed in that layout again.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub nccl_tests_wide: bool,
     /// `NCCL_TESTS_MIN_BW` of such a run: its text's average bus bandwidth
     /// says OK or FAILED against 0.9 of it.
     #[serde(default, skip_serializing_if = "Option::is_none")]

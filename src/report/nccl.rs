@@ -16,6 +16,13 @@ use super::{Meta, Partial, Results, Row};
 const CASE: [usize; 5] = [12, 12, 8, 6, 6];
 /// Widths of one placement's columns: time, algbw, busbw, #wrong.
 const PLACEMENT: [usize; 4] = [7, 6, 6, 5];
+/// ... in newer nccl-tests' wider layout (2.17).
+const PLACEMENT_WIDE: [usize; 4] = [7, 6, 6, 6];
+/// Times in the wider layout: two decimals below 10000 us, one below 100000.
+const DIGITS_WIDE: TimeDigits = TimeDigits {
+    tenths_from: 10_000.0,
+    whole_from: 100_000.0,
+};
 const SEP: &str = "  ";
 
 /// nccl-tests' layout.
@@ -25,6 +32,8 @@ pub struct NcclTests {
     sizes: Vec<u64>,
     /// One run per algorithm (the sweep ran several per case).
     split_algos: bool,
+    /// Newer nccl-tests' wider layout (a log that was printed in it).
+    wide: bool,
 }
 
 impl NcclTests {
@@ -36,6 +45,22 @@ impl NcclTests {
             placements,
             sizes,
             split_algos,
+            wide: false,
+        }
+    }
+
+    /// In newer nccl-tests' wider layout (`#wrong` six wide, times with two
+    /// decimals below 10000 us), as a log printed in it was.
+    pub fn wide(mut self, wide: bool) -> NcclTests {
+        self.wide = wide;
+        self
+    }
+
+    fn widths(&self) -> (&'static [usize; 4], TimeDigits) {
+        if self.wide {
+            (&PLACEMENT_WIDE, DIGITS_WIDE)
+        } else {
+            (&PLACEMENT, TimeDigits::NCCL_TESTS)
         }
     }
 }
@@ -190,7 +215,10 @@ impl NcclTests {
         ];
         let host = meta.map_or("unknown", |m| m.host.as_str());
         let pid = meta.map_or(0, |m| m.pid);
-        for rank in 0..ranks {
+        // Read from a log: its own device lines (each rank's process and host).
+        let given = meta.map_or(&[][..], |m| m.nccl_tests_devices.as_slice());
+        out.extend(given.iter().cloned());
+        for rank in (0..ranks).filter(|_| given.is_empty()) {
             // A GPU: its bus id and name as CUDA reports them; the host
             // engine: the device kind and the CPU.
             let gpus = meta.map_or(&[][..], |m| m.gpus.as_slice());
@@ -241,17 +269,20 @@ impl Layout for NcclTests {
         let mut cols =
             Line::new("# ", SEP).rights(&CASE, ["size", "count", "type", "redop", "root"]);
         let mut units = Line::new("# ", SEP).rights(&CASE, ["(B)", "(elements)", "", "", ""]);
+        let (widths, _) = self.widths();
         for _ in 0..2 {
-            // nccl-tests' header puts `#wrong` one column left of its values.
-            cols = cols
-                .rights(&PLACEMENT[..3], ["time", "algbw", "busbw"])
-                .sep(" ")
-                .right(PLACEMENT[3] + 1, "#wrong")
-                .sep(SEP);
-            units = units.rights(&PLACEMENT, ["(us)", "(GB/s)", "(GB/s)", ""]);
+            cols = cols.rights(&widths[..3], ["time", "algbw", "busbw"]);
+            cols = if self.wide {
+                cols.right(widths[3], "#wrong")
+            } else {
+                // The classic header puts `#wrong` one column left of its values.
+                cols.sep(" ").right(widths[3] + 1, "#wrong").sep(SEP)
+            };
+            units = units.rights(widths, ["(us)", "(GB/s)", "(GB/s)", ""]);
         }
-        let (top, cols, units) = (top.into(), cols.into(), units.into());
-        out.extend([top, cols, units]);
+        // The wider layout's header lines end with a blank.
+        let tail = if self.wide { " " } else { "" };
+        out.extend([top.into(), cols.end(tail), units.end(tail)]);
         out
     }
 
@@ -275,7 +306,12 @@ impl Layout for NcclTests {
             let cell = column.and_then(|i| cells.get(i).copied().flatten());
             // Missing where the results have the placement at all.
             whole &= cell.is_some() || column.is_none();
-            line = line.placement(&PLACEMENT, cell, TimeDigits::NCCL_TESTS);
+            let (widths, digits) = self.widths();
+            // The wider layout prints an unchecked `N/A` a column narrower
+            // than a count (as nccl-tests 2.17 does).
+            let narrow = [widths[0], widths[1], widths[2], widths[3] - 1];
+            let unchecked = self.wide && cell.is_some_and(|r| r.wrong < 0);
+            line = line.placement(if unchecked { &narrow } else { widths }, cell, digits);
         }
         let line: String = line.into();
         if whole {

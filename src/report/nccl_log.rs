@@ -77,6 +77,8 @@ pub struct Header {
 /// One `#  Rank  0 Group  0 Pid 123 on host device  0 [bus] NAME` line.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct RankLine {
+    /// The line as printed (without trailing blanks).
+    pub line: String,
     pub rank: u64,
     /// Absent in older layouts.
     pub group: Option<u64>,
@@ -143,6 +145,8 @@ pub struct LogRun {
     pub concluded: bool,
     /// 1-based lines laid out as data rows whose values do not read.
     pub bad_rows: Vec<usize>,
+    /// Its column header is newer nccl-tests' wider one (`busbw  #wrong`).
+    pub wide: bool,
 }
 
 impl LogRun {
@@ -309,6 +313,8 @@ enum Line {
     Rank(RankLine),
     OutOfBounds(u64, bool),
     Avg(f64, String),
+    /// The column header (`# size count ...`): whether it is the wider one.
+    Columns(bool),
     /// Any other `#` line, or an empty one.
     Comment,
     Row(LogRow),
@@ -357,7 +363,13 @@ fn classify(line: &str, at: usize) -> Line {
         return Line::Header(parse_header(body));
     }
     if body.starts_with("Rank ") {
-        return parse_rank(body).map_or(Line::Comment, Line::Rank);
+        return parse_rank(body).map_or(Line::Comment, |mut r| {
+            r.line = line.trim().to_string();
+            Line::Rank(r)
+        });
+    }
+    if body.starts_with("size ") && body.contains("busbw") {
+        return Line::Columns(body.contains("busbw  #wrong"));
     }
     if let Some(v) = body.strip_prefix("Out of bounds values") {
         let v: Vec<&str> = v
@@ -416,6 +428,7 @@ pub fn parse_log(text: &str) -> Vec<LogRun> {
             }
             Line::Row(r) => cur.rows.push(r),
             Line::BadRow(at) => cur.bad_rows.push(at),
+            Line::Columns(wide) => cur.wide = wide,
             Line::Comment | Line::Other => {}
         }
         if !cur.is_empty() {
@@ -811,6 +824,9 @@ impl LogRun {
             // Its own header line, printed again as it was.
             nccl_tests_header: header.map(|h| format!("# {}", h.line)),
             nccl_tests_min_bw: None,
+            sizes: Vec::new(),
+            nccl_tests_devices: self.ranks.iter().map(|r| r.line.clone()).collect(),
+            nccl_tests_wide: self.wide,
             partial: None,
             gpus: self
                 .ranks
@@ -958,6 +974,7 @@ mod tests {
         assert_eq!(
             first.ranks[1],
             RankLine {
+                line: "#  Rank  1 Group  0 Pid 4175037 on cnode3-002 device  1 [0000:43:00] NVIDIA H100 80GB HBM3".into(),
                 rank: 1,
                 group: Some(0),
                 pid: 4175037,

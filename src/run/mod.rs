@@ -1006,6 +1006,9 @@ fn meta(s: &Sweep, chosen: &Chosen) -> Meta {
         log_avg_busbw: None,
         nccl_tests_header: s.nccl_tests.as_ref().map(|n| n.header.clone()),
         nccl_tests_min_bw: s.nccl_tests.as_ref().and_then(|n| n.min_bw),
+        sizes: s.plan.sizes.clone(),
+        nccl_tests_devices: Vec::new(),
+        nccl_tests_wide: false,
     }
 }
 
