@@ -736,3 +736,38 @@ fn nccl_tests_binaries_read_flags_as_nccl_tests_does() {
     assert!(text.contains("Usage: all_reduce_perf [-t N]"), "{text}");
     assert!(text.contains("Run as all_reduce_perf"), "{text}");
 }
+
+/// As nccl-tests does, the header (sizes, devices, columns) is printed
+/// before the first case is measured: a run that hangs in it still shows
+/// what it ran on, and no data line.
+#[test]
+fn the_header_comes_out_before_a_hang_in_the_first_case() {
+    for format in ["nccl-tests", "table"] {
+        let out = collbench()
+            .args(["all-reduce", "--device", "host", "--ranks", "2"])
+            .args(["--sizes", "1K:4K", "--format", format])
+            .args(["--inject", "hang:rank=1,seq=1", "--timeout", "2s"])
+            .args(["--dump-dir"])
+            .arg(tempfile::tempdir().unwrap().path().join("d"))
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(3), "{format}");
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            text.lines()
+                .any(|l| l.contains("size") && l.contains("busbw")),
+            "{format}: no column header in:\n{text}"
+        );
+        assert!(
+            text.lines().all(|l| l.starts_with('#')),
+            "{format}:\n{text}"
+        );
+        if format == "nccl-tests" {
+            assert!(
+                text.contains("# nThread 1 nGpus 2 minBytes 1024 maxBytes 4096")
+                    && text.contains("#  Rank  1 Group  0 Pid"),
+                "{text}"
+            );
+        }
+    }
+}

@@ -952,6 +952,23 @@ fn collect(
     let mut pending: HashMap<(usize, crate::engine::types::Placement), Vec<Report>> =
         HashMap::new();
     let mut fired = vec![false; plan.injects.len()];
+    // Each case is told to the sink before it is measured (its header
+    // first), the next once every placement of the one before made rows.
+    let announce = |k: usize, sink: &mut dyn Sink| -> Result<(), HarnessError> {
+        if let (Some(case), Some(&pl)) = (cases.get(k), plan.placements.first()) {
+            let mut proto = make_rows(plan, setup, case, pl, &[])
+                .pop()
+                .ok_or_else(|| HarnessError::Empty("a case without rows".into()))?;
+            if plan.check_iters > 0 {
+                proto.wrong = 0;
+                proto.nan = 0;
+            }
+            sink.case(&proto)?;
+        }
+        Ok(())
+    };
+    announce(0, sink)?;
+    let mut placements_done: HashMap<usize, usize> = HashMap::new();
     while let Some(report) = next() {
         for &i in &report.fired {
             if let Some(f) = fired.get_mut(i) {
@@ -991,6 +1008,11 @@ fn collect(
             outcome.rows += 1;
             outcome.bad_rows += usize::from(row.is_bad());
             sink.row(&row)?;
+        }
+        let done = placements_done.entry(key.0).or_default();
+        *done += 1;
+        if *done == plan.placements.len() {
+            announce(key.0 + 1, sink)?;
         }
     }
     outcome.unfired = plan

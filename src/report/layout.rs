@@ -84,6 +84,11 @@ impl Sink for LayoutSink {
         self.emit(lines);
         Ok(())
     }
+    fn case(&mut self, proto: &Row) -> io::Result<()> {
+        let lines = self.lines.case(proto);
+        self.emit(lines);
+        Ok(())
+    }
     fn row(&mut self, row: &Row) -> io::Result<()> {
         let lines = self.lines.row(row);
         self.emit(lines);

@@ -35,6 +35,13 @@ pub trait Sink {
     fn start(&mut self, _meta: &Meta) -> io::Result<()> {
         Ok(())
     }
+    /// A case is about to be measured: `proto` is its row before any
+    /// measurement (no time yet; `wrong` 0 when it is checked, -1 when
+    /// not). Text layouts print its section's header then, as nccl-tests
+    /// does, so a run that hangs in its first case still shows it.
+    fn case(&mut self, _proto: &Row) -> io::Result<()> {
+        Ok(())
+    }
     fn row(&mut self, row: &Row) -> io::Result<()>;
     /// The run finished, or stopped early and says so in
     /// `results.meta.partial` (a signal, a hang): the final outputs.
@@ -59,6 +66,9 @@ pub struct Fanout {
 impl Sink for Fanout {
     fn start(&mut self, meta: &Meta) -> io::Result<()> {
         self.sinks.iter_mut().try_for_each(|s| s.start(meta))
+    }
+    fn case(&mut self, proto: &Row) -> io::Result<()> {
+        self.sinks.iter_mut().try_for_each(|s| s.case(proto))
     }
     fn row(&mut self, row: &Row) -> io::Result<()> {
         self.rows.push(row.clone());

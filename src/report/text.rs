@@ -158,6 +158,23 @@ impl<L: Layout + ?Sized> Lines<L> {
         out
     }
 
+    /// A case is about to be measured (`proto`: its row, unmeasured): its
+    /// section opens now if it is a new one, so its header is out before
+    /// the run could stop in it.
+    pub fn case(&mut self, proto: &Row) -> Vec<String> {
+        let mut out = Vec::new();
+        if proto.group_member.is_some() {
+            return out;
+        }
+        let key = self.layout.section_key(proto);
+        if self.section.as_ref() != Some(&key) {
+            out.extend(self.close_section(None));
+            out.extend(self.layout.open(proto, self.meta.as_ref()));
+            self.section = Some(key);
+        }
+        out
+    }
+
     pub fn row(&mut self, row: &Row) -> Vec<String> {
         let mut out = Vec::new();
         // A group's operations are in the results; the text shows the group.
