@@ -1062,6 +1062,50 @@ fn a_delayed_rank_is_named_where_the_others_wait_for_it() {
     assert!(detail.contains("never started it"), "{detail}");
 }
 
+/// NCCL's stand-in computes each collective as it is launched: its
+/// records complete at once, so a rank that never joins is named at the
+/// seq it never entered, not a rank whose records were left behind.
+#[test]
+fn a_hang_beside_the_nccl_stand_in_names_the_rank_that_never_joined() {
+    if !have_compiler("a_hang_beside_the_nccl_stand_in_names_the_rank_that_never_joined") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let dumps = dir.path().join("dumps");
+    let out = collbench()
+        .args([
+            "all-reduce",
+            "--device",
+            "cuda-emu",
+            "--engine",
+            "nccl",
+            "--ranks",
+            "3",
+        ])
+        .args(["--sizes", "1K", "--iters", "10", "--warmup", "1"])
+        .args(["--inject", "hang:rank=1,seq=5", "--timeout", "2s", "-q"])
+        .arg("--dump-dir")
+        .arg(&dumps)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = collbench()
+        .arg("analyze")
+        .arg(&dumps)
+        .arg("--json")
+        .output()
+        .unwrap();
+    let d: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(d["culprits"], serde_json::json!([1]), "{d}");
+    assert_eq!(d["findings"][0]["kind"], "not-joined", "{d}");
+    assert_eq!(d["findings"][0]["seq"], 5, "{d}");
+}
+
 /// A SIGUSR1 snapshot of a healthy run on the emulated device, taken
 /// seconds after the timed loop was queued: only the operation each rank
 /// runs is started and carries channel progress (those queued behind it

@@ -765,9 +765,39 @@ fn the_header_comes_out_before_a_hang_in_the_first_case() {
         if format == "nccl-tests" {
             assert!(
                 text.contains("# nThread 1 nGpus 2 minBytes 1024 maxBytes 4096")
+                    && text.contains("validation: 1")
                     && text.contains("#  Rank  1 Group  0 Pid"),
+                "{text}"
+            );
+            // No verdict a log parser could read as a pass.
+            assert!(
+                text.contains("# Out of bounds values : 0 FAILED (run interrupted: hang"),
                 "{text}"
             );
         }
     }
+    // Unchecked: the header says so before the first row, as after it.
+    let out = collbench()
+        .args([
+            "all-reduce",
+            "--device",
+            "host",
+            "--ranks",
+            "2",
+            "--sizes",
+            "1K",
+        ])
+        .args([
+            "--format",
+            "nccl-tests",
+            "--no-check",
+            "--iters",
+            "2",
+            "--warmup",
+            "1",
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("validation: 0 graph: 0"), "{text}");
 }

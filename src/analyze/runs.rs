@@ -206,19 +206,30 @@ fn span(dumps: &[RankDump]) -> Option<(u64, u64)> {
 }
 
 /// Whether two dumps of one rank come from different processes: they hold
-/// the same operation (group, seq, point-to-point seq) created at different
-/// times. Without such evidence (no shared operation: a ring buffer that
-/// wrapped between them, or no times) they are taken as one process.
+/// the same operation (group, seq, point-to-point seq) created at times
+/// none of which the other has. A key may hold several records in one
+/// dump (a coalesced batch, point-to-point records without their own
+/// seq), so the times are compared as sets. Without such evidence (no
+/// shared operation: a ring buffer that wrapped between them, or no times)
+/// they are taken as one process.
 fn different_processes(a: &RankDump, b: &RankDump) -> bool {
-    let key = |r: &super::model::Record| (r.pg.clone(), r.seq, r.p2p_seq);
-    let created: BTreeMap<_, u64> = a
-        .records
-        .iter()
-        .filter_map(|r| r.t_scheduled_ns.map(|t| (key(r), t)))
-        .collect();
-    b.records
-        .iter()
-        .any(|r| matches!((r.t_scheduled_ns, created.get(&key(r))), (Some(t), Some(&u)) if t != u))
+    type Key = (String, u64, Option<u64>);
+    let times = |d: &RankDump| -> BTreeMap<Key, Vec<u64>> {
+        let mut map: BTreeMap<Key, Vec<u64>> = BTreeMap::new();
+        for r in &d.records {
+            if let Some(t) = r.t_scheduled_ns {
+                map.entry((r.pg.clone(), r.seq, r.p2p_seq))
+                    .or_default()
+                    .push(t);
+            }
+        }
+        map
+    };
+    let (ta, tb) = (times(a), times(b));
+    ta.iter().any(|(k, xs)| {
+        tb.get(k)
+            .is_some_and(|ys| !xs.iter().any(|x| ys.contains(x)))
+    })
 }
 
 /// PyTorch dumps into runs: dumps of one process (same rank, no conflicting
@@ -503,6 +514,15 @@ mod tests {
         let (runs, ignored) = split(vec![untimed(0), untimed(0)]);
         assert_eq!((runs.len(), ignored.len()), (1, 1));
         assert_eq!(runs[0].label(), "pytorch run (world of 2)");
+        // A coalesced batch: records sharing a key, created at different
+        // times, in both forms of one process's dump: one process.
+        let mut batch = torch(0, 1..=3, 500);
+        let mut second = batch.records[2].clone();
+        second.t_scheduled_ns = Some(777);
+        batch.records.push(second);
+        let copy = batch.clone();
+        let (runs, ignored) = split(vec![batch, copy]);
+        assert_eq!((runs.len(), ignored.len()), (1, 1));
         let d = untimed(0);
         let mut alike = vec![Run::new("pytorch", &d), Run::new("pytorch", &d)];
         number_alike(&mut alike);

@@ -959,10 +959,11 @@ fn collect(
             let mut proto = make_rows(plan, setup, case, pl, &[])
                 .pop()
                 .ok_or_else(|| HarnessError::Empty("a case without rows".into()))?;
-            if plan.check_iters > 0 {
-                proto.wrong = 0;
-                proto.nan = 0;
-            }
+            (proto.wrong, proto.nan) = if plan.check_iters > 0 {
+                (0, 0)
+            } else {
+                (-1, -1)
+            };
             sink.case(&proto)?;
         }
         Ok(())

@@ -15,6 +15,11 @@ use crate::engine::types::{Engine, Placement};
 use crate::launch::Peers;
 use crate::recorder::model::IterKind;
 use crate::recorder::{OpInfo, RankRecorder, WORLD_GROUP};
+
+/// The most operations a device rank queues ahead of the one it runs: an
+/// event, a kernel and an event each, well inside CUDA's launch queue (about
+/// a thousand entries), so a launch never blocks on it.
+const QUEUE_AHEAD: usize = 256;
 use std::sync::mpsc::Sender;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -199,10 +204,10 @@ impl RankJob<'_> {
         self.barrier()?;
         let start = Instant::now();
         let iter_ns = if self.setup.graph && ready.on_runner {
-            let seqs: Vec<u64> = (0..plan.iters)
-                .map(|_| self.record(&ready.info, IterKind::Timed, true))
-                .collect();
-            self.open.extend(seqs);
+            for _ in 0..plan.iters {
+                let seq = self.record(&ready.info, IterKind::Timed, true);
+                self.open.push(seq);
+            }
             self.runner.launch_graph(plan.iters)?;
             self.wait()?
         } else {
@@ -596,9 +601,11 @@ impl RankJob<'_> {
     fn op(&mut self, r: &Ready<'_>, kind: IterKind) -> Result<(), ExecError> {
         let rank = self.rank();
         let queued = r.on_runner && !self.runner.completes_on_launch();
-        if queued && self.open.len() >= (self.rec.capacity() / 2).max(1) {
+        if queued && self.open.len() >= (self.rec.capacity() / 2).clamp(1, QUEUE_AHEAD) {
             // Queue no further ahead of the device than half the flight
-            // recorder holds: the operation it runs must stay recorded.
+            // recorder holds (the operation it runs must stay recorded),
+            // nor so far that a launch blocks on a full launch queue (its
+            // records would go stale while it waits).
             self.settle()?;
         }
         let seq = if self.plan.injects.is_empty() {

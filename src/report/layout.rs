@@ -113,7 +113,11 @@ pub fn render(format: Format, results: &Results, verbose: bool) -> String {
     let sizes = if results.meta.sizes.is_empty() {
         sizes_of(&results.rows)
     } else {
-        results.meta.sizes.clone()
+        // Smallest first, once each, whatever a hand-edited file says.
+        let mut s = results.meta.sizes.clone();
+        s.sort_unstable();
+        s.dedup();
+        s
     };
     let (placements, split) = (
         placements_of(&results.rows),

@@ -730,6 +730,13 @@ impl RankRunner for CudaRank {
         Ok(())
     }
 
+    /// NCCL's stand-in on the emulated device computes each collective on
+    /// the host as it is launched; everything else is queued on the stream.
+    fn completes_on_launch(&self) -> bool {
+        matches!(self.world.kind, Kind::Emu)
+            && self.loaded.as_ref().is_some_and(|l| !l.lib.is_empty())
+    }
+
     fn launch(&mut self) -> Result<(), ExecError> {
         if let (false, Kind::Emu) = (self.loaded()?.lib.is_empty(), self.world.kind) {
             let libs = self.loaded()?.lib.clone();
