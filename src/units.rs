@@ -231,6 +231,53 @@ pub fn utc_text(secs: i64) -> String {
     )
 }
 
+/// Opens a file a user named for reading. A FIFO (or a pipe, as
+/// `<(zcat r.json.gz)` gives) is opened without waiting for a writer: with
+/// one (process substitution), reads wait for its data as usual; with none,
+/// it reads as empty rather than blocking forever.
+pub fn open_input(path: &std::path::Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+    let fifo = std::fs::metadata(path)?.file_type().is_fifo();
+    if !fifo {
+        return std::fs::File::open(path);
+    }
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)?;
+    use std::os::fd::AsRawFd;
+    let fd = file.as_raw_fd();
+    // SAFETY: fcntl on a descriptor this function owns; only the
+    // non-blocking flag changes, so reads wait for a writer's data.
+    unsafe {
+        let flags = libc::fcntl(fd, libc::F_GETFL);
+        if flags >= 0 {
+            libc::fcntl(fd, libc::F_SETFL, flags & !libc::O_NONBLOCK);
+        }
+    }
+    Ok(file)
+}
+
+/// Reads at most `limit` bytes of a text file a user named ([`open_input`]):
+/// a device or a runaway file (`/dev/zero`) stops at the limit and is an
+/// error saying so, as is text that is not UTF-8.
+pub fn read_input_text(path: &std::path::Path, limit: u64) -> std::io::Result<String> {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    open_input(path)?
+        .take(limit.saturating_add(1))
+        .read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > limit {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("over the limit of {limit} bytes"),
+        ));
+    }
+    String::from_utf8(bytes).map_err(|_| {
+        std::io::Error::new(std::io::ErrorKind::InvalidData, "not text (invalid UTF-8)")
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

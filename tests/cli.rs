@@ -1257,3 +1257,86 @@ fn the_nccl_tests_flag_typed_by_hand_is_no_panic() {
         assert!(!err.contains("panicked"), "{args:?}: {err}");
     }
 }
+
+/// Input that would exhaust memory or block is refused (exit 2) before
+/// anything runs: iteration counts whose times could not be kept, a
+/// `--split` file that never ends, a FIFO nobody writes to; and a sweep
+/// refused before it runs leaves the files it would write as they were.
+#[test]
+fn runaway_input_is_refused_and_a_refused_sweep_keeps_the_users_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let sweep = ["all-reduce", "--device", "host", "--ranks", "2", "-q"];
+    let code_and_err = |args: &[&str]| {
+        let out = collbench().args(args).output().unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    for extra in [
+        &["--sizes", "1K", "--iters", "99999999999"][..],
+        &["--sizes", "1K", "--warmup", "99999999999"],
+        &["--sizes", "1K", "-n", "4000000", "-m", "4"],
+    ] {
+        let (code, err) = code_and_err(&[&sweep[..], extra].concat());
+        assert_eq!(code, Some(2), "{extra:?}: {err}");
+        assert!(err.contains("at most 10000000"), "{extra:?}: {err}");
+    }
+    let (code, err) = code_and_err(&[
+        "all-gather-v",
+        "--device",
+        "host",
+        "--ranks",
+        "2",
+        "--sizes",
+        "1K",
+        "-q",
+        "--split",
+        "/dev/zero",
+    ]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("over the limit of"), "{err}");
+    // A FIFO named directly, with no writer: an empty file, at once.
+    let fifo = dir.path().join("pipe");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    for cmd in ["analyze", "report"] {
+        let t = std::time::Instant::now();
+        let (code, err) = code_and_err(&[cmd, fifo.to_str().unwrap()]);
+        assert_eq!(code, Some(2), "{cmd}: {err}");
+        assert!(
+            t.elapsed() < std::time::Duration::from_secs(20),
+            "{cmd} blocked"
+        );
+    }
+    // Nothing to run: refused, and the user's files are untouched.
+    let keep = |name: &str| dir.path().join(name);
+    for name in ["keep.json", "keep.jsonl", "keep.csv"] {
+        std::fs::write(keep(name), "KEEP").unwrap();
+    }
+    let (code, err) = code_and_err(
+        &[
+            &sweep[..],
+            &[
+                "--sizes",
+                "1b",
+                "--json",
+                keep("keep.json").to_str().unwrap(),
+            ],
+            &["--csv", keep("keep.csv").to_str().unwrap()],
+            &["--plot", keep("keep.png").to_str().unwrap()],
+        ]
+        .concat(),
+    );
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("nothing to run"), "{err}");
+    for name in ["keep.json", "keep.jsonl", "keep.csv"] {
+        assert_eq!(
+            std::fs::read_to_string(keep(name)).unwrap(),
+            "KEEP",
+            "{name}"
+        );
+    }
+    assert!(!keep("keep.png").exists());
+}

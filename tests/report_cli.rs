@@ -1361,3 +1361,92 @@ fn report_prints_the_sizes_the_sweep_asked_for() {
     let o = run(&["report", s(&json), "--format", "nccl-tests"]);
     assert_eq!(header(&o.stdout), Some(live));
 }
+
+/// A data row of an nccl-tests log whose size or count is negative or
+/// overflows is an error naming its line, not a row passed over (which
+/// would move the average and what `qualify` judges).
+#[test]
+fn a_log_row_with_a_negative_or_huge_size_is_an_error() {
+    let Some(fixtures) = nccl_fixtures() else {
+        return;
+    };
+    let text = std::fs::read_to_string(fixtures.join("pkb_nccl_output.txt")).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    for bad in ["    -1048576", "99999999999999999999999"] {
+        let edited = text.replacen("     1048576", bad, 1);
+        assert_ne!(edited, text);
+        let log = dir.path().join("edited.log");
+        std::fs::write(&log, edited).unwrap();
+        let o = run(&["report", s(&log)]);
+        assert_eq!(o.code, 2, "{bad}: {}{}", o.stdout, o.stderr);
+        assert!(
+            o.stderr.contains("line 10: a data row that does not read"),
+            "{}",
+            o.stderr
+        );
+    }
+}
+
+/// Values no sweep writes are refused with the row named: a placement
+/// other than out and in, a negative time statistic.
+#[test]
+fn results_with_values_no_sweep_writes_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let o = run(&[
+        "all-reduce",
+        "--ranks",
+        "2",
+        "--sizes",
+        "1K",
+        "--iters",
+        "2",
+        "--warmup",
+        "1",
+        "-q",
+        "--json",
+        s(&json),
+    ]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    for (path, value, said) in [
+        (
+            "placement",
+            serde_json::json!("sideways"),
+            "placement is 'sideways'",
+        ),
+        ("p99", serde_json::json!(-1.0), "stats.p99_us is -1"),
+    ] {
+        let mut bad = v.clone();
+        if path == "placement" {
+            bad["rows"][0]["placement"] = value;
+        } else {
+            bad["rows"][0]["stats"]["p99_us"] = value;
+        }
+        let edited = dir.path().join(format!("{path}.json"));
+        std::fs::write(&edited, serde_json::to_vec(&bad).unwrap()).unwrap();
+        let o = run(&["report", s(&edited)]);
+        assert_eq!(o.code, 2, "{path}: {}{}", o.stdout, o.stderr);
+        assert!(
+            o.stderr.contains(said) && o.stderr.contains("row 1"),
+            "{}",
+            o.stderr
+        );
+    }
+    // And the model's link figures stay where predictions are numbers.
+    for (flag, value) in [("--link-gbps", "1e-308"), ("--latency-us", "1e300")] {
+        let mut args = vec![
+            "model",
+            "--ranks",
+            "4",
+            "--link-gbps",
+            "100",
+            "--latency-us",
+            "2",
+        ];
+        let at = args.iter().position(|a| *a == flag).unwrap();
+        args[at + 1] = value;
+        let o = run(&args);
+        assert_eq!(o.code, 2, "{flag} {value}: {}", o.stdout);
+    }
+}

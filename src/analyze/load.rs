@@ -161,7 +161,7 @@ fn list_dir(dir: &Path, bad: &mut Vec<Unreadable>) -> Vec<PathBuf> {
 /// Reads one dump file.
 pub fn load_file(path: &Path, limits: &Limits) -> Result<RankDump, LoadError> {
     let cap = limits.max_file_bytes;
-    let file = fs::File::open(path)?;
+    let file = crate::units::open_input(path)?;
     let size = file.metadata()?.len();
     if size > cap {
         return Err(LoadError::TooLarge { size, cap });

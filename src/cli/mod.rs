@@ -142,10 +142,10 @@ pub struct ModelArgs {
     pub tuning: Option<PathBuf>,
     /// Instead of a table: the bandwidth of one link, GB/s (every
     /// algorithm moves its traffic at it).
-    #[arg(long, value_name = "GB/s", requires = "latency_us", value_parser = values::positive_f64, allow_negative_numbers = true)]
+    #[arg(long, value_name = "GB/s", requires = "latency_us", value_parser = values::link_gbps, allow_negative_numbers = true)]
     pub link_gbps: Option<f64>,
     /// With --link-gbps: the latency of one hop, microseconds.
-    #[arg(long, value_name = "US", requires = "link_gbps", value_parser = values::positive_f64, allow_negative_numbers = true)]
+    #[arg(long, value_name = "US", requires = "link_gbps", value_parser = values::latency_us, allow_negative_numbers = true)]
     pub latency_us: Option<f64>,
     /// Ranks to predict for.
     #[arg(long, value_name = "N", value_parser = values::ranks)]

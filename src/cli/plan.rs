@@ -266,7 +266,25 @@ fn build_over(
     let iters = a
         .iters
         .checked_mul(agg)
-        .ok_or_else(|| PlanError(format!("-n {} x -m {agg}: too many iterations", a.iters)))?;
+        .filter(|&n| n <= MAX_ITERS)
+        .ok_or_else(|| {
+            let asked = if agg > 1 {
+                format!("-n {} x -m {agg}", a.iters)
+            } else {
+                format!("--iters {}", a.iters)
+            };
+            PlanError(format!(
+                "{asked}: too many iterations: at most {MAX_ITERS} timed operations a case (each one's time is kept)"
+            ))
+        })?;
+    for (flag, n) in [
+        ("--warmup", a.warmup),
+        ("--check-iters", a.check_iters.unwrap_or(0)),
+    ] {
+        if n > MAX_ITERS {
+            return bad(format!("{flag} {n}: at most {MAX_ITERS}"));
+        }
+    }
     if let RootChoice::One(root) = a.root {
         if root >= ranks {
             return bad(format!(
@@ -524,9 +542,13 @@ pub fn build_tune(t: &super::TuneArgs) -> Result<Sweep, PlanError> {
     build_over(None, t.collective.0.clone(), &a, None)
 }
 
+/// The most timed operations (and warm-up or check iterations) one case
+/// may ask for: each timed one's time is kept, per rank.
+pub const MAX_ITERS: usize = 10_000_000;
+
 /// Reads a cost-model table (`--tuning FILE`).
 pub fn read_tuning(p: &std::path::Path) -> Result<crate::harness::tuning::Tuning, PlanError> {
-    let text = std::fs::read_to_string(p)
+    let text = crate::units::read_input_text(p, 64 << 20)
         .map_err(|e| PlanError(format!("--tuning {}: {e}", p.display())))?;
     crate::harness::tuning::Tuning::parse(&text)
         .map_err(|e| PlanError(format!("--tuning {}: {e}", p.display())))

@@ -201,6 +201,27 @@ pub fn collectives(v: &str) -> Result<List<Collective>, ValueError> {
     .map(List)
 }
 
+/// `model --link-gbps`: a link's bandwidth, from 1 MB/s to 1 PB/s (past
+/// those, predictions are infinite or vanish).
+pub fn link_gbps(v: &str) -> Result<f64, ValueError> {
+    match positive_f64(v)? {
+        x if (1e-3..=1e6).contains(&x) => Ok(x),
+        _ => bad(format!(
+            "'{v}': a link's bandwidth in GB/s from 0.001 to 1000000"
+        )),
+    }
+}
+
+/// `model --latency-us`: one hop's latency, up to a second.
+pub fn latency_us(v: &str) -> Result<f64, ValueError> {
+    match positive_f64(v)? {
+        x if x <= 1e6 => Ok(x),
+        _ => bad(format!(
+            "'{v}': a hop's latency in microseconds, at most 1000000"
+        )),
+    }
+}
+
 pub fn positive_f64(v: &str) -> Result<f64, ValueError> {
     match v.trim().parse::<f64>() {
         Ok(x) if x.is_finite() && x > 0.0 => Ok(x),
@@ -228,13 +249,17 @@ pub fn scalar(v: &str) -> Result<crate::engine::elem::Scalar, ValueError> {
     })
 }
 
+/// The most bytes a `--split` file of weights may have (a weight per rank,
+/// or per pair of ranks, of a large world is a few MB).
+const MAX_SPLIT_BYTES: u64 = 64 << 20;
+
 /// `--split`: a named split, or a file of weights (read here, once).
 pub fn split(v: &str) -> Result<crate::engine::split::Split, ValueError> {
     use crate::engine::split::Split;
     if let Some(s) = Split::parse_named(v).map_err(|e| ValueError(format!("--split {e}")))? {
         return Ok(s);
     }
-    let text = std::fs::read_to_string(v).map_err(|e| {
+    let text = crate::units::read_input_text(std::path::Path::new(v), MAX_SPLIT_BYTES).map_err(|e| {
         ValueError(format!(
             "--split '{v}': not uniform, skew[:SEED] or hot[:RANK], and not a readable file of weights ({e})"
         ))

@@ -98,7 +98,7 @@ fn read_text(path: &Path) -> Result<String, ResultsError> {
         path: path.to_path_buf(),
         source,
     };
-    let file = File::open(path).map_err(io)?;
+    let file = crate::units::open_input(path).map_err(io)?;
     let mut bytes = Vec::new();
     // Bounded: a device or a runaway file (`/dev/zero`) stops at the limit.
     file.take(MAX_RESULTS_BYTES + 1)
@@ -184,7 +184,8 @@ fn parse_results(path: &Path, text: &str) -> Result<Results, ResultsError> {
 pub const MAX_WORLD_SIZE: usize = 1 << 22;
 
 /// Values no sweep writes: a world past [`MAX_WORLD_SIZE`], a negative or
-/// infinite time or bandwidth.
+/// infinite time, bandwidth or time statistic, a placement other than
+/// `out` and `in`.
 fn check_values(r: &Results) -> Result<(), String> {
     if r.meta.world_size > MAX_WORLD_SIZE {
         return Err(format!(
@@ -193,10 +194,23 @@ fn check_values(r: &Results) -> Result<(), String> {
         ));
     }
     for (i, row) in r.rows.iter().enumerate() {
+        if row.placement != "out" && row.placement != "in" {
+            return Err(format!(
+                "row {} ({} {} bytes): placement is '{}', not out or in",
+                i + 1,
+                row.collective,
+                row.bytes,
+                row.placement.escape_debug()
+            ));
+        }
         for (name, v) in [
             ("time_us", row.time_us),
             ("algbw_gbps", row.algbw_gbps),
             ("busbw_gbps", row.busbw_gbps),
+            ("stats.p50_us", row.stats.p50_us),
+            ("stats.p99_us", row.stats.p99_us),
+            ("stats.min_us", row.stats.min_us),
+            ("stats.max_us", row.stats.max_us),
         ] {
             if !v.is_finite() || v < 0.0 {
                 return Err(format!(

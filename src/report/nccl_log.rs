@@ -329,9 +329,15 @@ enum Line {
 /// and the field count of one of the three layouts.
 fn looks_like_row(line: &str) -> bool {
     let f: Vec<&str> = line.split_whitespace().collect();
+    // Whole numbers of any sign or size: a negative or overflowing size is
+    // a row that does not read, not a line to pass over.
+    let whole = |s: &str| {
+        let d = s.strip_prefix('-').unwrap_or(s);
+        !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit())
+    };
     (11..=13).contains(&f.len())
-        && f[0].parse::<u64>().is_ok()
-        && f[1].parse::<u64>().is_ok()
+        && whole(f[0])
+        && whole(f[1])
         && f[2].starts_with(|c: char| c.is_ascii_alphabetic())
 }
 

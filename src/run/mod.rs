@@ -503,6 +503,18 @@ pub(crate) fn execute(
     mpi: Option<&Arc<Peers>>,
 ) -> Result<harness::Outcome, harness::HarnessError> {
     let prepared = harness::prepare(plan, setup, mpi.map(|m| &**m))?;
+    execute_prepared(plan, setup, prepared, sink, mpi)
+}
+
+/// [`execute`] of cases already prepared (the sweep prepares them before
+/// it opens its output files, so a refusal leaves those files as they were).
+fn execute_prepared(
+    plan: &Plan,
+    setup: &Setup,
+    prepared: harness::Prepared,
+    sink: &mut dyn Sink,
+    mpi: Option<&Arc<Peers>>,
+) -> Result<harness::Outcome, harness::HarnessError> {
     let spec = harness::world_spec(plan, setup, &prepared);
     tracing::debug!(
         ranks = spec.ranks,
@@ -572,9 +584,15 @@ fn sweep(coll: Option<Collective>, args: &RunArgs, probe: bool) -> anyhow::Resul
     meta.notes.extend(chosen.notes.iter().cloned());
     let setup = setup(&s.plan, &chosen, &meta, mpi.as_deref())?;
     let (s, plan) = (&s, &s.plan);
+    // Refused before anything runs (nothing to run, too little memory): the
+    // files the sweep would write are not touched.
+    let prepared = match harness::prepare(plan, &setup, mpi.as_deref()) {
+        Ok(p) => p,
+        Err(e) => return Ok(exit_code(Err(e), leader)),
+    };
     let mut sink = sinks(s, leader)?;
     sink.start(&meta).context("writing results")?;
-    let mut result = execute(plan, &setup, &mut sink, mpi.as_ref());
+    let mut result = execute_prepared(plan, &setup, prepared, &mut sink, mpi.as_ref());
     if result
         .as_ref()
         .is_err_and(|e| e.is_hang() || e.is_interrupt())

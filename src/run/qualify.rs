@@ -184,7 +184,7 @@ fn checks(specs: &[CheckSpec], dir: &Path) -> anyhow::Result<Vec<(Check, Job)>> 
 
 pub fn qualify(a: &QualifyArgs) -> i32 {
     let spec = a.spec.display();
-    let text = match std::fs::read_to_string(&a.spec) {
+    let text = match crate::units::read_input_text(&a.spec, 16 << 20) {
         Ok(t) => t,
         Err(e) => return fail(anyhow::anyhow!("{spec}: {e}")),
     };
