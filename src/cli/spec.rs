@@ -98,8 +98,22 @@ pub fn parse_spec(text: &str) -> Result<Vec<CheckSpec>, SpecError> {
     if spec.check.is_empty() {
         return Err(SpecError("no [[check]] tables: nothing to qualify".into()));
     }
+    let mut titles = std::collections::BTreeSet::new();
     for (i, c) in spec.check.iter().enumerate() {
         let at = format!("check {} ({})", i + 1, c.title());
+        // Each check is a test case of its own in the JUnit report: named,
+        // and named once.
+        if c.name.as_deref().is_some_and(|n| n.trim().is_empty()) {
+            return Err(SpecError(format!(
+                "check {}: an empty name; name it, or leave name out",
+                i + 1
+            )));
+        }
+        if !titles.insert(c.title()) {
+            return Err(SpecError(format!(
+                "{at}: another check has the same name; give each its own (name = \"...\")"
+            )));
+        }
         if [
             c.min_busbw_gbps,
             c.max_time_us,
@@ -372,6 +386,14 @@ min_busbw_gbps = 100000.0
             (
                 &format!("{base}max_time_us = 5.0\n").replace("ranks = 2", "ranks = 0"),
                 "ranks must be at least 1",
+            ),
+            (
+                &format!("{base}max_time_us = 5.0\nname = \" \"\n"),
+                "check 1: an empty name",
+            ),
+            (
+                &format!("{base}max_time_us = 5.0\n{base}min_busbw_gbps = 1.0\n"),
+                "check 2 (all-reduce 1K 2 ranks): another check has the same name",
             ),
         ];
         for (text, want) in cases {

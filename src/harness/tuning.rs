@@ -247,6 +247,7 @@ impl Tuning {
         if t.schema != SCHEMA {
             return Err(format!("schema '{}', expected '{SCHEMA}'", t.schema));
         }
+        let mut seen = std::collections::BTreeSet::new();
         for e in &t.entries {
             let (Some(c), Some(a)) = (e.coll(), e.algo()) else {
                 return Err(format!(
@@ -258,9 +259,19 @@ impl Tuning {
                 return Err(format!("entry {c} {a}: {a} is not an algorithm for {c}"));
             }
             let bad = |x: f64| !x.is_finite() || x < 0.0;
-            if bad(e.latency_us) || e.bandwidth.iter().any(|p| bad(p.1) || p.1 == 0.0) {
+            // Below 1 MB/s a prediction is no longer a number worth showing.
+            if bad(e.latency_us) || e.bandwidth.iter().any(|p| bad(p.1) || p.1 < 1e-3) {
                 return Err(format!(
-                    "entry {c} {a}: a latency or bandwidth that is not a positive number"
+                    "entry {c} {a}: a latency that is not a number >= 0, or a bandwidth under 0.001 GB/s"
+                ));
+            }
+            if e.ranks == 0 {
+                return Err(format!("entry {c} {a}: fitted at 0 ranks"));
+            }
+            if !seen.insert((&e.collective, &e.algo, &e.protocol, e.channels, e.ranks)) {
+                return Err(format!(
+                    "entry {c} {a} (protocol {}, {} channels, {} ranks) is in the table twice",
+                    e.protocol, e.channels, e.ranks
                 ));
             }
             if e.bandwidth.windows(2).any(|w| w[0].0 >= w[1].0) {
@@ -415,6 +426,36 @@ mod tests {
         }
     }
 
+    /// Tables no tune writes are refused, naming the entry: fitted at 0
+    /// ranks, a bandwidth under 1 MB/s, an entry twice.
+    #[test]
+    fn tables_no_tune_writes_are_refused() {
+        let sizes: Vec<u64> = (3..20).map(|k| 1u64 << k).collect();
+        let ring = choice(Collective::AllReduce, Algo::Ring);
+        let rows = vec![(ring.clone(), 4, ideal(&ring, 4, 5.0, 20.0, &sizes))];
+        let t = Tuning::fit(TuningMeta::default(), &rows);
+        let good = serde_json::to_value(&t).unwrap();
+        assert!(Tuning::parse(&good.to_string()).is_ok());
+        let mut zero = good.clone();
+        zero["entries"][0]["ranks"] = 0.into();
+        let mut slow = good.clone();
+        slow["entries"][0]["bandwidth"][0][1] = 1e-308.into();
+        let mut twice = good.clone();
+        let e = twice["entries"][0].clone();
+        twice["entries"].as_array_mut().unwrap().push(e);
+        for (v, said) in [
+            (zero, "0 ranks"),
+            (slow, "under 0.001 GB/s"),
+            (twice, "twice"),
+        ] {
+            let err = Tuning::parse(&v.to_string()).unwrap_err();
+            assert!(
+                err.contains("all-reduce ring") && err.contains(said),
+                "{err}"
+            );
+        }
+    }
+
     #[test]
     fn a_disturbed_small_size_does_not_bend_the_fit() {
         let c = choice(Collective::AllReduce, Algo::Ring);
@@ -492,7 +533,9 @@ mod tests {
         let mut t = Tuning::from_link(TuningMeta::default(), 10.0, 1.0);
         t.entries[0].latency_us = -1.0;
         let text = serde_json::to_string(&t).unwrap();
-        assert!(Tuning::parse(&text).unwrap_err().contains("positive"));
+        assert!(Tuning::parse(&text)
+            .unwrap_err()
+            .contains("a latency that is not a number >= 0"));
         t.entries[0].latency_us = 1.0;
         t.entries[0].algo = "tree".into();
         t.entries[0].collective = "all-gather".into();
