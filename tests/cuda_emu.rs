@@ -1196,11 +1196,10 @@ fn a_snapshot_of_a_queued_timed_loop_is_no_hang() {
     }
     let out = collbench().arg("analyze").arg(&only).output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
+    // Healthy: a note says the dumps are a snapshot of a run that was
+    // moving when some channel was caught waiting, else nothing is pending.
     assert_eq!(out.status.code(), Some(0), "{text}");
-    assert!(
-        text.contains("a snapshot of a run that was moving"),
-        "{text}"
-    );
+    assert!(text.starts_with("HEALTHY"), "{text}");
 }
 
 /// The v-collectives through the kernels on 1, 2, 3, 5 and 8 ranks, under

@@ -15,14 +15,14 @@ use crate::engine::types::{Engine, Placement};
 use crate::launch::Peers;
 use crate::recorder::model::IterKind;
 use crate::recorder::{OpInfo, RankRecorder, WORLD_GROUP};
+use std::sync::mpsc::Sender;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 /// The most operations a device rank queues ahead of the one it runs: an
 /// event, a kernel and an event each, well inside CUDA's launch queue (about
 /// a thousand entries), so a launch never blocks on it.
 const QUEUE_AHEAD: usize = 256;
-use std::sync::mpsc::Sender;
-use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 /// One rank's numbers for one case and placement (sent to rank 0 as JSON
 /// when ranks are processes).
