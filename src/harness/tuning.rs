@@ -259,10 +259,11 @@ impl Tuning {
                 return Err(format!("entry {c} {a}: {a} is not an algorithm for {c}"));
             }
             let bad = |x: f64| !x.is_finite() || x < 0.0;
-            // Below 1 MB/s a prediction is no longer a number worth showing.
-            if bad(e.latency_us) || e.bandwidth.iter().any(|p| bad(p.1) || p.1 < 1e-3) {
+            // Below 1 B/s a prediction is no longer a number (a slow
+            // emulated device's fit is well above it).
+            if bad(e.latency_us) || e.bandwidth.iter().any(|p| bad(p.1) || p.1 < 1e-9) {
                 return Err(format!(
-                    "entry {c} {a}: a latency that is not a number >= 0, or a bandwidth under 0.001 GB/s"
+                    "entry {c} {a}: a latency that is not a number >= 0, or a bandwidth under 1e-9 GB/s"
                 ));
             }
             if e.ranks == 0 {
@@ -445,7 +446,7 @@ mod tests {
         twice["entries"].as_array_mut().unwrap().push(e);
         for (v, said) in [
             (zero, "0 ranks"),
-            (slow, "under 0.001 GB/s"),
+            (slow, "under 1e-9 GB/s"),
             (twice, "twice"),
         ] {
             let err = Tuning::parse(&v.to_string()).unwrap_err();
