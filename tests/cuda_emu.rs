@@ -979,6 +979,28 @@ fn a_sweep_too_large_for_the_device_is_capped_with_a_warning() {
     assert_clean(&v, "capped sweep");
 }
 
+/// Runs `collbench ARGS --dump-dir D -q` on the emulated device, which must
+/// stop on a hang (exit 3), then `collbench analyze D --json`: its diagnosis.
+fn hang_and_analyze(args: &[&str]) -> Value {
+    let dir = tempfile::tempdir().unwrap();
+    let dumps = dir.path().join("dumps");
+    let out = collbench()
+        .args(args)
+        .args(["--device", "cuda-emu", "-q", "--dump-dir"])
+        .arg(&dumps)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{args:?}: {err}");
+    let out = collbench()
+        .arg("analyze")
+        .arg(&dumps)
+        .arg("--json")
+        .output()
+        .unwrap();
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
 /// Device ranks queue a whole timed loop: a rank that hangs inside it is
 /// named at the first collective it never entered, not at the newest one
 /// the others queued.
@@ -988,33 +1010,23 @@ fn a_hang_inside_a_queued_timed_loop_is_named_where_the_rank_stopped() {
         return;
     }
     for timing in ["events", "wall"] {
-        let dir = tempfile::tempdir().unwrap();
-        let dumps = dir.path().join("dumps");
-        let out = collbench()
-            .args([
-                "all-reduce",
-                "--device",
-                "cuda-emu",
-                "--ranks",
-                "4",
-                "--sizes",
-                "1K",
-            ])
-            .args(["--iters", "20", "--warmup", "2", "--timing", timing])
-            .args(["--inject", "hang:rank=1,seq=10", "--timeout", "3s", "-q"])
-            .arg("--dump-dir")
-            .arg(&dumps)
-            .output()
-            .unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(3), "{timing}: {err}");
-        let out = collbench()
-            .arg("analyze")
-            .arg(&dumps)
-            .arg("--json")
-            .output()
-            .unwrap();
-        let d: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let d = hang_and_analyze(&[
+            "all-reduce",
+            "--ranks",
+            "4",
+            "--sizes",
+            "1K",
+            "--iters",
+            "20",
+            "--warmup",
+            "2",
+            "--timing",
+            timing,
+            "--inject",
+            "hang:rank=1,seq=10",
+            "--timeout",
+            "3s",
+        ]);
         assert_eq!(d["culprits"], serde_json::json!([1]), "{timing}: {d}");
         assert_eq!(d["findings"][0]["kind"], "not-joined", "{timing}: {d}");
         assert_eq!(d["findings"][0]["seq"], 10, "{timing}: {d}");
@@ -1030,31 +1042,21 @@ fn a_delayed_rank_is_named_where_the_others_wait_for_it() {
     if !have_compiler("a_delayed_rank_is_named_where_the_others_wait_for_it") {
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    let dumps = dir.path().join("dumps");
-    let out = collbench()
-        .args(["all-reduce", "--device", "cuda-emu", "--ranks", "4"])
-        .args(["--sizes", "1K", "--iters", "20", "--warmup", "2"])
-        .args([
-            "--inject",
-            "delay:rank=1,seq=10,ms=20000",
-            "--timeout",
-            "2s",
-        ])
-        .arg("-q")
-        .arg("--dump-dir")
-        .arg(&dumps)
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(3), "{err}");
-    let out = collbench()
-        .arg("analyze")
-        .arg(&dumps)
-        .arg("--json")
-        .output()
-        .unwrap();
-    let d: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let d = hang_and_analyze(&[
+        "all-reduce",
+        "--ranks",
+        "4",
+        "--sizes",
+        "1K",
+        "--iters",
+        "20",
+        "--warmup",
+        "2",
+        "--inject",
+        "delay:rank=1,seq=10,ms=20000",
+        "--timeout",
+        "2s",
+    ]);
     assert_eq!(d["culprits"], serde_json::json!([1]), "{d}");
     assert_eq!(d["findings"][0]["kind"], "stuck", "{d}");
     assert_eq!(d["findings"][0]["seq"], 10, "{d}");
@@ -1070,37 +1072,23 @@ fn a_hang_beside_the_nccl_stand_in_names_the_rank_that_never_joined() {
     if !have_compiler("a_hang_beside_the_nccl_stand_in_names_the_rank_that_never_joined") {
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    let dumps = dir.path().join("dumps");
-    let out = collbench()
-        .args([
-            "all-reduce",
-            "--device",
-            "cuda-emu",
-            "--engine",
-            "nccl",
-            "--ranks",
-            "3",
-        ])
-        .args(["--sizes", "1K", "--iters", "10", "--warmup", "1"])
-        .args(["--inject", "hang:rank=1,seq=5", "--timeout", "2s", "-q"])
-        .arg("--dump-dir")
-        .arg(&dumps)
-        .output()
-        .unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(3),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let out = collbench()
-        .arg("analyze")
-        .arg(&dumps)
-        .arg("--json")
-        .output()
-        .unwrap();
-    let d: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let d = hang_and_analyze(&[
+        "all-reduce",
+        "--engine",
+        "nccl",
+        "--ranks",
+        "3",
+        "--sizes",
+        "1K",
+        "--iters",
+        "10",
+        "--warmup",
+        "1",
+        "--inject",
+        "hang:rank=1,seq=5",
+        "--timeout",
+        "2s",
+    ]);
     assert_eq!(d["culprits"], serde_json::json!([1]), "{d}");
     assert_eq!(d["findings"][0]["kind"], "not-joined", "{d}");
     assert_eq!(d["findings"][0]["seq"], 5, "{d}");
