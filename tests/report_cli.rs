@@ -437,8 +437,40 @@ fn unreadable_results_exit_2_naming_the_file() {
     let negative = edited("negative.json", &|v| {
         v["rows"][1]["time_us"] = Value::from(-5.0)
     });
+    let nobody = edited("nobody.json", &|v| v["meta"]["world_size"] = Value::from(0));
+    let absurd = edited("absurd.json", &|v| {
+        v["rows"][0]["time_us"] = Value::from(1e308)
+    });
+    let late = edited("late.json", &|v| {
+        v["rows"][0]["last_arrival"] = serde_json::json!({"rank": 99, "late_us": 1.0})
+    });
+    let root = edited("root.json", &|v| v["rows"][0]["root"] = Value::from(-5));
+    let wrong = edited("wrong.json", &|v| v["rows"][0]["wrong"] = Value::from(-7));
     let missing = dir.path().join("missing.json");
+    let svg = dir.path().join("absurd.svg");
     let cases: Vec<(Vec<&str>, String)> = vec![
+        (
+            vec!["report", s(&nobody)],
+            "nobody.json: not a valid collbench results file: meta.world_size 0: a run has from 1"
+                .into(),
+        ),
+        (
+            vec!["report", s(&absurd), "--plot", s(&svg)],
+            "row 1 (all-reduce 8 bytes): time_us is 1e308, not a time or bandwidth (0 to 1e12)"
+                .into(),
+        ),
+        (
+            vec!["compare", s(&a), s(&late)],
+            "late.json: not a valid collbench results file: row 1 (all-reduce 8 bytes): last_arrival.rank 99 is not a rank of the 3".into(),
+        ),
+        (
+            vec!["report", s(&root)],
+            "row 1 (all-reduce 8 bytes): root -5 is not a rank of the 3 (nor -1, no root)".into(),
+        ),
+        (
+            vec!["compare", s(&wrong), s(&a)],
+            "row 1 (all-reduce 8 bytes): wrong is -7, not a count".into(),
+        ),
         (
             vec!["report", s(&huge), "--format", "nccl-tests"],
             "huge.json: not a valid collbench results file: meta.world_size 18446744073709551615".into(),
@@ -499,6 +531,8 @@ fn unreadable_results_exit_2_naming_the_file() {
         );
         assert!(!o.stderr.contains("panicked"), "{args:?}: {}", o.stderr);
     }
+    // A refused file draws nothing.
+    assert!(!svg.exists());
 }
 
 #[test]

@@ -23,6 +23,10 @@ use serde::{Deserialize, Serialize};
 
 pub const SCHEMA: &str = "collbench.tuning/1";
 
+/// The protocols a table's entries are fitted with: the host engine's, the
+/// CUDA executor's by step size (`auto`), or one forced by `--protocol`.
+pub const PROTOCOLS: [&str; 5] = ["host", "auto", "simple", "ll", "ll128"];
+
 /// A fitted table.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Tuning {
@@ -258,12 +262,24 @@ impl Tuning {
             if !c.algos().contains(&a) {
                 return Err(format!("entry {c} {a}: {a} is not an algorithm for {c}"));
             }
-            let bad = |x: f64| !x.is_finite() || x < 0.0;
+            // A fit's latency is its smallest time over the hops, never 0
+            // (a table of zero latencies and no bandwidth ranks nothing).
+            if !e.latency_us.is_finite() || e.latency_us <= 0.0 {
+                return Err(format!(
+                    "entry {c} {a}: latency/hop {} us, not a positive number",
+                    e.latency_us
+                ));
+            }
             // Below 1 B/s a prediction is no longer a number (a slow
             // emulated device's fit is well above it).
-            if bad(e.latency_us) || e.bandwidth.iter().any(|p| bad(p.1) || p.1 < 1e-9) {
+            if e.bandwidth.iter().any(|p| !p.1.is_finite() || p.1 < 1e-9) {
+                return Err(format!("entry {c} {a}: a bandwidth under 1e-9 GB/s"));
+            }
+            if !PROTOCOLS.contains(&e.protocol.as_str()) {
                 return Err(format!(
-                    "entry {c} {a}: a latency that is not a number >= 0, or a bandwidth under 1e-9 GB/s"
+                    "entry {c} {a}: protocol '{}', expected one of {}",
+                    e.protocol,
+                    PROTOCOLS.join(", ")
                 ));
             }
             if e.ranks == 0 {
@@ -441,6 +457,8 @@ mod tests {
         zero["entries"][0]["ranks"] = 0.into();
         let mut slow = good.clone();
         slow["entries"][0]["bandwidth"][0][1] = 1e-308.into();
+        let mut proto = good.clone();
+        proto["entries"][0]["protocol"] = "warp".into();
         let mut twice = good.clone();
         let e = twice["entries"][0].clone();
         twice["entries"].as_array_mut().unwrap().push(e);
@@ -448,6 +466,10 @@ mod tests {
             (zero, "0 ranks"),
             (slow, "under 1e-9 GB/s"),
             (twice, "twice"),
+            (
+                proto,
+                "protocol 'warp', expected one of host, auto, simple, ll, ll128",
+            ),
         ] {
             let err = Tuning::parse(&v.to_string()).unwrap_err();
             assert!(
@@ -536,7 +558,12 @@ mod tests {
         let text = serde_json::to_string(&t).unwrap();
         assert!(Tuning::parse(&text)
             .unwrap_err()
-            .contains("a latency that is not a number >= 0"));
+            .contains("not a positive number"));
+        t.entries[0].latency_us = 0.0;
+        let text = serde_json::to_string(&t).unwrap();
+        assert!(Tuning::parse(&text)
+            .unwrap_err()
+            .contains("latency/hop 0 us, not a positive number"));
         t.entries[0].latency_us = 1.0;
         t.entries[0].algo = "tree".into();
         t.entries[0].collective = "all-gather".into();

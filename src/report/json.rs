@@ -183,27 +183,33 @@ fn parse_results(path: &Path, text: &str) -> Result<Results, ResultsError> {
 /// The most ranks a results file may say it ran on (as `analyze` reads).
 pub const MAX_WORLD_SIZE: usize = 1 << 22;
 
-/// Values no sweep writes: a world past [`MAX_WORLD_SIZE`], a negative or
-/// infinite time, bandwidth or time statistic, a placement other than
-/// `out` and `in`.
+/// The largest time (microseconds, about 11.6 days) or bandwidth (GB/s) a
+/// results file may hold: past it a value is no measurement, and tables
+/// and plots would print it hundreds of digits wide.
+pub const MAX_MEASURE: f64 = 1e12;
+
+/// Values no sweep writes: a world of no rank or past [`MAX_WORLD_SIZE`],
+/// a negative, infinite or absurd (over [`MAX_MEASURE`]) time, bandwidth,
+/// time statistic, lateness or prediction, a placement other than `out`
+/// and `in`, a root, late rank or per-rank time outside the world, a
+/// count of wrong or NaN elements under -1 (not checked).
 fn check_values(r: &Results) -> Result<(), String> {
-    if r.meta.world_size > MAX_WORLD_SIZE {
+    let world = r.meta.world_size;
+    if world == 0 || world > MAX_WORLD_SIZE {
         return Err(format!(
-            "meta.world_size {} is more than the {MAX_WORLD_SIZE} ranks a run can have",
-            r.meta.world_size
+            "meta.world_size {world}: a run has from 1 to {MAX_WORLD_SIZE} ranks"
         ));
     }
     for (i, row) in r.rows.iter().enumerate() {
+        let at = || format!("row {} ({} {} bytes)", i + 1, row.collective, row.bytes);
         if row.placement != "out" && row.placement != "in" {
             return Err(format!(
-                "row {} ({} {} bytes): placement is '{}', not out or in",
-                i + 1,
-                row.collective,
-                row.bytes,
+                "{}: placement is '{}', not out or in",
+                at(),
                 row.placement.escape_debug()
             ));
         }
-        for (name, v) in [
+        let mut values = vec![
             ("time_us", row.time_us),
             ("algbw_gbps", row.algbw_gbps),
             ("busbw_gbps", row.busbw_gbps),
@@ -211,13 +217,53 @@ fn check_values(r: &Results) -> Result<(), String> {
             ("stats.p99_us", row.stats.p99_us),
             ("stats.min_us", row.stats.min_us),
             ("stats.max_us", row.stats.max_us),
-        ] {
-            if !v.is_finite() || v < 0.0 {
+        ];
+        values.extend(
+            row.last_arrival
+                .map(|a| ("last_arrival.late_us", a.late_us)),
+        );
+        values.extend(row.predicted_us.map(|p| ("predicted_us", p)));
+        values.extend(row.per_rank_us.iter().map(|&t| ("per_rank_us", t)));
+        for (name, v) in values {
+            if !v.is_finite() || !(0.0..=MAX_MEASURE).contains(&v) {
+                let v = if v.abs() < MAX_MEASURE {
+                    v.to_string()
+                } else {
+                    format!("{v:e}")
+                };
                 return Err(format!(
-                    "row {} ({} {} bytes): {name} is {v}, not a time or bandwidth",
-                    i + 1,
-                    row.collective,
-                    row.bytes
+                    "{}: {name} is {v}, not a time or bandwidth (0 to {MAX_MEASURE:e})",
+                    at()
+                ));
+            }
+        }
+        let ranks = world as u64;
+        if row.root < -1 || row.root >= world as i64 {
+            return Err(format!(
+                "{}: root {} is not a rank of the {ranks} (nor -1, no root)",
+                at(),
+                row.root
+            ));
+        }
+        if let Some(a) = row.last_arrival.filter(|a| a.rank as u64 >= ranks) {
+            return Err(format!(
+                "{}: last_arrival.rank {} is not a rank of the {ranks}",
+                at(),
+                a.rank
+            ));
+        }
+        if row.per_rank_us.len() as u64 > ranks {
+            return Err(format!(
+                "{}: per_rank_us has {} times for {ranks} ranks",
+                at(),
+                row.per_rank_us.len()
+            ));
+        }
+        for (name, v) in [("wrong", row.wrong), ("nan", row.nan)] {
+            if v < -1 {
+                return Err(format!(
+                    "{}: {name} is {v}, not a count (nor -1, not checked)",
+                    at()
                 ));
             }
         }
