@@ -1330,7 +1330,10 @@ fn runaway_input_is_refused_and_a_refused_sweep_keeps_the_users_files() {
         .concat(),
     );
     assert_eq!(code, Some(2), "{err}");
-    assert!(err.contains("nothing to run"), "{err}");
+    assert!(
+        err.contains("nothing to run: every size of the sweep (1 B) is smaller"),
+        "{err}"
+    );
     for name in ["keep.json", "keep.jsonl", "keep.csv"] {
         assert_eq!(
             std::fs::read_to_string(keep(name)).unwrap(),
@@ -1339,4 +1342,23 @@ fn runaway_input_is_refused_and_a_refused_sweep_keeps_the_users_files() {
         );
     }
     assert!(!keep("keep.png").exists());
+}
+
+/// Of `--check` and `--no-check` the last given wins: a script's flags can
+/// be overridden by flags after them.
+#[test]
+fn the_last_of_check_and_no_check_wins() {
+    for (flags, checked) in [
+        (["--check", "--no-check"], false),
+        (["--no-check", "--check"], true),
+    ] {
+        let mut args = vec!["all-reduce", "--ranks", "2", "--sizes", "64"];
+        args.extend(flags);
+        let (code, v, err) = run_json(&args);
+        assert_eq!(code, 0, "{flags:?}: {err}");
+        for r in rows(&v) {
+            let want = if checked { 0 } else { -1 };
+            assert_eq!(r["wrong"], want, "{flags:?}: {r}");
+        }
+    }
 }

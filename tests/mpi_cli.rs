@@ -250,6 +250,32 @@ fn ranks_must_match_the_world() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("every process is one rank"));
 }
 
+/// A sweep of which MPI's engine runs nothing says why (exit 2), not that
+/// the sizes are too small.
+#[test]
+fn a_sweep_mpi_runs_none_of_says_why() {
+    let Some(_cores) = mpirun() else {
+        return;
+    };
+    let flags = [
+        "all-reduce",
+        "--engine",
+        "mpi",
+        "--op",
+        "premulsum",
+        "--sizes",
+        "64",
+    ];
+    let out = launch(2, &flags);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("nothing to run: engine mpi runs none of the sweep's cases: MPI has no pre-multiplied sum"),
+        "{err}"
+    );
+    assert!(!err.contains("smaller than one element"), "{err}");
+    assert_eq!(out.status.code(), Some(2), "{err}");
+}
+
 /// `--links` and `collbench links` across processes, directly and through
 /// the relay: every process times its incoming links, rank 0 gathers them,
 /// and a slowed link or rank is named.

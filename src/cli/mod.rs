@@ -360,7 +360,8 @@ pub struct RunArgs {
     /// Warm-up iterations per case (nccl-tests -w).
     #[arg(long, short = 'w', alias = "warmup_iters", default_value = "5", value_name = "N", value_parser = values::warmup, allow_negative_numbers = true)]
     pub warmup: usize,
-    /// Check results (the default).
+    /// Check results (the default; of --check and --no-check the last
+    /// given wins, so a script's flags can be overridden after them).
     #[arg(long, overrides_with = "no_check")]
     pub check: bool,
     /// Do not check results.

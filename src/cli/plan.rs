@@ -183,6 +183,17 @@ fn nccl_tests_sizes(a: &SizeArgs) -> Result<Vec<u64>, PlanError> {
     sweep(min.max(1), max.max(1), growth).map_err(|e| PlanError(e.to_string()))
 }
 
+/// `-i` beside a factor above 1 (`-f`), which grows the sweep instead, as
+/// in nccl-tests.
+fn step_unused(a: &SizeArgs) -> Option<String> {
+    match (a.stepfactor, a.stepbytes) {
+        (Some(f), Some(i)) if f > 1.0 => Some(format!(
+            "-i {i}: the sizes grow by -f {f} (a factor above 1 multiplies, as in nccl-tests), so the step is unused"
+        )),
+        _ => None,
+    }
+}
+
 /// The `step:` of nccl-tests' header for a list of sizes: the factor
 /// between the first two where it divides, else their difference.
 fn list_step(sizes: &[u64]) -> String {
@@ -466,6 +477,7 @@ fn build_over(
                     }
                 )
             }))
+            .chain(step_unused(&a.sizes))
             .chain(both.then(|| {
                 "--format nccl-tests shows out-of-place and in-place side by side, as nccl-tests does: both run".to_string()
             }))
@@ -566,7 +578,11 @@ pub fn build_links(a: &RunArgs, world: Option<usize>) -> Result<Sweep, PlanError
     if a.algo != AlgoArg::Auto {
         return bad("collbench links runs its own algorithms (send-recv rounds, then all-reduce ring and tree): drop --algo".into());
     }
-    let mut s = build(Some(Collective::SendRecv), &a, world)?;
+    // Beside the rounds, the all-reduces whose links a sweep would time,
+    // each judged on its own (their operator, scalar and tuning are
+    // checked and used as a sweep's).
+    let both = vec![Collective::SendRecv, Collective::AllReduce];
+    let mut s = build_over(Some(Collective::SendRecv), both, &a, world)?;
     if s.plan.ranks < 2 {
         return bad(format!(
             "collbench links measures links between ranks: {} rank has none (give --ranks 2 or more)",
@@ -574,9 +590,6 @@ pub fn build_links(a: &RunArgs, world: Option<usize>) -> Result<Sweep, PlanError
         ));
     }
     s.plan.roots = RootChoice::PeerOffsets;
-    // Beside the rounds, the all-reduces whose links a sweep would time,
-    // each judged on its own.
-    s.plan.collectives.push(Collective::AllReduce);
     s.plan.algos = AlgoChoice::Pairs(vec![
         (Collective::SendRecv, Algo::Direct),
         (Collective::AllReduce, Algo::Ring),
@@ -704,6 +717,71 @@ mod tests {
         let (cases, _) = crate::harness::plan::cases(&s.plan);
         assert_eq!(cases.iter().map(|c| c.root).collect::<Vec<_>>(), [None]);
         assert!(build_links(&parse(&["--ranks", "1"]), None).is_err());
+    }
+
+    /// `-i` beside `-f` above 1 is said to be unused; with `-f 1` it is
+    /// the step, and nothing is said.
+    #[test]
+    fn a_step_beside_a_growing_factor_is_said_to_be_unused() {
+        let coll = Some(Collective::AllReduce);
+        let s = build(
+            coll,
+            &parse(&["-b", "8", "-e", "64", "-f", "2", "-i", "8"]),
+            None,
+        )
+        .unwrap();
+        assert_eq!(s.plan.sizes, [8, 16, 32, 64]);
+        let said: Vec<&String> = s.notes.iter().filter(|n| n.starts_with("-i 8:")).collect();
+        assert_eq!(said.len(), 1, "{:?}", s.notes);
+        assert!(said[0].contains("grow by -f 2"), "{}", said[0]);
+        let s = build(
+            coll,
+            &parse(&["-b", "8", "-e", "32", "-f", "1", "-i", "8"]),
+            None,
+        )
+        .unwrap();
+        assert_eq!(s.plan.sizes, [8, 16, 24, 32]);
+        assert!(
+            !s.notes.iter().any(|n| n.starts_with("-i")),
+            "{:?}",
+            s.notes
+        );
+    }
+
+    /// The links probe's all-reduces take the sweep's operator: it is
+    /// used (no note says otherwise), and premulsum's scalar is checked
+    /// against the types as a sweep's is.
+    #[test]
+    fn the_links_probe_reduces_with_the_operator_given() {
+        let s = build_links(
+            &parse(&["--ranks", "2", "--op", "max", "--scalar", "3"]),
+            None,
+        )
+        .unwrap();
+        assert_eq!(s.plan.ops, [ReduceOp::Max]);
+        assert!(
+            !s.notes.iter().any(|n| n.starts_with("--op")),
+            "{:?}",
+            s.notes
+        );
+        // The scalar is premulsum's, and no premulsum runs.
+        assert!(
+            s.notes.iter().any(|n| n.starts_with("--scalar 3")),
+            "{:?}",
+            s.notes
+        );
+        let flags = [
+            "--ranks",
+            "2",
+            "--op",
+            "premulsum",
+            "--scalar",
+            "1e40",
+            "--dtype",
+            "half",
+        ];
+        let e = build_links(&parse(&flags), None).unwrap_err();
+        assert!(e.0.contains("--scalar 1e40 is not finite in half"), "{e}");
     }
 
     #[test]

@@ -520,9 +520,23 @@ pub fn prepare(plan: &Plan, setup: &Setup, mpi: Option<&Peers>) -> Result<Prepar
         });
     }
     if cases.is_empty() {
-        return Err(HarnessError::Empty(
-            "every size is smaller than one element per rank; raise the sizes (--sizes, or -b and -e)".into(),
-        ));
+        if !unsupported.is_empty() {
+            return Err(HarnessError::Empty(format!(
+                "engine mpi runs none of the sweep's cases: {}",
+                unsupported.join("; ")
+            )));
+        }
+        let shown: Vec<String> = plan
+            .sizes
+            .iter()
+            .take(4)
+            .map(|b| format!("{b} B"))
+            .collect();
+        let more = if plan.sizes.len() > 4 { ", ..." } else { "" };
+        return Err(HarnessError::Empty(format!(
+            "every size of the sweep ({}{more}) is smaller than one element per rank; raise the sizes (--sizes, or -b, -e, -f and -i)",
+            shown.join(", ")
+        )));
     }
     if setup.gpu.is_none() {
         check_memory(plan, &cases)?;
