@@ -258,6 +258,12 @@ pub fn open_input(path: &std::path::Path) -> std::io::Result<std::fs::File> {
     Ok(file)
 }
 
+/// `bytes` without a leading UTF-8 byte-order mark (editors on Windows
+/// write one; JSON and TOML parsers refuse it).
+pub fn without_bom(bytes: &[u8]) -> &[u8] {
+    bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes)
+}
+
 /// Reads at most `limit` bytes of a text file a user named ([`open_input`]):
 /// a device or a runaway file (`/dev/zero`) stops at the limit and is an
 /// error saying so, as is text that is not UTF-8.
@@ -272,6 +278,9 @@ pub fn read_input_text(path: &std::path::Path, limit: u64) -> std::io::Result<St
             std::io::ErrorKind::InvalidData,
             format!("over the limit of {limit} bytes"),
         ));
+    }
+    if without_bom(&bytes).len() < bytes.len() {
+        bytes.drain(..3);
     }
     String::from_utf8(bytes).map_err(|_| {
         std::io::Error::new(std::io::ErrorKind::InvalidData, "not text (invalid UTF-8)")

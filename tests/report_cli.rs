@@ -448,7 +448,22 @@ fn unreadable_results_exit_2_naming_the_file() {
     let wrong = edited("wrong.json", &|v| v["rows"][0]["wrong"] = Value::from(-7));
     let missing = dir.path().join("missing.json");
     let svg = dir.path().join("absurd.svg");
+    let table = dir.path().join("table.json");
+    let o = run(&["tune", "--from", s(&a), "--output", s(&table)]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
     let cases: Vec<(Vec<&str>, String)> = vec![
+        (
+            vec!["report", s(&table)],
+            "table.json: schema 'collbench.tuning/1' is not collbench.results/1 (a tuning table: `--tuning` and `collbench model` read it)".into(),
+        ),
+        (
+            vec!["all-reduce", "--ranks", "2", "--tuning", s(&a)],
+            "a.json: collbench results (schema 'collbench.results/1'), not a tuning table: fit one from them with `collbench tune --from RESULTS.json --output TABLE.json`".into(),
+        ),
+        (
+            vec!["qualify", s(&a)],
+            "a.json: JSON, where a spec is TOML ([[check]] tables); to judge saved results, write a spec whose check has log = \"a.json\"".into(),
+        ),
         (
             vec!["report", s(&nobody)],
             "nobody.json: not a valid collbench results file: meta.world_size 0: a run has from 1"
@@ -1482,5 +1497,99 @@ fn results_with_values_no_sweep_writes_are_refused() {
         args[at + 1] = value;
         let o = run(&args);
         assert_eq!(o.code, 2, "{flag} {value}: {}", o.stdout);
+    }
+}
+
+/// A copy of `src` at `dst` with a UTF-8 byte-order mark in front, as
+/// editors on Windows save files.
+fn with_bom(src: &Path, dst: &Path) {
+    let mut bytes = b"\xEF\xBB\xBF".to_vec();
+    bytes.extend(std::fs::read(src).unwrap());
+    std::fs::write(dst, bytes).unwrap();
+}
+
+/// Every file a user hands over reads the same with a byte-order mark:
+/// results, a tuning table, a spec, an nccl-tests log and dumps.
+#[test]
+fn a_byte_order_mark_is_read_past() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let a = sweep_json(d, "a.json");
+    with_bom(&a, &d.join("bom.json"));
+    let o = run(&["compare", s(&a), s(&d.join("bom.json"))]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let (plain, marked) = (
+        run(&["report", s(&a)]),
+        run(&["report", s(&d.join("bom.json"))]),
+    );
+    assert_eq!(
+        (marked.code, &marked.stdout),
+        (0, &plain.stdout),
+        "{}",
+        marked.stderr
+    );
+
+    let table = d.join("table.json");
+    let o = run(&["tune", "--from", s(&a), "--output", s(&table)]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    with_bom(&table, &d.join("bom-table.json"));
+    let model = |t: &Path| run(&["model", "--tuning", s(t), "--ranks", "4"]);
+    let (plain, marked) = (model(&table), model(&d.join("bom-table.json")));
+    assert_eq!(marked.code, 0, "{}", marked.stderr);
+    // The table's name is in the heading; the predictions are the same.
+    let body = |t: &str| t.lines().skip(2).map(String::from).collect::<Vec<_>>();
+    assert_eq!(body(&marked.stdout), body(&plain.stdout));
+
+    let spec = d.join("spec.toml");
+    std::fs::write(
+        &spec,
+        "\u{FEFF}[[check]]\nname = \"saved\"\ncollective = \"all-reduce\"\nlog = \"bom.json\"\nmax_time_us = 1e9\n",
+    )
+    .unwrap();
+    let o = run(&["qualify", s(&spec)]);
+    assert_eq!(o.code, 0, "{}{}", o.stdout, o.stderr);
+    assert!(
+        o.stdout.contains("saved") && o.stdout.contains("PASS"),
+        "{}",
+        o.stdout
+    );
+
+    if let Some(fixtures) = nccl_fixtures() {
+        let log = fixtures.join("genuine_2_17_N1_G4.log");
+        let bom = d.join("bom.log");
+        with_bom(&log, &bom);
+        let (plain, marked) = (run(&["report", s(&log)]), run(&["report", s(&bom)]));
+        assert_eq!(marked.code, 0, "{}", marked.stderr);
+        // The same runs and rows, under the file's own name.
+        assert!(marked.stdout.contains("(run 5 of 5: sendrecv_perf)"));
+        assert_eq!(
+            marked.stdout.replace(s(&bom), "LOG"),
+            plain.stdout.replace(s(&log), "LOG")
+        );
+    }
+
+    let dumps =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/pytorch-fr/skip-4/json");
+    if dumps.is_dir() {
+        let marked = d.join("dumps");
+        std::fs::create_dir(&marked).unwrap();
+        for e in std::fs::read_dir(&dumps).unwrap() {
+            let e = e.unwrap();
+            with_bom(&e.path(), &marked.join(e.file_name()));
+        }
+        let verdict = |p: &Path| {
+            let o = run(&["analyze", s(p), "--json"]);
+            let v: Value = serde_json::from_str(&o.stdout)
+                .unwrap_or_else(|e| panic!("{e}: {}{}", o.stdout, o.stderr));
+            (
+                o.code,
+                v["verdict"].clone(),
+                v["culprits"].clone(),
+                v["ranks_found"].clone(),
+            )
+        };
+        let (plain, got) = (verdict(&dumps), verdict(&marked));
+        assert_eq!(got, plain);
+        assert_eq!(got.2, serde_json::json!([2]), "{got:?}");
     }
 }

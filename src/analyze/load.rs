@@ -178,6 +178,7 @@ pub fn load_file(path: &Path, limits: &Limits) -> Result<RankDump, LoadError> {
 /// Reads one dump from its bytes; `path` names it (PyTorch dumps take their
 /// rank from the file name).
 pub fn load_bytes(bytes: &[u8], path: &Path, limits: &Limits) -> Result<RankDump, LoadError> {
+    let bytes = crate::units::without_bom(bytes);
     let first = bytes.iter().find(|b| !b.is_ascii_whitespace());
     match (bytes.first(), first) {
         (None, _) => Err(LoadError::Empty),

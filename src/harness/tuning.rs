@@ -246,11 +246,21 @@ impl Tuning {
 
     /// Reads a table, with what is wrong with it in words.
     pub fn parse(text: &str) -> Result<Tuning, String> {
-        let t: Tuning =
+        let v: serde_json::Value =
             serde_json::from_str(text).map_err(|e| format!("not a tuning table: {e}"))?;
-        if t.schema != SCHEMA {
-            return Err(format!("schema '{}', expected '{SCHEMA}'", t.schema));
+        // Another of collbench's files (results, a dump) is named as such.
+        match v.get("schema").and_then(|s| s.as_str()) {
+            Some(SCHEMA) => {}
+            Some(s) if s.starts_with("collbench.results/") => {
+                return Err(format!(
+                    "collbench results (schema '{s}'), not a tuning table: fit one from them with `collbench tune --from RESULTS.json --output TABLE.json`"
+                ))
+            }
+            Some(s) => return Err(format!("schema '{s}', expected '{SCHEMA}'")),
+            None => return Err(format!("not a tuning table: no \"schema\": \"{SCHEMA}\"")),
         }
+        let t: Tuning =
+            serde_json::from_value(v).map_err(|e| format!("not a tuning table: {e}"))?;
         let mut seen = std::collections::BTreeSet::new();
         for e in &t.entries {
             let (Some(c), Some(a)) = (e.coll(), e.algo()) else {

@@ -53,7 +53,7 @@ pub enum ResultsError {
     Io { path: PathBuf, source: io::Error },
     #[error("{}: not a collbench results file: {source}", path.display())]
     Parse { path: PathBuf, source: ParseError },
-    #[error("{}: schema '{schema}' is not {RESULTS_SCHEMA}", path.display())]
+    #[error("{}: schema '{schema}' is not {RESULTS_SCHEMA}{}", path.display(), schema_hint(schema))]
     Schema { path: PathBuf, schema: String },
     #[error("{}: not a readable nccl-tests log: {source}", path.display())]
     Log { path: PathBuf, source: LogError },
@@ -110,6 +110,9 @@ fn read_text(path: &Path) -> Result<String, ResultsError> {
             limit: MAX_RESULTS_BYTES,
         });
     }
+    if crate::units::without_bom(&bytes).len() < bytes.len() {
+        bytes.drain(..3);
+    }
     String::from_utf8(bytes).map_err(|_| {
         io(io::Error::new(
             io::ErrorKind::InvalidData,
@@ -152,15 +155,40 @@ pub fn read_merged(path: &Path) -> Result<Results, ResultsError> {
     Ok(first)
 }
 
+/// What a file of another of collbench's schemas is, and what reads it.
+fn schema_hint(schema: &str) -> &'static str {
+    if schema.starts_with("collbench.tuning/") {
+        " (a tuning table: `--tuning` and `collbench model` read it)"
+    } else if schema.starts_with("collbench.fr/") {
+        " (a flight-recorder dump: `collbench analyze` reads it)"
+    } else {
+        ""
+    }
+}
+
 fn parse_results(path: &Path, text: &str) -> Result<Results, ResultsError> {
     let parsed = if path.extension().is_some_and(|e| e == "jsonl") {
         parse_jsonl(text)
     } else {
         serde_json::from_str::<Results>(text).map_err(ParseError::from)
     };
-    let r = parsed.map_err(|source| ResultsError::Parse {
-        path: path.to_path_buf(),
-        source,
+    let r = parsed.map_err(|source| {
+        // Another kind of file (a tuning table, a dump) is named by its
+        // schema rather than by the first field results have and it lacks.
+        #[derive(serde::Deserialize)]
+        struct SchemaOnly {
+            schema: String,
+        }
+        match serde_json::from_str::<SchemaOnly>(text) {
+            Ok(o) if o.schema != RESULTS_SCHEMA => ResultsError::Schema {
+                path: path.to_path_buf(),
+                schema: o.schema,
+            },
+            _ => ResultsError::Parse {
+                path: path.to_path_buf(),
+                source,
+            },
+        }
     })?;
     if r.schema != RESULTS_SCHEMA {
         return Err(ResultsError::Schema {

@@ -189,6 +189,17 @@ pub fn qualify(a: &QualifyArgs) -> i32 {
         Err(e) => return fail(anyhow::anyhow!("{spec}: {e}")),
     };
     let dir = a.spec.parent().unwrap_or(Path::new(""));
+    // Results or a log named where the spec goes: say how to judge them.
+    if text.trim_start().starts_with('{') {
+        let name = a
+            .spec
+            .file_name()
+            .map_or(spec.to_string(), |n| n.to_string_lossy().into());
+        return fail(anyhow::anyhow!(
+            "{spec}: JSON, where a spec is TOML ([[check]] tables); to judge saved results, write a spec whose check has log = \"{}\"",
+            name.escape_debug()
+        ));
+    }
     let specs = match parse_spec(&text) {
         Ok(s) => s,
         Err(e) => {
