@@ -686,6 +686,18 @@ fn bad_specs_exit_2_with_one_line_and_run_nothing() {
     let o = run(&["qualify", s(&dir.path().join("missing.toml"))]);
     assert_eq!(o.code, 2);
     assert!(o.stderr.contains("missing.toml"), "{}", o.stderr);
+    // Link thresholds over saved results without links: nothing to judge.
+    sweep_json(dir.path(), "saved.json");
+    let links = "[[check]]\nname = \"saved\"\ncollective = \"all-reduce\"\nlog = \"saved.json\"\nmin_link_gbps = 1.0\n";
+    std::fs::write(&spec, links).unwrap();
+    let o = run(&["qualify", s(&spec)]);
+    assert_eq!(o.code, 2, "{}{}", o.stdout, o.stderr);
+    assert!(
+        o.stderr
+            .contains("check 1 (saved): saved.json holds no links"),
+        "{}",
+        o.stderr
+    );
 }
 
 #[test]
@@ -1592,4 +1604,37 @@ fn a_byte_order_mark_is_read_past() {
         assert_eq!(got, plain);
         assert_eq!(got.2, serde_json::json!([2]), "{got:?}");
     }
+}
+
+/// `report` of rows holding wrong values fails as their sweep did (exit
+/// 1), naming the first; clean rows exit 0.
+#[test]
+fn report_of_wrong_rows_exits_1_naming_the_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = sweep_json(dir.path(), "a.json");
+    let o = run(&["report", s(&a), "-q"]);
+    assert_eq!(
+        (o.code, o.stderr.contains("wrong")),
+        (0, false),
+        "{}",
+        o.stderr
+    );
+    let mut v: Value = serde_json::from_slice(&std::fs::read(&a).unwrap()).unwrap();
+    let n = v["rows"].as_array().unwrap().len();
+    v["rows"][3]["wrong"] = Value::from(5);
+    v["rows"][5]["nan"] = Value::from(1);
+    let bad = dir.path().join("bad.json");
+    std::fs::write(&bad, serde_json::to_vec(&v).unwrap()).unwrap();
+    let csv = dir.path().join("bad.csv");
+    let o = run(&["report", s(&bad), "--csv", s(&csv)]);
+    assert_eq!(o.code, 1, "{}", o.stderr);
+    let row = &v["rows"][3];
+    let first = format!(
+        "bad.json: 2 of {n} rows hold wrong or NaN/Inf values (first: all-reduce {} float sum {}",
+        row["algo"].as_str().unwrap(),
+        row["bytes"]
+    );
+    assert!(o.stderr.contains(&first), "{first} in: {}", o.stderr);
+    // Everything asked for is still written.
+    assert!(o.stdout.contains("FAILED") && csv.exists(), "{}", o.stdout);
 }

@@ -169,10 +169,12 @@ pub fn evaluate_links(
         pairs.iter().min_by(|a, b| a.gbps.total_cmp(&b.gbps)),
         pairs.iter().max_by(|a, b| a.gbps.total_cmp(&b.gbps)),
     ) else {
+        // Not a link short of its threshold: nothing to judge, so the
+        // check could not be made (exit 2), whatever its rows said.
         let why = "no link was measured (link thresholds need a sweep's --links or results holding `links`)";
         return match outcome {
-            Outcome::Failed(w) => (Outcome::Failed(format!("{w}; {why}")), measured),
-            Outcome::Passed => (Outcome::Failed(why.into()), measured),
+            Outcome::Failed(w) => (Outcome::Error(format!("{w}; {why}")), measured),
+            Outcome::Passed => (Outcome::Error(why.into()), measured),
             e => (e, measured),
         };
     };
@@ -449,9 +451,13 @@ pub mod tests {
             evaluate_links(&lenient, Some(&links), Outcome::Passed, Vec::new()).0,
             Outcome::Passed
         );
-        // Thresholds on links that were never measured fail the check.
+        // Thresholds on links that were never measured cannot be judged:
+        // the check is an error (exit 2), not a failure of the hardware.
         let (o, _) = evaluate_links(&lenient, None, Outcome::Passed, Vec::new());
-        assert!(matches!(o, Outcome::Failed(w) if w.contains("no link was measured")));
+        assert!(matches!(o, Outcome::Error(w) if w.contains("no link was measured")));
+        let failed = Outcome::Failed("busbw short".into());
+        let (o, _) = evaluate_links(&lenient, None, failed, Vec::new());
+        assert!(matches!(o, Outcome::Error(w) if w.starts_with("busbw short; no link")));
         // Without link thresholds nothing changes.
         let plain = Check::default();
         assert_eq!(

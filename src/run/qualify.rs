@@ -171,6 +171,13 @@ fn checks(specs: &[CheckSpec], dir: &Path) -> anyhow::Result<Vec<(Check, Job)>> 
                 Some(log) => {
                     let (rows, links, unfinished) =
                         log_rows(dir, log, name).map_err(|e| anyhow::anyhow!("{}: {e}", at()))?;
+                    let judges_links = c.min_link_gbps.is_some() || c.max_link_spread.is_some();
+                    if judges_links && links.as_ref().is_none_or(|l| l.pairs.is_empty()) {
+                        anyhow::bail!(
+                            "{}: {log} holds no links (results of a sweep run with --links, or of `collbench links`, do): min_link_gbps and max_link_spread have nothing to judge",
+                            at()
+                        );
+                    }
                     Job::Log(rows, links, unfinished)
                 }
                 None => Job::Sweep(Box::new(

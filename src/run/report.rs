@@ -3,7 +3,7 @@
 //! one plot, each series named by its file. An nccl-tests log is read as
 //! results too, each of its runs shown as one results file would be.
 
-use super::{fail, OK};
+use super::{fail, CHECK_FAILED, OK};
 use crate::cli::ReportArgs;
 use crate::report::csv::CsvSink;
 use crate::report::json::read_any;
@@ -149,5 +149,20 @@ pub fn report(a: &ReportArgs) -> i32 {
             return fail(e);
         }
     }
-    OK
+    // Rows with wrong values fail as the sweep that made them did (exit 1),
+    // so a script rendering saved results or a log still sees them.
+    let mut code = OK;
+    for (name, r) in &files {
+        let bad: Vec<&crate::report::Row> = r.rows.iter().filter(|row| row.is_bad()).collect();
+        if let Some(first) = bad.first() {
+            say!(
+                "collbench: {name}: {} of {} rows hold wrong or NaN/Inf values (first: {})",
+                bad.len(),
+                r.rows.len(),
+                warn::describe(first)
+            );
+            code = CHECK_FAILED;
+        }
+    }
+    code
 }
