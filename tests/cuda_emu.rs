@@ -1309,3 +1309,119 @@ fn groups_are_bit_exact_on_the_emulated_device() {
         .iter()
         .any(|g| g["engine"] == "nccl-standin" && g["algo"] == "nccl"));
 }
+
+/// A graph of more iterations than the flight recorder holds: a snapshot
+/// taken while it runs shows the operation running as started and at most
+/// half the recorder queued behind it (the records of the rest are made as
+/// they complete), rather than a recorder full of scheduled operations
+/// that pushed the running one out.
+#[test]
+fn a_graph_longer_than_the_recorder_keeps_its_running_operation() {
+    if !have_compiler("a_graph_longer_than_the_recorder_keeps_its_running_operation") {
+        return;
+    }
+    let _alone = CORES.write().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let dumps = dir.path().join("dumps");
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("collbench"))
+        .env("COLLBENCH_CACHE_DIR", cache_dir())
+        .args([
+            "all-reduce",
+            "--device",
+            "cuda-emu",
+            "--ranks",
+            "2",
+            "--graph",
+        ])
+        .args(["--sizes", "1M", "--iters", "4000", "--warmup", "1"])
+        .args([
+            "--placement",
+            "out",
+            "--fr-entries",
+            "16",
+            "--no-check",
+            "-q",
+        ])
+        .arg("--dump-dir")
+        .arg(&dumps)
+        .spawn()
+        .unwrap();
+    let snapshot = |n: usize, rank: usize| -> Option<Vec<Value>> {
+        let file = std::fs::read_dir(&dumps).ok()?.find_map(|e| {
+            let p = e.ok()?.path();
+            let name = p.file_name()?.to_string_lossy().into_owned();
+            name.ends_with(&format!("-rank{rank}-request{n}.json"))
+                .then_some(p)
+        })?;
+        let d: Value = serde_json::from_slice(&std::fs::read(file).ok()?).ok()?;
+        d["entries"].as_array().cloned()
+    };
+    let t = std::time::Instant::now();
+    let mut caught = None;
+    for n in 1.. {
+        assert!(
+            t.elapsed() < std::time::Duration::from_secs(120),
+            "no snapshot while the graph ran"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(child.id() as i32, libc::SIGUSR1) };
+        let wait = std::time::Instant::now();
+        let mut got = None;
+        while got.is_none() && wait.elapsed() < std::time::Duration::from_secs(20) {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            got = (0..2).map(|r| snapshot(n, r)).collect::<Option<Vec<_>>>();
+        }
+        let got = got.expect("a snapshot of every rank");
+        let running = |l: &Vec<Value>| {
+            l.iter()
+                .any(|e| e["iteration"] == "timed" && e["state"] != "completed")
+        };
+        if got.iter().all(running) {
+            caught = Some(got);
+            break;
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    for (rank, list) in caught.unwrap().iter().enumerate() {
+        let state = |s: &str| list.iter().filter(|e| e["state"] == s).count();
+        assert!(list.len() <= 16, "rank {rank}: {} entries", list.len());
+        assert_eq!(state("started"), 1, "rank {rank}: {list:?}");
+        assert!(
+            (1..=7).contains(&state("scheduled")),
+            "rank {rank}: {list:?}"
+        );
+        let started = list.iter().find(|e| e["state"] == "started").unwrap();
+        assert_eq!(started["iteration"], "timed", "rank {rank}: {started}");
+    }
+}
+
+/// A hang aimed inside a graph's timed loop cannot fire there: a note says
+/// so before the run, and the warning after says it never fired.
+#[test]
+fn a_hang_aimed_inside_a_graph_is_said_to_miss() {
+    if !have_compiler("a_hang_aimed_inside_a_graph_is_said_to_miss") {
+        return;
+    }
+    let out = collbench()
+        .args([
+            "all-reduce",
+            "--device",
+            "cuda-emu",
+            "--graph",
+            "--ranks",
+            "2",
+        ])
+        .args(["--sizes", "1K", "--iters", "40", "--warmup", "1", "-q"])
+        .args(["--inject", "hang:rank=1,seq=30", "--timeout", "3s"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("note: --inject hang:rank=1,seq=30: hangs and delays come between operations"),
+        "{err}"
+    );
+    assert!(err.contains("never fired"), "{err}");
+}

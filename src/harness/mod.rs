@@ -837,6 +837,7 @@ fn run_ranks(
                                 lib_times: Vec::new(),
                                 open: Vec::new(),
                                 settled: Vec::new(),
+                                unrecorded: None,
                                 arrivals: Vec::new(),
                                 fired: vec![false; plan.injects.len()],
                             }

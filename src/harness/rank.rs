@@ -97,6 +97,9 @@ pub struct RankJob<'a> {
     pub open: Vec<u64>,
     /// Times of completed operations not yet taken by a wait.
     pub settled: Vec<u64>,
+    /// Operations launched (a graph's) whose records wait for room in the
+    /// recorder: made as they complete, after those in `open`.
+    pub unrecorded: Option<(OpInfo, IterKind, usize)>,
     /// When this rank entered each timed collective of the case under way.
     pub arrivals: Vec<u64>,
     /// Which of the plan's injections have hit this rank.
@@ -204,10 +207,16 @@ impl RankJob<'_> {
         self.barrier()?;
         let start = Instant::now();
         let iter_ns = if self.setup.graph && ready.on_runner {
-            for _ in 0..plan.iters {
+            // One launch runs every iteration; records for as many as the
+            // queue holds (the first started, the rest scheduled), the
+            // others as they complete, so the running one is never pushed
+            // out of the recorder by those behind it.
+            let window = self.queue_depth().min(plan.iters);
+            for _ in 0..window {
                 let seq = self.record(&ready.info, IterKind::Timed, true);
                 self.open.push(seq);
             }
+            self.unrecorded = Some((ready.info, IterKind::Timed, plan.iters - window));
             self.runner.launch_graph(plan.iters)?;
             self.wait()?
         } else {
@@ -601,7 +610,7 @@ impl RankJob<'_> {
     fn op(&mut self, r: &Ready<'_>, kind: IterKind) -> Result<(), ExecError> {
         let rank = self.rank();
         let queued = r.on_runner && !self.runner.completes_on_launch();
-        if queued && self.open.len() >= (self.rec.capacity() / 2).clamp(1, QUEUE_AHEAD) {
+        if queued && self.open.len() >= self.queue_depth() {
             // Queue no further ahead of the device than half the flight
             // recorder holds (the operation it runs must stay recorded),
             // nor so far that a launch blocks on a full launch queue (its
@@ -641,6 +650,12 @@ impl RankJob<'_> {
     /// open, which it follows: then it is scheduled, and started when the
     /// one before it completes (see [`Self::settle`]). So only the
     /// operation the device is running carries the channel progress.
+    /// The most operations recorded ahead of the one running: half the
+    /// recorder, so those queued never push the running one out.
+    fn queue_depth(&self) -> usize {
+        (self.rec.capacity() / 2).clamp(1, QUEUE_AHEAD)
+    }
+
     fn record(&self, info: &OpInfo, kind: IterKind, queued: bool) -> u64 {
         if queued && !self.open.is_empty() {
             self.rec.schedule(info, kind)
@@ -660,6 +675,7 @@ impl RankJob<'_> {
     /// their times for [`Self::wait`].
     fn settle(&mut self) -> Result<(), ExecError> {
         let (rec, open) = (&self.rec, &self.open);
+        let mut unrecorded = self.unrecorded.take();
         let mut completed = 0;
         let result = self.runner.wait(&mut |k| {
             if let Some(&seq) = open.get(k) {
@@ -669,6 +685,10 @@ impl RankJob<'_> {
                     rec.start(WORLD_GROUP, next);
                 }
                 completed = completed.max(k + 1);
+            } else if let Some((info, kind, left)) = unrecorded.as_mut().filter(|u| u.2 > 0) {
+                let seq = rec.enter(info, *kind);
+                rec.complete(WORLD_GROUP, seq);
+                *left -= 1;
             }
         });
         // Library operations ran to completion when they were started.

@@ -367,6 +367,18 @@ pub(crate) fn choose_device(s: &Sweep, node: Option<usize>) -> anyhow::Result<Ch
         (GraphAsk::No, _) => false,
         (_, Some(_)) => true,
     };
+    if let Some(i) = s.plan.injects.iter().find(|i| {
+        matches!(
+            i.fault,
+            crate::harness::inject::Fault::Hang | crate::harness::inject::Fault::Delay { .. }
+        )
+    }) {
+        if graph {
+            notes.push(format!(
+                "--inject {i}: hangs and delays come between operations, and under --graph each case's timed operations are one graph launch: only a warm-up or check operation is hit"
+            ));
+        }
+    }
     let device = gpu.map_or("host", |k| k.name()).to_string();
     tracing::info!(device, asked = ?s.device, ?timing, ?devices, "device chosen");
     Ok(Chosen {
