@@ -1094,6 +1094,70 @@ fn a_hang_beside_the_nccl_stand_in_names_the_rank_that_never_joined() {
     assert_eq!(d["findings"][0]["seq"], 5, "{d}");
 }
 
+/// Starts `collbench ARGS --ranks RANKS --dump-dir DUMPS` on the emulated
+/// device and asks it for SIGUSR1 snapshots every half second until
+/// `wanted` holds for one (each rank's dump and its entries), killing it
+/// then; fails after `limit`. Returns the request number and the dumps.
+fn snapshot_until(
+    args: &[&str],
+    ranks: usize,
+    dumps: &std::path::Path,
+    limit: std::time::Duration,
+    wanted: impl Fn(&[(Value, Vec<Value>)]) -> bool,
+) -> (usize, Vec<(Value, Vec<Value>)>) {
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("collbench"))
+        .env("COLLBENCH_CACHE_DIR", cache_dir())
+        .args(args)
+        .args(["--device", "cuda-emu", "--ranks", &ranks.to_string(), "-q"])
+        .arg("--dump-dir")
+        .arg(dumps)
+        .spawn()
+        .unwrap();
+    let entries = |n: usize, rank: usize| -> Option<(Value, Vec<Value>)> {
+        let file = std::fs::read_dir(dumps).ok()?.find_map(|e| {
+            let p = e.ok()?.path();
+            let name = p.file_name()?.to_string_lossy().into_owned();
+            name.ends_with(&format!("-rank{rank}-request{n}.json"))
+                .then_some(p)
+        })?;
+        let d: Value = serde_json::from_slice(&std::fs::read(file).ok()?).ok()?;
+        let list = d["entries"].as_array()?.clone();
+        Some((d, list))
+    };
+    let t = std::time::Instant::now();
+    let mut caught = Err(format!("no snapshot as wanted in {limit:?}"));
+    for n in 1.. {
+        if t.elapsed() >= limit {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(child.id() as i32, libc::SIGUSR1) };
+        let wait = std::time::Instant::now();
+        let mut got = None;
+        while got.is_none() && wait.elapsed() < std::time::Duration::from_secs(20) {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            got = (0..ranks)
+                .map(|r| entries(n, r))
+                .collect::<Option<Vec<_>>>();
+        }
+        match got {
+            None => {
+                caught = Err(format!("request {n}: no snapshot of every rank"));
+                break;
+            }
+            Some(got) if wanted(&got) => {
+                caught = Ok((n, got));
+                break;
+            }
+            Some(_) => {}
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    caught.unwrap_or_else(|e| panic!("{e}"))
+}
+
 /// A SIGUSR1 snapshot of a healthy run on the emulated device, taken
 /// seconds after the timed loop was queued: only the operation each rank
 /// runs is started and carries channel progress (those queued behind it
@@ -1106,60 +1170,34 @@ fn a_snapshot_of_a_queued_timed_loop_is_no_hang() {
     let _alone = CORES.write().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let dumps = dir.path().join("dumps");
-    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("collbench"))
-        .env("COLLBENCH_CACHE_DIR", cache_dir())
-        .args(["all-reduce", "--device", "cuda-emu", "--ranks", "4"])
-        .args(["--sizes", "1M", "--iters", "1800", "--warmup", "1"])
-        .args(["--no-check", "-q", "--dump-dir"])
-        .arg(&dumps)
-        .spawn()
-        .unwrap();
-    // Asks for snapshots until one was taken over 3 s after the first timed
+    // Snapshots until one was taken over 3 s after the first timed
     // operation was queued (the threshold past which a pending operation
     // reads as a stall is 2 s).
-    let entries = |n: usize, rank: usize| -> Option<(Value, Vec<Value>)> {
-        let file = std::fs::read_dir(&dumps).ok()?.find_map(|e| {
-            let p = e.ok()?.path();
-            let name = p.file_name()?.to_string_lossy().into_owned();
-            name.ends_with(&format!("-rank{rank}-request{n}.json"))
-                .then_some(p)
-        })?;
-        let d: Value = serde_json::from_slice(&std::fs::read(file).ok()?).ok()?;
-        let list = d["entries"].as_array()?.clone();
-        Some((d, list))
-    };
-    let t = std::time::Instant::now();
-    let mut taken = None;
-    for n in 1.. {
-        assert!(
-            t.elapsed() < std::time::Duration::from_secs(240),
-            "no snapshot 3 s into the timed loop"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(1000));
-        // SAFETY: signalling our own child.
-        unsafe { libc::kill(child.id() as i32, libc::SIGUSR1) };
-        let wait = std::time::Instant::now();
-        let mut got = None;
-        while got.is_none() && wait.elapsed() < std::time::Duration::from_secs(20) {
-            std::thread::sleep(std::time::Duration::from_millis(50));
-            got = (0..4).map(|r| entries(n, r)).collect::<Option<Vec<_>>>();
-        }
-        let got = got.expect("a snapshot of every rank");
-        let (d0, list0) = &got[0];
-        let at = d0["clocks"]["wall_ns"].as_u64().unwrap();
-        let first_timed = list0
-            .iter()
-            .filter(|e| e["iteration"] == "timed")
-            .filter_map(|e| e["t_scheduled_ns"].as_u64())
-            .min();
-        if first_timed.is_some_and(|f| at.saturating_sub(f) > 3_000_000_000) {
-            taken = Some((n, got));
-            break;
-        }
-    }
-    let _ = child.kill();
-    let _ = child.wait();
-    let (n, got) = taken.unwrap();
+    let (n, got) = snapshot_until(
+        &[
+            "all-reduce",
+            "--sizes",
+            "1M",
+            "--iters",
+            "1800",
+            "--warmup",
+            "1",
+            "--no-check",
+        ],
+        4,
+        &dumps,
+        std::time::Duration::from_secs(240),
+        |got| {
+            let (d0, list0) = &got[0];
+            let at = d0["clocks"]["wall_ns"].as_u64().unwrap_or(0);
+            let first_timed = list0
+                .iter()
+                .filter(|e| e["iteration"] == "timed")
+                .filter_map(|e| e["t_scheduled_ns"].as_u64())
+                .min();
+            first_timed.is_some_and(|f| at.saturating_sub(f) > 3_000_000_000)
+        },
+    );
     let only = dir.path().join("snapshot");
     std::fs::create_dir(&only).unwrap();
     for (rank, (d, list)) in got.iter().enumerate() {
@@ -1323,68 +1361,34 @@ fn a_graph_longer_than_the_recorder_keeps_its_running_operation() {
     let _alone = CORES.write().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let dumps = dir.path().join("dumps");
-    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("collbench"))
-        .env("COLLBENCH_CACHE_DIR", cache_dir())
-        .args([
-            "all-reduce",
-            "--device",
-            "cuda-emu",
-            "--ranks",
-            "2",
-            "--graph",
-        ])
-        .args(["--sizes", "1M", "--iters", "4000", "--warmup", "1"])
-        .args([
-            "--placement",
-            "out",
-            "--fr-entries",
-            "16",
-            "--no-check",
-            "-q",
-        ])
-        .arg("--dump-dir")
-        .arg(&dumps)
-        .spawn()
-        .unwrap();
-    let snapshot = |n: usize, rank: usize| -> Option<Vec<Value>> {
-        let file = std::fs::read_dir(&dumps).ok()?.find_map(|e| {
-            let p = e.ok()?.path();
-            let name = p.file_name()?.to_string_lossy().into_owned();
-            name.ends_with(&format!("-rank{rank}-request{n}.json"))
-                .then_some(p)
-        })?;
-        let d: Value = serde_json::from_slice(&std::fs::read(file).ok()?).ok()?;
-        d["entries"].as_array().cloned()
-    };
-    let t = std::time::Instant::now();
-    let mut caught = None;
-    for n in 1.. {
-        assert!(
-            t.elapsed() < std::time::Duration::from_secs(120),
-            "no snapshot while the graph ran"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(500));
-        // SAFETY: signalling our own child.
-        unsafe { libc::kill(child.id() as i32, libc::SIGUSR1) };
-        let wait = std::time::Instant::now();
-        let mut got = None;
-        while got.is_none() && wait.elapsed() < std::time::Duration::from_secs(20) {
-            std::thread::sleep(std::time::Duration::from_millis(50));
-            got = (0..2).map(|r| snapshot(n, r)).collect::<Option<Vec<_>>>();
-        }
-        let got = got.expect("a snapshot of every rank");
-        let running = |l: &Vec<Value>| {
-            l.iter()
-                .any(|e| e["iteration"] == "timed" && e["state"] != "completed")
-        };
-        if got.iter().all(running) {
-            caught = Some(got);
-            break;
-        }
-    }
-    let _ = child.kill();
-    let _ = child.wait();
-    for (rank, list) in caught.unwrap().iter().enumerate() {
+    // A snapshot while both ranks run the graph's timed operations.
+    let flags = [
+        "all-reduce",
+        "--graph",
+        "--sizes",
+        "1M",
+        "--iters",
+        "4000",
+        "--warmup",
+        "1",
+    ];
+    let (_, caught) = snapshot_until(
+        &[
+            &flags[..],
+            &["--placement", "out", "--fr-entries", "16", "--no-check"],
+        ]
+        .concat(),
+        2,
+        &dumps,
+        std::time::Duration::from_secs(120),
+        |got| {
+            got.iter().all(|(_, l)| {
+                l.iter()
+                    .any(|e| e["iteration"] == "timed" && e["state"] != "completed")
+            })
+        },
+    );
+    for (rank, (_, list)) in caught.iter().enumerate() {
         let state = |s: &str| list.iter().filter(|e| e["state"] == s).count();
         assert!(list.len() <= 16, "rank {rank}: {} entries", list.len());
         assert_eq!(state("started"), 1, "rank {rank}: {list:?}");
