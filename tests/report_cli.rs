@@ -346,6 +346,13 @@ fn report_of_a_killed_sweeps_jsonl_gives_no_passing_verdict() {
     let lines: Vec<&str> = text.lines().collect();
     std::fs::write(&cut, lines[..lines.len() - 1].join("\n") + "\n").unwrap();
     let o = run(&["report", s(&cut)]);
+    assert_eq!(o.code, 1, "{}", o.stderr);
+    assert!(
+        o.stderr
+            .contains("killed.jsonl: the run did not finish (run unfinished"),
+        "{}",
+        o.stderr
+    );
     assert!(!o.stdout.contains(": OK"), "{}", o.stdout);
     assert!(o.stdout.contains("FAILED (run unfinished"), "{}", o.stdout);
     // nccl-tests' text: a run per algorithm; ring's ended before tree's
@@ -1135,7 +1142,17 @@ fn unreadable_logs_exit_2_with_one_line() {
     .unwrap();
     let noise = dir.path().join("noise.log");
     std::fs::write(&noise, "NCCL INFO hello\n").unwrap();
+    let absurd = dir.path().join("absurd.log");
+    std::fs::write(
+        &absurd,
+        "# nThread 1 nGpus 2 minBytes 8 maxBytes 8\n#\n        8   2  float  sum  -1  1e300  0.00  0.00  0  9.1  0.00  0.00  0\n# Avg bus bandwidth : 0\n",
+    )
+    .unwrap();
     for (file, why) in [
+        (
+            &absurd,
+            "absurd.log: not a readable nccl-tests log: line 3: a data row that does not read (a size, count and type, then times, bandwidths and #wrong: each time and bandwidth a number from 0 to 1e12)",
+        ),
         (
             &empty,
             "empty.log: not a readable nccl-tests log: an nccl-tests log without data rows",

@@ -101,8 +101,8 @@ pub enum Command {
     Info(InfoArgs),
     /// Re-render saved results (table, nccl-tests text, Markdown, CSV, plots); several overlay.
     #[command(
-        after_help = "Exit codes: 0 rendered, every row clean; 1 rendered, and a row holds wrong or NaN/Inf values \
-(said on stderr, as the sweep that made it failed); 2 a file cannot be read or an output cannot be written."
+        after_help = "Exit codes: 0 rendered, every run finished and every row clean; 1 rendered, and a row holds \
+wrong or NaN/Inf values or a run did not finish (said on stderr); 2 a file cannot be read or an output cannot be written."
     )]
     Report(ReportArgs),
     /// Compare a candidate's results with a baseline's; exit 1 on a regression.

@@ -274,16 +274,20 @@ impl Tuning {
             }
             // A fit's latency is its smallest time over the hops, never 0
             // (a table of zero latencies and no bandwidth ranks nothing).
-            if !e.latency_us.is_finite() || e.latency_us <= 0.0 {
+            // Past a second a hop, or 1e9 GB/s, predictions are no longer
+            // times (a table of 1e308 printed 300 digits and `inf`).
+            if !(e.latency_us > 0.0 && e.latency_us <= 1e6) {
                 return Err(format!(
-                    "entry {c} {a}: latency/hop {} us, not a positive number",
+                    "entry {c} {a}: latency/hop {} us, not a positive number up to 1e6",
                     e.latency_us
                 ));
             }
             // Below 1 B/s a prediction is no longer a number (a slow
             // emulated device's fit is well above it).
-            if e.bandwidth.iter().any(|p| !p.1.is_finite() || p.1 < 1e-9) {
-                return Err(format!("entry {c} {a}: a bandwidth under 1e-9 GB/s"));
+            if e.bandwidth.iter().any(|p| !(p.1 >= 1e-9 && p.1 <= 1e9)) {
+                return Err(format!(
+                    "entry {c} {a}: a bandwidth under 1e-9 GB/s or over 1e9 GB/s"
+                ));
             }
             if !PROTOCOLS.contains(&e.protocol.as_str()) {
                 return Err(format!(
@@ -569,11 +573,15 @@ mod tests {
         assert!(Tuning::parse(&text)
             .unwrap_err()
             .contains("not a positive number"));
-        t.entries[0].latency_us = 0.0;
-        let text = serde_json::to_string(&t).unwrap();
-        assert!(Tuning::parse(&text)
-            .unwrap_err()
-            .contains("latency/hop 0 us, not a positive number"));
+        for lat in [0.0, 1e308] {
+            t.entries[0].latency_us = lat;
+            let text = serde_json::to_string(&t).unwrap();
+            let e = Tuning::parse(&text).unwrap_err();
+            assert!(
+                e.contains(&format!("latency/hop {lat} us, not a positive number")),
+                "{e}"
+            );
+        }
         t.entries[0].latency_us = 1.0;
         t.entries[0].algo = "tree".into();
         t.entries[0].collective = "all-gather".into();

@@ -205,6 +205,10 @@ pub enum StopReason {
     /// Read from a JSONL that has no end line: the sweep was killed (or
     /// is still running); never written by a sweep.
     Unfinished,
+    /// Read from an nccl-tests log whose run ends before its footer (`#
+    /// Out of bounds values`, `# Avg bus bandwidth`): the test failed or
+    /// the log was cut; never written by a sweep.
+    Truncated,
 }
 
 impl StopReason {
@@ -213,6 +217,7 @@ impl StopReason {
             StopReason::Signal => "signal",
             StopReason::Hang => "hang",
             StopReason::Unfinished => "unfinished",
+            StopReason::Truncated => "truncated",
         }
     }
 }
@@ -231,6 +236,12 @@ impl std::fmt::Display for Partial {
             return write!(
                 f,
                 "run unfinished: its JSONL has no end line (the sweep was killed, or is still running)"
+            );
+        }
+        if self.reason == StopReason::Truncated {
+            return write!(
+                f,
+                "run unfinished: the log ends before the run's footer (the test failed, or the log was cut)"
             );
         }
         write!(

@@ -147,6 +147,9 @@ pub struct LogRun {
     pub bad_rows: Vec<usize>,
     /// Its column header is newer nccl-tests' wider one (`busbw  #wrong`).
     pub wide: bool,
+    /// The first line inside the run telling that the test failed
+    /// (`Test NCCL failure ...`, `Test CUDA failure ...`).
+    pub failure: Option<String>,
 }
 
 impl LogRun {
@@ -156,6 +159,12 @@ impl LogRun {
             && self.header.is_none()
             && self.rows.is_empty()
             && self.avg_busbw.is_none()
+    }
+
+    /// Whether the run printed its footer (`# Out of bounds values`, `#
+    /// Avg bus bandwidth`) after its rows, and no failure before it.
+    pub fn finished(&self) -> bool {
+        self.failure.is_none() && (self.out_of_bounds.is_some() || self.avg_busbw.is_some())
     }
 
     /// The number of ranks: the device lines, else nThread x nGpus.
@@ -267,9 +276,11 @@ fn parse_cell(f: &[&str]) -> Option<Cell> {
             }
         },
     };
-    // Times and bandwidths are numbers >= 0 (Rust would also read `nan`,
-    // `inf` and `-5`, which no run prints).
-    let value = |v: &str| v.parse::<f64>().ok().filter(|x| x.is_finite() && *x >= 0.0);
+    // Times and bandwidths are numbers from 0 to a bound no run reaches
+    // (Rust would also read `nan`, `inf`, `-5` and `1e300`, which no run
+    // prints).
+    let most = super::json::MAX_MEASURE;
+    let value = |v: &str| v.parse::<f64>().ok().filter(|x| (0.0..=most).contains(x));
     Some(Cell {
         time_us: value(time)?,
         algbw_gbps: value(algbw)?,
@@ -335,7 +346,9 @@ fn looks_like_row(line: &str) -> bool {
         let d = s.strip_prefix('-').unwrap_or(s);
         !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit())
     };
-    (11..=13).contains(&f.len())
+    // Any field count: a row cut short, or with other output run into
+    // its line, is a row that does not read too.
+    f.len() >= 3
         && whole(f[0])
         && whole(f[1])
         && f[2].starts_with(|c: char| c.is_ascii_alphabetic())
@@ -435,7 +448,15 @@ pub fn parse_log(text: &str) -> Vec<LogRun> {
             Line::Row(r) => cur.rows.push(r),
             Line::BadRow(at) => cur.bad_rows.push(at),
             Line::Columns(wide) => cur.wide = wide,
-            Line::Comment | Line::Other => {}
+            Line::Comment => {}
+            Line::Other => {
+                let failed = ["Test NCCL failure", "Test CUDA failure", "Test failure"]
+                    .iter()
+                    .any(|m| l.contains(m));
+                if failed && !cur.is_empty() && cur.failure.is_none() {
+                    cur.failure = Some(l.trim().to_string());
+                }
+            }
         }
         if !cur.is_empty() {
             end = i + 1;
@@ -795,6 +816,7 @@ impl LogRun {
             notes.push(format!("nccl-tests header: {}", h.line));
         }
         notes.extend(guessed);
+        notes.extend(self.failure.iter().map(|f| format!("the test failed: {f}")));
         let header = self.header.as_ref();
         let meta = Meta {
             version: self
@@ -833,7 +855,11 @@ impl LogRun {
             sizes: Vec::new(),
             nccl_tests_devices: self.ranks.iter().map(|r| r.line.clone()).collect(),
             nccl_tests_wide: self.wide,
-            partial: None,
+            // Every version prints its footer after the last row.
+            partial: (!self.finished()).then_some(super::Partial {
+                reason: super::StopReason::Truncated,
+                missing_rows: 0,
+            }),
             gpus: self
                 .ranks
                 .iter()
@@ -859,7 +885,7 @@ pub fn read_log(text: &str, source: &str) -> Result<Vec<Results>, LogError> {
     if let Some(&line) = runs.iter().flat_map(|r| &r.bad_rows).next() {
         return Err(LogError::At {
             line,
-            what: "a data row that does not read (a size, count and type, then times, bandwidths and #wrong: each time and bandwidth a number >= 0)".into(),
+            what: "a data row that does not read (a size, count and type, then times, bandwidths and #wrong: each time and bandwidth a number from 0 to 1e12)".into(),
         });
     }
     if runs.is_empty() {
@@ -1334,6 +1360,68 @@ mod tests {
             .1
             .unwrap()
             .contains("gather or scatter"));
+    }
+
+    /// A run cut before its footer (killed, or the test failed: nccl-tests
+    /// prints no footer then) is unfinished, with the failure in its
+    /// notes; a finished one is not.
+    #[test]
+    fn a_run_without_its_footer_is_unfinished() {
+        let rows: Vec<SynthRow> = vec![
+            (8, 2, "float", "sum", -1, 10.0, 0.0, 0.0),
+            (16, 4, "float", "sum", -1, 11.0, 0.0, 0.0),
+        ];
+        let whole = synthetic(&rows, 2);
+        let r = read_log(&whole, "all_reduce.log").unwrap();
+        assert_eq!(r[0].meta.partial, None);
+        let cut = whole.split("# Out of bounds").next().unwrap().to_string();
+        let failed =
+            cut.clone() + "node1: Test NCCL failure common.cu:1005 'unhandled system error'\n";
+        for (text, failure) in [(cut, false), (failed, true)] {
+            let r = read_log(&text, "all_reduce.log").unwrap();
+            let p = r[0].meta.partial.as_ref().expect("unfinished");
+            assert_eq!(p.reason, crate::report::StopReason::Truncated);
+            assert!(
+                p.to_string().contains("ends before the run's footer"),
+                "{p}"
+            );
+            assert_eq!(r[0].rows.len(), 4);
+            let said =
+                r[0].meta.notes.iter().any(|n| {
+                    n.starts_with("the test failed: node1: Test NCCL failure common.cu:1005")
+                });
+            assert_eq!(said, failure, "{:?}", r[0].meta.notes);
+        }
+    }
+
+    /// A data row with other output run into its line, or cut short, is a
+    /// row that does not read (refused, naming the line), not one left out.
+    #[test]
+    fn rows_with_too_many_or_too_few_fields_are_refused() {
+        let rows: Vec<SynthRow> = vec![
+            (8, 2, "float", "sum", -1, 10.0, 0.0, 0.0),
+            (16, 4, "float", "sum", -1, 11.0, 0.0, 0.0),
+        ];
+        let whole = synthetic(&rows, 2);
+        let at = whole
+            .lines()
+            .position(|l| l.trim_start().starts_with("16 "))
+            .unwrap();
+        for edit in [
+            |l: &str| format!("{l} NCCL INFO comm 0x1 rank 0 nranks 2"),
+            |l: &str| l.split_whitespace().take(8).collect::<Vec<_>>().join(" "),
+        ] {
+            let text: Vec<String> = whole
+                .lines()
+                .enumerate()
+                .map(|(i, l)| if i == at { edit(l) } else { l.to_string() })
+                .collect();
+            let e = read_log(&text.join("\n"), "all_reduce.log").unwrap_err();
+            assert!(
+                matches!(e, LogError::At { line, .. } if line == at + 1),
+                "{e}"
+            );
+        }
     }
 
     #[test]

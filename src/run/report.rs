@@ -150,9 +150,14 @@ pub fn report(a: &ReportArgs) -> i32 {
         }
     }
     // Rows with wrong values fail as the sweep that made them did (exit 1),
-    // so a script rendering saved results or a log still sees them.
+    // so a script rendering saved results or a log still sees them; so
+    // does a run that did not finish (interrupted, hung, cut short).
     let mut code = OK;
     for (name, r) in &files {
+        if let Some(p) = &r.meta.partial {
+            say!("collbench: {name}: the run did not finish ({p})");
+            code = CHECK_FAILED;
+        }
         let bad: Vec<&crate::report::Row> = r.rows.iter().filter(|row| row.is_bad()).collect();
         if let Some(first) = bad.first() {
             say!(
