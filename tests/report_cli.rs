@@ -1655,3 +1655,24 @@ fn report_of_wrong_rows_exits_1_naming_the_first() {
     // Everything asked for is still written.
     assert!(o.stdout.contains("FAILED") && csv.exists(), "{}", o.stdout);
 }
+
+/// `report --csv - | head -1`: a closed stdout ends the CSV as it ends the
+/// text; the exit code is report's own (it was 2 and the reason empty).
+#[test]
+fn report_to_a_closed_stdout_keeps_its_exit_code() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = sweep_json(dir.path(), "a.json");
+    // Past the pipe's buffer, so the writes after `head` left fail.
+    let files = vec![format!("'{}'", a.display()); 60].join(" ");
+    let script = format!(
+        "'{}' report {files} --csv - -q | head -1 > /dev/null; echo ${{PIPESTATUS[0]}}",
+        assert_cmd::cargo::cargo_bin("collbench").display(),
+    );
+    let out = std::process::Command::new("bash")
+        .args(["-c", &script])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "0", "{said}");
+    assert!(!said.contains("error"), "{said}");
+}

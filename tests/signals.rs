@@ -557,6 +557,24 @@ fn a_closed_stdout_stops_the_sweep_with_its_rows_kept() {
             assert!(!said.contains("panicked"), "{said}");
         }
     }
+    // The CSV on stdout (`--csv - | head -1`): the same stop, where it was
+    // exit 2, `writing results: Broken pipe`.
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let script = format!(
+        "'{}' all-reduce --device host --ranks 2 --sizes 8B:64M --iters 20 -q --csv - --json '{}' | head -1 > /dev/null; echo ${{PIPESTATUS[0]}}",
+        bin().display(),
+        json.display(),
+    );
+    let out = Command::new("bash").args(["-c", &script]).output().unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "130", "{said}");
+    assert!(
+        said.contains("interrupted by SIGPIPE (stdout was closed)"),
+        "{said}"
+    );
+    let v: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert_eq!(v["meta"]["partial"]["reason"], "signal", "{}", v["meta"]);
 }
 
 #[test]

@@ -53,6 +53,16 @@ pub fn fields(r: &Row) -> Vec<String> {
     ]
 }
 
+/// A CSV error as an I/O error of the same kind (a closed stdout stays
+/// `BrokenPipe`, which callers take as the end of output, not a failure).
+fn io_error(e: csv::Error) -> io::Error {
+    let kind = match e.kind() {
+        csv::ErrorKind::Io(io) => io.kind(),
+        _ => io::ErrorKind::Other,
+    };
+    io::Error::new(kind, e)
+}
+
 /// Streams rows to a CSV writer.
 pub struct CsvSink<W: Write> {
     w: csv::Writer<W>,
@@ -61,7 +71,7 @@ pub struct CsvSink<W: Write> {
 impl<W: Write> CsvSink<W> {
     pub fn new(out: W) -> io::Result<CsvSink<W>> {
         let mut w = csv::Writer::from_writer(out);
-        w.write_record(HEADER).map_err(io::Error::other)?;
+        w.write_record(HEADER).map_err(io_error)?;
         w.flush()?;
         Ok(CsvSink { w })
     }
@@ -69,7 +79,7 @@ impl<W: Write> CsvSink<W> {
 
 impl<W: Write> Sink for CsvSink<W> {
     fn row(&mut self, row: &Row) -> io::Result<()> {
-        self.w.write_record(fields(row)).map_err(io::Error::other)?;
+        self.w.write_record(fields(row)).map_err(io_error)?;
         self.w.flush()
     }
 }
@@ -83,12 +93,12 @@ pub fn write_sources<'a, W: Write>(
     let mut w = csv::Writer::from_writer(out);
     let mut head = vec!["source"];
     head.extend(HEADER);
-    w.write_record(head).map_err(io::Error::other)?;
+    w.write_record(head).map_err(io_error)?;
     for (source, rows) in sources {
         for r in rows {
             let mut line = vec![source.to_string()];
             line.extend(fields(r));
-            w.write_record(line).map_err(io::Error::other)?;
+            w.write_record(line).map_err(io_error)?;
         }
     }
     w.flush()

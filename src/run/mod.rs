@@ -936,6 +936,39 @@ fn case_label(c: &harness::Case) -> String {
     l
 }
 
+/// Stdout for data (`--csv -`, `--json -`): when its reader goes away
+/// (`| head`), the run stops as for a signal, with every finished row in
+/// its files, and what is left to write is dropped rather than failing.
+struct DataStdout;
+
+impl DataStdout {
+    fn closed<T>(r: std::io::Result<T>, instead: T) -> std::io::Result<T> {
+        match r {
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {
+                watchdog::stop_for_closed_stdout();
+                Ok(instead)
+            }
+            r => r,
+        }
+    }
+}
+
+impl Write for DataStdout {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if watchdog::stopped_for_closed_stdout() {
+            return Ok(buf.len());
+        }
+        Self::closed(std::io::stdout().write(buf), buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        if watchdog::stopped_for_closed_stdout() {
+            return Ok(());
+        }
+        Self::closed(std::io::stdout().flush(), ())
+    }
+}
+
 fn sinks(s: &Sweep, leader: bool) -> anyhow::Result<Fanout> {
     let mut f = Fanout::default();
     // `--json -` or `--csv -`: the data is stdout, so the table goes to stderr.
@@ -972,7 +1005,7 @@ fn sinks(s: &Sweep, leader: bool) -> anyhow::Result<Fanout> {
     }
     if s.csv.as_deref().is_some_and(|p| p.as_os_str() == "-") {
         f.sinks.push(Box::new(
-            CsvSink::new(std::io::stdout()).context("--csv - (stdout)")?,
+            CsvSink::new(DataStdout).context("--csv - (stdout)")?,
         ));
     } else if let Some(p) = &s.csv {
         let file = std::fs::File::create(p).with_context(|| format!("--csv {}", p.display()))?;
@@ -982,7 +1015,7 @@ fn sinks(s: &Sweep, leader: bool) -> anyhow::Result<Fanout> {
     }
     if json_on_stdout {
         f.sinks
-            .push(Box::new(JsonSink::stream(Box::new(std::io::stdout()))));
+            .push(Box::new(JsonSink::stream(Box::new(DataStdout))));
     } else if let Some(p) = &s.json {
         f.sinks.push(Box::new(
             JsonSink::create(p).with_context(|| format!("--json {}", p.display()))?,

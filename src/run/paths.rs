@@ -22,6 +22,19 @@ fn resolved(p: &Path) -> PathBuf {
     }
 }
 
+/// Whether `a` and `b` name one file: the same resolved path, or (through
+/// a symbolic or hard link) the same file on the same device.
+fn same_file(a: &Path, b: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    if resolved(a) == resolved(b) {
+        return true;
+    }
+    match (std::fs::metadata(a), std::fs::metadata(b)) {
+        (Ok(x), Ok(y)) => x.dev() == y.dev() && x.ino() == y.ino(),
+        _ => false,
+    }
+}
+
 /// Whether a file can be created in `dir` (tried with a probe file).
 fn writable_dir(dir: &Path) -> std::io::Result<()> {
     let probe = dir.join(format!(".collbench-probe-{}", std::process::id()));
@@ -63,14 +76,18 @@ pub fn check_outputs(outputs: &[(&str, &Path)], inputs: &[impl AsRef<Path>]) -> 
         .collect();
     for (i, (flag, path)) in files.iter().enumerate() {
         let r = resolved(path);
-        if let Some(input) = inputs.iter().map(AsRef::as_ref).find(|i| resolved(i) == r) {
+        if let Some(input) = inputs
+            .iter()
+            .map(AsRef::as_ref)
+            .find(|i| same_file(i, path))
+        {
             bail!(
                 "{flag} {}: that is an input of this command ({}); write the output elsewhere",
                 path.display(),
                 input.display()
             );
         }
-        if let Some((other, _)) = files[..i].iter().find(|(_, q)| resolved(q) == r) {
+        if let Some((other, _)) = files[..i].iter().find(|(_, q)| same_file(q, path)) {
             bail!(
                 "{other} and {flag} both write {}: give each its own file",
                 path.display()
@@ -168,5 +185,33 @@ mod tests {
         assert_eq!(left.len(), 1);
         assert!(check_dump_dir(&d.path().join("new/dumps")).is_ok());
         assert!(check_dump_dir(&a).is_err());
+    }
+
+    /// An output reached through a symbolic or a hard link to an input is
+    /// that input, and refused; so are two outputs that are one file.
+    #[test]
+    fn outputs_through_links_to_inputs_are_refused() {
+        let d = tempfile::tempdir().unwrap();
+        let a = d.path().join("results/run1.json");
+        std::fs::create_dir(d.path().join("results")).unwrap();
+        std::fs::write(&a, "{}").unwrap();
+        let soft = d.path().join("latest.json");
+        std::os::unix::fs::symlink(&a, &soft).unwrap();
+        let hard = d.path().join("hard.csv");
+        std::fs::hard_link(&a, &hard).unwrap();
+        // The input by its link, the output by its own name; and the other
+        // way round.
+        for (output, input) in [(&a, &soft), (&hard, &a), (&soft, &a)] {
+            let e = check_outputs(&[("--csv", output.as_path())], &[input])
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("is an input of this command"), "{e}");
+        }
+        let e = check_outputs(&[("--csv", &hard), ("--plot", &soft)], &[] as &[&Path])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("both write"), "{e}");
+        let other = d.path().join("other.csv");
+        assert!(check_outputs(&[("--csv", &other)], &[&soft]).is_ok());
     }
 }

@@ -132,7 +132,16 @@ pub fn report(a: &ReportArgs) -> i32 {
     }
     if let Some(p) = &a.out.csv {
         if let Err(e) = write_csv(p, &files) {
-            return fail(e);
+            // A closed stdout (`--csv - | head`) ends the CSV, as it ends
+            // the text: not an error worth failing the rest for.
+            let closed = p.as_os_str() == "-"
+                && e.chain().any(|c| {
+                    c.downcast_ref::<std::io::Error>()
+                        .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+                });
+            if !closed {
+                return fail(super::one_line(&e));
+            }
         }
     }
     if let Some(p) = &a.out.plot {
