@@ -1118,10 +1118,24 @@ fn qualify_judges_a_log_check_without_a_sweep() {
     );
     let x = std::fs::read_to_string(&junit).unwrap();
     assert!(x.contains("tests=\"2\" failures=\"1\" errors=\"0\""), "{x}");
+    // `sizes` picks the rows judged: from 1 GiB the all-reduce's worst
+    // busbw is over 350 GB/s, which its 32 MiB rows are not.
+    let floor = pass.replace("250.0", "350.0");
+    let picked = floor.replace("max_time_us", "sizes = \"1G:16G\"\nmax_time_us");
+    for (text, code, worst) in [(&floor, 1, "290.460 GB/s"), (&picked, 0, "353.650 GB/s")] {
+        std::fs::write(&spec, text).unwrap();
+        let o = run(&["qualify", s(&spec)]);
+        assert_eq!(o.code, code, "{text}: {}{}", o.stdout, o.stderr);
+        assert!(o.stdout.contains(worst), "{worst}: {}", o.stdout);
+    }
     for (text, why) in [
         (pass.replace("all-reduce\"\nlog", "gather\"\nlog"), "has no gather rows (it holds: all-reduce, all-gather, reduce-scatter, all-to-all, send-recv)"),
         (pass.replace("h100.log", "missing.log"), "missing.log"),
         (pass.replace("max_time_us", "ranks = 4\nmax_time_us"), "`ranks` does not apply to a check with `log`"),
+        (pass.replace("max_time_us", "scalar = 3.0\nmax_time_us"), "`scalar` does not apply to a check with `log`"),
+        (pass.replace("logs/h100.log", ""), "`log` is empty: name the file to judge"),
+        (pass.replace("max_time_us", "sizes = \"1X\"\nmax_time_us"), "check 1 (h100 all-reduce): sizes:"),
+        (pass.replace("max_time_us", "sizes = \"1K:64K\"\nmax_time_us"), "has no all-reduce rows from 1024 to 65536 B"),
     ] {
         std::fs::write(&spec, format!("{text}{fail}")).unwrap();
         let o = run(&["qualify", s(&spec)]);

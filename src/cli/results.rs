@@ -58,7 +58,8 @@ name, dtype, op, scalar, algo, engine, placement, iters, warmup, and thresholds 
 measured row must meet: min_busbw_gbps, max_time_us, and the links' min_link_gbps (slowest \
 link) and max_link_spread (fastest over slowest; both run the sweep with --links). \
 collective = \"links\" runs the links probe. A check with log = FILE (an nccl-tests log or \
-collbench results, relative to the spec) judges that file's rows and runs nothing. A failing \
+collbench results, relative to the spec) judges that file's rows and runs nothing (its sizes = \
+\"MIN:MAX\" picks the rows from MIN to MAX). A failing \
 check is re-run once before it fails. See scripts/qualify-example.toml.\n\nExit codes: 0 every \
 check passed; 1 a check failed; 2 the spec is bad, or a check could not run on this build or \
 machine."

@@ -148,12 +148,18 @@ pub fn parse_spec(text: &str) -> Result<Vec<CheckSpec>, SpecError> {
                 "{at}: `collective = \"links\"` runs the links probe: it takes no `log`"
             )));
         }
-        if c.log.is_some() {
-            if let Some(key) = c.sweep_keys().first() {
+        if let Some(log) = &c.log {
+            if log.trim().is_empty() {
                 return Err(SpecError(format!(
-                    "{at}: `{key}` does not apply to a check with `log` (it judges the log's rows and runs nothing)"
+                    "{at}: `log` is empty: name the file to judge (relative to the spec's folder)"
                 )));
             }
+            if let Some(key) = c.sweep_keys().into_iter().find(|&k| k != "sizes") {
+                return Err(SpecError(format!(
+                    "{at}: `{key}` does not apply to a check with `log` (it judges the log's rows and runs nothing; `sizes` picks which)"
+                )));
+            }
+            c.log_sizes().map_err(|e| SpecError(format!("{at}: {e}")))?;
             continue;
         }
         for (field, missing) in [
@@ -212,6 +218,7 @@ impl CheckSpec {
             ("sizes", self.sizes.is_some()),
             ("dtype", self.dtype.is_some()),
             ("op", self.op.is_some()),
+            ("scalar", self.scalar.is_some()),
             ("algo", self.algo.is_some()),
             ("engine", self.engine.is_some()),
             ("placement", self.placement.is_some()),
@@ -221,6 +228,19 @@ impl CheckSpec {
         .into_iter()
         .filter_map(|(k, given)| given.then_some(k))
         .collect()
+    }
+
+    /// A `log` check's `sizes`: the smallest and largest size of the rows
+    /// it judges (the sweep's syntax, its ends taken; None: every row).
+    pub fn log_sizes(&self) -> Result<Option<(u64, u64)>, String> {
+        let Some(text) = &self.sizes else {
+            return Ok(None);
+        };
+        let sizes = crate::units::parse_sweep(text).map_err(|e| format!("sizes: {e}"))?;
+        match (sizes.first(), sizes.last()) {
+            (Some(&lo), Some(&hi)) => Ok(Some((lo, hi))),
+            _ => Err(format!("sizes '{text}' holds no size")),
+        }
     }
 
     /// Whether the check runs the links probe (`collective = "links"`).

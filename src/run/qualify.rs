@@ -120,6 +120,7 @@ fn log_rows(
     dir: &Path,
     log: &str,
     collective: &str,
+    within: Option<(u64, u64)>,
 ) -> anyhow::Result<(Vec<Row>, Option<LinkReport>, Option<String>)> {
     let results = read_merged(&dir.join(log))?;
     let mut held: Vec<&str> = Vec::new();
@@ -132,11 +133,13 @@ fn log_rows(
         .rows
         .iter()
         .filter(|r| collective == "all" || r.collective == collective)
+        .filter(|r| within.is_none_or(|(lo, hi)| (lo..=hi).contains(&r.bytes)))
         .cloned()
         .collect();
     if rows.is_empty() {
+        let sized = within.map_or(String::new(), |(lo, hi)| format!(" from {lo} to {hi} B"));
         anyhow::bail!(
-            "{log} has no {collective} rows (it holds: {})",
+            "{log} has no {collective} rows{sized} (it holds: {})",
             if held.is_empty() {
                 "nothing".into()
             } else {
@@ -169,8 +172,9 @@ fn checks(specs: &[CheckSpec], dir: &Path) -> anyhow::Result<Vec<(Check, Job)>> 
             };
             let job = match &c.log {
                 Some(log) => {
-                    let (rows, links, unfinished) =
-                        log_rows(dir, log, name).map_err(|e| anyhow::anyhow!("{}: {e}", at()))?;
+                    let within = c.log_sizes().map_err(|e| anyhow::anyhow!("{}: {e}", at()))?;
+                    let (rows, links, unfinished) = log_rows(dir, log, name, within)
+                        .map_err(|e| anyhow::anyhow!("{}: {e}", at()))?;
                     let judges_links = c.min_link_gbps.is_some() || c.max_link_spread.is_some();
                     if judges_links && links.as_ref().is_none_or(|l| l.pairs.is_empty()) {
                         anyhow::bail!(
