@@ -455,6 +455,14 @@ fn unreadable_results_exit_2_naming_the_file() {
     let wrong = edited("wrong.json", &|v| v["rows"][0]["wrong"] = Value::from(-7));
     let missing = dir.path().join("missing.json");
     let svg = dir.path().join("absurd.svg");
+    let csv = dir.path().join("a.csv");
+    assert_eq!(run(&["report", s(&a), "-q", "--csv", s(&csv)]).code, 0);
+    let log = dir.path().join("run.log");
+    std::fs::write(
+        &log,
+        "# nThread 1 nGpus 2 minBytes 8 maxBytes 8\n#\n        8   2  float  sum  -1  9.1  0.00  0.00  0  9.1  0.00  0.00  0\n# Avg bus bandwidth : 0\n",
+    )
+    .unwrap();
     let table = dir.path().join("table.json");
     let o = run(&["tune", "--from", s(&a), "--output", s(&table)]);
     assert_eq!(o.code, 0, "{}", o.stderr);
@@ -470,6 +478,14 @@ fn unreadable_results_exit_2_naming_the_file() {
         (
             vec!["qualify", s(&a)],
             "a.json: JSON, where a spec is TOML ([[check]] tables); to judge saved results, write a spec whose check has log = \"a.json\"".into(),
+        ),
+        (
+            vec!["report", s(&csv)],
+            "a.csv: not a valid collbench results file: collbench's CSV, which holds rows without their run".into(),
+        ),
+        (
+            vec!["qualify", s(&log)],
+            "run.log: an nccl-tests log, where a spec is TOML ([[check]] tables); to judge saved results, write a spec whose check has log = \"run.log\"".into(),
         ),
         (
             vec!["report", s(&nobody)],

@@ -128,6 +128,14 @@ fn read_text(path: &Path) -> Result<String, ResultsError> {
 pub fn read_any(path: &Path) -> Result<Vec<Results>, ResultsError> {
     let text = read_text(path)?;
     let is_json = text.trim_start().starts_with('{');
+    // collbench's own CSV holds rows without the run's meta: say so.
+    let first = text.lines().next().unwrap_or("");
+    if first.starts_with("collective,engine,") || first.starts_with("source,collective,engine,") {
+        return Err(ResultsError::Invalid {
+            path: path.to_path_buf(),
+            why: "collbench's CSV, which holds rows without their run: give the run's JSON (--json) or JSONL".into(),
+        });
+    }
     if !is_json && nccl_log::looks_like_log(&text) {
         return nccl_log::read_log(&text, &path.display().to_string()).map_err(|source| {
             ResultsError::Log {

@@ -408,6 +408,32 @@ fn classify(line: &str, at: usize) -> Line {
     Line::Comment
 }
 
+/// `line` without the prefix a launcher puts before each line of its
+/// tasks' output: Open MPI's `--tag-output` (`[1,0]<stdout>:`) and
+/// Slurm's `srun --label` (`0: `).
+fn untagged(line: &str) -> &str {
+    if let Some(rest) = line.strip_prefix('[') {
+        if let Some((tag, after)) = rest.split_once(']') {
+            let ids = tag
+                .split(',')
+                .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()));
+            let after = after
+                .strip_prefix("<stdout>:")
+                .or_else(|| after.strip_prefix("<stderr>:"));
+            if let (true, Some(after)) = (ids, after) {
+                return after;
+            }
+        }
+    }
+    let t = line.trim_start();
+    if let Some((id, after)) = t.split_once(": ") {
+        if !id.is_empty() && id.bytes().all(|b| b.is_ascii_digit()) {
+            return after;
+        }
+    }
+    line
+}
+
 /// The runs of an nccl-tests log, leniently: lines that are not part of a
 /// run are skipped, and runs with nothing in them are left out.
 pub fn parse_log(text: &str) -> Vec<LogRun> {
@@ -415,6 +441,7 @@ pub fn parse_log(text: &str) -> Vec<LogRun> {
     let mut cur = LogRun::default();
     let mut end = 0;
     for (i, l) in text.lines().enumerate() {
+        let l = untagged(l);
         let line = classify(l, i + 1);
         let new_run = match &line {
             Line::Version(..) => !cur.is_empty(),
@@ -473,7 +500,7 @@ pub fn parse_log(text: &str) -> Vec<LogRun> {
 /// start of a test), as opposed to some other file.
 pub fn looks_like_log(text: &str) -> bool {
     text.lines().any(|l| {
-        let l = l.trim_start();
+        let l = untagged(l).trim_start();
         l.starts_with("# nThread ")
             || l.starts_with("# Collective test starting:")
             || l.starts_with("# Avg bus bandwidth")
@@ -1422,6 +1449,26 @@ mod tests {
                 "{e}"
             );
         }
+    }
+
+    /// Lines tagged by the launcher (`mpirun --tag-output`, `srun
+    /// --label`) read as the lines themselves.
+    #[test]
+    fn launcher_tags_are_read_past() {
+        let rows: Vec<SynthRow> = vec![
+            (8, 2, "float", "sum", -1, 10.0, 0.0, 0.0),
+            (16, 4, "float", "sum", -1, 11.0, 0.0, 0.0),
+        ];
+        let plain = synthetic(&rows, 2);
+        let want = read_log(&plain, "all_reduce.log").unwrap();
+        for tag in ["[1,0]<stdout>:", "0: "] {
+            let tagged: String = plain.lines().map(|l| format!("{tag}{l}\n")).collect();
+            assert!(looks_like_log(&tagged), "{tag}");
+            let got = read_log(&tagged, "all_reduce.log").unwrap();
+            assert_eq!(got[0].rows, want[0].rows, "{tag}");
+            assert_eq!(got[0].meta.world_size, 2, "{tag}");
+        }
+        assert_eq!(untagged("[1,x]<stdout>:# a"), "[1,x]<stdout>:# a");
     }
 
     #[test]

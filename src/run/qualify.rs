@@ -201,13 +201,15 @@ pub fn qualify(a: &QualifyArgs) -> i32 {
     };
     let dir = a.spec.parent().unwrap_or(Path::new(""));
     // Results or a log named where the spec goes: say how to judge them.
-    if text.trim_start().starts_with('{') {
+    let log = crate::report::nccl_log::looks_like_log(&text);
+    if text.trim_start().starts_with('{') || log {
         let name = a
             .spec
             .file_name()
             .map_or(spec.to_string(), |n| n.to_string_lossy().into());
         return fail(anyhow::anyhow!(
-            "{spec}: JSON, where a spec is TOML ([[check]] tables); to judge saved results, write a spec whose check has log = \"{}\"",
+            "{spec}: {}, where a spec is TOML ([[check]] tables); to judge saved results, write a spec whose check has log = \"{}\"",
+            if log { "an nccl-tests log" } else { "JSON" },
             name.escape_debug()
         ));
     }
