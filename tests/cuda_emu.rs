@@ -651,6 +651,13 @@ fn a_device_too_small_for_the_layout_is_refused_before_launch() {
     if !have_compiler("a_device_too_small_for_the_layout_is_refused_before_launch") {
         return;
     }
+    // The files the sweep would write, from an earlier run: a refusal
+    // leaves them as they were.
+    let dir = tempfile::tempdir().unwrap();
+    let keep = |name: &str| dir.path().join(name);
+    for name in ["keep.json", "keep.jsonl", "keep.csv", "keep.svg"] {
+        std::fs::write(keep(name), name).unwrap();
+    }
     let out = collbench()
         .env("COLLBENCH_EMU_GPUS", "1")
         .env("COLLBENCH_EMU_SMS", "1")
@@ -664,11 +671,19 @@ fn a_device_too_small_for_the_layout_is_refused_before_launch() {
             "--channels",
             "2",
         ])
-        .args(["--algo", "ring", "--sizes", "1K", "-q"])
+        .args(["--algo", "ring", "--sizes", "1K", "-q", "--json"])
+        .arg(keep("keep.json"))
+        .arg("--csv")
+        .arg(keep("keep.csv"))
+        .arg("--plot")
+        .arg(keep("keep.svg"))
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
+    for name in ["keep.json", "keep.jsonl", "keep.csv", "keep.svg"] {
+        assert_eq!(std::fs::read_to_string(keep(name)).unwrap(), name);
+    }
     assert!(
         err.contains("4 rank(s) x 2 channel(s) = 8 blocks must be resident at once")
             && err.contains("1 SMs x 3 blocks")

@@ -936,6 +936,72 @@ fn case_label(c: &harness::Case) -> String {
     l
 }
 
+/// A file's sink, made at the run's first row (or at its end, when it
+/// stopped by a hang or a signal before one): a run refused before its
+/// first row (no compiler, a layout that cannot be resident, too little
+/// device memory) leaves the files it would have written as they were.
+type MakeSink = Box<dyn FnOnce() -> anyhow::Result<Box<dyn Sink>>>;
+
+struct Deferred {
+    make: Option<MakeSink>,
+    meta: Option<Meta>,
+    made: Option<Box<dyn Sink>>,
+}
+
+impl Deferred {
+    fn boxed(make: impl FnOnce() -> anyhow::Result<Box<dyn Sink>> + 'static) -> Box<dyn Sink> {
+        Box::new(Deferred {
+            make: Some(Box::new(make)),
+            meta: None,
+            made: None,
+        })
+    }
+
+    fn made(&mut self) -> std::io::Result<&mut Box<dyn Sink>> {
+        if self.made.is_none() {
+            let make = self
+                .make
+                .take()
+                .ok_or_else(|| std::io::Error::other("an output that could not be made before"))?;
+            let mut sink = make().map_err(|e| std::io::Error::other(one_line(&e)))?;
+            if let Some(m) = &self.meta {
+                sink.start(m)?;
+            }
+            self.made = Some(sink);
+        }
+        self.made
+            .as_mut()
+            .ok_or_else(|| std::io::Error::other("an output that could not be made"))
+    }
+}
+
+impl Sink for Deferred {
+    fn start(&mut self, meta: &Meta) -> std::io::Result<()> {
+        self.meta = Some(meta.clone());
+        Ok(())
+    }
+    fn case(&mut self, proto: &crate::report::Row) -> std::io::Result<()> {
+        match &mut self.made {
+            Some(s) => s.case(proto),
+            None => Ok(()),
+        }
+    }
+    fn row(&mut self, row: &crate::report::Row) -> std::io::Result<()> {
+        self.made()?.row(row)
+    }
+    fn finish(&mut self, results: &Results) -> std::io::Result<()> {
+        self.made()?.finish(results)
+    }
+    fn abandon(&mut self, results: &Results) -> std::io::Result<()> {
+        match &mut self.made {
+            Some(s) => s.abandon(results),
+            // Refused before its first row: nothing to keep, and nothing
+            // of the user's is replaced.
+            None => Ok(()),
+        }
+    }
+}
+
 /// Stdout for data (`--csv -`, `--json -`): when its reader goes away
 /// (`| head`), the run stops as for a signal, with every finished row in
 /// its files, and what is left to write is dropped rather than failing.
@@ -1007,22 +1073,25 @@ fn sinks(s: &Sweep, leader: bool) -> anyhow::Result<Fanout> {
         f.sinks.push(Box::new(
             CsvSink::new(DataStdout).context("--csv - (stdout)")?,
         ));
-    } else if let Some(p) = &s.csv {
-        let file = std::fs::File::create(p).with_context(|| format!("--csv {}", p.display()))?;
-        f.sinks.push(Box::new(
-            CsvSink::new(file).with_context(|| format!("--csv {}", p.display()))?,
-        ));
+    } else if let Some(p) = s.csv.clone() {
+        f.sinks.push(Deferred::boxed(move || {
+            let at = || format!("--csv {}", p.display());
+            let file = std::fs::File::create(&p).with_context(at)?;
+            Ok(Box::new(CsvSink::new(file).with_context(at)?))
+        }));
     }
     if json_on_stdout {
         f.sinks
             .push(Box::new(JsonSink::stream(Box::new(DataStdout))));
-    } else if let Some(p) = &s.json {
-        f.sinks.push(Box::new(
-            JsonSink::create(p).with_context(|| format!("--json {}", p.display()))?,
-        ));
+    } else if let Some(p) = s.json.clone() {
+        f.sinks.push(Deferred::boxed(move || {
+            let sink = JsonSink::create(&p).with_context(|| format!("--json {}", p.display()))?;
+            Ok(Box::new(sink))
+        }));
     }
-    if let Some(p) = &s.plot {
-        f.sinks.push(Box::new(PlotSink { path: p.clone() }));
+    if let Some(p) = s.plot.clone() {
+        f.sinks
+            .push(Deferred::boxed(move || Ok(Box::new(PlotSink { path: p }))));
     }
     let wanted = leader && !s.quiet && s.format != FormatChoice::NcclTests;
     let cases = harness::plan::cases(&s.plan).0;

@@ -97,9 +97,21 @@ pub fn check_outputs(outputs: &[(&str, &Path)], inputs: &[impl AsRef<Path>]) -> 
             bail!("{flag} {}: is a folder; name a file", path.display());
         }
         if crate::report::json::is_special(path) {
-            // A device or FIFO (`/dev/null`): written in place.
-            if let Err(e) = std::fs::OpenOptions::new().write(true).open(path) {
-                bail!("{flag} {}: cannot write it: {e}", path.display());
+            // A device or FIFO (`/dev/null`): written in place. Opened
+            // without waiting: a FIFO nobody reads would block the open
+            // past every signal.
+            use std::os::unix::fs::OpenOptionsExt;
+            let opened = std::fs::OpenOptions::new()
+                .write(true)
+                .custom_flags(libc::O_NONBLOCK)
+                .open(path);
+            match opened {
+                Err(e) if e.raw_os_error() == Some(libc::ENXIO) => bail!(
+                    "{flag} {}: a FIFO no process reads: start its reader first",
+                    path.display()
+                ),
+                Err(e) => bail!("{flag} {}: cannot write it: {e}", path.display()),
+                Ok(_) => {}
             }
             continue;
         }
@@ -213,5 +225,27 @@ mod tests {
         assert!(e.contains("both write"), "{e}");
         let other = d.path().join("other.csv");
         assert!(check_outputs(&[("--csv", &other)], &[&soft]).is_ok());
+    }
+
+    /// A FIFO nobody reads is refused at once (its open would block past
+    /// every signal); one with a reader is written.
+    #[test]
+    fn a_fifo_without_a_reader_is_refused_without_waiting() {
+        let d = tempfile::tempdir().unwrap();
+        let fifo = d.path().join("f.json");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let e = check_outputs(&[("--json", &fifo)], &[] as &[&Path])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("a FIFO no process reads"), "{e}");
+        use std::os::unix::fs::OpenOptionsExt;
+        let _reader = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(&fifo)
+            .unwrap();
+        assert!(check_outputs(&[("--json", &fifo)], &[] as &[&Path]).is_ok());
     }
 }
