@@ -289,6 +289,30 @@ fn stuck_in_a_cycle_names_the_rank_that_got_least_far() {
     assert_root(&run(&dumps), FindingKind::Stuck, Some(7), &[2]);
 }
 
+/// A ring caught moving slowly (a slow rank or link, or a timeout too
+/// short): every rank waits on the one before it, a few steps apart. No
+/// rank stopped, so none is named (the one a step behind was, though the
+/// slow one was another).
+#[test]
+fn stuck_in_a_cycle_of_ranks_about_as_far_names_no_one() {
+    let dumps: Vec<Dump> = (0..4)
+        .map(|r| {
+            let mut e = history(r, 6);
+            let mut b = blocked(r, 7, [80, 81, 82, 84][r], Some(((r + 3) % 4) as i64));
+            b.channels[0].steps_total = 448;
+            e.push(b);
+            dump(r, 4, e, "timeout")
+        })
+        .collect();
+    let d = run(&dumps);
+    assert_root(&d, FindingKind::Stuck, Some(7), &[]);
+    let text = render_text(&d);
+    assert!(
+        text.contains("the ranks got about as far (81 to 85 step(s) done): no one rank stopped"),
+        "{text}"
+    );
+}
+
 #[test]
 fn stuck_where_others_completed_names_those_that_did_not() {
     let dumps: Vec<Dump> = (0..4)

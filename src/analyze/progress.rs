@@ -13,7 +13,9 @@
 //!   completed S, or a channel is blocked on a peer, or a member's dump was
 //!   written because the recorder's watchdog timed out. With channel progress the culprits are the ranks
 //!   waited on that wait on no one (or, when the waits form a cycle, the
-//!   ranks that got least far); without it, the ranks that did not complete
+//!   ranks that got less than half as far as the rest; none when all got
+//!   about as far: a slow collective, not a stopped rank); without it, the
+//!   ranks that did not complete
 //!   S while others did.
 //! - `late`: a member entered S far later than its peers. Entry time is the
 //!   start time in collbench dumps and the enqueue time (`time_created_ns`)
@@ -264,20 +266,46 @@ fn blame_stuck(
         return (sinks, why);
     }
     let least = waiters.iter().map(|r| at[r].progress()).min().unwrap_or(0);
+    let most = waiters.iter().map(|r| at[r].progress()).max().unwrap_or(0);
     let slowest: Vec<usize> = waiters
         .iter()
         .copied()
         .filter(|r| at[r].progress() == least)
         .collect();
-    if slowest.len() == waiters.len() {
-        let why = "The waits form a cycle and every rank got equally far.";
-        return (Vec::new(), why.into());
+    // The next-least rank's progress: a rank is held to be the one that
+    // stopped only when it got less than half as far. Ranks of a pipeline
+    // (a ring's steps) that were all moving, slowly, are a few steps apart
+    // wherever the timeout catches them: blaming the one a step behind
+    // named a healthy rank when another was slow.
+    let next = waiters
+        .iter()
+        .map(|r| at[r].progress())
+        .filter(|&p| p > least)
+        .min();
+    match next {
+        Some(next) if least.saturating_mul(2) < next => {
+            let why = format!(
+                "The waits form a cycle; {} got least far ({least} step(s) done, the others {next} or more).",
+                ranks_text(&slowest)
+            );
+            (slowest, why)
+        }
+        _ => {
+            let why = if least == most {
+                format!(
+                    "The waits form a cycle and every rank got equally far ({least} step(s) done)"
+                )
+            } else {
+                format!("The waits form a cycle and the ranks got about as far ({least} to {most} step(s) done)")
+            };
+            (
+                Vec::new(),
+                format!(
+                    "{why}: no one rank stopped; the collective was moving slowly when the timeout struck (a slow rank or link, or a --timeout too short for the size), or its algorithm deadlocked."
+                ),
+            )
+        }
     }
-    let why = format!(
-        "The waits form a cycle; {} got least far ({least} step(s) done).",
-        ranks_text(&slowest)
-    );
-    (slowest, why)
 }
 
 /// `: rank 0 waits to recv from rank 1 (channel 0, step 3 of 8), ...`
