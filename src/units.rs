@@ -231,6 +231,26 @@ pub fn utc_text(secs: i64) -> String {
     )
 }
 
+/// nccl-tests' `step:` field for a list of sizes: `F(factor)` when every
+/// size is F times the one before, `N(bytes)` when every one is N more,
+/// else the first two's ratio, rounded, as a factor.
+pub fn nccl_tests_step(sizes: &[u64]) -> String {
+    let pairs: Vec<(u64, u64)> = sizes.windows(2).map(|w| (w[0], w[1])).collect();
+    let Some(&(a, b)) = pairs.first() else {
+        return "2(factor)".into();
+    };
+    if a > 0 && b % a == 0 && pairs.iter().all(|&(x, y)| x > 0 && y == x * (b / a)) {
+        return format!("{}(factor)", b / a);
+    }
+    if pairs
+        .iter()
+        .all(|&(x, y)| y.wrapping_sub(x) == b.wrapping_sub(a))
+    {
+        return format!("{}(bytes)", b.wrapping_sub(a));
+    }
+    format!("{}(factor)", (b as f64 / a.max(1) as f64).round())
+}
+
 /// Opens a file a user named for reading. A FIFO (or a pipe, as
 /// `<(zcat r.json.gz)` gives) is opened without waiting for a writer: with
 /// one (process substitution), reads wait for its data as usual; with none,

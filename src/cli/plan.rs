@@ -86,8 +86,8 @@ fn nccl_tests_run(a: &RunArgs) -> Result<Option<NcclTestsRun>, PlanError> {
     };
     // collbench's own --sizes given to the binary: what it sweeps.
     let (min, max, step) = match a.sizes.sizes.as_ref().map(|s| &s.0[..]) {
-        Some(list @ [first, .., last]) => (*first, *last, list_step(list)),
-        Some([only]) => (*only, *only, list_step(&[*only])),
+        Some(list @ [first, .., last]) => (*first, *last, crate::units::nccl_tests_step(list)),
+        Some([only]) => (*only, *only, crate::units::nccl_tests_step(&[*only])),
         _ => (
             a.sizes.minbytes.unwrap_or(NCCL_TESTS_SIZE),
             a.sizes.maxbytes.unwrap_or(NCCL_TESTS_SIZE),
@@ -194,16 +194,6 @@ fn step_unused(a: &SizeArgs) -> Option<String> {
     }
 }
 
-/// The `step:` of nccl-tests' header for a list of sizes: the factor
-/// between the first two where it divides, else their difference.
-fn list_step(sizes: &[u64]) -> String {
-    match sizes {
-        [a, b, ..] if *a > 0 && b % a == 0 && b / a > 1 => format!("{}(factor)", b / a),
-        [a, b, ..] => format!("{}(bytes)", b - a),
-        _ => format!("{NCCL_TESTS_STEP}(bytes)"),
-    }
-}
-
 /// The `step:` of nccl-tests' header for a sweep run as its binaries run
 /// it: `F(factor)` when a factor above 1 grows it, else `N(bytes)`.
 pub(crate) fn nccl_tests_step(a: &SizeArgs) -> String {
@@ -296,14 +286,6 @@ fn build_over(
             return bad(format!("{flag} {n}: at most {MAX_ITERS}"));
         }
     }
-    if let RootChoice::One(root) = a.root {
-        if root >= ranks {
-            return bad(format!(
-                "--root {root} is outside the {ranks} ranks (0..={})",
-                ranks - 1
-            ));
-        }
-    }
     let checks_off = a.no_check || a.check_iters == Some(0);
     if let Some(i) = a.inject.iter().find(|i| {
         matches!(
@@ -320,6 +302,11 @@ fn build_over(
     if a.check && a.check_iters == Some(0) {
         return bad(
             "--check asks for checks and --check-iters 0 turns them off: give one of them".into(),
+        );
+    }
+    if a.links && !a.engine.0.contains(&Engine::Builtin) {
+        return bad(
+            "--links (and `collbench links`) time the builtin engine's transfers: add builtin to --engine (NCCL's and MPI's are not seen)".into(),
         );
     }
     if a.min_link_gbps.is_some() && !a.links {
@@ -347,6 +334,16 @@ fn build_over(
     let v_runs = members.iter().any(|c| c.vkind().is_some());
     let rooted_runs = members.iter().any(|c| c.rooted());
     let reduce_runs = members.iter().any(|c| c.reduces());
+    // A root no rooted collective uses is only noted as unused (nccl-tests'
+    // binaries take `-r` whatever they run).
+    if let (RootChoice::One(root), true) = (a.root, rooted_runs) {
+        if root >= ranks {
+            return bad(format!(
+                "--root {root} is outside the {ranks} ranks (0..={})",
+                ranks - 1
+            ));
+        }
+    }
     let tuning = match &a.tuning {
         Some(p) => Some(std::sync::Arc::new(read_tuning(p)?)),
         None => None,
@@ -367,6 +364,15 @@ fn build_over(
     for kind in members.iter().filter_map(|c| c.vkind()) {
         a.split.check(kind, ranks).map_err(PlanError)?;
     }
+    // `all --algo tree`: the collectives without such an algorithm.
+    let algo_skipped: Vec<&str> = match &a.algo {
+        AlgoArg::List(l) if collectives.len() > 1 => collectives
+            .iter()
+            .filter(|c| !l.iter().any(|x| c.algos().contains(x)))
+            .map(|c| c.name())
+            .collect(),
+        _ => Vec::new(),
+    };
     let plan = Plan {
         group,
         group_mix,
@@ -478,6 +484,16 @@ fn build_over(
                 )
             }))
             .chain(step_unused(&a.sizes))
+            .chain((!algo_skipped.is_empty()).then(|| {
+                format!(
+                    "--algo {}: {} have no such algorithm, so they do not run",
+                    match &a.algo {
+                        AlgoArg::List(l) => names(l, |x| x.name()).replace(", ", ","),
+                        AlgoArg::Auto => "auto".into(),
+                    },
+                    algo_skipped.join(", ")
+                )
+            }))
             .chain(both.then(|| {
                 "--format nccl-tests shows out-of-place and in-place side by side, as nccl-tests does: both run".to_string()
             }))
@@ -508,6 +524,14 @@ fn grouping(
         }
         (None, len) => len,
     };
+    if mix.len() > n {
+        return bad(format!(
+            "--group-mix names {} collectives and --group {n} makes groups of {n}: the last {} would never run (give --group {} or more, or drop --group)",
+            mix.len(),
+            mix.len() - n,
+            mix.len()
+        ));
+    }
     if a.engine.0.contains(&Engine::Mpi) {
         return bad(
             "--group runs on the builtin engine and --engine nccl (NCCL's group calls); MPI has no group of collectives".into(),
@@ -782,6 +806,83 @@ mod tests {
         ];
         let e = build_links(&parse(&flags), None).unwrap_err();
         assert!(e.0.contains("--scalar 1e40 is not finite in half"), "{e}");
+    }
+
+    /// `-r 5` to a sweep with no rooted collective is unused, whatever the
+    /// rank count: a note, not a refusal (nccl-tests' binaries take it).
+    #[test]
+    fn a_root_no_collective_uses_is_noted_not_refused() {
+        let s = build(
+            Some(Collective::AllReduce),
+            &parse(&["--ranks", "2", "--root", "5"]),
+            None,
+        )
+        .unwrap();
+        assert!(
+            s.notes
+                .iter()
+                .any(|n| n.starts_with("--root 5 is the rooted")),
+            "{:?}",
+            s.notes
+        );
+        let e = build(
+            Some(Collective::Broadcast),
+            &parse(&["--ranks", "2", "--root", "5"]),
+            None,
+        )
+        .unwrap_err();
+        assert!(e.0.contains("--root 5 is outside the 2 ranks"), "{e}");
+    }
+
+    /// Links are timed on the builtin engine only: without it, refused.
+    #[test]
+    fn links_without_the_builtin_engine_are_refused() {
+        for flags in [&["--engine", "nccl"][..], &["--engine", "mpi"]] {
+            let e = build_links(&parse(flags), None).unwrap_err();
+            assert!(e.0.contains("add builtin to --engine"), "{e}");
+            let with = [flags, &["--links"]].concat();
+            let e = build(Some(Collective::AllReduce), &parse(&with), None).unwrap_err();
+            assert!(e.0.contains("add builtin to --engine"), "{e}");
+        }
+        assert!(build_links(&parse(&["--engine", "builtin,nccl"]), None).is_ok());
+    }
+
+    /// `all --algo tree` says which collectives it leaves out.
+    #[test]
+    fn collectives_without_the_algorithm_asked_for_are_noted() {
+        let s = build(None, &parse(&["--algo", "tree"]), None).unwrap();
+        let said: Vec<&String> = s
+            .notes
+            .iter()
+            .filter(|n| n.starts_with("--algo tree:"))
+            .collect();
+        assert_eq!(said.len(), 1, "{:?}", s.notes);
+        assert!(
+            said[0].contains("all-gather") && !said[0].contains("all-reduce,"),
+            "{}",
+            said[0]
+        );
+        let s = build(None, &parse(&["--algo", "all"]), None).unwrap();
+        assert!(
+            !s.notes.iter().any(|n| n.starts_with("--algo")),
+            "{:?}",
+            s.notes
+        );
+    }
+
+    /// A mix longer than its groups would leave collectives unrun.
+    #[test]
+    fn a_group_mix_longer_than_the_group_is_refused() {
+        let flags = [
+            "--group-mix",
+            "all-reduce,all-gather,broadcast",
+            "--group",
+            "2",
+        ];
+        let e = build(Some(Collective::Broadcast), &parse(&flags), None).unwrap_err();
+        assert!(e.0.contains("the last 1 would never run"), "{e}");
+        let flags = ["--group-mix", "all-reduce,broadcast", "--group", "3"];
+        assert!(build(Some(Collective::Broadcast), &parse(&flags), None).is_ok());
     }
 
     #[test]

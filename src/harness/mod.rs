@@ -378,11 +378,15 @@ pub fn host_fifos(plan: &Plan, cases: &[Case]) -> HostFifos {
 
 /// Checks that the sweep's buffers fit `budget`.
 pub fn check_budget(plan: &Plan, cases: &[Case], budget: Budget) -> Result<(), HarnessError> {
-    let per_rank: usize = rank::buffer_bytes(plan, cases).iter().sum();
+    let per_rank = rank::buffer_bytes(plan, cases)
+        .iter()
+        .fold(0usize, |a, &b| a.saturating_add(b));
     match budget {
         Budget::Host => check_host(plan, cases, per_rank as u64),
         Budget::Device { free, ranks, extra } => {
-            let need = (per_rank as u64 + extra) * ranks as u64;
+            let need = (per_rank as u64)
+                .saturating_add(extra)
+                .saturating_mul(ranks as u64);
             tracing::debug!(
                 need = %Bytes(need),
                 per_rank = %Bytes(per_rank as u64),
@@ -396,7 +400,7 @@ pub fn check_budget(plan: &Plan, cases: &[Case], budget: Budget) -> Result<(), H
                     need: Bytes(need),
                     per_rank: Bytes(per_rank as u64),
                     ranks,
-                    extra: Bytes(extra * ranks as u64),
+                    extra: Bytes(extra.saturating_mul(ranks as u64)),
                     free: Bytes(free),
                     limit: "free device memory",
                 });

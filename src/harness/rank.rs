@@ -71,9 +71,11 @@ pub fn buffer_bytes(plan: &Plan, cases: &[Case]) -> [usize; 3] {
                     .map(|m| (Layout::new(m.coll, m.counts, pl, rank), scratch(m)))
                     .collect();
                 let (l, _, s) = group::layout(&each, pl);
-                need[0] = need[0].max(l.buf0 * es);
-                need[1] = need[1].max(l.buf1 * es);
-                need[2] = need[2].max(s * es);
+                // Saturating: a size past the address space must read as
+                // too large, never wrap to a small one.
+                need[0] = need[0].max(l.buf0.saturating_mul(es));
+                need[1] = need[1].max(l.buf1.saturating_mul(es));
+                need[2] = need[2].max(s.saturating_mul(es));
             }
         }
     }

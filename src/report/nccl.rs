@@ -178,17 +178,7 @@ pub fn fmt_g(x: f64) -> String {
 
 /// nccl-tests' `step:` field: `F(factor)` or `N(bytes)`.
 pub fn step(sizes: &[u64]) -> String {
-    let pairs: Vec<(u64, u64)> = sizes.windows(2).map(|w| (w[0], w[1])).collect();
-    let Some(&(a, b)) = pairs.first() else {
-        return "2(factor)".into();
-    };
-    if a > 0 && b % a == 0 && pairs.iter().all(|&(x, y)| x > 0 && y == x * (b / a)) {
-        return format!("{}(factor)", b / a);
-    }
-    if pairs.iter().all(|&(x, y)| y - x == b - a) {
-        return format!("{}(bytes)", b - a);
-    }
-    format!("{}(factor)", (b as f64 / a.max(1) as f64).round())
+    crate::units::nccl_tests_step(sizes)
 }
 
 impl NcclTests {
@@ -499,6 +489,8 @@ mod tests {
         assert_eq!(step(&[8, 64, 512]), "8(factor)");
         assert_eq!(step(&[1024, 2048, 3072]), "1024(bytes)");
         assert_eq!(step(&[8]), "2(factor)");
+        // Sizes 8 apart from 8: 16 is a multiple of 8, 24 is not of 16.
+        assert_eq!(step(&[8, 16, 24, 32]), "8(bytes)");
         assert_eq!(perf_binary("all-to-all"), "alltoall_perf");
         assert_eq!(perf_binary("reduce-scatter"), "reduce_scatter_perf");
     }

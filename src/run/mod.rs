@@ -121,6 +121,9 @@ fn verbosity(c: &Command) -> u8 {
         | Command::Gather(a)
         | Command::Scatter(a)
         | Command::SendRecv(a)
+        | Command::AllToAllV(a)
+        | Command::AllGatherV(a)
+        | Command::ReduceScatterV(a)
         | Command::Links(a)
         | Command::All(a) => a.out.verbose,
         Command::Tune(a) => a.run.out.verbose,

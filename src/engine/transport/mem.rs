@@ -7,9 +7,11 @@ use std::ptr::NonNull;
 /// Why a host buffer could not be allocated.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum AllocError {
-    #[error("cannot lay out {len} bytes: {source}")]
+    /// Past what one allocation may be (`isize::MAX`).
+    #[error("{len} bytes in one buffer: more than a process can address")]
     Layout {
         len: usize,
+        #[source]
         source: std::alloc::LayoutError,
     },
     #[error("{len} bytes could not be allocated")]
