@@ -555,3 +555,112 @@ fn tune_from_several_files_fits_each_choice_once() {
         "{err}"
     );
 }
+
+/// `tune --from` fits one operation's time: of results swept over two
+/// operators only the first's rows, and of a grouped sweep nothing (a
+/// group's row times several operations).
+#[test]
+fn tune_from_fits_single_operations_of_one_operator() {
+    let dir = tempfile::tempdir().unwrap();
+    let sweep = |name: &str, extra: &[&str]| {
+        let path = dir.path().join(name);
+        let out = collbench()
+            .args([
+                "all-reduce",
+                "--device",
+                "host",
+                "--ranks",
+                "2",
+                "--algo",
+                "ring",
+            ])
+            .args(["--sizes", "8B:4K:x8", "--iters", "3", "--warmup", "1", "-q"])
+            .args(extra)
+            .arg("--json")
+            .arg(&path)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        path
+    };
+    let tune = |from: &std::path::Path, to: &str| {
+        collbench()
+            .arg("tune")
+            .arg("--from")
+            .arg(from)
+            .arg("--output")
+            .arg(dir.path().join(to))
+            .arg("-q")
+            .output()
+            .unwrap()
+    };
+    let ops = sweep("ops.json", &["--op", "sum,max"]);
+    let out = tune(&ops, "t.json");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let t = json(&dir.path().join("t.json"));
+    // 8B 64B 512B 4K, once each: sum's.
+    assert_eq!(t["entries"][0]["points"], 4, "{t:#}");
+    let grouped = sweep("group.json", &["--group", "4"]);
+    let out = tune(&grouped, "g.json");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("no clean out-of-place row"), "{err}");
+    assert!(!dir.path().join("g.json").exists());
+}
+
+/// A table fitted on another kind of device is used, with a note saying
+/// whose predictions they are; one of this device says nothing.
+#[test]
+fn a_table_of_another_device_is_noted() {
+    let dir = tempfile::tempdir().unwrap();
+    let table = dir.path().join("t.json");
+    let out = collbench()
+        .args([
+            "tune", "--device", "host", "--ranks", "2", "--sizes", "8B:4K",
+        ])
+        .args(["--iters", "2", "--warmup", "1", "-q", "--output"])
+        .arg(&table)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut other = json(&table);
+    other["meta"]["device"] = "cuda".into();
+    let cuda = dir.path().join("cuda.json");
+    std::fs::write(&cuda, serde_json::to_vec(&other).unwrap()).unwrap();
+    for (t, noted) in [(&table, false), (&cuda, true)] {
+        let out = collbench()
+            .args([
+                "all-reduce",
+                "--device",
+                "host",
+                "--ranks",
+                "2",
+                "--sizes",
+                "8B:64B",
+                "-q",
+            ])
+            .arg("--tuning")
+            .arg(t)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{err}");
+        assert_eq!(
+            err.contains("note: --tuning: the table was fitted on cuda"),
+            noted,
+            "{err}"
+        );
+    }
+}

@@ -646,18 +646,20 @@ fn slowest(r: &LinkReport) -> String {
 /// The findings' lines, or why there are none.
 fn verdict_text(r: &LinkReport) -> String {
     let links = measured(&r.pairs);
-    if links.len() < MIN_LINKS {
-        return format!(
-            "no verdict: {} link(s) measured, {MIN_LINKS} or more are needed\n",
-            links.len()
-        );
-    }
+    // Findings are the relative verdict's (which needs MIN_LINKS links) or
+    // a floor's (`--min-link-gbps`, which needs none): said either way.
     if !r.findings.is_empty() {
         return r
             .findings
             .iter()
             .map(|f| format!("{}\n", f.detail))
             .collect();
+    }
+    if links.len() < MIN_LINKS {
+        return format!(
+            "no verdict: {} link(s) measured, {MIN_LINKS} or more are needed\n",
+            links.len()
+        );
     }
     let center = Center::of(&links);
     let lo = links.iter().map(|p| p.gbps).fold(f64::INFINITY, f64::min);

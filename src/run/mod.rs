@@ -383,6 +383,20 @@ pub(crate) fn choose_device(s: &Sweep, node: Option<usize>) -> anyhow::Result<Ch
         }
     }
     let device = gpu.map_or("host", |k| k.name()).to_string();
+    // A table fitted on another kind of device predicts that device.
+    if let Some(t) = &s.plan.tuning {
+        let fitted = t.meta.device.as_str();
+        if !fitted.is_empty() && fitted != "given" && fitted != device {
+            notes.push(format!(
+                "--tuning: the table was fitted on {fitted}{}, and this sweep runs on {device}: its predictions and auto's picks are {fitted}'s",
+                if t.meta.host.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (host {})", t.meta.host)
+                }
+            ));
+        }
+    }
     tracing::info!(device, asked = ?s.device, ?timing, ?devices, "device chosen");
     Ok(Chosen {
         gpu,

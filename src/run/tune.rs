@@ -200,7 +200,7 @@ fn median_by_size(mut pts: Vec<Point>) -> Vec<Point> {
 
 fn write_table(a: &TuneArgs, table: Tuning) -> anyhow::Result<i32> {
     if table.entries.is_empty() {
-        bail!("tune: no clean out-of-place row of the builtin engine to fit");
+        bail!("tune: no clean out-of-place row of the builtin engine to fit (rows of groups are not fitted: a group times several operations)");
     }
     let text = serde_json::to_string_pretty(&table)?;
     std::fs::write(&a.output, text + "\n")
@@ -214,7 +214,7 @@ fn write_table(a: &TuneArgs, table: Tuning) -> anyhow::Result<i32> {
 }
 
 /// Each (collective, algorithm)'s clean out-of-place p50s of the first
-/// type, by size.
+/// type and the first operator, by size (single operations only).
 fn points(
     rows: &[Row],
     dtype: &str,
@@ -222,21 +222,28 @@ fn points(
     channels: usize,
     ranks: usize,
 ) -> Vec<(Choice, usize, Vec<Point>)> {
-    let mut by: BTreeMap<(String, String), Vec<Point>> = BTreeMap::new();
+    // Per choice, the operator of its first row: a fit is of one
+    // operation's time, so neither a group's rows (several operations) nor
+    // a second operator's.
+    let mut by: BTreeMap<(String, String), (String, Vec<Point>)> = BTreeMap::new();
     for r in rows {
         let clean = r.wrong <= 0 && r.nan <= 0;
-        if r.engine != "builtin" || r.placement != "out" || r.dtype != dtype || !clean {
+        let single = r.group_member.is_none() && r.members.is_empty();
+        if r.engine != "builtin" || r.placement != "out" || r.dtype != dtype || !clean || !single {
             continue;
         }
-        by.entry((r.collective.clone(), r.algo.clone()))
-            .or_default()
-            .push(Point {
+        let (op, points) = by
+            .entry((r.collective.clone(), r.algo.clone()))
+            .or_insert_with(|| (r.op.clone(), Vec::new()));
+        if *op == r.op {
+            points.push(Point {
                 bytes: r.bytes,
                 p50_us: r.stats.p50_us,
             });
+        }
     }
     by.into_iter()
-        .filter_map(|((c, a), p)| {
+        .filter_map(|((c, a), (_, p))| {
             let choice = Choice {
                 coll: Collective::parse(&c)?,
                 algo: crate::engine::types::Algo::parse(&a)?,

@@ -227,6 +227,15 @@ fn fewer_than_three_links_give_no_verdict() {
         pair(2, 0, 0.5),
     ]);
     assert!(r.findings.is_empty());
+    // A floor needs no verdict's count: its findings are listed (the run
+    // exits 1 on them).
+    let mut r = judged(vec![pair(0, 1, 5.0), pair(1, 0, 0.1)]);
+    add_floor_findings(&mut r, 1.0);
+    let text = render(&r, 2);
+    assert!(
+        text.ends_with("slow link 1 -> 0: 0.1 GB/s, below --min-link-gbps 1 (median 2.5 GB/s)\n"),
+        "{text}"
+    );
 }
 
 #[test]
