@@ -208,3 +208,63 @@ fn two_pytorch_runs_in_one_folder_are_diagnosed_apart() {
     assert_eq!(d.findings[0].run.as_deref(), Some(skip.label.as_str()));
     assert!(text.contains("mix 2 runs"), "{text}");
 }
+
+/// Point-to-point operations on the genuine dumps: a send rank 0 waits in
+/// whose recv rank 1 never posted names rank 1; a recv rank 1 posted of
+/// another size names both; a recv rank 1 completed is no finding.
+#[test]
+fn point_to_point_waits_are_matched_to_the_peer() {
+    let Some(root) = fixtures() else { return };
+    let src = root.join("ok-4/json");
+    let load = |r: usize| -> serde_json::Value {
+        serde_json::from_slice(&std::fs::read(src.join(format!("rank{r}"))).unwrap()).unwrap()
+    };
+    let p2p = |name: &str, elems: i64, state: &str| {
+        let mut e = load(0)["entries"][0].clone();
+        e["profiling_name"] = format!("gloo:{name}").into();
+        e["is_p2p"] = true.into();
+        e["p2p_seq_id"] = 1.into();
+        e["collective_seq_id"] = 0.into();
+        e["input_sizes"] = serde_json::json!([[elems]]);
+        e["output_sizes"] = serde_json::json!([[elems]]);
+        e["state"] = state.into();
+        e
+    };
+    let case = |rank1: Option<serde_json::Value>| {
+        let dir = tempfile::tempdir().unwrap();
+        for r in 0..4 {
+            let mut d = load(r);
+            for e in d["entries"].as_array_mut().unwrap() {
+                e["state"] = "completed".into();
+            }
+            let extra = match r {
+                0 => Some(p2p("send 0->1", 1024, "started")),
+                1 => rank1.clone(),
+                _ => None,
+            };
+            if let Some(e) = extra {
+                d["entries"].as_array_mut().unwrap().push(e);
+            }
+            std::fs::write(dir.path().join(format!("rank{r}")), d.to_string()).unwrap();
+        }
+        let d = analyze_paths(&[dir.path().to_path_buf()]).unwrap();
+        let first = d
+            .findings
+            .first()
+            .map(|f| (f.kind.name(), f.detail.clone()));
+        (d.culprits.clone(), first)
+    };
+    let (culprits, first) = case(None);
+    assert_eq!(culprits, [1]);
+    let (kind, detail) = first.unwrap();
+    assert_eq!(kind, "not-joined");
+    assert!(
+        detail.contains("rank 0 waits in a send to rank 1") && detail.contains("never posted"),
+        "{detail}"
+    );
+    let (culprits, first) = case(Some(p2p("recv 1<-0", 2048, "started")));
+    assert_eq!(culprits, [0, 1]);
+    assert_eq!(first.unwrap().0, "size-mismatch");
+    let (culprits, first) = case(Some(p2p("recv 1<-0", 1024, "completed")));
+    assert!(culprits.is_empty(), "{first:?}");
+}

@@ -167,6 +167,11 @@ fn diagnose_run(run: &[RankDump]) -> Diagnosis {
         }
         candidates.extend(progress::late(view));
     }
+    // Point-to-point operations a rank waits in, matched to its peer's (a
+    // snapshot of a moving run has them in flight).
+    if snapshot.is_none() {
+        candidates.extend(super::p2p::pending(&dumps, &missing));
+    }
     candidates.extend(missing_dumps(&missing, &views, &dumps, world.len()));
     if candidates.is_empty() && in_flight.is_empty() {
         // A timeout with nothing pending: the ranks stopped outside

@@ -48,6 +48,7 @@ pub mod diagnosis;
 pub mod group;
 pub mod load;
 pub mod model;
+pub mod p2p;
 pub mod pickle;
 mod pickle_codes;
 pub mod progress;
