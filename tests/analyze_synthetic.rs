@@ -366,6 +366,31 @@ fn late_blames_the_rank_that_started_seconds_after_the_others() {
     );
 }
 
+/// A rank late at every seq: its lateness is not the group's usual spread
+/// (the spread leaves the latest rank out), so it is found.
+#[test]
+fn a_rank_late_at_every_seq_is_found() {
+    let dumps: Vec<Dump> = (0..4)
+        .map(|r| {
+            let mut e = history(r, 10);
+            for entry in &mut e {
+                let skew = if r == 3 { 3_000 * MS } else { r as u64 * 1_000 };
+                entry.t_started_ns = entry.t_started_ns.map(|t| t + skew);
+            }
+            dump(r, 4, e, "exit")
+        })
+        .collect();
+    let d = run(&dumps);
+    assert_root(&d, FindingKind::Late, Some(10), &[3]);
+    assert!(
+        d.findings[0]
+            .detail
+            .contains("10 of 10 seqs compared had a late rank, the first at seq 1"),
+        "{}",
+        d.findings[0].detail
+    );
+}
+
 #[test]
 fn wrapped_buffers_compare_only_what_every_rank_still_holds() {
     // Rank 0's buffer of 8 is full of group "1" records and seqs 6..=10 of

@@ -22,7 +22,9 @@
 //!   in PyTorch's. A rank is late when it entered more than
 //!   max(1 s, 10 × the group's median entry spread) after the median of the
 //!   ranks at S: the spread of a healthy job is its noise, and ten times the
-//!   noise (but never under a second) is not noise.
+//!   noise (but never under a second) is not noise. A seq's spread leaves
+//!   its latest rank out (with three or more), so a rank late at every seq
+//!   does not make its lateness the noise.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -449,10 +451,21 @@ fn entry_times(view: &GroupView, at: &BTreeMap<usize, &Record>) -> Option<BTreeM
     }
 }
 
+/// The spread of the ranks' entry times at one seq, the latest rank left
+/// out where there are three or more: a rank late at every seq would
+/// otherwise make its own lateness the usual spread, and hide.
 fn spread(times: &BTreeMap<usize, u64>) -> u64 {
-    let max = times.values().max().copied().unwrap_or(0);
-    let min = times.values().min().copied().unwrap_or(0);
-    max - min
+    let mut sorted: Vec<u64> = times.values().copied().collect();
+    sorted.sort_unstable();
+    let last = if sorted.len() >= 3 {
+        sorted.len() - 2
+    } else {
+        sorted.len().saturating_sub(1)
+    };
+    match (sorted.first(), sorted.get(last)) {
+        (Some(lo), Some(hi)) => hi - lo,
+        _ => 0,
+    }
 }
 
 /// Nanoseconds in the unit that reads best.
