@@ -13,14 +13,42 @@ use crate::report::text::placements_of;
 use crate::report::{warn, Results, Sink};
 use anyhow::Context;
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// The name a file's series carry on an overlaid plot: its file stem.
-fn label(path: &Path) -> String {
-    path.file_stem().map_or_else(
-        || path.display().to_string(),
-        |s| s.to_string_lossy().into_owned(),
-    )
+/// Each file's label in an overlaid plot: its name without extension, with
+/// as many of its folders before it as make the labels differ
+/// (`a/r` and `b/r` for two `r.json`).
+fn labels(paths: &[&Path]) -> Vec<String> {
+    let parts: Vec<Vec<String>> = paths
+        .iter()
+        .map(|p| {
+            let mut v: Vec<String> = p
+                .parent()
+                .into_iter()
+                .flat_map(|d| d.components())
+                .map(|c| c.as_os_str().to_string_lossy().into_owned())
+                .filter(|c| c != "/" && c != ".")
+                .collect();
+            v.push(p.file_stem().map_or_else(
+                || p.display().to_string(),
+                |s| s.to_string_lossy().into_owned(),
+            ));
+            v
+        })
+        .collect();
+    let longest = parts.iter().map(Vec::len).max().unwrap_or(1);
+    let tail = |v: &Vec<String>, k: usize| v[v.len().saturating_sub(k)..].join("/");
+    for k in 1..=longest {
+        let l: Vec<String> = parts.iter().map(|v| tail(v, k)).collect();
+        let distinct: std::collections::BTreeSet<&String> = l.iter().collect();
+        // The same file named twice keeps its one label.
+        let files: std::collections::BTreeSet<&&Path> = paths.iter().collect();
+        if distinct.len() == files.len() || k == longest {
+            return l;
+        }
+    }
+    parts.iter().map(|v| tail(v, 1)).collect()
 }
 
 /// One file's rows as a sweep writes them; several files' with a `source`
@@ -82,7 +110,8 @@ pub fn report(a: &ReportArgs) -> i32 {
     let mut files = Vec::new();
     let nccl_text = format == Format::NcclTests;
     let mut labels = Vec::new();
-    for path in &a.files {
+    let file_labels = self::labels(&a.files.iter().map(PathBuf::as_path).collect::<Vec<_>>());
+    for (path, file_label) in a.files.iter().zip(&file_labels) {
         let runs = match read_any(path) {
             Ok(r) => r,
             Err(e) => return fail(e),
@@ -100,7 +129,11 @@ pub fn report(a: &ReportArgs) -> i32 {
                 path.display().to_string()
             };
             files.push((name, r));
-            labels.push(label(path));
+            labels.push(if n > 1 {
+                format!("{file_label} (run {})", i + 1)
+            } else {
+                file_label.clone()
+            });
         }
     }
     if nccl_text && !a.out.quiet {
@@ -179,4 +212,21 @@ pub fn report(a: &ReportArgs) -> i32 {
         }
     }
     code
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Files of one name in two folders are told apart by their folders;
+    /// distinct names keep just their stems.
+    #[test]
+    fn overlay_labels_are_distinct() {
+        let l = labels(&[Path::new("runs/a/r.json"), Path::new("runs/b/r.json")]);
+        assert_eq!(l, ["a/r", "b/r"]);
+        let l = labels(&[Path::new("/x/base.json"), Path::new("cand.log")]);
+        assert_eq!(l, ["base", "cand"]);
+        let l = labels(&[Path::new("r.json"), Path::new("r.json")]);
+        assert_eq!(l, ["r", "r"]);
+    }
 }
