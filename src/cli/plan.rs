@@ -160,7 +160,29 @@ pub(crate) fn sizes(a: &SizeArgs, as_nccl_tests: bool) -> Result<Vec<u64>, PlanE
         (None, Some(s)) => Growth::Step(s),
         (None, None) => Growth::Factor(2.0),
     };
-    sweep(min, max, growth).map_err(|e| PlanError(e.to_string()))
+    sweep(min, max, growth).map_err(|e| PlanError(format!("{}: {e}", size_flags(a))))
+}
+
+/// The size flags given (`-b 8 -e 64 -f 1`), to name them in an error.
+fn size_flags(a: &SizeArgs) -> String {
+    let mut given = Vec::new();
+    if let Some(b) = a.minbytes {
+        given.push(format!("-b {b}"));
+    }
+    if let Some(e) = a.maxbytes {
+        given.push(format!("-e {e}"));
+    }
+    if let Some(f) = a.stepfactor {
+        given.push(format!("-f {f}"));
+    }
+    if let Some(i) = a.stepbytes {
+        given.push(format!("-i {i}"));
+    }
+    if given.is_empty() {
+        "sizes".into()
+    } else {
+        given.join(" ")
+    }
 }
 
 /// The sizes as nccl-tests' binaries sweep them: `-b` and `-e` default to
@@ -180,7 +202,7 @@ fn nccl_tests_sizes(a: &SizeArgs) -> Result<Vec<u64>, PlanError> {
         _ => Growth::Step(a.stepbytes.unwrap_or(NCCL_TESTS_STEP)),
     };
     // min 0 (nccl-tests runs an empty case): the smallest size is a byte.
-    sweep(min.max(1), max.max(1), growth).map_err(|e| PlanError(e.to_string()))
+    sweep(min.max(1), max.max(1), growth).map_err(|e| PlanError(format!("{}: {e}", size_flags(a))))
 }
 
 /// `-i` beside a factor above 1 (`-f`), which grows the sweep instead, as
@@ -741,6 +763,16 @@ mod tests {
         let (cases, _) = crate::harness::plan::cases(&s.plan);
         assert_eq!(cases.iter().map(|c| c.root).collect::<Vec<_>>(), [None]);
         assert!(build_links(&parse(&["--ranks", "1"]), None).is_err());
+    }
+
+    /// A sweep of sizes that does not make sense names the flags given.
+    #[test]
+    fn bad_size_flags_are_named() {
+        let coll = Some(Collective::AllReduce);
+        let e = build(coll, &parse(&["-b", "8", "-e", "64", "-f", "1"]), None).unwrap_err();
+        assert!(e.0.starts_with("-b 8 -e 64 -f 1: factor 1"), "{e}");
+        let e = build(coll, &parse(&["-b", "0"]), None).unwrap_err();
+        assert!(e.0.starts_with("-b 0: the smallest size"), "{e}");
     }
 
     /// `-i` beside `-f` above 1 is said to be unused; with `-f 1` it is
