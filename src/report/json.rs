@@ -219,10 +219,7 @@ fn parse_results(path: &Path, text: &str) -> Result<Results, ResultsError> {
 /// The most ranks a results file may say it ran on (as `analyze` reads).
 pub const MAX_WORLD_SIZE: usize = 1 << 22;
 
-/// The largest time (microseconds, about 11.6 days) or bandwidth (GB/s) a
-/// results file may hold: past it a value is no measurement, and tables
-/// and plots would print it hundreds of digits wide.
-pub const MAX_MEASURE: f64 = 1e12;
+pub use super::model::MAX_MEASURE;
 
 /// Values no sweep writes: a world of no rank or past [`MAX_WORLD_SIZE`],
 /// a negative, infinite or absurd (over [`MAX_MEASURE`]) time, bandwidth,

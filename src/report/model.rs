@@ -5,6 +5,11 @@ use serde::{Deserialize, Serialize};
 
 pub const RESULTS_SCHEMA: &str = "collbench.results/1";
 
+/// The largest time (microseconds, about 11.6 days) or bandwidth (GB/s) a
+/// results file or log may hold: past it a value is no measurement, and
+/// tables and plots would print it hundreds of digits wide.
+pub const MAX_MEASURE: f64 = 1e12;
+
 /// Distribution of per-iteration times (max over ranks of each iteration).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Stats {

@@ -279,7 +279,7 @@ fn parse_cell(f: &[&str]) -> Option<Cell> {
     // Times and bandwidths are numbers from 0 to a bound no run reaches
     // (Rust would also read `nan`, `inf`, `-5` and `1e300`, which no run
     // prints).
-    let most = super::json::MAX_MEASURE;
+    let most = super::model::MAX_MEASURE;
     let value = |v: &str| v.parse::<f64>().ok().filter(|x| (0.0..=most).contains(x));
     Some(Cell {
         time_us: value(time)?,
