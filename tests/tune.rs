@@ -9,6 +9,25 @@ use serde_json::Value;
 mod common;
 use common::{collbench, read_json as json};
 
+/// A short all-reduce sweep of 2 host ranks with `args`, its results at
+/// `path`.
+fn host_sweep(path: &std::path::Path, args: &[&str]) -> std::path::PathBuf {
+    let out = collbench()
+        .args(["all-reduce", "--device", "host", "--ranks", "2"])
+        .args(["--iters", "3", "--warmup", "1", "-q"])
+        .args(args)
+        .arg("--json")
+        .arg(path)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    path.to_path_buf()
+}
+
 #[test]
 fn tune_writes_a_table_that_auto_and_model_read() {
     let dir = tempfile::tempdir().unwrap();
@@ -466,29 +485,10 @@ fn tune_refuses_what_it_cannot_fit_before_sweeping_and_is_quiet_when_asked() {
 fn tune_from_several_files_fits_each_choice_once() {
     let dir = tempfile::tempdir().unwrap();
     let sweep = |name: &str, sizes: &str| {
-        let path = dir.path().join(name);
-        let out = collbench()
-            .args([
-                "all-reduce",
-                "--device",
-                "host",
-                "--ranks",
-                "2",
-                "--algo",
-                "ring,tree",
-            ])
-            .args([
-                "--sizes", sizes, "--iters", "3", "--warmup", "1", "-q", "--json",
-            ])
-            .arg(&path)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        path
+        host_sweep(
+            &dir.path().join(name),
+            &["--algo", "ring,tree", "--sizes", sizes],
+        )
     };
     let (a, b) = (sweep("a.json", "8B:4K:x8"), sweep("b.json", "4K:256K:x8"));
     let table = dir.path().join("t.json");
@@ -563,29 +563,8 @@ fn tune_from_several_files_fits_each_choice_once() {
 fn tune_from_fits_single_operations_of_one_operator() {
     let dir = tempfile::tempdir().unwrap();
     let sweep = |name: &str, extra: &[&str]| {
-        let path = dir.path().join(name);
-        let out = collbench()
-            .args([
-                "all-reduce",
-                "--device",
-                "host",
-                "--ranks",
-                "2",
-                "--algo",
-                "ring",
-            ])
-            .args(["--sizes", "8B:4K:x8", "--iters", "3", "--warmup", "1", "-q"])
-            .args(extra)
-            .arg("--json")
-            .arg(&path)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        path
+        let args = [&["--algo", "ring", "--sizes", "8B:4K:x8"][..], extra].concat();
+        host_sweep(&dir.path().join(name), &args)
     };
     let tune = |from: &std::path::Path, to: &str| {
         collbench()
