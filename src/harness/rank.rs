@@ -647,17 +647,17 @@ impl RankJob<'_> {
         Ok(())
     }
 
-    /// Records an operation about to be started: started at once, unless it
-    /// is `queued` (enqueued on a device stream) behind operations still
-    /// open, which it follows: then it is scheduled, and started when the
-    /// one before it completes (see [`Self::settle`]). So only the
-    /// operation the device is running carries the channel progress.
     /// The most operations recorded ahead of the one running: half the
     /// recorder, so those queued never push the running one out.
     fn queue_depth(&self) -> usize {
         (self.rec.capacity() / 2).clamp(1, QUEUE_AHEAD)
     }
 
+    /// Records an operation about to be started: started at once, unless it
+    /// is `queued` (enqueued on a device stream) behind operations still
+    /// open, which it follows: then it is scheduled, and started when the
+    /// one before it completes (see [`Self::settle`]). So only the
+    /// operation the device is running carries the channel progress.
     fn record(&self, info: &OpInfo, kind: IterKind, queued: bool) -> u64 {
         if queued && !self.open.is_empty() {
             self.rec.schedule(info, kind)

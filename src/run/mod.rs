@@ -370,17 +370,16 @@ pub(crate) fn choose_device(s: &Sweep, node: Option<usize>) -> anyhow::Result<Ch
         (GraphAsk::No, _) => false,
         (_, Some(_)) => true,
     };
-    if let Some(i) = s.plan.injects.iter().find(|i| {
+    let between_ops = |i: &&crate::harness::inject::Inject| {
         matches!(
             i.fault,
             crate::harness::inject::Fault::Hang | crate::harness::inject::Fault::Delay { .. }
         )
-    }) {
-        if graph {
-            notes.push(format!(
-                "--inject {i}: hangs and delays come between operations, and under --graph each case's timed operations are one graph launch: only a warm-up or check operation is hit"
-            ));
-        }
+    };
+    if let Some(i) = s.plan.injects.iter().find(between_ops).filter(|_| graph) {
+        notes.push(format!(
+            "--inject {i}: hangs and delays come between operations, and under --graph each case's timed operations are one graph launch: only a warm-up or check operation is hit"
+        ));
     }
     let device = gpu.map_or("host", |k| k.name()).to_string();
     // A table fitted on another kind of device predicts that device.
@@ -953,12 +952,13 @@ fn case_label(c: &harness::Case) -> String {
     l
 }
 
+/// Makes a file's sink (creating its files).
+type MakeSink = Box<dyn FnOnce() -> anyhow::Result<Box<dyn Sink>>>;
+
 /// A file's sink, made at the run's first row (or at its end, when it
 /// stopped by a hang or a signal before one): a run refused before its
 /// first row (no compiler, a layout that cannot be resident, too little
 /// device memory) leaves the files it would have written as they were.
-type MakeSink = Box<dyn FnOnce() -> anyhow::Result<Box<dyn Sink>>>;
-
 struct Deferred {
     make: Option<MakeSink>,
     meta: Option<Meta>,

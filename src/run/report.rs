@@ -15,7 +15,6 @@ use anyhow::Context;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-/// The name a file's series carry on an overlaid plot: its file stem.
 /// Each file's label in an overlaid plot: its name without extension, with
 /// as many of its folders before it as make the labels differ
 /// (`a/r` and `b/r` for two `r.json`).
@@ -38,17 +37,23 @@ fn labels(paths: &[&Path]) -> Vec<String> {
         })
         .collect();
     let longest = parts.iter().map(Vec::len).max().unwrap_or(1);
+    // The same file named twice keeps its one label.
+    let files = paths
+        .iter()
+        .collect::<std::collections::BTreeSet<_>>()
+        .len();
     let tail = |v: &Vec<String>, k: usize| v[v.len().saturating_sub(k)..].join("/");
-    for k in 1..=longest {
-        let l: Vec<String> = parts.iter().map(|v| tail(v, k)).collect();
-        let distinct: std::collections::BTreeSet<&String> = l.iter().collect();
-        // The same file named twice keeps its one label.
-        let files: std::collections::BTreeSet<&&Path> = paths.iter().collect();
-        if distinct.len() == files.len() || k == longest {
-            return l;
-        }
-    }
-    parts.iter().map(|v| tail(v, 1)).collect()
+    let labels_at = |k: usize| parts.iter().map(|v| tail(v, k)).collect::<Vec<String>>();
+    let k = (1..longest)
+        .find(|&k| {
+            labels_at(k)
+                .iter()
+                .collect::<std::collections::BTreeSet<_>>()
+                .len()
+                == files
+        })
+        .unwrap_or(longest);
+    labels_at(k)
 }
 
 /// One file's rows as a sweep writes them; several files' with a `source`
