@@ -369,8 +369,10 @@ fn report_of_a_killed_sweeps_jsonl_gives_no_passing_verdict() {
         o.stdout
     );
     assert_eq!(o.stdout.matches("concluded").count(), 1, "{}", o.stdout);
-    // compare says so; qualify never passes such rows.
+    // compare fails it, whatever its rows (every one is there); qualify
+    // never passes such rows.
     let o = run(&["compare", s(&json), s(&cut)]);
+    assert_eq!(o.code, 1, "{}{}", o.stdout, o.stderr);
     assert!(
         o.stderr
             .contains("the candidate did not finish (run unfinished"),
@@ -1147,7 +1149,9 @@ fn qualify_judges_a_log_check_without_a_sweep() {
     for (text, why) in [
         (pass.replace("all-reduce\"\nlog", "gather\"\nlog"), "has no gather rows (it holds: all-reduce, all-gather, reduce-scatter, all-to-all, send-recv)"),
         (pass.replace("h100.log", "missing.log"), "missing.log"),
-        (pass.replace("max_time_us", "ranks = 4\nmax_time_us"), "`ranks` does not apply to a check with `log`"),
+        (pass.replace("max_time_us", "dtype = \"float\"\nmax_time_us"), "`dtype` does not apply to a check with `log`"),
+        (pass.replace("max_time_us", "ranks = 8\nmax_time_us"), "has no run at 8 rank(s) (it holds runs at 4)"),
+        (pass.replace("max_time_us", "ranks = 0\nmax_time_us"), "ranks must be at least 1"),
         (pass.replace("max_time_us", "scalar = 3.0\nmax_time_us"), "`scalar` does not apply to a check with `log`"),
         (pass.replace("logs/h100.log", ""), "`log` is empty: name the file to judge"),
         (pass.replace("max_time_us", "sizes = \"1X\"\nmax_time_us"), "check 1 (h100 all-reduce): sizes:"),
@@ -1159,6 +1163,139 @@ fn qualify_judges_a_log_check_without_a_sweep() {
         assert!(o.stderr.contains(why), "expected '{why}' in: {}", o.stderr);
         assert_eq!(o.stderr.trim().lines().count(), 1, "one line, nothing judged: {}", o.stderr);
     }
+}
+
+/// The genuine log's all-reduce run, and beside it the same run as if on
+/// 2 ranks (its first two device lines) with times scaled by `slower`.
+fn two_world_log(slower: f64) -> Option<String> {
+    let text = std::fs::read_to_string(nccl_fixtures()?.join("genuine_2_17_N1_G4.log")).unwrap();
+    let end = text
+        .find("# Collective test concluded: all_reduce_perf")
+        .unwrap();
+    let four = format!(
+        "{}# Collective test concluded: all_reduce_perf\n#\n",
+        &text[..end]
+    );
+    let mut two = String::new();
+    for line in four.lines() {
+        if line.starts_with("#  Rank  2") || line.starts_with("#  Rank  3") {
+            continue;
+        }
+        let f: Vec<&str> = line.split_whitespace().collect();
+        if line.starts_with('#') || f.len() != 13 {
+            two.push_str(line);
+        } else {
+            // Rows: size count type redop root, then time algbw busbw wrong
+            // twice; on 2 ranks an all-reduce's busbw is its algbw.
+            two.push_str(&format!(
+                "{:>12} {:>13} {:>9} {:>7} {:>7}",
+                f[0], f[1], f[2], f[3], f[4]
+            ));
+            for side in [5, 9] {
+                let t: f64 = f[side].parse::<f64>().unwrap() * slower;
+                let bw = f[0].parse::<f64>().unwrap() / t / 1e3;
+                two.push_str(&format!(" {t:>8.1} {bw:>7.2} {bw:>7.2} {:>7}", f[side + 3]));
+            }
+        }
+        two.push('\n');
+    }
+    Some(format!("{two}\n{four}"))
+}
+
+#[test]
+fn compare_and_qualify_tell_runs_of_a_log_apart_by_world_size() {
+    let (Some(base), Some(slow)) = (two_world_log(1.0), two_world_log(2.0)) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (b, c) = (dir.path().join("base.log"), dir.path().join("cand.log"));
+    std::fs::write(&b, &base).unwrap();
+    std::fs::write(&c, &slow).unwrap();
+    // Each run matched with its own world size: the 2-rank run regressed
+    // (every row twice as slow), the 4-rank run did not.
+    let o = run(&["compare", s(&b), s(&c)]);
+    assert_eq!(o.code, 1, "{}{}", o.stdout, o.stderr);
+    assert!(
+        o.stdout.starts_with(
+            "matched on collective, dtype, op, root, bytes, placement, world size (engine"
+        ),
+        "{}",
+        o.stdout
+    );
+    assert!(
+        o.stdout.contains(
+            "40 row(s) compared (40 by busbw at 1MiB and up, 0 by time below); 20 regressed"
+        ),
+        "{}",
+        o.stdout
+    );
+    let regressed: Vec<&str> = o
+        .stdout
+        .lines()
+        .filter(|l| l.contains("REGRESSED"))
+        .collect();
+    assert_eq!(regressed.len(), 20, "{}", o.stdout);
+    assert!(
+        regressed.iter().all(|l| l.contains("at 2 rank(s)")),
+        "{}",
+        o.stdout
+    );
+    assert!(
+        !o.stderr.contains("share a key"),
+        "no duplicates: {}",
+        o.stderr
+    );
+    let o = run(&["compare", s(&b), s(&b)]);
+    assert_eq!(o.code, 0, "{}{}", o.stdout, o.stderr);
+    // A single 4-rank run against the two: its rows meet their own world
+    // size; the 2-rank rows are the candidate's only.
+    let four = dir.path().join("four.log");
+    let second = base.rfind("# nccl-tests version").unwrap();
+    std::fs::write(&four, &base[second..]).unwrap();
+    let o = run(&["compare", s(&four), s(&c)]);
+    assert_eq!(o.code, 0, "{}{}", o.stdout, o.stderr);
+    assert!(
+        o.stdout.contains("20 row(s) compared") && o.stdout.contains("20 only in the candidate"),
+        "{}",
+        o.stdout
+    );
+    assert!(
+        o.stderr.contains(
+            "world sizes: baseline 4 ranks, candidate 2, 4 (rows are matched at equal world size)"
+        ),
+        "{}",
+        o.stderr
+    );
+    // qualify's `ranks` picks a log's runs: the 2-rank all-reduce's busbw
+    // (its algbw, 193 GB/s and up) is not the 4-rank run's (290 and up).
+    let spec = dir.path().join("q.toml");
+    for (ranks, code, worst) in [
+        ("", 1, "193.640 GB/s"),
+        ("ranks = 2\n", 1, "193.640 GB/s"),
+        ("ranks = 4\n", 0, "290.460 GB/s"),
+    ] {
+        std::fs::write(
+            &spec,
+            format!("[[check]]\ncollective = \"all-reduce\"\nlog = \"base.log\"\n{ranks}min_busbw_gbps = 250.0\n"),
+        )
+        .unwrap();
+        let o = run(&["qualify", s(&spec)]);
+        assert_eq!(o.code, code, "{ranks}: {}{}", o.stdout, o.stderr);
+        assert!(o.stdout.contains(worst), "{ranks}{worst}: {}", o.stdout);
+    }
+    std::fs::write(
+        &spec,
+        "[[check]]\ncollective = \"all-reduce\"\nlog = \"base.log\"\nranks = 3\nmin_busbw_gbps = 250.0\n",
+    )
+    .unwrap();
+    let o = run(&["qualify", s(&spec)]);
+    assert_eq!(o.code, 2, "{}", o.stderr);
+    assert!(
+        o.stderr
+            .contains("base.log has no run at 3 rank(s) (it holds runs at 2, 4)"),
+        "{}",
+        o.stderr
+    );
 }
 
 #[test]

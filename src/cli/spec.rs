@@ -154,10 +154,17 @@ pub fn parse_spec(text: &str) -> Result<Vec<CheckSpec>, SpecError> {
                     "{at}: `log` is empty: name the file to judge (relative to the spec's folder)"
                 )));
             }
-            if let Some(key) = c.sweep_keys().into_iter().find(|&k| k != "sizes") {
+            if let Some(key) = c
+                .sweep_keys()
+                .into_iter()
+                .find(|&k| k != "sizes" && k != "ranks")
+            {
                 return Err(SpecError(format!(
-                    "{at}: `{key}` does not apply to a check with `log` (it judges the log's rows and runs nothing; `sizes` picks which)"
+                    "{at}: `{key}` does not apply to a check with `log` (it judges the log's rows and runs nothing; `sizes` and `ranks` pick which)"
                 )));
+            }
+            if c.ranks == Some(0) {
+                return Err(SpecError(format!("{at}: ranks must be at least 1")));
             }
             c.log_sizes().map_err(|e| SpecError(format!("{at}: {e}")))?;
             continue;

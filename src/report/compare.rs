@@ -3,8 +3,10 @@
 //! when either side was read from an nccl-tests log (engine
 //! `nccl-tests-log`), on (collective, dtype, op, root, bytes, placement):
 //! engine and algorithm ignored, and the op of a collective that does not
-//! reduce ignored too (nccl-tests' `sendrecv_perf` prints `sum`). Where
-//! several candidate rows share a key, the first is taken. Each
+//! reduce ignored too (nccl-tests' `sendrecv_perf` prints `sum`). When a
+//! file holds runs at several world sizes (a log of `-g 1`, `-g 2`, ...
+//! runs), rows are matched on world size as well. Where several
+//! candidate rows share a key, the first is taken. Each
 //! pair is judged on the number that matters at its size. Sizes of
 //! [`LARGE_BYTES`] and up are bandwidth-bound, so their bus bandwidth is
 //! compared; smaller sizes are latency-bound (their busbw is tiny and noisy),
@@ -68,10 +70,12 @@ pub struct Pair {
     /// How much worse the candidate is, in percent (negative: better).
     pub worse_pct: f64,
     pub regressed: bool,
+    /// The world size both rows ran at, where rows were matched on it.
+    pub world: Option<usize>,
 }
 
 impl Pair {
-    fn new(base: &Row, cand: &Row, max_regression_pct: f64) -> Pair {
+    fn new(base: &Row, cand: &Row, world: Option<usize>, max_regression_pct: f64) -> Pair {
         let metric = Metric::for_size(base.bytes);
         let (b, c) = (metric.value(base), metric.value(cand));
         // A zero time or bandwidth on either side (a lone rank's in-place
@@ -96,6 +100,7 @@ impl Pair {
             ratio,
             worse_pct,
             regressed,
+            world,
         }
     }
 
@@ -132,6 +137,8 @@ pub struct Comparison {
     pub duplicates: Vec<String>,
     /// How the two runs differ in kind (world size, device), one line each.
     pub differences: Vec<String>,
+    /// Rows were matched on world size too: a side holds runs at several.
+    pub by_world: bool,
 }
 
 /// Which side of a comparison is an nccl-tests log.
@@ -158,6 +165,7 @@ const SLACK_PCT: f64 = 1e-9;
 /// What a row measured: its case, and what makes two cases of the same
 /// size different work (a group's operations, a v-collective's split).
 type Key<'a> = (
+    usize,
     &'a str,
     &'a str,
     &'a str,
@@ -170,7 +178,8 @@ type Key<'a> = (
     &'a str,
 );
 
-fn key(r: &Row, loose: bool) -> Key<'_> {
+/// `world`: the row's run's world size, or 0 where rows are not matched on it.
+fn key(r: &Row, world: usize, loose: bool) -> Key<'_> {
     let split = r.split.as_deref().unwrap_or("");
     if loose {
         let op = if NO_OP.contains(&r.collective.as_str()) {
@@ -179,6 +188,7 @@ fn key(r: &Row, loose: bool) -> Key<'_> {
             &r.op
         };
         return (
+            world,
             &r.collective,
             "",
             "",
@@ -192,6 +202,7 @@ fn key(r: &Row, loose: bool) -> Key<'_> {
         );
     }
     (
+        world,
         &r.collective,
         &r.engine,
         &r.algo,
@@ -205,33 +216,78 @@ fn key(r: &Row, loose: bool) -> Key<'_> {
     )
 }
 
-fn is_log(r: &Results) -> bool {
-    r.rows.iter().any(|x| x.engine == LOG_ENGINE)
+fn is_log(runs: &[Results]) -> bool {
+    runs.iter()
+        .flat_map(|r| &r.rows)
+        .any(|x| x.engine == LOG_ENGINE)
 }
 
-/// The rows that stand for themselves: a group's operations are left to
-/// its row (they share its time).
-fn ungrouped(rows: &[Row]) -> Vec<&Row> {
-    rows.iter().filter(|r| r.group_member.is_none()).collect()
+/// The world sizes `runs` were measured at, ascending, each once.
+fn worlds(runs: &[Results]) -> Vec<usize> {
+    let mut w: Vec<usize> = runs.iter().map(|r| r.meta.world_size).collect();
+    w.sort_unstable();
+    w.dedup();
+    w
+}
+
+/// The rows that stand for themselves, each with its run's world size: a
+/// group's operations are left to its row (they share its time).
+fn ungrouped(runs: &[Results]) -> Vec<(usize, &Row)> {
+    runs.iter()
+        .flat_map(|r| r.rows.iter().map(|x| (r.meta.world_size, x)))
+        .filter(|(_, r)| r.group_member.is_none())
+        .collect()
+}
+
+/// A row described, with its world size where rows are matched on it.
+fn case(r: &Row, world: Option<usize>) -> String {
+    match world {
+        Some(w) => format!("{} at {w} rank(s)", describe(r)),
+        None => describe(r),
+    }
+}
+
+fn list(worlds: &[usize]) -> String {
+    let w: Vec<String> = worlds.iter().map(|w| w.to_string()).collect();
+    w.join(", ")
 }
 
 /// Matches `cand`'s rows to `base`'s and judges each pair.
 pub fn compare(base: &Results, cand: &Results, max_regression_pct: f64) -> Comparison {
+    compare_runs(
+        std::slice::from_ref(base),
+        std::slice::from_ref(cand),
+        max_regression_pct,
+    )
+}
+
+/// [`compare`] of files of several runs each (an nccl-tests log's runs):
+/// every run's rows, matched on world size too when a side holds runs at
+/// more than one.
+pub fn compare_runs<'a>(
+    base: &'a [Results],
+    cand: &'a [Results],
+    max_regression_pct: f64,
+) -> Comparison {
     let loose = match (is_log(base), is_log(cand)) {
         (true, true) => Some(Loose::Both),
         (true, false) => Some(Loose::Baseline),
         (false, true) => Some(Loose::Candidate),
         (false, false) => None,
     };
-    let key_of = |r| key(r, loose.is_some());
+    let (base_worlds, cand_worlds) = (worlds(base), worlds(cand));
+    let by_world = base_worlds.len() > 1 || cand_worlds.len() > 1;
+    let world_of = |w: usize| by_world.then_some(w);
+    let is_loose = loose.is_some();
+    let key_of = |(w, r): (usize, &'a Row)| key(r, if by_world { w } else { 0 }, is_loose);
     // A group is compared by its row; its operations share its time.
-    let (base_rows, cand_rows) = (ungrouped(&base.rows), ungrouped(&cand.rows));
+    let (base_rows, cand_rows) = (ungrouped(base), ungrouped(cand));
     let mut duplicates = Vec::new();
     let mut by_key: HashMap<Key<'_>, &Row> = HashMap::new();
-    for &r in &cand_rows {
-        match by_key.entry(key_of(r)) {
+    for &(w, r) in &cand_rows {
+        match by_key.entry(key_of((w, r))) {
             std::collections::hash_map::Entry::Occupied(_) => {
-                duplicates.push(format!("candidate: {}", describe(r)));
+                duplicates.push(format!("candidate: {}", case(r, world_of(w))));
             }
             std::collections::hash_map::Entry::Vacant(v) => {
                 v.insert(r);
@@ -239,9 +295,9 @@ pub fn compare(base: &Results, cand: &Results, max_regression_pct: f64) -> Compa
         }
     }
     let mut seen = std::collections::HashSet::new();
-    for &r in &base_rows {
-        if !seen.insert(key_of(r)) {
-            duplicates.push(format!("baseline: {}", describe(r)));
+    for &(w, r) in &base_rows {
+        if !seen.insert(key_of((w, r))) {
+            duplicates.push(format!("baseline: {}", case(r, world_of(w))));
         }
     }
     let mut pairs = Vec::new();
@@ -249,27 +305,41 @@ pub fn compare(base: &Results, cand: &Results, max_regression_pct: f64) -> Compa
     // A key's first row on each side stands for it (the others are the
     // duplicates warned of): a repeat is neither missing nor unmatched.
     let mut judged = std::collections::HashSet::new();
-    for &b in &base_rows {
-        if !judged.insert(key_of(b)) {
+    for &(w, b) in &base_rows {
+        if !judged.insert(key_of((w, b))) {
             continue;
         }
-        match by_key.remove(&key_of(b)) {
-            Some(c) => pairs.push(Pair::new(b, c, max_regression_pct)),
-            None => missing.push(describe(b)),
+        match by_key.remove(&key_of((w, b))) {
+            Some(c) => pairs.push(Pair::new(b, c, world_of(w), max_regression_pct)),
+            None => missing.push(case(b, world_of(w))),
         }
     }
     let only_cand = by_key.len();
     let mut differences = Vec::new();
-    if base.meta.world_size != cand.meta.world_size {
-        differences.push(format!(
-            "world size: baseline {} ranks, candidate {}",
-            base.meta.world_size, cand.meta.world_size
-        ));
+    if base_worlds != cand_worlds {
+        differences.push(if by_world {
+            format!(
+                "world sizes: baseline {} ranks, candidate {} (rows are matched at equal world size)",
+                list(&base_worlds),
+                list(&cand_worlds)
+            )
+        } else {
+            format!(
+                "world size: baseline {} ranks, candidate {}",
+                list(&base_worlds),
+                list(&cand_worlds)
+            )
+        });
     }
-    if base.meta.device != cand.meta.device {
+    let device = |runs: &[Results]| {
+        runs.first()
+            .map(|r| r.meta.device.clone())
+            .unwrap_or_default()
+    };
+    let (base_device, cand_device) = (device(base), device(cand));
+    if base_device != cand_device {
         differences.push(format!(
-            "device: baseline {}, candidate {}",
-            base.meta.device, cand.meta.device
+            "device: baseline {base_device}, candidate {cand_device}"
         ));
     }
     Comparison {
@@ -281,21 +351,25 @@ pub fn compare(base: &Results, cand: &Results, max_regression_pct: f64) -> Compa
         missing,
         duplicates,
         differences,
+        by_world,
     }
 }
 
 impl Comparison {
     /// What rows were matched on, one line; `base` and `cand` name the files.
     pub fn matched_on(&self, base: &str, cand: &str) -> String {
+        let world = if self.by_world { ", world size" } else { "" };
         let Some(loose) = self.loose else {
-            return "matched on collective, engine, algo, dtype, op, root, bytes, placement".into();
+            return format!(
+                "matched on collective, engine, algo, dtype, op, root, bytes, placement{world}"
+            );
         };
         let why = match loose {
             Loose::Baseline => format!("{base} is an nccl-tests log"),
             Loose::Candidate => format!("{cand} is an nccl-tests log"),
             Loose::Both => "both are nccl-tests logs".into(),
         };
-        format!("matched on collective, dtype, op, root, bytes, placement (engine and algorithm ignored: {why})")
+        format!("matched on collective, dtype, op, root, bytes, placement{world} (engine and algorithm ignored: {why})")
     }
 
     pub fn regressions(&self) -> usize {
@@ -322,7 +396,7 @@ impl Comparison {
                 Metric::Time => p.worse_pct,
             };
             table.add_row([
-                describe(&p.base),
+                case(&p.base, p.world),
                 p.metric.name().to_string(),
                 format!("{b:.2}"),
                 format!("{c:.2}"),

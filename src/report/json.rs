@@ -147,22 +147,6 @@ pub fn read_any(path: &Path) -> Result<Vec<Results>, ResultsError> {
     parse_results(path, &text).map(|r| vec![r])
 }
 
-/// [`read_any`] with a log's runs made one [`Results`]: every run's rows in
-/// order, the first run's meta (for `compare` and `qualify`, which judge rows).
-pub fn read_merged(path: &Path) -> Result<Results, ResultsError> {
-    let mut all = read_any(path)?.into_iter();
-    let mut first = all.next().ok_or_else(|| ResultsError::Log {
-        path: path.to_path_buf(),
-        source: LogError::Whole("no runs".into()),
-    })?;
-    for r in all {
-        first.rows.extend(r.rows);
-        // One run that did not finish leaves the whole unfinished.
-        first.meta.partial = first.meta.partial.or(r.meta.partial);
-    }
-    Ok(first)
-}
-
 /// What a file of another of collbench's schemas is, and what reads it.
 fn schema_hint(schema: &str) -> &'static str {
     if schema.starts_with("collbench.tuning/") {

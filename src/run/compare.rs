@@ -2,21 +2,23 @@
 //! when a matched row regressed, 2 when a file cannot be read or nothing
 //! matches (a gate that compared nothing must not pass). Either file may be
 //! an nccl-tests log (all its runs' rows); rows are then matched ignoring
-//! engine and algorithm, and a line says so.
+//! engine and algorithm, and a line says so. A candidate that did not
+//! finish (it hung, or was stopped) fails whatever its rows say.
 
 use super::{fail, CHECK_FAILED, OK};
 use crate::cli::CompareArgs;
-use crate::report::compare::compare as judge;
-use crate::report::json::read_merged;
+use crate::report::compare::compare_runs as judge;
+use crate::report::json::read_any;
+use crate::report::Results;
 use std::io::Write;
 
 pub fn compare(a: &CompareArgs) -> i32 {
     let pct = a.max_regression;
-    let base = match read_merged(&a.baseline) {
+    let base = match read_any(&a.baseline) {
         Ok(r) => r,
         Err(e) => return fail(e),
     };
-    let cand = match read_merged(&a.candidate) {
+    let cand = match read_any(&a.candidate) {
         Ok(r) => r,
         Err(e) => return fail(e),
     };
@@ -36,19 +38,26 @@ pub fn compare(a: &CompareArgs) -> i32 {
     }
     let mut out = std::io::stdout().lock();
     // A closed stdout (a pipe into `head`) is not an error worth dying for.
-    if c.loose.is_some() {
+    if c.loose.is_some() || c.by_world {
         let _ = writeln!(out, "{matched_on}");
     }
     let _ = write!(out, "{}", c.render());
     drop(out);
     // Rows of a run that did not finish: compared all the same, said.
-    for (side, r) in [("baseline", &base), ("candidate", &cand)] {
-        if let Some(p) = &r.meta.partial {
-            say!("collbench: warning: the {side} did not finish ({p}): its rows are compared as they are");
-        }
+    let unfinished = |runs: &[Results]| runs.iter().find_map(|r| r.meta.partial.clone());
+    if let Some(p) = unfinished(&base) {
+        say!("collbench: warning: the baseline did not finish ({p}): its rows are compared as they are");
+    }
+    let cand_unfinished = unfinished(&cand);
+    if let Some(p) = &cand_unfinished {
+        say!("collbench: error: the candidate did not finish ({p}): a run that did not finish does not pass, whatever its rows");
     }
     for d in &c.differences {
-        say!("collbench: warning: the runs differ in {d}; rows are compared all the same");
+        if c.by_world {
+            say!("collbench: warning: the files differ in {d}");
+        } else {
+            say!("collbench: warning: the runs differ in {d}; rows are compared all the same");
+        }
     }
     // A file of repeated runs holds thousands: the first few say enough.
     const SHOWN: usize = 5;
@@ -83,7 +92,7 @@ pub fn compare(a: &CompareArgs) -> i32 {
             a.baseline.display()
         );
     }
-    if c.regressions() > 0 || missing {
+    if c.regressions() > 0 || missing || cand_unfinished.is_some() {
         CHECK_FAILED
     } else {
         OK

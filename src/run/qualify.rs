@@ -17,12 +17,12 @@ use super::{choose_device, execute, fail, rfc3339_now, setup, CHECK_FAILED, OK, 
 use crate::cli::plan::Sweep;
 use crate::cli::spec::{parse_spec, CheckSpec};
 use crate::cli::QualifyArgs;
-use crate::report::json::{read_merged, write_atomic};
+use crate::report::json::{read_any, write_atomic};
 use crate::report::junit::junit;
 use crate::report::links::LinkReport;
 use crate::report::progress::{self, Progress};
 use crate::report::qualify::{evaluate, evaluate_links, render, Check, CheckResult, Outcome};
-use crate::report::{Fanout, Row};
+use crate::report::{Fanout, Results, Row};
 use std::io::Write;
 use std::path::Path;
 use std::time::Instant;
@@ -115,23 +115,44 @@ fn run_check(c: &Check, job: &Job) -> CheckResult {
     result
 }
 
-/// The rows of `log` (relative to `dir`) that `collective` (or `all`) judges.
+/// The rows of `log` (relative to `dir`) that `collective` (or `all`)
+/// judges: those of its runs at `ranks` ranks (all runs when not given)
+/// and of sizes `within`.
 fn log_rows(
     dir: &Path,
     log: &str,
     collective: &str,
     within: Option<(u64, u64)>,
+    ranks: Option<u32>,
 ) -> anyhow::Result<(Vec<Row>, Option<LinkReport>, Option<String>)> {
-    let results = read_merged(&dir.join(log))?;
+    let runs = read_any(&dir.join(log))?;
+    let picked: Vec<&Results> = runs
+        .iter()
+        .filter(|r| ranks.is_none_or(|n| r.meta.world_size == n as usize))
+        .collect();
+    if let (Some(n), true) = (ranks, picked.is_empty()) {
+        let mut worlds: Vec<usize> = runs.iter().map(|r| r.meta.world_size).collect();
+        worlds.sort_unstable();
+        worlds.dedup();
+        let worlds: Vec<String> = worlds.iter().map(|w| w.to_string()).collect();
+        anyhow::bail!(
+            "{log} has no run at {n} rank(s) (it holds runs at {})",
+            worlds.join(", ")
+        );
+    }
+    let links = picked.iter().find_map(|r| r.links.clone());
+    let unfinished = picked
+        .iter()
+        .find_map(|r| r.meta.partial.as_ref().map(|p| p.to_string()));
     let mut held: Vec<&str> = Vec::new();
-    for r in &results.rows {
+    for r in picked.iter().flat_map(|r| &r.rows) {
         if !held.contains(&r.collective.as_str()) {
             held.push(&r.collective);
         }
     }
-    let rows: Vec<Row> = results
-        .rows
+    let rows: Vec<Row> = picked
         .iter()
+        .flat_map(|r| &r.rows)
         .filter(|r| collective == "all" || r.collective == collective)
         .filter(|r| within.is_none_or(|(lo, hi)| (lo..=hi).contains(&r.bytes)))
         .cloned()
@@ -147,8 +168,7 @@ fn log_rows(
             }
         );
     }
-    let unfinished = results.meta.partial.as_ref().map(|p| p.to_string());
-    Ok((rows, results.links, unfinished))
+    Ok((rows, links, unfinished))
 }
 
 /// Every check of the spec, validated: its verdict's terms and its sweep
@@ -173,7 +193,7 @@ fn checks(specs: &[CheckSpec], dir: &Path) -> anyhow::Result<Vec<(Check, Job)>> 
             let job = match &c.log {
                 Some(log) => {
                     let within = c.log_sizes().map_err(|e| anyhow::anyhow!("{}: {e}", at()))?;
-                    let (rows, links, unfinished) = log_rows(dir, log, name, within)
+                    let (rows, links, unfinished) = log_rows(dir, log, name, within, c.ranks)
                         .map_err(|e| anyhow::anyhow!("{}: {e}", at()))?;
                     let judges_links = c.min_link_gbps.is_some() || c.max_link_spread.is_some();
                     if judges_links && links.as_ref().is_none_or(|l| l.pairs.is_empty()) {
