@@ -198,6 +198,70 @@ fn pickle_bombs_are_refused() {
     assert_eq!(d.findings[0].kind.name(), "missing-dump");
 }
 
+/// The trees copied out of the files share one budget: the floor is the
+/// analysis's, not each file's, and each file grants bytes by its size.
+#[test]
+fn the_files_of_an_analysis_share_one_tree_budget() {
+    let dir = TempDir::new().unwrap();
+    let tree = pytorch_dump(json!([]));
+    for (rank, form) in [(0, "json"), (1, "pickle")] {
+        let bytes = match form {
+            "json" => serde_json::to_vec(&tree).unwrap(),
+            _ => pickle(&tree),
+        };
+        std::fs::write(dir.path().join(format!("nccl_trace_rank_{rank}")), bytes).unwrap();
+    }
+    let files = |ranks: &[usize]| -> Vec<PathBuf> {
+        ranks
+            .iter()
+            .map(|r| dir.path().join(format!("nccl_trace_rank_{r}")))
+            .collect()
+    };
+    let limits = |floor: u64, per_byte: u64| Limits {
+        tree_floor_bytes: floor,
+        tree_bytes_per_byte: per_byte,
+        ..Limits::default()
+    };
+    let readable = |ranks: &[usize], l: &Limits| {
+        analyze_paths_with(&files(ranks), l).map_or(Vec::new(), |d| d.ranks_found)
+    };
+    // A tree takes more than a byte for each byte of its file (a value's
+    // slot is 32 bytes): a byte a byte reads nothing; 64 read both.
+    assert_eq!(readable(&[0, 1], &limits(0, 1)), Vec::<usize>::new());
+    assert_eq!(readable(&[0, 1], &limits(0, 64)), vec![0, 1]);
+    // The least floor that reads the larger tree alone does not read both.
+    let least = |rank: usize| {
+        let (mut lo, mut hi) = (0u64, 1 << 20);
+        while lo + 1 < hi {
+            let mid = (lo + hi) / 2;
+            if readable(&[rank], &limits(mid, 0)) == vec![rank] {
+                hi = mid;
+            } else {
+                lo = mid;
+            }
+        }
+        hi
+    };
+    let (json_tree, pickle_tree) = (least(0), least(1));
+    assert!(
+        json_tree > 1_000 && pickle_tree > 1_000,
+        "{json_tree} {pickle_tree}"
+    );
+    let floor = json_tree.max(pickle_tree);
+    let d = analyze_paths_with(&files(&[0, 1]), &limits(floor, 0)).unwrap();
+    assert_eq!(d.ranks_found.len(), 1, "{}", render_text(&d));
+    assert_eq!(d.unreadable.len(), 1, "{:#?}", d.unreadable);
+    let why = &d.unreadable[0].reason;
+    assert!(
+        why.starts_with("its values take more than") && why.contains("an analysis allows"),
+        "{why}"
+    );
+    assert_eq!(
+        readable(&[0, 1], &limits(json_tree + pickle_tree, 0)),
+        vec![0, 1]
+    );
+}
+
 /// Text from a dump (a field, a reason) reaches the terminal escaped: an
 /// escape sequence or a bidirectional override in a file cannot clear the
 /// screen or reorder the verdict.

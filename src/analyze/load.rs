@@ -14,11 +14,12 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use super::json_tree::{self, JsonTreeError};
 use super::model::{Format, Origin, RankDump, Record, MAX_RANKS};
 use super::pickle::{self, Limits, PickleError};
 use super::pytorch;
 use super::runs::{self, Run};
-use super::value::Value;
+use super::value::{OverBudget, TreeBudget};
 use crate::recorder::model::{Dump, DUMP_SCHEMA};
 
 /// A file left out of the analysis, and why.
@@ -59,6 +60,8 @@ pub enum LoadError {
     TooLarge { size: u64, cap: u64 },
     #[error("invalid or truncated JSON: {0}")]
     Json(#[from] serde_json::Error),
+    #[error("{0}")]
+    OverBudget(OverBudget),
     #[error("invalid or truncated pickle: {0}")]
     Pickle(#[from] PickleError),
     #[error("not a flight-recorder dump: {0}")]
@@ -84,9 +87,12 @@ pub fn load_paths_observed(
     let mut dumps = Vec::new();
     let files = expand(paths, &mut loaded.unreadable);
     let total = files.len();
+    // One budget for every file's tree: a thousand small pickles that each
+    // expand to the floor would fill memory as one would.
+    let mut tree = limits.tree_budget();
     for (i, file) in files.into_iter().enumerate() {
         on_file(i, total, &file);
-        match load_file(&file, limits) {
+        match load_file_within(&file, limits, &mut tree) {
             Ok(dump) => dumps.push(dump),
             Err(e) => loaded.unreadable.push(Unreadable {
                 path: file.display().to_string(),
@@ -160,6 +166,15 @@ fn list_dir(dir: &Path, bad: &mut Vec<Unreadable>) -> Vec<PathBuf> {
 
 /// Reads one dump file.
 pub fn load_file(path: &Path, limits: &Limits) -> Result<RankDump, LoadError> {
+    load_file_within(path, limits, &mut limits.tree_budget())
+}
+
+/// [`load_file`], its tree charged to `tree`.
+fn load_file_within(
+    path: &Path,
+    limits: &Limits,
+    tree: &mut TreeBudget,
+) -> Result<RankDump, LoadError> {
     let cap = limits.max_file_bytes;
     let file = crate::units::open_input(path)?;
     let size = file.metadata()?.len();
@@ -172,18 +187,32 @@ pub fn load_file(path: &Path, limits: &Limits) -> Result<RankDump, LoadError> {
     if read > cap {
         return Err(LoadError::TooLarge { size: read, cap });
     }
-    load_bytes(&bytes, path, limits)
+    load_bytes_within(&bytes, path, limits, tree)
 }
 
 /// Reads one dump from its bytes; `path` names it (PyTorch dumps take their
 /// rank from the file name).
 pub fn load_bytes(bytes: &[u8], path: &Path, limits: &Limits) -> Result<RankDump, LoadError> {
+    load_bytes_within(bytes, path, limits, &mut limits.tree_budget())
+}
+
+/// [`load_bytes`], its tree charged to `tree` (granted the file's share here).
+fn load_bytes_within(
+    bytes: &[u8],
+    path: &Path,
+    limits: &Limits,
+    tree: &mut TreeBudget,
+) -> Result<RankDump, LoadError> {
+    tree.grant(u64::try_from(bytes.len()).unwrap_or(u64::MAX));
     let bytes = crate::units::without_bom(bytes);
     let first = bytes.iter().find(|b| !b.is_ascii_whitespace());
     match (bytes.first(), first) {
         (None, _) => Err(LoadError::Empty),
         (Some(0x80), _) => {
-            let root = pickle::parse(bytes, limits)?;
+            let root = pickle::parse_within(bytes, limits, tree).map_err(|e| match e {
+                PickleError::OverBudget(over) => LoadError::OverBudget(over),
+                e => LoadError::Pickle(e),
+            })?;
             if !pytorch::looks_like_dump(&root) {
                 return Err(LoadError::Foreign(format!(
                     "a Python pickle of a {}, without the keys of a PyTorch flight-recorder dump",
@@ -195,7 +224,7 @@ pub fn load_bytes(bytes: &[u8], path: &Path, limits: &Limits) -> Result<RankDump
                 what: e.to_string(),
             })
         }
-        (_, Some(b'{')) => load_json(bytes, path),
+        (_, Some(b'{')) => load_json(bytes, path, limits, tree),
         _ => match serde_json::from_slice::<serde_json::Value>(bytes) {
             Ok(v) => Err(LoadError::Foreign(format!(
                 "a JSON {}, where a dump is a JSON object",
@@ -206,24 +235,34 @@ pub fn load_bytes(bytes: &[u8], path: &Path, limits: &Limits) -> Result<RankDump
     }
 }
 
-fn load_json(bytes: &[u8], path: &Path) -> Result<RankDump, LoadError> {
-    let json: serde_json::Value = serde_json::from_slice(bytes)?;
-    match json.get("schema") {
+fn load_json(
+    bytes: &[u8],
+    path: &Path,
+    limits: &Limits,
+    tree: &mut TreeBudget,
+) -> Result<RankDump, LoadError> {
+    /// The schema alone (the rest read past), to know what reads the file.
+    #[derive(Deserialize)]
+    struct Head {
+        schema: Option<serde_json::Value>,
+    }
+    let head: Head = serde_json::from_slice(bytes)?;
+    match head.schema {
         Some(serde_json::Value::String(s)) if s == DUMP_SCHEMA => {
-            // Dumps from before runs had ids have none; `Dump` may not know the field.
-            let run_id = match json.get("run_id") {
-                Some(serde_json::Value::String(id)) if !id.is_empty() => Some(id.clone()),
-                _ => None,
-            };
-            let dump: Dump = serde_json::from_value(json).map_err(|e| LoadError::Invalid {
+            let dump: Dump = serde_json::from_slice(bytes).map_err(|e| LoadError::Invalid {
                 format: Format::Collbench,
                 what: e.to_string(),
             })?;
+            // Dumps from before runs had ids have none.
+            let run_id = dump.run_id.clone().filter(|id| !id.is_empty());
             from_collbench(dump, run_id, path)
         }
         Some(other) => Err(LoadError::Foreign(format!("JSON with schema {other}"))),
         None => {
-            let root = Value::from(&json);
+            let root = json_tree::read(bytes, tree, limits.skip_keys).map_err(|e| match e {
+                JsonTreeError::Syntax(e) => LoadError::Json(e),
+                JsonTreeError::OverBudget(over) => LoadError::OverBudget(over),
+            })?;
             if !pytorch::looks_like_dump(&root) {
                 return Err(LoadError::Foreign(
                     "JSON without a collbench schema or the keys of a PyTorch flight-recorder dump"

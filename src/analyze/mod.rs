@@ -46,6 +46,7 @@ pub mod consistency;
 pub mod diagnose;
 pub mod diagnosis;
 pub mod group;
+pub mod json_tree;
 pub mod load;
 pub mod model;
 pub mod p2p;

@@ -17,7 +17,7 @@
 use std::collections::HashMap;
 
 use super::pickle_codes::{int_from_le, legacy_string, op, unsupported_name};
-use super::value::{Object, Value};
+use super::value::{footprint, Object, OverBudget, TreeBudget, Value};
 
 /// Caps on untrusted input.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -29,6 +29,28 @@ pub struct Limits {
     pub max_depth: usize,
     /// Most values (containers, items and leaves) one pickle may hold.
     pub max_elements: usize,
+    /// The bytes the trees copied out of the files of one analysis may
+    /// take besides what their sizes grant ([`TreeBudget`]).
+    pub tree_floor_bytes: u64,
+    /// The bytes of tree each byte of a file grants.
+    pub tree_bytes_per_byte: u64,
+    /// The most bytes of tree one file grants.
+    pub tree_file_cap: u64,
+    /// Dict keys whose values are not copied out (they read as `None`): a
+    /// flight-recorder dump's stack frames, which the analysis never reads
+    /// and which a pickle shares by reference from entry to entry.
+    pub skip_keys: &'static [&'static str],
+}
+
+impl Limits {
+    /// A budget of the floor alone; each file read grants its share.
+    pub fn tree_budget(&self) -> TreeBudget {
+        TreeBudget::new(
+            self.tree_floor_bytes,
+            self.tree_bytes_per_byte,
+            self.tree_file_cap,
+        )
+    }
 }
 
 impl Default for Limits {
@@ -37,6 +59,10 @@ impl Default for Limits {
             max_file_bytes: 256 << 20,
             max_depth: 256,
             max_elements: 16_000_000,
+            tree_floor_bytes: 64 << 20,
+            tree_bytes_per_byte: 128,
+            tree_file_cap: 2 << 30,
+            skip_keys: &["frames"],
         }
     }
 }
@@ -60,6 +86,8 @@ pub enum PickleError {
     TooDeep(usize),
     #[error("the pickle holds more than {0} values")]
     TooManyElements(usize),
+    #[error("{0}")]
+    OverBudget(#[from] OverBudget),
 }
 
 type Id = usize;
@@ -84,8 +112,20 @@ struct ObjectNode {
     entries: Vec<(Id, Id)>,
 }
 
-/// Reads one pickle into a [`Value`] tree.
+/// Reads one pickle into a [`Value`] tree, under a budget of its own.
 pub fn parse(data: &[u8], limits: &Limits) -> Result<Value, PickleError> {
+    let mut tree = limits.tree_budget();
+    tree.grant(u64::try_from(data.len()).unwrap_or(u64::MAX));
+    parse_within(data, limits, &mut tree)
+}
+
+/// [`parse`], the tree charged to `tree` (which the caller granted the
+/// file's share).
+pub fn parse_within(
+    data: &[u8],
+    limits: &Limits,
+    tree: &mut TreeBudget,
+) -> Result<Value, PickleError> {
     let size = u64::try_from(data.len()).unwrap_or(u64::MAX);
     if size > limits.max_file_bytes {
         return Err(PickleError::TooLarge {
@@ -95,8 +135,17 @@ pub fn parse(data: &[u8], limits: &Limits) -> Result<Value, PickleError> {
     }
     let mut machine = Machine::new(data, limits);
     let root = machine.run()?;
-    let mut budget = limits.max_elements;
+    let mut budget = Budget {
+        values: limits.max_elements,
+        tree,
+    };
     machine.build(root, 0, &mut budget)
+}
+
+/// What copying the tree out may still take.
+struct Budget<'t> {
+    values: usize,
+    tree: &'t mut TreeBudget,
 }
 
 struct Machine<'a> {
@@ -547,26 +596,41 @@ impl<'a> Machine<'a> {
         Ok(items.chunks_exact(2).map(|kv| (kv[0], kv[1])).collect())
     }
 
-    /// Copies node `id` out as a tree, under the depth and element caps.
-    fn build(&self, id: Id, depth: usize, budget: &mut usize) -> Result<Value, PickleError> {
+    /// Copies node `id` out as a tree, under the depth, element and
+    /// tree caps; the values of [`Limits::skip_keys`] are left out.
+    fn build(&self, id: Id, depth: usize, budget: &mut Budget) -> Result<Value, PickleError> {
         if depth > self.limits.max_depth {
             return Err(PickleError::TooDeep(self.limits.max_depth));
         }
-        *budget = budget
+        budget.values = budget
+            .values
             .checked_sub(1)
             .ok_or(PickleError::TooManyElements(self.limits.max_elements))?;
-        let many = |ids: &[Id], budget: &mut usize| -> Result<Vec<Value>, PickleError> {
+        // Charged before it is copied: a leaf's text is what a bomb repeats.
+        let slot = std::mem::size_of::<Value>() as u64;
+        budget.tree.take(match &self.nodes[id] {
+            Node::Leaf(v) => footprint(v),
+            Node::Object(obj) => slot + (std::mem::size_of::<Object>() + obj.class.len()) as u64,
+            _ => slot,
+        })?;
+        let many = |ids: &[Id], budget: &mut Budget| -> Result<Vec<Value>, PickleError> {
             ids.iter()
                 .map(|&i| self.build(i, depth + 1, budget))
                 .collect()
         };
-        let pairs = |ids: &[(Id, Id)], budget: &mut usize| {
+        let pairs = |ids: &[(Id, Id)], budget: &mut Budget| {
             let mut out = Vec::with_capacity(ids.len());
             for &(k, v) in ids {
-                out.push((
-                    self.build(k, depth + 1, budget)?,
-                    self.build(v, depth + 1, budget)?,
-                ));
+                let key = self.build(k, depth + 1, budget)?;
+                let skipped = key
+                    .as_str()
+                    .is_some_and(|k| self.limits.skip_keys.contains(&k));
+                let value = if skipped {
+                    Value::None
+                } else {
+                    self.build(v, depth + 1, budget)?
+                };
+                out.push((key, value));
             }
             Ok::<_, PickleError>(out)
         };

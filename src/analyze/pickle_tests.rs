@@ -184,6 +184,7 @@ fn depth_element_and_size_caps() {
         max_file_bytes: 1 << 20,
         max_depth: 10,
         max_elements: 1000,
+        ..Limits::default()
     };
     let mut nested = vec![op::EMPTY_LIST; 20];
     nested.extend(vec![op::APPEND; 19]);
@@ -255,4 +256,83 @@ fn protocol_0_text_opcodes() {
     assert_eq!(v, Value::Dict(vec![]));
     let list = b"(I01\nI42\nL12345678901234567890L\nF1.5\nl.";
     assert_eq!(read(list).unwrap(), Value::List(items));
+}
+
+/// `{"entries": L8}`, L(k+1) a list of 8 references to L(k), L0 `leaf`
+/// (memoized): 8^8 (16.7 million) copies of the leaf in 200 bytes and it.
+fn bomb(leaf: &[u8]) -> Vec<u8> {
+    let mut p = vec![
+        op::PROTO,
+        4,
+        op::EMPTY_DICT,
+        op::MEMOIZE,
+        op::SHORT_BINUNICODE,
+        7,
+    ];
+    p.extend(b"entries");
+    p.push(op::MEMOIZE);
+    p.extend(leaf);
+    p.extend([op::MEMOIZE, op::POP]);
+    for level in 0..8u8 {
+        p.extend([op::EMPTY_LIST, op::MEMOIZE, op::MARK]);
+        p.extend([op::BINGET, level + 2].repeat(8));
+        p.push(op::APPENDS);
+        if level < 7 {
+            p.push(op::POP);
+        }
+    }
+    p.extend([op::SETITEM, op::STOP]);
+    p
+}
+
+#[test]
+fn a_memo_bomb_of_long_strings_stops_at_the_tree_budget() {
+    let mut leaf = vec![op::BINUNICODE];
+    leaf.extend(4096u32.to_le_bytes());
+    leaf.extend([b'x'; 4096]);
+    let data = bomb(&leaf);
+    // Far fewer than the 16 million values allowed, but each copy owns
+    // 4 KiB: 64 MiB and 128 bytes a byte of pickle are spent long before.
+    let err = parse(&data, &Limits::default()).unwrap_err();
+    let PickleError::OverBudget(over) = err else {
+        panic!("{err}");
+    };
+    assert_eq!(over.granted, (64 << 20) + 128 * data.len() as u64);
+    assert!(
+        err.to_string()
+            .contains("its memo repeats values past what any flight-recorder dump holds"),
+        "{err}"
+    );
+    // Small values repeated stop there too, before the element cap (16
+    // million values of 32 bytes: 512 MiB).
+    let err = parse(&bomb(&[op::BININT1, 1]), &Limits::default()).unwrap_err();
+    assert!(matches!(err, PickleError::OverBudget(_)), "{err}");
+    let roomy = Limits {
+        tree_floor_bytes: 1 << 40,
+        ..Limits::default()
+    };
+    let err = parse(&bomb(&[op::BININT1, 1]), &roomy).unwrap_err();
+    assert_eq!(err, PickleError::TooManyElements(16_000_000));
+}
+
+#[test]
+fn skipped_keys_are_not_copied_out() {
+    // The bomb's lists under `frames` are left, whatever they hold.
+    let mut leaf = vec![op::BINUNICODE];
+    leaf.extend(4096u32.to_le_bytes());
+    leaf.extend([b'x'; 4096]);
+    let mut data = bomb(&leaf);
+    let at = data.iter().position(|&b| b == b'e').unwrap();
+    data[at - 1] = 6;
+    data.splice(at..at + 7, *b"frames");
+    let v = parse(&data, &Limits::default()).unwrap();
+    assert_eq!(v.get("frames"), Some(&Value::None));
+    let keep = Limits {
+        skip_keys: &[],
+        ..Limits::default()
+    };
+    assert!(matches!(
+        parse(&data, &keep),
+        Err(PickleError::OverBudget(_))
+    ));
 }

@@ -3,6 +3,8 @@
 //! object that would have been built by calling a class is kept as an inert
 //! [`Object`] that records the class name and its arguments.
 
+use crate::units::Bytes;
+
 /// A Python value, as data.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Value {
@@ -115,31 +117,77 @@ impl Value {
     }
 }
 
-impl From<&serde_json::Value> for Value {
-    /// JSON to the same tree a pickle gives, so one reader serves both forms.
-    /// (serde_json already caps the nesting depth while parsing.)
-    fn from(json: &serde_json::Value) -> Self {
-        match json {
-            serde_json::Value::Null => Value::None,
-            serde_json::Value::Bool(b) => Value::Bool(*b),
-            serde_json::Value::Number(n) => {
-                if let Some(i) = n.as_i64() {
-                    Value::Int(i)
-                } else if let Some(u) = n.as_u64() {
-                    Value::BigInt(i128::from(u))
-                } else {
-                    Value::Float(n.as_f64().unwrap_or(f64::NAN))
-                }
-            }
-            serde_json::Value::String(s) => Value::Str(s.clone()),
-            serde_json::Value::Array(items) => Value::List(items.iter().map(Value::from).collect()),
-            serde_json::Value::Object(map) => Value::Dict(
-                map.iter()
-                    .map(|(k, v)| (Value::Str(k.clone()), Value::from(v)))
-                    .collect(),
-            ),
+/// What the value trees read from untrusted files may take, in bytes, all
+/// files of one analysis together: a floor, and a number of bytes for each
+/// byte of file read (up to a cap a file). A pickle's memo lets a few bytes
+/// stand for any number of copies of a value (a 4 KiB string referenced
+/// through nested lists of 8 references each is 16 million copies); a tree
+/// copied out past this is refused rather than filling the machine's
+/// memory.
+#[derive(Clone, Debug)]
+pub struct TreeBudget {
+    left: u64,
+    granted: u64,
+    floor: u64,
+    per_byte: u64,
+    file_cap: u64,
+}
+
+/// A tree that would take more than its budget.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("its values take more than {} once copied out (an analysis allows {} and {per_byte} bytes for each byte of the files it reads): a pickle memo repeating values past what any flight-recorder dump holds, or more dumps than this machine can hold", Bytes(*granted), Bytes(*floor))]
+pub struct OverBudget {
+    pub granted: u64,
+    pub per_byte: u64,
+    pub floor: u64,
+}
+
+impl TreeBudget {
+    /// `floor` bytes to start with; each file read grants `per_byte` bytes
+    /// for each of its bytes, at most `file_cap`.
+    pub fn new(floor: u64, per_byte: u64, file_cap: u64) -> Self {
+        TreeBudget {
+            left: floor,
+            granted: floor,
+            floor,
+            per_byte,
+            file_cap,
         }
     }
+
+    /// Grants what a file of `len` bytes may take.
+    pub fn grant(&mut self, len: u64) {
+        let more = len.saturating_mul(self.per_byte).min(self.file_cap);
+        self.left = self.left.saturating_add(more);
+        self.granted = self.granted.saturating_add(more);
+    }
+
+    /// Takes `bytes` from what is left.
+    pub fn take(&mut self, bytes: u64) -> Result<(), OverBudget> {
+        match self.left.checked_sub(bytes) {
+            Some(left) => {
+                self.left = left;
+                Ok(())
+            }
+            None => Err(OverBudget {
+                granted: self.granted,
+                per_byte: self.per_byte,
+                floor: self.floor,
+            }),
+        }
+    }
+}
+
+/// The bytes a value takes in a tree: its slot, and the text or bytes it
+/// owns (a container's items are values of their own).
+pub fn footprint(v: &Value) -> u64 {
+    let heap = match v {
+        Value::Str(s) | Value::HugeInt(s) | Value::Global(s) => s.len(),
+        Value::Bytes(b) => b.len(),
+        Value::Object(o) => std::mem::size_of::<Object>() + o.class.len(),
+        _ => 0,
+    };
+    (std::mem::size_of::<Value>() + heap) as u64
 }
 
 #[cfg(test)]
@@ -161,12 +209,26 @@ mod tests {
     fn ints_from_strings_and_big_numbers() {
         assert_eq!(Value::Str(" 11".into()).as_int(), Some(11));
         assert_eq!(Value::Str("x".into()).as_int(), None);
-        let json: serde_json::Value =
-            serde_json::from_str("[18446744073709551615, -1, 1.5]").unwrap();
-        let v = Value::from(&json);
-        let items = v.as_seq().unwrap();
-        assert_eq!(items[0].as_int(), Some(i128::from(u64::MAX)));
-        assert_eq!(items[1], Value::Int(-1));
-        assert_eq!(items[2], Value::Float(1.5));
+        assert_eq!(Value::BigInt(1 << 70).as_int(), Some(1 << 70));
+    }
+
+    #[test]
+    fn the_budget_has_a_floor_and_grants_by_the_byte_up_to_a_cap() {
+        let mut b = TreeBudget::new(100, 10, 1_000);
+        assert_eq!(b.take(60), Ok(()));
+        b.grant(5);
+        assert_eq!(b.take(90), Ok(()), "40 left of the floor and 50 granted");
+        let over = OverBudget {
+            granted: 150,
+            per_byte: 10,
+            floor: 100,
+        };
+        assert_eq!(b.take(1), Err(over));
+        b.grant(1 << 40);
+        assert_eq!(b.take(1_000), Ok(()), "a file grants at most its cap");
+        assert!(b.take(1).is_err());
+        let s = Value::Str("abc".into());
+        let slot = std::mem::size_of::<Value>() as u64;
+        assert_eq!((footprint(&s), footprint(&Value::Int(1))), (slot + 3, slot));
     }
 }
