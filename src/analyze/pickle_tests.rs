@@ -300,7 +300,7 @@ fn a_memo_bomb_of_long_strings_stops_at_the_tree_budget() {
     assert_eq!(over.granted, (64 << 20) + 128 * data.len() as u64);
     assert!(
         err.to_string()
-            .contains("its memo repeats values past what any flight-recorder dump holds"),
+            .contains("a pickle memo repeating values past what any flight-recorder dump holds"),
         "{err}"
     );
     // Small values repeated stop there too, before the element cap (16

@@ -402,8 +402,12 @@ min_busbw_gbps = 100000.0
                 "missing field `sizes`",
             ),
             (
-                "[[check]]\ncollective = \"all-reduce\"\nlog = \"a.log\"\nranks = 2\nmax_time_us = 5.0\n",
-                "check 1 (all-reduce from a.log): `ranks` does not apply to a check with `log`",
+                "[[check]]\ncollective = \"all-reduce\"\nlog = \"a.log\"\nalgo = \"ring\"\nmax_time_us = 5.0\n",
+                "check 1 (all-reduce from a.log): `algo` does not apply to a check with `log`",
+            ),
+            (
+                "[[check]]\ncollective = \"all-reduce\"\nlog = \"a.log\"\nranks = 0\nmax_time_us = 5.0\n",
+                "check 1 (all-reduce from a.log): ranks must be at least 1",
             ),
             (
                 "[[check]]\ncollective = \"all-reduce\"\nlog = \"a.log\"\n",
