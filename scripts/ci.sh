@@ -138,6 +138,8 @@ echo "== end-to-end: plots, nccl-tests text, report, compare"
 grep -q '^# Out of bounds values : 0 OK' "$out/r.txt"
 ./target/release/collbench report "$out/r.json" "$out/all3.json" --plot "$out/r.svg" -q
 ./target/release/collbench compare "$out/all3.json" "$out/all3.json" > /dev/null
+echo "== analyze: memory on pickle bombs and large dumps (scripts/bench_analyze_memory.sh --gate)"
+scripts/bench_analyze_memory.sh target/release/collbench --gate
 echo "== end-to-end: mpirun -np 4 with every collective and algorithm"
 mpirun --allow-run-as-root --oversubscribe -np 4 ./target/mpi/release/collbench all --device host \
   --algo all --sizes 8B:1M:x8 --iters 2 --json "$out/mpi4.json" -q
