@@ -774,6 +774,29 @@ fn info_tells_the_emulated_device_and_its_compiler() {
         "{e}"
     );
     assert!(!cache.exists(), "info made {}", cache.display());
+    assert_eq!(e["cache_unusable"], Value::Null, "{e}");
+    // A cache folder that cannot be made: the temporary folder builds fall
+    // back to is named, and why.
+    let file = fresh.path().join("file");
+    std::fs::write(&file, "x").unwrap();
+    let e = info(&[("COLLBENCH_CACHE_DIR", file.to_str().unwrap())]);
+    assert!(
+        e["cache_dir"]
+            .as_str()
+            .is_some_and(|d| d.ends_with("-emu") && d.contains("collbench-")),
+        "{e}"
+    );
+    assert_eq!(
+        e["cache_unusable"]["dir"],
+        file.join("emu").display().to_string(),
+        "{e}"
+    );
+    assert!(
+        e["cache_unusable"]["why"]
+            .as_str()
+            .is_some_and(|w| w.ends_with("file is not a folder")),
+        "{e}"
+    );
     let e = info(&[
         ("COLLBENCH_EMU_GPUS", "none"),
         ("CXX", "/nonexistent/c++"),

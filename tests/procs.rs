@@ -188,7 +188,7 @@ type BadCase<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)], &'a str);
 
 #[test]
 fn bad_process_options_exit_2_with_a_reason() {
-    let cases: [BadCase; 14] = [
+    let cases: [BadCase; 15] = [
         (&["all-reduce", "--procs", "0"], &[], "--procs 0:"),
         (&["all-reduce", "--procs", "65"], &[], "--procs 65:"),
         // --ranks may repeat --procs' count, never differ from it.
@@ -306,6 +306,11 @@ fn bad_process_options_exit_2_with_a_reason() {
             &[("COLLBENCH_FORCE_RELAY", "yes")],
             "COLLBENCH_FORCE_RELAY=yes: expected 1",
         ),
+        (
+            &["all-reduce", "--sizes", "1K", "--ranks", "2"],
+            &[("COLLBENCH_FORCE_RELAY", "1")],
+            "thread ranks of one process never use it",
+        ),
     ];
     for (args, env, want) in cases {
         let out = collbench(args, env);
@@ -318,6 +323,49 @@ fn bad_process_options_exit_2_with_a_reason() {
             stderr(&out)
         );
         assert!(!stderr(&out).contains("panicked"), "{args:?}");
+    }
+}
+
+/// The settings of ranks that are processes, given to thread ranks, are
+/// said to be unused (on stderr and in the results' notes), not dropped
+/// in silence.
+#[test]
+fn process_placement_settings_on_thread_ranks_are_noted_unused() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("r.json");
+    let out = collbench(
+        &[
+            "all-reduce",
+            "--device",
+            "cuda-emu",
+            "--ranks",
+            "2",
+            "--sizes",
+            "1K",
+            "--iters",
+            "1",
+            "--warmup",
+            "0",
+            "--allow-shared-gpu",
+            "-q",
+            "--json",
+            f.to_str().unwrap(),
+        ],
+        &[("COLLBENCH_GPU_MAP", "0,0")],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let notes = json(&f)["meta"]["notes"].to_string();
+    for want in [
+        "COLLBENCH_GPU_MAP: it places ranks that are processes",
+        "--allow-shared-gpu: thread ranks of one process share a GPU without it",
+    ] {
+        assert_eq!(
+            stderr(&out).matches(want).count(),
+            1,
+            "{want}: {}",
+            stderr(&out)
+        );
+        assert!(notes.contains(want), "{want}: {notes}");
     }
 }
 

@@ -70,7 +70,8 @@ impl Emulated {
                 "limit_seconds": c.limit.as_ref().ok().map(|l| l.as_secs()),
                 "limit_error": c.limit.as_ref().err(),
             },
-            "cache_dir": c.cache_dir.as_ref().map(|d| d.display().to_string()),
+            "cache_dir": c.cache_dir.display().to_string(),
+            "cache_unusable": c.unusable.as_ref().map(|(d, why)| json!({"dir": d.display().to_string(), "why": why})),
         })
     }
 
@@ -95,8 +96,11 @@ impl Emulated {
             Ok(l) => compiler.push_str(&format!(", {} s a variant", l.as_secs())),
             Err(e) => compiler.push_str(&format!("; {e}")),
         }
-        if let (Ok(_), Some(d)) = (&c.version, &c.cache_dir) {
-            compiler.push_str(&format!(", cache in {}", d.display()));
+        if c.version.is_ok() {
+            compiler.push_str(&format!(", cache in {}", c.cache_dir.display()));
+            if let Some((d, why)) = &c.unusable {
+                compiler.push_str(&format!(" ({}: {why})", d.display()));
+            }
         }
         [
             ["emulated:".to_string(), devices],
@@ -274,15 +278,14 @@ pub fn to_text(f: &Facts) -> String {
         };
         t.add_row([format!("{}:", l.name), found]);
     }
-    t.add_row([
-        "kernels:".to_string(),
-        format!(
-            "cache in {}",
-            f.cache_dir
-                .as_deref()
-                .unwrap_or("memory only (no HOME, XDG_CACHE_HOME or COLLBENCH_CACHE_DIR)")
-        ),
-    ]);
+    let kernels = match &f.cache_dir {
+        None => "cache in memory only (no HOME, XDG_CACHE_HOME or COLLBENCH_CACHE_DIR)".into(),
+        Some(d) => match kernels::writable_without_making(std::path::Path::new(d)) {
+            Ok(()) => format!("cache in {d}"),
+            Err(why) => format!("cache in memory only ({d}: {why})"),
+        },
+    };
+    t.add_row(["kernels:".to_string(), kernels]);
     if let Some(k) = &f.kernels {
         t.add_rows(report_rows(&k.report));
     }

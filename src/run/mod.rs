@@ -587,6 +587,9 @@ fn sweep(coll: Option<Collective>, args: &RunArgs, probe: bool) -> anyhow::Resul
     let leader = mpi.as_ref().is_none_or(|m| m.rank() == 0);
     let world = mpi.as_ref().map(|m| m.size());
     let mut s = build_sweep(coll, args, probe, world)?;
+    if mpi.is_none() {
+        thread_rank_settings(&mut s)?;
+    }
     check_thread_ranks(&s.plan, mpi.as_deref())?;
     check_paths(&s, leader)?;
     if !leader {
@@ -866,6 +869,23 @@ fn check_paths(s: &Sweep, leader: bool) -> anyhow::Result<()> {
 
 /// Joins the MPI world when launched into one; refuses a launcher's tasks
 /// in a build that cannot join.
+/// Settings for ranks that are processes, given to thread ranks of one
+/// process: COLLBENCH_FORCE_RELAY=1 is refused (it would test nothing), and
+/// COLLBENCH_GPU_MAP (the flag is refused before) and --allow-shared-gpu
+/// are noted as unused rather than silently dropped.
+fn thread_rank_settings(s: &mut Sweep) -> anyhow::Result<()> {
+    if crate::launch::force_relay_setting()? {
+        bail!("COLLBENCH_FORCE_RELAY=1 tests the relay between nodes, which is MPI point-to-point: run under mpirun (thread ranks of one process never use it)");
+    }
+    if s.plan.gpu_map.take().is_some() {
+        s.notes.push("COLLBENCH_GPU_MAP: it places ranks that are processes (mpirun, srun, --procs); thread ranks of one process go round-robin over the GPUs, so it is unused".into());
+    }
+    if s.plan.allow_shared_gpu {
+        s.notes.push("--allow-shared-gpu: thread ranks of one process share a GPU without it (as virtual ranks); it is for ranks that are processes, so it is unused".into());
+    }
+    Ok(())
+}
+
 fn join_world() -> anyhow::Result<Option<Peers>> {
     let mpi = Peers::join()?;
     if mpi.is_none() {

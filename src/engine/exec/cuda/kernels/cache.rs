@@ -30,6 +30,42 @@ pub fn default_cache_dir() -> Option<PathBuf> {
     cache_dir_from(|k| std::env::var_os(k))
 }
 
+/// Whether `dir` is, or could be made, a folder this process writes in,
+/// leaving nothing behind (`collbench info` changes nothing): a folder is
+/// made in it, else in its nearest existing ancestor, and removed at once.
+/// (Permission bits alone do not tell: root passes them on /proc.)
+pub fn writable_without_making(dir: &Path) -> Result<(), String> {
+    static PROBE: AtomicU64 = AtomicU64::new(0);
+    let mut at = dir;
+    loop {
+        match std::fs::metadata(at) {
+            Ok(m) if !m.is_dir() => return Err(format!("{} is not a folder", at.display())),
+            Ok(_) => {
+                let probe = at.join(format!(
+                    ".collbench-probe-{}-{}",
+                    std::process::id(),
+                    PROBE.fetch_add(1, Ordering::Relaxed)
+                ));
+                return match std::fs::create_dir(&probe) {
+                    Ok(()) => {
+                        let _ = std::fs::remove_dir(&probe);
+                        Ok(())
+                    }
+                    Err(e) if at == dir => Err(format!("{} is not writable ({e})", at.display())),
+                    Err(e) => Err(format!(
+                        "it cannot be made: {} is not writable ({e})",
+                        at.display()
+                    )),
+                };
+            }
+            Err(_) => match at.parent() {
+                Some(up) if !up.as_os_str().is_empty() => at = up,
+                _ => return Err(format!("{} cannot be made", dir.display())),
+            },
+        }
+    }
+}
+
 /// Where a PTX came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Origin {

@@ -16,7 +16,7 @@ mod key;
 mod sources;
 mod variants;
 
-pub use cache::{cache_dir_from, default_cache_dir, Cache, Origin};
+pub use cache::{cache_dir_from, default_cache_dir, writable_without_making, Cache, Origin};
 pub use compile::{compile_all, compile_variants, Report};
 pub use key::{cache_key, Fnv1a};
 pub use sources::{required_entry_points, source, ENTRY_POINTS, SOURCES};

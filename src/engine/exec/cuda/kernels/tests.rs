@@ -2,7 +2,7 @@ use super::*;
 use crate::engine::exec::cuda::nvrtc::{CompileError, Nvrtc, Ptx};
 use crate::engine::types::{Dtype, ReduceOp};
 use std::ffi::OsString;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 fn arch(s: &str) -> Arch {
     s.parse().unwrap()
@@ -276,6 +276,23 @@ fn an_unusable_cache_folder_is_a_warning_not_an_error() {
         Origin::Memory
     );
     assert!(cache.take_warnings().is_empty());
+}
+
+#[test]
+fn a_folder_is_probed_as_writable_without_being_made() {
+    let dir = tempfile::tempdir().unwrap();
+    let deep = dir.path().join("a/b/c");
+    assert_eq!(writable_without_making(&deep), Ok(()));
+    assert_eq!(writable_without_making(dir.path()), Ok(()));
+    let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+    assert!(left.is_empty(), "nothing made, nothing left: {left:?}");
+    let file = dir.path().join("file");
+    std::fs::write(&file, "x").unwrap();
+    let why = writable_without_making(&file.join("kernels")).unwrap_err();
+    assert!(why.ends_with("file is not a folder"), "{why}");
+    // Root passes permission bits there; making a folder is what fails.
+    let why = writable_without_making(Path::new("/proc/collbench-no/emu")).unwrap_err();
+    assert!(why.starts_with("it cannot be made: /proc is not writable"), "{why}");
 }
 
 #[test]

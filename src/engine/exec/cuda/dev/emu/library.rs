@@ -169,14 +169,29 @@ pub fn options(variant: Variant) -> Vec<String> {
 fn cache_dir() -> Option<PathBuf> {
     use std::os::unix::fs::{DirBuilderExt, MetadataExt};
     let home = kernels::default_cache_dir().map(|d| d.join("emu"));
-    if let Some(d) = home.filter(|d| std::fs::create_dir_all(d).is_ok()) {
-        tracing::debug!(dir = %d.display(), "emulated kernel cache folder");
-        return Some(d);
+    if let Some(d) = &home {
+        match std::fs::create_dir_all(d) {
+            Ok(()) => {
+                tracing::debug!(dir = %d.display(), "emulated kernel cache folder");
+                return home;
+            }
+            // Said once, at -v: the builds go on in a temporary folder.
+            Err(e) => {
+                static SAID: std::sync::Once = std::sync::Once::new();
+                SAID.call_once(|| {
+                    tracing::info!(
+                        dir = %d.display(),
+                        error = %e,
+                        "emulated kernel cache folder cannot be made: builds go to a temporary folder"
+                    )
+                });
+            }
+        }
     }
+    let tmp = temporary_cache_dir();
+    let _ = std::fs::DirBuilder::new().mode(0o700).create(&tmp);
     // SAFETY: getuid has no preconditions and cannot fail.
     let uid = unsafe { libc::getuid() };
-    let tmp = std::env::temp_dir().join(format!("collbench-{uid}-emu"));
-    let _ = std::fs::DirBuilder::new().mode(0o700).create(&tmp);
     let meta = std::fs::symlink_metadata(&tmp).ok()?;
     let private = meta.is_dir() && meta.uid() == uid && meta.mode() & 0o022 == 0;
     if private {
@@ -185,6 +200,13 @@ fn cache_dir() -> Option<PathBuf> {
         tracing::debug!(dir = %tmp.display(), "emulated kernel cache folder refused: not private to this user");
     }
     private.then_some(tmp)
+}
+
+/// The private temporary folder builds fall back to.
+fn temporary_cache_dir() -> PathBuf {
+    // SAFETY: getuid has no preconditions and cannot fail.
+    let uid = unsafe { libc::getuid() };
+    std::env::temp_dir().join(format!("collbench-{uid}-emu"))
 }
 
 /// The C++ compiler the emulated device builds with: `$CXX` (a command
@@ -265,22 +287,34 @@ pub struct Compiler {
     pub version: Result<String, String>,
     /// How long it may build one variant, or why the setting is refused.
     pub limit: Result<Duration, String>,
-    /// Where built libraries go: `<kernels cache>/emu` (a build falls back
-    /// to a private temporary folder when that cannot be made); None
-    /// without a kernels cache folder.
-    pub cache_dir: Option<PathBuf>,
+    /// Where built libraries go: `<kernels cache>/emu`, or the private
+    /// temporary folder a build falls back to when there is none or it
+    /// cannot be made.
+    pub cache_dir: PathBuf,
+    /// The kernels cache's `emu` folder that cannot be made, and why.
+    pub unusable: Option<(PathBuf, String)>,
 }
 
 /// The compiler the emulated device would build with, run once for its
 /// version.
 pub fn compiler() -> Compiler {
     let cxx = Cxx::from_env();
+    let home = kernels::default_cache_dir().map(|d| d.join("emu"));
+    let unusable = home.as_ref().and_then(|d| {
+        kernels::writable_without_making(d)
+            .err()
+            .map(|why| (d.clone(), why))
+    });
     Compiler {
         version: cxx.version().map(|v| Cxx::first_line(&v)),
         command: cxx.line,
         limit: cxx_limit_from_env(),
         // Where builds would go, without making the folder (`info` changes nothing).
-        cache_dir: kernels::default_cache_dir().map(|d| d.join("emu")),
+        cache_dir: home
+            .clone()
+            .filter(|_| unusable.is_none())
+            .unwrap_or_else(temporary_cache_dir),
+        unusable,
     }
 }
 
