@@ -597,6 +597,78 @@ fn header_of(text: &str) -> &str {
         .unwrap_or_else(|| panic!("no header in: {text}"))
 }
 
+/// Under collbench's own names, `-m` and `-G` reach nccl-tests' header:
+/// in the sweep's text and when `report` prints the saved results again
+/// (`iters` is nccl-tests' `-n`; the JSON's `meta.iters` counts every
+/// operation, `meta.agg_iters` and `meta.graph` say the rest).
+#[test]
+fn agg_iters_and_graphs_reach_the_header_under_collbench_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let out = collbench()
+        .args([
+            "all-reduce",
+            "--device",
+            "cuda-emu",
+            "--ranks",
+            "2",
+            "--sizes",
+            "8:64",
+        ])
+        .args(["--iters", "3", "--warmup", "1", "-m", "2", "-G", "1"])
+        .args(["--format", "nccl-tests", "--json"])
+        .arg(&json)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let want = "# nThread 1 nGpus 2 minBytes 8 maxBytes 64 step: 2(factor) warmup iters: 1 iters: 3 agg iters: 2 validation: 1 graph: 1";
+    assert_eq!(header_of(&text), want);
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(
+        (
+            &v["meta"]["iters"],
+            &v["meta"]["agg_iters"],
+            &v["meta"]["graph"]
+        ),
+        (&Value::from(6), &Value::from(2), &Value::from(true))
+    );
+    let out = collbench()
+        .args(["report", "--format", "nccl-tests"])
+        .arg(&json)
+        .output()
+        .unwrap();
+    assert_eq!(header_of(&String::from_utf8_lossy(&out.stdout)), want);
+    // Without them the JSON keeps its old shape: no agg_iters, no graph.
+    let out = collbench()
+        .args([
+            "all-reduce",
+            "--ranks",
+            "2",
+            "--sizes",
+            "8",
+            "--iters",
+            "1",
+            "-q",
+            "--json",
+        ])
+        .arg(&json)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert!(
+        v["meta"].get("agg_iters").is_none() && v["meta"].get("graph").is_none(),
+        "{}",
+        v["meta"]
+    );
+}
+
 /// Under nccl-tests' names its flags mean what they mean there: sizes and
 /// their defaults, the step, the header's fields as given, a flag given
 /// twice, `-r -1`, `-d all`'s order, NCCL_TESTS_MIN_BW and `-h`.

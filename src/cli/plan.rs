@@ -45,6 +45,8 @@ pub struct Sweep {
     /// Run as an nccl-tests binary: its header line as nccl-tests prints
     /// it for the flags given, and `NCCL_TESTS_MIN_BW`.
     pub nccl_tests: Option<NcclTestsRun>,
+    /// Operations per timed iteration (`-m`): `plan.iters` holds them all.
+    pub agg_iters: usize,
 }
 
 /// What an nccl-tests binary's run says of itself beyond the rows.
@@ -450,6 +452,7 @@ fn build_over(
     };
     Ok(Sweep {
         nccl_tests: nccl_tests_run(a)?,
+        agg_iters: nt.agg_iters.unwrap_or(1),
         plan,
         device: a.device,
         timing: a.timing,

@@ -47,6 +47,8 @@ pub fn results(rows: Vec<Row>) -> Results {
             sizes: Vec::new(),
             nccl_tests_devices: Vec::new(),
             nccl_tests_wide: false,
+            agg_iters: 1,
+            graph: false,
             gpus: Vec::new(),
             pid: 0,
             version: "0.1.0".into(),

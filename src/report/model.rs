@@ -147,10 +147,18 @@ pub struct Meta {
     pub device: String,
     /// One line per device used (CPU model for the host engine).
     pub devices: Vec<String>,
+    /// Timed operations per case (nccl-tests' iters times its agg iters).
     #[serde(default)]
     pub iters: usize,
     #[serde(default)]
     pub warmup: usize,
+    /// Operations per timed iteration (nccl-tests' `-m`; 1 when not given):
+    /// `iters` over it is nccl-tests' `-n`.
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub agg_iters: usize,
+    /// The timed loop ran as a CUDA graph (nccl-tests' `-G`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub graph: bool,
     #[serde(default)]
     pub seed: u64,
     #[serde(default)]
@@ -197,6 +205,14 @@ pub struct Meta {
     /// did not make.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub partial: Option<Partial>,
+}
+
+fn one() -> usize {
+    1
+}
+
+fn is_one(n: &usize) -> bool {
+    *n == 1
 }
 
 /// Why a run stopped before its last row.

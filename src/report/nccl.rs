@@ -191,14 +191,19 @@ impl NcclTests {
         let (min, max) = (sizes[0], sizes[sizes.len() - 1]);
         let ranks = meta.map_or(1, |m| m.world_size.max(1));
         let (warmup, iters) = meta.map_or((0, 0), |m| (m.warmup, m.iters));
+        // nccl-tests' iters are per aggregate of `agg` operations.
+        let agg = meta.map_or(1, |m| m.agg_iters.max(1));
+        let graph = meta.is_some_and(|m| m.graph);
         // Run as an nccl-tests binary (or read from its log): its own line.
         let given = meta.and_then(|m| m.nccl_tests_header.clone());
         let mut out = vec![
             format!("# Collective test starting: {}", perf_binary(&first.collective)),
             given.unwrap_or_else(|| format!(
-                "# nThread 1 nGpus {ranks} minBytes {min} maxBytes {max} step: {} warmup iters: {warmup} iters: {iters} agg iters: 1 validation: {} graph: 0",
+                "# nThread 1 nGpus {ranks} minBytes {min} maxBytes {max} step: {} warmup iters: {warmup} iters: {} agg iters: {agg} validation: {} graph: {}",
                 step(sizes),
-                u8::from(first.wrong >= 0)
+                iters / agg,
+                u8::from(first.wrong >= 0),
+                u8::from(graph)
             )),
             "#".into(),
             "# Using devices".into(),

@@ -845,6 +845,10 @@ impl LogRun {
         notes.extend(guessed);
         notes.extend(self.failure.iter().map(|f| format!("the test failed: {f}")));
         let header = self.header.as_ref();
+        let agg = header
+            .and_then(|h| h.agg_iters)
+            .filter(|&m| (1..=1 << 20).contains(&m))
+            .unwrap_or(1);
         let meta = Meta {
             version: self
                 .version
@@ -868,7 +872,11 @@ impl LogRun {
                     )
                 })
                 .collect(),
-            iters: header.and_then(|h| h.iters).unwrap_or(0) as usize,
+            // Every timed operation, as a sweep's meta counts them.
+            iters: header
+                .and_then(|h| h.iters)
+                .unwrap_or(0)
+                .saturating_mul(agg) as usize,
             warmup: header.and_then(|h| h.warmup).unwrap_or(0) as usize,
             seed: 0,
             timing: "wall".into(),
@@ -882,6 +890,8 @@ impl LogRun {
             sizes: Vec::new(),
             nccl_tests_devices: self.ranks.iter().map(|r| r.line.clone()).collect(),
             nccl_tests_wide: self.wide,
+            agg_iters: agg as usize,
+            graph: header.and_then(|h| h.graph).is_some_and(|g| g > 0),
             // Every version prints its footer after the last row.
             partial: (!self.finished()).then_some(super::Partial {
                 reason: super::StopReason::Truncated,
@@ -948,6 +958,23 @@ mod tests {
                 None
             }
         }
+    }
+
+    /// A log's agg iters and graph reach its meta; `iters` counts every
+    /// timed operation, as a sweep's meta does.
+    #[test]
+    fn agg_iters_and_graph_reach_the_meta() {
+        let rows = [(1024, 256, "float", "sum", -1, 10.0, 0.1, 0.2)];
+        let t = synthetic(&rows, 2).replace(
+            "agg iters: 1 validation: 1 graph: 0",
+            "agg iters: 4 validation: 1 graph: 1",
+        );
+        let m = &read_log(&t, "all_reduce.log").unwrap()[0].meta;
+        assert_eq!((m.iters, m.agg_iters, m.graph), (80, 4, true));
+        let m = &read_log(&synthetic(&rows, 2), "all_reduce.log").unwrap()[0].meta;
+        assert_eq!((m.iters, m.agg_iters, m.graph), (20, 1, false));
+        let absurd = synthetic(&rows, 2).replace("agg iters: 1", "agg iters: 99999999999");
+        assert_eq!(read_log(&absurd, "all_reduce.log").unwrap()[0].meta.agg_iters, 1);
     }
 
     type SynthRow<'a> = (u64, u64, &'a str, &'a str, i64, f64, f64, f64);

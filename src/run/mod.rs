@@ -1178,6 +1178,8 @@ fn meta(s: &Sweep, chosen: &Chosen) -> Meta {
         sizes: s.plan.sizes.clone(),
         nccl_tests_devices: Vec::new(),
         nccl_tests_wide: false,
+        agg_iters: s.agg_iters,
+        graph: chosen.graph,
     }
 }
 

@@ -292,7 +292,10 @@ fn a_folder_is_probed_as_writable_without_being_made() {
     assert!(why.ends_with("file is not a folder"), "{why}");
     // Root passes permission bits there; making a folder is what fails.
     let why = writable_without_making(Path::new("/proc/collbench-no/emu")).unwrap_err();
-    assert!(why.starts_with("it cannot be made: /proc is not writable"), "{why}");
+    assert!(
+        why.starts_with("it cannot be made: /proc is not writable"),
+        "{why}"
+    );
 }
 
 #[test]
