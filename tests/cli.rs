@@ -247,6 +247,33 @@ fn a_root_or_op_without_a_collective_that_takes_it_is_a_note() {
     }
 }
 
+/// Sizes too small for some cases are named once each, with how many
+/// cases left them out (not a count of every dtype and size pair).
+#[test]
+fn sizes_left_out_are_named_once_each() {
+    let (code, v, err) = run_json(&[
+        "all-gather",
+        "--device",
+        "host",
+        "--ranks",
+        "4",
+        "--sizes",
+        "4:64",
+        "--dtype",
+        "float,double",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    // all-gather's size is the whole output: 4 floats a rank need 16 B,
+    // 4 doubles 32 B. Floats lose 4 B and 8 B, doubles 4, 8 and 16 B.
+    let want = "3 of 5 size(s) left out of 5 case(s): 4B, 8B, 16B (fewer than one element per rank";
+    assert!(err.contains(want), "{err}");
+    assert!(
+        v["meta"]["notes"].to_string().contains(want),
+        "{}",
+        v["meta"]["notes"]
+    );
+}
+
 /// `--check` with `--check-iters 0` says two things: exit 2, not a run
 /// without checks.
 #[test]

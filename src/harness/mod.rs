@@ -569,8 +569,26 @@ pub fn prepare(plan: &Plan, setup: &Setup, mpi: Option<&Peers>) -> Result<Prepar
         .into_iter()
         .map(|w| format!("engine mpi skipped cases: {w}"))
         .collect();
-    if skipped > 0 {
-        notes.push(format!("{skipped} size(s) skipped: fewer than one element per rank, or the same case as the size before"));
+    if skipped.pairs > 0 {
+        let shown: Vec<String> = skipped
+            .sizes
+            .iter()
+            .take(6)
+            .map(|&b| crate::units::Bytes(b).to_string())
+            .collect();
+        let more = skipped.sizes.len().saturating_sub(shown.len());
+        let more = if more > 0 {
+            format!(" and {more} more")
+        } else {
+            String::new()
+        };
+        notes.push(format!(
+            "{} of {} size(s) left out of {} case(s): {}{more} (fewer than one element per rank, or the same case as the size before)",
+            skipped.sizes.len(),
+            plan.sizes.len(),
+            skipped.pairs,
+            shown.join(", ")
+        ));
     }
     Ok(Prepared { cases, notes })
 }

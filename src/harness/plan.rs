@@ -331,13 +331,22 @@ pub fn auto_reason(coll: Collective, bytes: u64, nranks: usize) -> &'static str 
     }
 }
 
+/// Sizes of a sweep left out of some of its cases.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Skipped {
+    /// The sizes (as asked) left out of at least one case, ascending.
+    pub sizes: std::collections::BTreeSet<u64>,
+    /// How many (case, size) pairs were left out.
+    pub pairs: usize,
+}
+
 /// Cases in sweep order: collective, engine, algorithm, dtype, op, root, size.
 /// Sizes too small to give every rank an element are skipped, and so are
-/// sizes that round to the same case as the previous one; the count of the
-/// skipped ones is returned.
-pub fn cases(plan: &Plan) -> (Vec<Case>, usize) {
+/// sizes that round to the same case as the previous one; which were is
+/// returned.
+pub fn cases(plan: &Plan) -> (Vec<Case>, Skipped) {
     let mut out = Vec::new();
-    let mut skipped = 0;
+    let mut skipped = Skipped::default();
     for &coll in &plan.collectives {
         // A group's members decide what varies: operators where one
         // reduces, roots where one has a root.
@@ -381,7 +390,7 @@ pub fn cases(plan: &Plan) -> (Vec<Case>, usize) {
                                 size: 0,
                                 group: plan.group,
                             };
-                            skipped += sizes(plan, proto, algo, &mut out);
+                            sizes(plan, proto, algo, &mut out, &mut skipped);
                         }
                     }
                 }
@@ -409,16 +418,20 @@ fn algos_of(plan: &Plan, coll: Collective, engine: Engine) -> Vec<Option<Algo>> 
     }
 }
 
-/// Pushes `proto` at every distinct size; returns how many sizes it skipped.
-fn sizes(plan: &Plan, proto: Case, algo: Option<Algo>, out: &mut Vec<Case>) -> usize {
+/// Pushes `proto` at every distinct size; the sizes it leaves out go to
+/// `skipped`.
+fn sizes(plan: &Plan, proto: Case, algo: Option<Algo>, out: &mut Vec<Case>, skipped: &mut Skipped) {
     let (coll, es) = (proto.coll, proto.dtype.size());
     let mut last = None;
-    let mut skipped = 0;
+    let mut skip = |size| {
+        skipped.sizes.insert(size);
+        skipped.pairs += 1;
+    };
     for &size in &plan.sizes {
         let counts = coll.counts_split(size, es, plan.ranks, plan.split);
         let bytes = counts.reported_bytes(coll, es);
         if counts.block == 0 || last == Some(bytes) {
-            skipped += 1;
+            skip(size);
             continue;
         }
         last = Some(bytes);
@@ -432,12 +445,11 @@ fn sizes(plan: &Plan, proto: Case, algo: Option<Algo>, out: &mut Vec<Case>) -> u
         };
         // Every member of a group gives every rank an element.
         if case.group > 0 && plan.members(&case).iter().any(|m| m.counts.block == 0) {
-            skipped += 1;
+            skip(size);
             continue;
         }
         out.push(case);
     }
-    skipped
 }
 
 #[cfg(test)]

@@ -974,7 +974,12 @@ mod tests {
         let m = &read_log(&synthetic(&rows, 2), "all_reduce.log").unwrap()[0].meta;
         assert_eq!((m.iters, m.agg_iters, m.graph), (20, 1, false));
         let absurd = synthetic(&rows, 2).replace("agg iters: 1", "agg iters: 99999999999");
-        assert_eq!(read_log(&absurd, "all_reduce.log").unwrap()[0].meta.agg_iters, 1);
+        assert_eq!(
+            read_log(&absurd, "all_reduce.log").unwrap()[0]
+                .meta
+                .agg_iters,
+            1
+        );
     }
 
     type SynthRow<'a> = (u64, u64, &'a str, &'a str, i64, f64, f64, f64);
