@@ -1298,6 +1298,80 @@ fn compare_and_qualify_tell_runs_of_a_log_apart_by_world_size() {
     );
 }
 
+/// A log whose second run failed before its first row (NCCL's init
+/// failure): the run is kept, rowless and unfinished, and no gate passes.
+#[test]
+fn a_log_run_that_failed_before_its_rows_passes_no_gate() {
+    let Some(fixtures) = nccl_fixtures() else {
+        return;
+    };
+    let text = std::fs::read_to_string(fixtures.join("genuine_2_17_N1_G4.log")).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    let dir = tempfile::tempdir().unwrap();
+    let (b, c) = (dir.path().join("b.log"), dir.path().join("c.log"));
+    // Run 1 whole (lines 1-30); run 2's header up to its column lines.
+    std::fs::write(&b, lines[..30].join("\n") + "\n").unwrap();
+    let failed = format!(
+        "{}\n{}\ncnode3-002: Test NCCL failure common.cu:1005 'unhandled system error'\n",
+        lines[..30].join("\n"),
+        lines[31..46].join("\n")
+    );
+    std::fs::write(&c, &failed).unwrap();
+    let o = run(&["compare", s(&b), s(&c)]);
+    assert_eq!(o.code, 1, "{}{}", o.stdout, o.stderr);
+    assert!(
+        o.stderr.contains("the candidate did not finish"),
+        "{}",
+        o.stderr
+    );
+    let o = run(&["report", s(&c)]);
+    assert_eq!(o.code, 1, "{}{}", o.stdout, o.stderr);
+    let o = run(&["report", s(&c), "--format", "nccl-tests", "-v"]);
+    assert_eq!(o.code, 1, "{}{}", o.stdout, o.stderr);
+    let tail: Vec<&str> = o.stdout.lines().rev().take(5).collect();
+    assert!(
+        tail[2].starts_with("# Out of bounds values : 0 FAILED (run unfinished")
+            && tail[3].starts_with("# nThread 1 nGpus 1")
+            && tail[4] == "# Collective test starting: all_gather_perf",
+        "{}",
+        o.stdout
+    );
+    assert!(
+        o.stderr
+            .contains("the test failed: cnode3-002: Test NCCL failure"),
+        "{}",
+        o.stderr
+    );
+    let spec = dir.path().join("q.toml");
+    std::fs::write(
+        &spec,
+        "[[check]]\ncollective = \"all-gather\"\nlog = \"c.log\"\nmin_busbw_gbps = 1.0\n",
+    )
+    .unwrap();
+    let o = run(&["qualify", s(&spec)]);
+    assert_eq!(o.code, 1, "{}{}", o.stdout, o.stderr);
+    assert!(
+        o.stdout.contains("the results did not finish"),
+        "{}",
+        o.stdout
+    );
+    // A log of nothing but a failed run is no results at all.
+    let lone = dir.path().join("lone.log");
+    std::fs::write(
+        &lone,
+        failed.lines().skip(30).collect::<Vec<_>>().join("\n"),
+    )
+    .unwrap();
+    let o = run(&["report", s(&lone)]);
+    assert_eq!(o.code, 2, "{}{}", o.stdout, o.stderr);
+    assert!(
+        o.stderr
+            .contains("without data rows; it failed: cnode3-002: Test NCCL failure"),
+        "{}",
+        o.stderr
+    );
+}
+
 #[test]
 fn unreadable_logs_exit_2_with_one_line() {
     let dir = tempfile::tempdir().unwrap();

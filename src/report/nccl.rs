@@ -373,6 +373,18 @@ impl Layout for NcclTests {
     }
 
     fn footer(&self, results: &Results) -> Vec<String> {
+        if results.rows.is_empty() {
+            // A run that failed before its first row (a log's NCCL init
+            // failure): its header as it was, and no pass.
+            let m = &results.meta;
+            let mut out = Vec::new();
+            if m.command.ends_with("_perf") {
+                out.push(format!("# Collective test starting: {}", m.command));
+            }
+            out.extend(m.nccl_tests_header.iter().cloned());
+            out.extend(self.close(&[], Some(m), m.partial.as_ref()));
+            return out;
+        }
         results
             .rows
             .iter()

@@ -781,7 +781,11 @@ impl LogRun {
     /// path as shown; `index`, `of`: which run of the file this is.
     pub fn to_results(&self, source: &str, index: usize, of: usize) -> Result<Results, LogError> {
         let name = source.rsplit(['/', '\\']).next().unwrap_or(source);
-        let (collective, guessed) = self.collective(name)?;
+        // A run that failed before its first row has no row to name.
+        let (collective, guessed) = match (self.rows.is_empty(), self.collective(name)) {
+            (true, Err(_)) => (String::new(), None),
+            (_, known) => known?,
+        };
         let mut rows = Vec::with_capacity(self.rows.len() * 2);
         for r in &self.rows {
             for (placement, c) in [("out", &r.out), ("in", &r.inplace)] {
@@ -911,11 +915,18 @@ impl LogRun {
 }
 
 /// An nccl-tests log's text as collbench results, one per run that has
-/// rows. `source`: the path as shown (its file name hints the collective).
+/// rows or that did not finish (a run that failed before its first row,
+/// an NCCL init failure, is a run without rows whose meta says it did not
+/// finish: never left out). `source`: the path as shown (its file name
+/// hints the collective).
 pub fn read_log(text: &str, source: &str) -> Result<Vec<Results>, LogError> {
     let runs: Vec<LogRun> = parse_log(text)
         .into_iter()
-        .filter(|r| !r.rows.is_empty() || !r.bad_rows.is_empty())
+        .filter(|r| {
+            !r.rows.is_empty()
+                || !r.bad_rows.is_empty()
+                || (!r.finished() && (r.header.is_some() || r.binary.is_some()))
+        })
         .collect();
     // A row left out would be a size missing from a report, or a check
     // that never saw it: refused, naming the line.
@@ -925,10 +936,12 @@ pub fn read_log(text: &str, source: &str) -> Result<Vec<Results>, LogError> {
             what: "a data row that does not read (a size, count and type, then times, bandwidths and #wrong: each time and bandwidth a number from 0 to 1e12)".into(),
         });
     }
-    if runs.is_empty() {
-        return Err(LogError::Whole(
-            "an nccl-tests log without data rows".into(),
-        ));
+    if runs.iter().all(|r| r.rows.is_empty()) {
+        let failure = runs.iter().find_map(|r| r.failure.as_deref());
+        return Err(LogError::Whole(match failure {
+            Some(f) => format!("an nccl-tests log without data rows; it failed: {f}"),
+            None => "an nccl-tests log without data rows".into(),
+        }));
     }
     let of = runs.len();
     runs.iter()

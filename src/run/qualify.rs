@@ -157,7 +157,9 @@ fn log_rows(
         .filter(|r| within.is_none_or(|(lo, hi)| (lo..=hi).contains(&r.bytes)))
         .cloned()
         .collect();
-    if rows.is_empty() {
+    // Picked runs that did not finish (one failed before its first row)
+    // fail the check, rows or not.
+    if rows.is_empty() && unfinished.is_none() {
         let sized = within.map_or(String::new(), |(lo, hi)| format!(" from {lo} to {hi} B"));
         anyhow::bail!(
             "{log} has no {collective} rows{sized} (it holds: {})",

@@ -144,8 +144,10 @@ pub fn report(a: &ReportArgs) -> i32 {
     if nccl_text && !a.out.quiet {
         // nccl-tests' text has both placements on every line, never a dash.
         if let Some((name, only)) = files.iter().find_map(|(name, r)| {
+            // A run without rows (a log's run that failed before its
+            // first) has no placement to lack.
             let p = placements_of(&r.rows);
-            (p.len() < 2).then(|| (name, p.join(", ")))
+            (p.len() < 2 && !r.rows.is_empty()).then(|| (name, p.join(", ")))
         }) {
             return fail(format!(
                 "{name}: --format nccl-tests needs out-of-place and in-place rows, and this file has only {}; use --format table",
