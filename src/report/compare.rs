@@ -76,7 +76,12 @@ pub struct Pair {
 
 impl Pair {
     fn new(base: &Row, cand: &Row, world: Option<usize>, max_regression_pct: f64) -> Pair {
-        let metric = Metric::for_size(base.bytes);
+        // A size whose busbw is zero by definition (one rank moves nothing
+        // between ranks) is judged on its time, as a small one is.
+        let metric = match Metric::for_size(base.bytes) {
+            Metric::Busbw if base.busbw_gbps == 0.0 && cand.busbw_gbps == 0.0 => Metric::Time,
+            m => m,
+        };
         let (b, c) = (metric.value(base), metric.value(cand));
         // A zero time or bandwidth on either side (a lone rank's in-place
         // operation moves nothing) has no ratio.
@@ -421,10 +426,13 @@ impl Comparison {
 
     /// One line: what was compared and what regressed.
     pub fn summary(&self) -> String {
+        // A pair with a zero on one side and nothing wrong was not judged.
+        let unjudged = |p: &&Pair| p.ratio.is_nan() && !p.regressed;
+        let judged = self.pairs.len() - self.pairs.iter().filter(unjudged).count();
         let by_bw = self
             .pairs
             .iter()
-            .filter(|p| p.metric == Metric::Busbw)
+            .filter(|p| p.metric == Metric::Busbw && !unjudged(p))
             .count();
         // Wrong values fail a row whatever its numbers: said apart.
         let wrong = self.pairs.iter().filter(|p| p.cand.is_bad()).count();
@@ -434,11 +442,14 @@ impl Comparison {
             .filter(|p| p.regressed && !p.cand.is_bad())
             .count();
         let mut s = format!(
-            "{} row(s) compared ({by_bw} by busbw at 1MiB and up, {} by time below); {slower} regressed by more than {}%",
-            self.pairs.len(),
-            self.pairs.len() - by_bw,
+            "{judged} row(s) compared ({by_bw} by busbw, at 1MiB and up; {} by time); {slower} regressed by more than {}%",
+            judged - by_bw,
             self.max_regression_pct
         );
+        let zeros = self.pairs.len() - judged;
+        if zeros > 0 {
+            s.push_str(&format!("; {zeros} not comparable (a zero on one side)"));
+        }
         if wrong > 0 {
             s.push_str(&format!("; {wrong} with wrong or NaN/Inf values"));
         }
@@ -478,7 +489,8 @@ mod tests {
             (3, 0, 0, 0)
         );
         assert!(
-            c.render().contains("3 row(s) compared (1 by busbw"),
+            c.render()
+                .contains("3 row(s) compared (1 by busbw, at 1MiB and up; 2 by time)"),
             "{}",
             c.render()
         );
@@ -520,21 +532,34 @@ mod tests {
             assert_eq!(c.regressions(), 1, "busbw {lost}");
             assert_eq!(c.pairs[0].verdict(5.0), "REGRESSED");
         }
-        // Nothing moved on either side (a lone rank in place): no ratio, no
-        // regression.
+        // A busbw of zero on both sides (a lone rank: nothing between
+        // ranks) is judged on time: twice as slow regresses.
         let mut zero = big.clone();
         zero.busbw_gbps = 0.0;
+        let mut slow = zero.clone();
+        slow.time_us *= 2.0;
+        let c = compare(&results(vec![zero.clone()]), &results(vec![slow]), 5.0);
+        assert_eq!((c.pairs[0].metric, c.regressions()), (Metric::Time, 1));
         let c = compare(
             &results(vec![zero.clone()]),
             &results(vec![zero.clone()]),
             5.0,
         );
+        assert_eq!((c.pairs[0].metric, c.regressions()), (Metric::Time, 0));
+        // A zero baseline bandwidth against a real one: nothing to judge,
+        // and not counted as compared.
+        let c = compare(&results(vec![zero]), &results(vec![big]), 5.0);
         assert_eq!(c.regressions(), 0);
         assert!(c.pairs[0].ratio.is_nan());
         assert_eq!(c.pairs[0].verdict(5.0), "not comparable (a zero)");
-        // A zero baseline has nothing to judge a candidate against.
-        let c = compare(&results(vec![zero]), &results(vec![big]), 5.0);
-        assert_eq!(c.regressions(), 0);
+        assert!(
+            c.summary()
+                .starts_with("0 row(s) compared (0 by busbw, at 1MiB and up; 0 by time)")
+                && c.summary()
+                    .ends_with("; 1 not comparable (a zero on one side)"),
+            "{}",
+            c.summary()
+        );
     }
 
     #[test]
