@@ -1155,6 +1155,8 @@ fn qualify_judges_a_log_check_without_a_sweep() {
         (pass.replace("max_time_us", "scalar = 3.0\nmax_time_us"), "`scalar` does not apply to a check with `log`"),
         (pass.replace("logs/h100.log", ""), "`log` is empty: name the file to judge"),
         (pass.replace("max_time_us", "sizes = \"1X\"\nmax_time_us"), "check 1 (h100 all-reduce): sizes:"),
+        (pass.replace("max_time_us", "sizes = \"8:2M:x3\"\nmax_time_us"), "a step picks no rows from a log"),
+        (pass.replace("max_time_us", "sizes = \"2M:1M\"\nmax_time_us"), "sizes '2M:1M': 2097152 B is above 1048576 B"),
         (pass.replace("max_time_us", "sizes = \"1K:64K\"\nmax_time_us"), "has no all-reduce rows from 1024 to 65536 B"),
     ] {
         std::fs::write(&spec, format!("{text}{fail}")).unwrap();

@@ -243,11 +243,22 @@ impl CheckSpec {
         let Some(text) = &self.sizes else {
             return Ok(None);
         };
-        let sizes = crate::units::parse_sweep(text).map_err(|e| format!("sizes: {e}"))?;
-        match (sizes.first(), sizes.last()) {
-            (Some(&lo), Some(&hi)) => Ok(Some((lo, hi))),
-            _ => Err(format!("sizes '{text}' holds no size")),
+        // A range of the log's rows, as written: a step would pick rows
+        // by sizes no sweep of the log's made.
+        let bytes = |v: &str| crate::units::parse_bytes(v).map_err(|e| format!("sizes: {e}"));
+        let (lo, hi) = match text.split(':').collect::<Vec<_>>()[..] {
+            [one] => (bytes(one)?, bytes(one)?),
+            [lo, hi] => (bytes(lo)?, bytes(hi)?),
+            _ => {
+                return Err(format!(
+                    "sizes '{text}': a check with `log` takes a range MIN:MAX (the rows from MIN to MAX) or one size; a step picks no rows from a log"
+                ))
+            }
+        };
+        if lo > hi {
+            return Err(format!("sizes '{text}': {lo} B is above {hi} B"));
         }
+        Ok(Some((lo, hi)))
     }
 
     /// Whether the check runs the links probe (`collective = "links"`).
