@@ -369,6 +369,58 @@ fn process_placement_settings_on_thread_ranks_are_noted_unused() {
     }
 }
 
+/// `qualify` and `tune` run sweeps of thread ranks too: the relay setting
+/// is refused there as in a sweep, and the GPU map is said to be unused.
+#[test]
+fn qualify_and_tune_take_process_settings_as_sweeps_do() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = dir.path().join("q.toml");
+    std::fs::write(
+        &spec,
+        "[[check]]\ncollective = \"all-reduce\"\ndevice = \"host\"\nranks = 2\nsizes = \"8B\"\niters = 1\nwarmup = 0\nmax_time_us = 1e9\n",
+    )
+    .unwrap();
+    let table = dir.path().join("t.json");
+    let tune = [
+        "tune",
+        "--device",
+        "host",
+        "--ranks",
+        "2",
+        "--sizes",
+        "8B",
+        "--iters",
+        "1",
+        "--warmup",
+        "0",
+        "-O",
+        table.to_str().unwrap(),
+    ];
+    for args in [&["qualify", spec.to_str().unwrap()][..], &tune[..]] {
+        let out = collbench(args, &[("COLLBENCH_FORCE_RELAY", "1")]);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains("thread ranks of one process never use it"),
+            "{args:?}: {}",
+            stderr(&out)
+        );
+    }
+    assert!(!table.exists(), "a refused tune writes nothing");
+    let out = collbench(
+        &["qualify", spec.to_str().unwrap()],
+        &[("COLLBENCH_GPU_MAP", "1,0")],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(
+        stderr(&out)
+            .matches("note: COLLBENCH_GPU_MAP: it places ranks that are processes")
+            .count(),
+        1,
+        "{}",
+        stderr(&out)
+    );
+}
+
 /// How many processes but `except` have `needle` in their command line
 /// (this test's own unique dump folder: only its parent and ranks have it).
 fn running_with(needle: &str, except: u32) -> usize {

@@ -873,7 +873,7 @@ fn check_paths(s: &Sweep, leader: bool) -> anyhow::Result<()> {
 /// process: COLLBENCH_FORCE_RELAY=1 is refused (it would test nothing), and
 /// COLLBENCH_GPU_MAP (the flag is refused before) and --allow-shared-gpu
 /// are noted as unused rather than silently dropped.
-fn thread_rank_settings(s: &mut Sweep) -> anyhow::Result<()> {
+pub(crate) fn thread_rank_settings(s: &mut Sweep) -> anyhow::Result<()> {
     if crate::launch::force_relay_setting()? {
         bail!("COLLBENCH_FORCE_RELAY=1 tests the relay between nodes, which is MPI point-to-point: run under mpirun (thread ranks of one process never use it)");
     }

@@ -35,10 +35,17 @@ enum Job {
 }
 
 /// One run of a check's sweep: its rows and links, or how it went wrong.
-fn measure(s: &Sweep) -> Result<(Vec<Row>, Option<LinkReport>), Outcome> {
+/// `title`: the check's, to say its notes under (None: said already).
+fn measure(s: &Sweep, title: Option<&str>) -> Result<(Vec<Row>, Option<LinkReport>), Outcome> {
     let ready = super::check_thread_ranks(&s.plan, None)
         .and_then(|()| choose_device(s, None))
         .and_then(|chosen| {
+            // What of the check goes unused here, as a sweep says it.
+            if let Some(title) = title {
+                for n in &chosen.notes {
+                    progress::suspend(|| say!("collbench: qualify: '{title}': note: {n}"));
+                }
+            }
             let meta = super::meta(s, &chosen);
             setup(&s.plan, &chosen, &meta, None)
         });
@@ -91,7 +98,7 @@ fn run_check(c: &Check, job: &Job) -> CheckResult {
         }
     };
     for attempt in 0..2 {
-        let (outcome, measured) = match measure(s) {
+        let (outcome, measured) = match measure(s, (attempt == 0).then_some(c.title.as_str())) {
             Ok((rows, links)) => {
                 let (o, m) = evaluate(c, &rows);
                 evaluate_links(c, links.as_ref(), o, m)
@@ -206,9 +213,12 @@ fn checks(specs: &[CheckSpec], dir: &Path) -> anyhow::Result<Vec<(Check, Job)>> 
                     }
                     Job::Log(rows, links, unfinished)
                 }
-                None => Job::Sweep(Box::new(
-                    c.sweep().map_err(|e| anyhow::anyhow!("{}: {e}", at()))?,
-                )),
+                None => {
+                    let mut sweep = c.sweep().map_err(|e| anyhow::anyhow!("{}: {e}", at()))?;
+                    super::thread_rank_settings(&mut sweep)
+                        .map_err(|e| anyhow::anyhow!("{}: {e}", at()))?;
+                    Job::Sweep(Box::new(sweep))
+                }
             };
             Ok((check, job))
         })

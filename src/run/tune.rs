@@ -36,6 +36,7 @@ fn tune_inner(a: &TuneArgs) -> anyhow::Result<i32> {
     }
     watchdog::install_signal_handlers();
     let mut s = plan::build_tune(a)?;
+    super::thread_rank_settings(&mut s)?;
     super::check_thread_ranks(&s.plan, None)?;
     let mut outputs = vec![("--output", a.output.as_path())];
     if let Some(p) = s.json.as_deref().filter(|p| p.as_os_str() != "-") {
