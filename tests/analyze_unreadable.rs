@@ -198,6 +198,28 @@ fn pickle_bombs_are_refused() {
     assert_eq!(d.findings[0].kind.name(), "missing-dump");
 }
 
+/// A folder is read with its subfolders' files; folders deeper down are
+/// named as not read, not skipped in silence.
+#[test]
+fn folders_deeper_than_one_level_are_named() {
+    let dir = TempDir::new().unwrap();
+    let deep = dir.path().join("job/json");
+    std::fs::create_dir_all(&deep).unwrap();
+    std::fs::write(dir.path().join("job/rank0.json"), collbench_dump(0)).unwrap();
+    std::fs::write(deep.join("rank1.json"), collbench_dump(1)).unwrap();
+    let d = analyze_paths(&[dir.path().to_path_buf()]).unwrap();
+    assert_eq!(d.ranks_found, vec![0]);
+    assert!(
+        reason_of(&d, "job/json").starts_with("a folder two levels down, not read"),
+        "{:#?}",
+        d.unreadable
+    );
+    // Named itself, it is read.
+    let d = analyze_paths(&[dir.path().join("job"), deep]).unwrap();
+    assert_eq!(d.ranks_found, vec![0, 1]);
+    assert!(d.unreadable.is_empty(), "{:#?}", d.unreadable);
+}
+
 /// The trees copied out of the files share one budget: the floor is the
 /// analysis's, not each file's, and each file grants bytes by its size.
 #[test]

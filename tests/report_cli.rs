@@ -1373,6 +1373,50 @@ fn a_log_run_that_failed_before_its_rows_passes_no_gate() {
     );
 }
 
+/// A log cut in the middle of a row (no newline at its end) is an
+/// unfinished run without its torn row, not an unreadable file; a bad row
+/// elsewhere is still refused.
+#[test]
+fn a_log_cut_mid_row_is_unfinished_not_unreadable() {
+    let Some(fixtures) = nccl_fixtures() else {
+        return;
+    };
+    let text = std::fs::read_to_string(fixtures.join("genuine_2_17_N1_G4.log")).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let cut = dir.path().join("cut.log");
+    // Into the fourth data row's out-of-place time.
+    let at = text.find("   268435456").unwrap() + 50;
+    std::fs::write(&cut, &text[..at]).unwrap();
+    let o = run(&["report", s(&cut), "-v"]);
+    assert_eq!(o.code, 1, "{}{}", o.stdout, o.stderr);
+    assert!(
+        o.stderr.contains("the log's last line is a row cut short"),
+        "{}",
+        o.stderr
+    );
+    assert!(o.stderr.contains("the run did not finish"), "{}", o.stderr);
+    let rows = o
+        .stdout
+        .lines()
+        .filter(|l| l.contains("double") && l.contains("sum"))
+        .count();
+    assert_eq!(rows, 3, "the whole rows only: {}", o.stdout);
+    // The same torn row followed by more lines is a bad row, refused.
+    let torn_inside = format!(
+        "{}\n{}",
+        &text[..at],
+        &text[at..].split_once('\n').unwrap().1
+    );
+    std::fs::write(&cut, torn_inside).unwrap();
+    let o = run(&["report", s(&cut)]);
+    assert_eq!(o.code, 2, "{}{}", o.stdout, o.stderr);
+    assert!(
+        o.stderr.contains("a data row that does not read"),
+        "{}",
+        o.stderr
+    );
+}
+
 #[test]
 fn unreadable_logs_exit_2_with_one_line() {
     let dir = tempfile::tempdir().unwrap();

@@ -121,7 +121,18 @@ fn expand(paths: &[PathBuf], bad: &mut Vec<Unreadable>) -> Vec<PathBuf> {
                 for entry in list_dir(path, bad) {
                     match fs::metadata(&entry) {
                         Ok(meta) if meta.is_dir() => {
-                            files.extend(list_dir(&entry, bad).into_iter().filter(|p| p.is_file()))
+                            for inner in list_dir(&entry, bad) {
+                                if inner.is_file() {
+                                    files.push(inner);
+                                } else if inner.is_dir() {
+                                    // Said, not skipped in silence: the
+                                    // dumps may be right there.
+                                    bad.push(Unreadable {
+                                        path: inner.display().to_string(),
+                                        reason: "a folder two levels down, not read (name it, or its parent, to read its files)".into(),
+                                    });
+                                }
+                            }
                         }
                         Ok(meta) if meta.is_file() => files.push(entry),
                         _ => {}

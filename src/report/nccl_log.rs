@@ -920,6 +920,19 @@ impl LogRun {
 /// finish: never left out). `source`: the path as shown (its file name
 /// hints the collective).
 pub fn read_log(text: &str, source: &str) -> Result<Vec<Results>, LogError> {
+    // A log that ends mid-line (a job killed as it printed, a live log
+    // copied) ends in a torn row, whose numbers are not what nccl-tests
+    // printed: left out, and its run, which has no footer, is unfinished.
+    let torn = !text.ends_with('\n')
+        && text
+            .lines()
+            .next_back()
+            .is_some_and(|l| matches!(classify(untagged(l), 0), Line::Row(_) | Line::BadRow(_)));
+    let text = if torn {
+        &text[..text.rfind('\n').map_or(0, |i| i + 1)]
+    } else {
+        text
+    };
     let runs: Vec<LogRun> = parse_log(text)
         .into_iter()
         .filter(|r| {
@@ -944,10 +957,17 @@ pub fn read_log(text: &str, source: &str) -> Result<Vec<Results>, LogError> {
         }));
     }
     let of = runs.len();
-    runs.iter()
+    let mut all: Vec<Results> = runs
+        .iter()
         .enumerate()
         .map(|(i, r)| r.to_results(source, i, of))
-        .collect()
+        .collect::<Result<_, _>>()?;
+    if let (true, Some(last)) = (torn, all.last_mut()) {
+        last.meta.notes.push(
+            "the log's last line is a row cut short (no newline at its end): left out".into(),
+        );
+    }
+    Ok(all)
 }
 
 #[cfg(test)]
