@@ -440,3 +440,40 @@ fn pytorch_subgroups_world_is_the_union_of_members_and_groups_keep_their_names()
         (json!("2"), json!("sub_b"))
     );
 }
+
+/// A dump whose channel waits on a peer outside its world is refused,
+/// not shown as waiting on a rank that does not exist.
+#[test]
+fn a_wait_on_a_peer_outside_the_world_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = Run {
+        id: Some("r1"),
+        pid: 7,
+        world: 2,
+        command: "collbench all-reduce --ranks 2",
+        reason: "timeout",
+        at_ns: HEALTHY_AT,
+    };
+    write(
+        dir.path(),
+        "rank0.json",
+        &dump(&run, 0, entries(3, &[waiting(4, 99_999)])),
+    );
+    write(
+        dir.path(),
+        "rank1.json",
+        &dump(&run, 1, entries(3, &[waiting(4, -1)])),
+    );
+    let d = analyze_paths(&[dir.path().to_path_buf()]);
+    let err = d
+        .map(|d| format!("{:?}", d.unreadable))
+        .unwrap_or_else(|e| e.to_string());
+    assert!(
+        err.contains("seq 4 waits on peer 99999, outside its world of 2"),
+        "{err}"
+    );
+    assert!(
+        err.contains("seq 4 waits on peer -1, outside its world of 2"),
+        "{err}"
+    );
+}

@@ -797,6 +797,21 @@ fn info_tells_the_emulated_device_and_its_compiler() {
             .is_some_and(|w| w.ends_with("file is not a folder")),
         "{e}"
     );
+    // The NVRTC kernels' cache says the same in its own key.
+    let out = Command::cargo_bin("collbench")
+        .unwrap()
+        .env("COLLBENCH_CACHE_DIR", &file)
+        .args(["info", "--json"])
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        v["kernel_cache"]["unusable"]
+            .as_str()
+            .is_some_and(|w| w.ends_with("file is not a folder")),
+        "{}",
+        v["kernel_cache"]
+    );
     let e = info(&[
         ("COLLBENCH_EMU_GPUS", "none"),
         ("CXX", "/nonexistent/c++"),

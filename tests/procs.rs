@@ -367,6 +367,34 @@ fn process_placement_settings_on_thread_ranks_are_noted_unused() {
         );
         assert!(notes.contains(want), "{want}: {notes}");
     }
+    // Ranks that are processes on the host engine: no GPU to share.
+    let out = collbench(
+        &[
+            "all-reduce",
+            "--procs",
+            "2",
+            "--device",
+            "host",
+            "--allow-shared-gpu",
+            "--sizes",
+            "8B",
+            "--iters",
+            "1",
+            "--warmup",
+            "0",
+            "-q",
+        ],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(
+        stderr(&out)
+            .matches("--allow-shared-gpu: the host engine uses no GPU, so it is unused")
+            .count(),
+        1,
+        "{}",
+        stderr(&out)
+    );
 }
 
 /// `qualify` and `tune` run sweeps of thread ranks too: the relay setting

@@ -252,13 +252,7 @@ fn load_json(
     limits: &Limits,
     tree: &mut TreeBudget,
 ) -> Result<RankDump, LoadError> {
-    /// The schema alone (the rest read past), to know what reads the file.
-    #[derive(Deserialize)]
-    struct Head {
-        schema: Option<serde_json::Value>,
-    }
-    let head: Head = serde_json::from_slice(bytes)?;
-    match head.schema {
+    match schema_of(bytes)? {
         Some(serde_json::Value::String(s)) if s == DUMP_SCHEMA => {
             let dump: Dump = serde_json::from_slice(bytes).map_err(|e| LoadError::Invalid {
                 format: Format::Collbench,
@@ -286,6 +280,34 @@ fn load_json(
             })
         }
     }
+}
+
+/// A JSON object's `schema` (the last, where a key repeats, as every
+/// reader here takes), the rest read past: what reads the file.
+fn schema_of(bytes: &[u8]) -> Result<Option<serde_json::Value>, serde_json::Error> {
+    use serde::de::{Deserializer, IgnoredAny, MapAccess, Visitor};
+    struct Schema;
+    impl<'de> Visitor<'de> for Schema {
+        type Value = Option<serde_json::Value>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a JSON object")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            let mut schema = None;
+            while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+                if key == "schema" {
+                    schema = Some(map.next_value()?);
+                } else {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+            Ok(schema)
+        }
+    }
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let schema = de.deserialize_map(Schema)?;
+    de.end()?;
+    Ok(schema)
 }
 
 /// `array`, `null`, ...: what a JSON value is.
@@ -343,6 +365,24 @@ fn from_collbench(dump: Dump, run_id: Option<String>, path: &Path) -> Result<Ran
             what: format!(
                 "rank {} is outside its world of {}",
                 dump.rank, dump.world_size
+            ),
+        });
+    }
+    // A peer outside the world would be named as what a rank waited for.
+    let waits = dump.entries.iter().flat_map(|e| {
+        e.channels
+            .iter()
+            .filter_map(|c| c.waiting_on.as_ref().map(|w| (e.seq, w.peer)))
+    });
+    for (seq, peer) in waits {
+        if usize::try_from(peer).is_ok_and(|p| p < dump.world_size) {
+            continue;
+        }
+        return Err(LoadError::Invalid {
+            format: Format::Collbench,
+            what: format!(
+                "seq {seq} waits on peer {peer}, outside its world of {}",
+                dump.world_size
             ),
         });
     }

@@ -45,7 +45,7 @@ pub enum EntryError {
     NotDict(&'static str),
     #[error("no collective_seq_id")]
     NoSeq,
-    #[error("bad collective_seq_id {0}")]
+    #[error("bad collective_seq_id {0} (PyTorch's are from 0 to 2^63 - 1)")]
     BadSeq(i128),
     #[error("collective_seq_id is {0}, not a whole number from 0 to 2^63")]
     SeqNotInt(&'static str),
@@ -149,7 +149,11 @@ fn read_entry(entry: &Value) -> Result<Record, EntryError> {
             "str" => "a string",
             _ => "another type",
         }))?;
-    let seq = u64::try_from(seq).map_err(|_| EntryError::BadSeq(seq))?;
+    // PyTorch's counters are int64: past 2^63 is no seq it wrote.
+    let seq = u64::try_from(seq)
+        .ok()
+        .filter(|&s| s <= i64::MAX as u64)
+        .ok_or(EntryError::BadSeq(seq))?;
     let state = match entry.get("state").and_then(Value::as_str) {
         Some("scheduled") => State::Scheduled,
         Some("started") => State::Started,
@@ -511,7 +515,20 @@ mod tests {
         assert!(with(Value::Float(1.5)).contains("is a float"));
         assert!(with(Value::HugeInt("1".repeat(40))).contains("an integer too large"));
         assert!(with(s("seven")).contains("is a string"));
-        assert_eq!(with(Value::Int(-1)), "bad collective_seq_id -1");
+        assert!(with(Value::Int(-1)).starts_with("bad collective_seq_id -1 "));
+        assert_eq!(
+            with(Value::BigInt(i128::from(u64::MAX))),
+            "bad collective_seq_id 18446744073709551615 (PyTorch's are from 0 to 2^63 - 1)"
+        );
+        let Value::Dict(mut pairs) = entry("0", 1, "nccl:all_reduce") else {
+            unreachable!()
+        };
+        pairs.retain(|(k, _)| k.as_str() != Some("collective_seq_id"));
+        pairs.push((s("collective_seq_id"), Value::Int(i64::MAX)));
+        assert_eq!(
+            read_entry(&Value::Dict(pairs)).unwrap().seq,
+            i64::MAX as u64
+        );
         let Value::Dict(mut pairs) = entry("0", 1, "x") else {
             unreachable!()
         };

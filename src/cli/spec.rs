@@ -207,7 +207,16 @@ impl CheckSpec {
             return n.clone();
         }
         if let Some(log) = &self.log {
-            return format!("{} from {log}", self.collective);
+            // What picks its rows is part of its name: two checks of one
+            // log at other sizes or world sizes are two checks.
+            let mut t = format!("{} from {log}", self.collective);
+            if let Some(sizes) = &self.sizes {
+                t.push_str(&format!(" {sizes}"));
+            }
+            if let Some(n) = self.ranks {
+                t.push_str(&format!(" {n} ranks"));
+            }
+            return t;
         }
         format!(
             "{} {} {} ranks",
@@ -418,7 +427,7 @@ min_busbw_gbps = 100000.0
             ),
             (
                 "[[check]]\ncollective = \"all-reduce\"\nlog = \"a.log\"\nranks = 0\nmax_time_us = 5.0\n",
-                "check 1 (all-reduce from a.log): ranks must be at least 1",
+                "check 1 (all-reduce from a.log 0 ranks): ranks must be at least 1",
             ),
             (
                 "[[check]]\ncollective = \"all-reduce\"\nlog = \"a.log\"\n",
@@ -454,6 +463,18 @@ min_busbw_gbps = 100000.0
         .remove(0);
         assert_eq!(c.log.as_deref(), Some("runs/nccl.log"));
         assert_eq!(c.title(), "all from runs/nccl.log");
+        // What picks the rows is in the name: two checks of one log at
+        // other world sizes are two checks, not a repeated name.
+        let two = "[[check]]\ncollective = \"all\"\nlog = \"a.log\"\nranks = 4\nmin_busbw_gbps = 1.0\n[[check]]\ncollective = \"all\"\nlog = \"a.log\"\nranks = 8\nsizes = \"1M:1G\"\nmin_busbw_gbps = 1.0\n";
+        let titles: Vec<String> = parse_spec(two)
+            .unwrap()
+            .iter()
+            .map(CheckSpec::title)
+            .collect();
+        assert_eq!(
+            titles,
+            ["all from a.log 4 ranks", "all from a.log 1M:1G 8 ranks"]
+        );
         assert_eq!(c.collective_name(), Ok("all"));
         assert!(c.sweep().unwrap_err().0.contains("missing field `sizes`"));
     }

@@ -230,7 +230,10 @@ pub fn to_json(f: &Facts) -> Value {
             Ok(n) => json!({"library": n.soname(), "version": version(n.version())}),
             Err(e) => json!({"library": null, "version": null, "error": e.to_string()}),
         },
-        "kernel_cache": {"dir": f.cache_dir},
+        "kernel_cache": {
+            "dir": f.cache_dir,
+            "unusable": f.cache_dir.as_deref().and_then(|d| kernels::writable_without_making(std::path::Path::new(d)).err()),
+        },
         "devices": match &f.gpus {
             Ok(g) => json!(g.devices),
             Err(_) => json!([]),

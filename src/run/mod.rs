@@ -357,6 +357,9 @@ pub(crate) fn choose_device(s: &Sweep, node: Option<usize>) -> anyhow::Result<Ch
             "--gpu-map (or COLLBENCH_GPU_MAP): the host engine uses no GPU, so it is unused".into(),
         );
     }
+    if let (true, None) = (s.plan.allow_shared_gpu, gpu) {
+        notes.push("--allow-shared-gpu: the host engine uses no GPU, so it is unused".into());
+    }
     let graph = match (s.plan.graph, gpu) {
         (GraphAsk::Required, None) => {
             bail!("--graph needs the CUDA engine (--device cuda or cuda-emu)")
@@ -880,7 +883,7 @@ pub(crate) fn thread_rank_settings(s: &mut Sweep) -> anyhow::Result<()> {
     if s.plan.gpu_map.take().is_some() {
         s.notes.push("COLLBENCH_GPU_MAP: it places ranks that are processes (mpirun, srun, --procs); thread ranks of one process go round-robin over the GPUs, so it is unused".into());
     }
-    if s.plan.allow_shared_gpu {
+    if std::mem::take(&mut s.plan.allow_shared_gpu) {
         s.notes.push("--allow-shared-gpu: thread ranks of one process share a GPU without it (as virtual ranks); it is for ranks that are processes, so it is unused".into());
     }
     Ok(())

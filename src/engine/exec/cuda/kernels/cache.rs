@@ -60,7 +60,9 @@ pub fn writable_without_making(dir: &Path) -> Result<(), String> {
             }
             Err(_) => match at.parent() {
                 Some(up) if !up.as_os_str().is_empty() => at = up,
-                _ => return Err(format!("{} cannot be made", dir.display())),
+                // A relative path is made in the current folder.
+                Some(_) => at = Path::new("."),
+                None => return Err(format!("{} cannot be made", dir.display())),
             },
         }
     }

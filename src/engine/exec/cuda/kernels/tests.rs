@@ -286,6 +286,12 @@ fn a_folder_is_probed_as_writable_without_being_made() {
     assert_eq!(writable_without_making(dir.path()), Ok(()));
     let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
     assert!(left.is_empty(), "nothing made, nothing left: {left:?}");
+    // A relative path whose first part is missing is made in the current
+    // folder (the walk ends there, not at the empty path).
+    assert_eq!(
+        writable_without_making(Path::new("collbench-no-such/a/b")),
+        Ok(())
+    );
     let file = dir.path().join("file");
     std::fs::write(&file, "x").unwrap();
     let why = writable_without_making(&file.join("kernels")).unwrap_err();
