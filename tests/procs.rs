@@ -123,6 +123,22 @@ fn a_hang_in_one_process_is_dumped_by_every_process_and_diagnosed() {
     );
     assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
     assert!(t.elapsed() < Duration::from_secs(60));
+    // Said by the processes that found it (rank 2's hangs; its peers time
+    // out), and of the ones told by rank 0 alone; each line counts the
+    // run's dumps.
+    let err = stderr(&out);
+    let said: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains("hang detected"))
+        .collect();
+    assert!(!said.is_empty(), "{err}");
+    assert!(
+        err.matches("hang detected by another process").count() <= 1,
+        "only rank 0 of the processes told says so: {err}"
+    );
+    for l in &said {
+        assert!(l.contains("; 3 flight-recorder dump(s) in "), "{err}");
+    }
     let dumps: Vec<_> = std::fs::read_dir(&d)
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())

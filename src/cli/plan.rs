@@ -655,10 +655,16 @@ fn ranks(
     nt: &NcclTestsArgs,
     world: Option<usize>,
 ) -> Result<usize, PlanError> {
-    let per_process = match (nt.nthreads, nt.ngpus) {
-        (None, None) => None,
-        (t, g) => Some(t.unwrap_or(1).saturating_mul(g.unwrap_or(1))),
-    };
+    let per_process =
+        match (nt.nthreads, nt.ngpus) {
+            (None, None) => None,
+            (t, g) => {
+                let (t, g) = (t.unwrap_or(1), g.unwrap_or(1));
+                Some(t.checked_mul(g).ok_or_else(|| {
+                    PlanError(format!("-t {t} x -g {g}: past any number of ranks"))
+                })?)
+            }
+        };
     match (asked, per_process, world) {
         (_, Some(n), Some(w)) if n != 1 => bad(format!(
             "-t x -g = {n}: with rank processes (MPI, srun, --procs) every process is one rank (this world has {w}); \

@@ -67,6 +67,9 @@ pub enum HarnessError {
     Encode(serde_json::Error),
 }
 
+/// A hang that another process of the run found.
+const REMOTE_HANG: &str = "hang detected by another process of the run";
+
 /// The flight-recorder dumps a stopped run wrote, or why they could not be
 /// written (in words, naming the folder).
 pub type Dumps = Result<Vec<PathBuf>, String>;
@@ -113,6 +116,11 @@ impl HarnessError {
         matches!(self, HarnessError::Hang { .. })
     }
 
+    /// A hang another process of the run found (which says it).
+    pub fn is_remote_hang(&self) -> bool {
+        matches!(self, HarnessError::Hang { detail, .. } if detail == REMOTE_HANG)
+    }
+
     pub fn is_interrupt(&self) -> bool {
         matches!(self, HarnessError::Interrupted { .. })
     }
@@ -135,14 +143,27 @@ impl HarnessError {
 }
 
 /// Waits until every rank's dump of run `run_id` exists in `dir`, or `limit` passed.
-fn wait_for_dumps(dir: &std::path::Path, run_id: &str, ranks: usize, limit: Duration) {
+/// Returns the run's dumps there by then, every process's.
+fn wait_for_dumps(
+    dir: &std::path::Path,
+    run_id: &str,
+    ranks: usize,
+    limit: Duration,
+) -> Vec<PathBuf> {
     let start = Instant::now();
+    let there = || -> Vec<PathBuf> {
+        (0..ranks)
+            .map(|r| dir.join(dump::file_name(run_id, r, None)))
+            .filter(|p| p.exists())
+            .collect()
+    };
     while start.elapsed() < limit {
-        if (0..ranks).all(|r| dir.join(dump::file_name(run_id, r, None)).exists()) {
-            return;
+        if there().len() == ranks {
+            break;
         }
         std::thread::sleep(Duration::from_millis(20));
     }
+    there()
 }
 
 /// How long ranks get to stop after SIGINT/SIGTERM before the run ends
@@ -676,17 +697,19 @@ pub fn run(
                 .and_then(|_| std::fs::rename(&tmp, t));
         }
         let written = write_dumps(&dir, &recs, &setup.run_info, reason, None);
-        if setup.abort_trigger.is_some() {
-            // A launcher ends the whole job when one process exits with an
-            // error: leave only once every rank has dumped (or a while passed).
-            wait_for_dumps(
-                &dir,
-                &setup.run_info.run_id,
-                plan.ranks,
-                plan.timeout().max(Duration::from_secs(10)),
-            );
+        if setup.abort_trigger.is_none() {
+            return written;
         }
-        written
+        // A launcher ends the whole job when one process exits with an
+        // error: leave only once every rank has dumped (or a while passed),
+        // and count the run's dumps, not this process's.
+        let all = wait_for_dumps(
+            &dir,
+            &setup.run_info.run_id,
+            plan.ranks,
+            plan.timeout().max(Duration::from_secs(10)),
+        );
+        written.map(|_| all)
     };
     let missing_rows = expected_rows.saturating_sub(outcome.rows);
     // A signal wins over whatever the interrupted ranks reported (an
@@ -729,7 +752,7 @@ pub fn run(
         (_, Some(Fired::Stalled { seq, waited })) => Err(hang(format!(
             "hang detected: every rank stopped outside collectives, before entering collective {seq}, for {waited:?} (no rank waits on a peer, so none timed out; stopped this long, twice the timeout, it is a hang)"
         ))),
-        (_, Some(Fired::Remote)) => Err(hang("hang detected by another process of the run".into())),
+        (_, Some(Fired::Remote)) => Err(hang(REMOTE_HANG.into())),
         (Ok(()), _) => Ok(outcome),
         (Err(e), _) => Err(e),
     }

@@ -563,7 +563,7 @@ fn check_thread_ranks(plan: &Plan, mpi: Option<&Peers>) -> anyhow::Result<()> {
     let max = crate::launch::max_thread_ranks();
     if mpi.is_none() && plan.ranks > max {
         bail!(
-            "--ranks {}: this host runs at most {max} thread ranks (32 per core); use more nodes with MPI",
+            "{} ranks (--ranks, or -t x -g): this host runs at most {max} thread ranks (32 per core); use more nodes with MPI",
             plan.ranks
         );
     }
@@ -946,7 +946,10 @@ fn exit_code(result: Result<harness::Outcome, harness::HarnessError>, leader: bo
             }
         }
         Err(e) if e.is_hang() => {
-            say!("collbench: {e}");
+            // The process that found it says so; of the others, rank 0.
+            if leader || !e.is_remote_hang() {
+                say!("collbench: {e}");
+            }
             HANG
         }
         Err(e) if e.is_interrupt() => {
