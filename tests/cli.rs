@@ -1389,3 +1389,29 @@ fn the_last_of_check_and_no_check_wins() {
         }
     }
 }
+
+/// `info` keeps each fact on its line: a cache folder named with a newline
+/// is shown escaped, and nothing is made.
+#[test]
+fn info_shows_a_path_with_a_newline_escaped() {
+    let dir = tempfile::tempdir().unwrap();
+    let odd = format!("{}/x\ny", dir.path().display());
+    let out = collbench()
+        .arg("info")
+        .env("COLLBENCH_CACHE_DIR", &odd)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    let kernels = text
+        .lines()
+        .find(|l| l.starts_with("kernels:"))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(kernels.ends_with("/x\\ny"), "{kernels}");
+    assert!(!text.lines().any(|l| l.starts_with('y')), "{text}");
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        0,
+        "info made nothing"
+    );
+}

@@ -97,9 +97,12 @@ impl Emulated {
             Err(e) => compiler.push_str(&format!("; {e}")),
         }
         if c.version.is_ok() {
-            compiler.push_str(&format!(", cache in {}", c.cache_dir.display()));
+            compiler.push_str(&format!(
+                ", cache in {}",
+                on_one_line(&c.cache_dir.display().to_string())
+            ));
             if let Some((d, why)) = &c.unusable {
-                compiler.push_str(&format!(" ({}: {why})", d.display()));
+                compiler.push_str(&on_one_line(&format!(" ({}: {why})", d.display())));
             }
         }
         [
@@ -284,8 +287,8 @@ pub fn to_text(f: &Facts) -> String {
     let kernels = match &f.cache_dir {
         None => "cache in memory only (no HOME, XDG_CACHE_HOME or COLLBENCH_CACHE_DIR)".into(),
         Some(d) => match kernels::writable_without_making(std::path::Path::new(d)) {
-            Ok(()) => format!("cache in {d}"),
-            Err(why) => format!("cache in memory only ({d}: {why})"),
+            Ok(()) => format!("cache in {}", on_one_line(d)),
+            Err(why) => on_one_line(&format!("cache in memory only ({d}: {why})")),
         },
     };
     t.add_row(["kernels:".to_string(), kernels]);
@@ -415,4 +418,10 @@ fn report_rows(r: &Report) -> Vec<[String; 2]> {
         rows.push([String::new(), format!("{v}: {why}")]);
     }
     rows
+}
+
+/// A path (or a message naming one) kept on its table line: a newline or
+/// carriage return in it is shown escaped.
+fn on_one_line(text: &str) -> String {
+    text.replace('\n', "\\n").replace('\r', "\\r")
 }
