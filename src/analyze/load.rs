@@ -58,7 +58,7 @@ pub enum LoadError {
     Empty,
     #[error("{size} bytes, over the limit of {cap} bytes")]
     TooLarge { size: u64, cap: u64 },
-    #[error("invalid or truncated JSON: {0}")]
+    #[error("{}", json_reason(.0))]
     Json(#[from] serde_json::Error),
     #[error("{0}")]
     OverBudget(OverBudget),
@@ -282,6 +282,17 @@ fn load_json(
     }
 }
 
+/// What is wrong with a JSON file, as a reader of dumps would say it.
+fn json_reason(e: &serde_json::Error) -> String {
+    if e.to_string().starts_with("recursion limit exceeded") {
+        // serde_json stops at 128 levels; no dump nests past a handful.
+        return format!(
+            "JSON nested deeper than 128 levels, as no flight-recorder dump is ({e})"
+        );
+    }
+    format!("invalid or truncated JSON: {e}")
+}
+
 /// A JSON object's `schema` (the last, where a key repeats, as every
 /// reader here takes), the rest read past: what reads the file.
 fn schema_of(bytes: &[u8]) -> Result<Option<serde_json::Value>, serde_json::Error> {
@@ -457,6 +468,14 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(other.contains("collbench.results/1"), "{other}");
+        let deep = format!("{{\"entries\": {}{}}}", "[".repeat(200), "]".repeat(200));
+        let deep = load(deep.as_bytes()).unwrap_err().to_string();
+        assert!(deep.starts_with("JSON nested deeper than 128 levels"), "{deep}");
+        // The last `schema` counts, as the last of any key does.
+        let twice = load(br#"{"schema": "collbench.fr/1", "schema": "other/2"}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(twice.ends_with("JSON with schema \"other/2\""), "{twice}");
         assert!(matches!(load(b""), Err(LoadError::Empty)));
         assert!(matches!(
             load(b"{\"entries\": [").unwrap_err(),
