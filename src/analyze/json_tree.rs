@@ -7,7 +7,7 @@
 
 use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
-use super::value::{OverBudget, TreeBudget, Value};
+use super::value::{slot_and, OverBudget, TreeBudget, Value};
 
 /// Why a JSON document could not be read into a tree.
 #[derive(Debug, thiserror::Error)]
@@ -48,8 +48,7 @@ struct State<'a, 'b> {
 impl State<'_, '_> {
     /// Charges a value of `heap` bytes besides its slot.
     fn charge<E: de::Error>(&mut self, heap: usize) -> Result<(), E> {
-        let bytes = (std::mem::size_of::<Value>() + heap) as u64;
-        self.budget.take(bytes).map_err(|over| {
+        self.budget.take(slot_and(heap)).map_err(|over| {
             self.over = Some(over);
             E::custom(over)
         })

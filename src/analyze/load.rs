@@ -286,9 +286,7 @@ fn load_json(
 fn json_reason(e: &serde_json::Error) -> String {
     if e.to_string().starts_with("recursion limit exceeded") {
         // serde_json stops at 128 levels; no dump nests past a handful.
-        return format!(
-            "JSON nested deeper than 128 levels, as no flight-recorder dump is ({e})"
-        );
+        return format!("JSON nested deeper than 128 levels, as no flight-recorder dump is ({e})");
     }
     format!("invalid or truncated JSON: {e}")
 }
@@ -470,7 +468,10 @@ mod tests {
         assert!(other.contains("collbench.results/1"), "{other}");
         let deep = format!("{{\"entries\": {}{}}}", "[".repeat(200), "]".repeat(200));
         let deep = load(deep.as_bytes()).unwrap_err().to_string();
-        assert!(deep.starts_with("JSON nested deeper than 128 levels"), "{deep}");
+        assert!(
+            deep.starts_with("JSON nested deeper than 128 levels"),
+            "{deep}"
+        );
         // The last `schema` counts, as the last of any key does.
         let twice = load(br#"{"schema": "collbench.fr/1", "schema": "other/2"}"#)
             .unwrap_err()

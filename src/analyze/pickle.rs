@@ -17,7 +17,7 @@
 use std::collections::HashMap;
 
 use super::pickle_codes::{int_from_le, legacy_string, op, unsupported_name};
-use super::value::{footprint, Object, OverBudget, TreeBudget, Value};
+use super::value::{footprint, object_footprint, slot_and, Object, OverBudget, TreeBudget, Value};
 
 /// Caps on untrusted input.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -607,11 +607,10 @@ impl<'a> Machine<'a> {
             .checked_sub(1)
             .ok_or(PickleError::TooManyElements(self.limits.max_elements))?;
         // Charged before it is copied: a leaf's text is what a bomb repeats.
-        let slot = std::mem::size_of::<Value>() as u64;
         budget.tree.take(match &self.nodes[id] {
             Node::Leaf(v) => footprint(v),
-            Node::Object(obj) => slot + (std::mem::size_of::<Object>() + obj.class.len()) as u64,
-            _ => slot,
+            Node::Object(obj) => object_footprint(&obj.class),
+            _ => slot_and(0),
         })?;
         let many = |ids: &[Id], budget: &mut Budget| -> Result<Vec<Value>, PickleError> {
             ids.iter()

@@ -181,13 +181,22 @@ impl TreeBudget {
 /// The bytes a value takes in a tree: its slot, and the text or bytes it
 /// owns (a container's items are values of their own).
 pub fn footprint(v: &Value) -> u64 {
-    let heap = match v {
-        Value::Str(s) | Value::HugeInt(s) | Value::Global(s) => s.len(),
-        Value::Bytes(b) => b.len(),
-        Value::Object(o) => std::mem::size_of::<Object>() + o.class.len(),
-        _ => 0,
-    };
+    match v {
+        Value::Str(s) | Value::HugeInt(s) | Value::Global(s) => slot_and(s.len()),
+        Value::Bytes(b) => slot_and(b.len()),
+        Value::Object(o) => object_footprint(&o.class),
+        _ => slot_and(0),
+    }
+}
+
+/// The bytes of a value's slot and `heap` bytes it owns.
+pub fn slot_and(heap: usize) -> u64 {
     (std::mem::size_of::<Value>() + heap) as u64
+}
+
+/// The bytes an object of `class` takes before its arguments and items.
+pub fn object_footprint(class: &str) -> u64 {
+    slot_and(std::mem::size_of::<Object>() + class.len())
 }
 
 #[cfg(test)]

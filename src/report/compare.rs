@@ -228,7 +228,7 @@ fn is_log(runs: &[Results]) -> bool {
 }
 
 /// The world sizes `runs` were measured at, ascending, each once.
-fn worlds(runs: &[Results]) -> Vec<usize> {
+pub fn worlds(runs: &[Results]) -> Vec<usize> {
     let mut w: Vec<usize> = runs.iter().map(|r| r.meta.world_size).collect();
     w.sort_unstable();
     w.dedup();
@@ -252,7 +252,8 @@ fn case(r: &Row, world: Option<usize>) -> String {
     }
 }
 
-fn list(worlds: &[usize]) -> String {
+/// World sizes as a list: `2, 4, 8`.
+pub fn list(worlds: &[usize]) -> String {
     let w: Vec<String> = worlds.iter().map(|w| w.to_string()).collect();
     w.join(", ")
 }

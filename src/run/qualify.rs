@@ -17,6 +17,7 @@ use super::{choose_device, execute, fail, rfc3339_now, setup, CHECK_FAILED, OK, 
 use crate::cli::plan::Sweep;
 use crate::cli::spec::{parse_spec, CheckSpec};
 use crate::cli::QualifyArgs;
+use crate::report::compare;
 use crate::report::json::{read_any, write_atomic};
 use crate::report::junit::junit;
 use crate::report::links::LinkReport;
@@ -138,13 +139,9 @@ fn log_rows(
         .filter(|r| ranks.is_none_or(|n| r.meta.world_size == n as usize))
         .collect();
     if let (Some(n), true) = (ranks, picked.is_empty()) {
-        let mut worlds: Vec<usize> = runs.iter().map(|r| r.meta.world_size).collect();
-        worlds.sort_unstable();
-        worlds.dedup();
-        let worlds: Vec<String> = worlds.iter().map(|w| w.to_string()).collect();
         anyhow::bail!(
             "{log} has no run at {n} rank(s) (it holds runs at {})",
-            worlds.join(", ")
+            compare::list(&compare::worlds(&runs))
         );
     }
     let links = picked.iter().find_map(|r| r.links.clone());
