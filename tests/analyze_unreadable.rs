@@ -198,6 +198,25 @@ fn pickle_bombs_are_refused() {
     assert_eq!(d.findings[0].kind.name(), "missing-dump");
 }
 
+/// A named pipe no process writes to is said to be one, not an "empty
+/// file", and the analysis does not wait for a writer.
+#[test]
+fn a_pipe_without_a_writer_is_named() {
+    let dir = TempDir::new().unwrap();
+    let fifo = dir.path().join("nccl_trace_rank_1");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+    if !made.is_ok_and(|s| s.success()) {
+        eprintln!("SKIPPED: mkfifo is not available here");
+        return;
+    }
+    std::fs::write(dir.path().join("rank0.json"), collbench_dump(0)).unwrap();
+    let d = analyze_paths(&[dir.path().to_path_buf()]).unwrap();
+    assert_eq!(
+        reason_of(&d, "nccl_trace_rank_1"),
+        "a named pipe that gave nothing (no process was writing to it)"
+    );
+}
+
 /// A folder is read with its subfolders' files; folders deeper down are
 /// named as not read, not skipped in silence.
 #[test]

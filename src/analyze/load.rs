@@ -56,6 +56,8 @@ pub enum LoadError {
     Io(#[from] std::io::Error),
     #[error("empty file")]
     Empty,
+    #[error("a named pipe that gave nothing (no process was writing to it)")]
+    EmptyPipe,
     #[error("{size} bytes, over the limit of {cap} bytes")]
     TooLarge { size: u64, cap: u64 },
     #[error("{}", json_reason(.0))]
@@ -188,7 +190,8 @@ fn load_file_within(
 ) -> Result<RankDump, LoadError> {
     let cap = limits.max_file_bytes;
     let file = crate::units::open_input(path)?;
-    let size = file.metadata()?.len();
+    let meta = file.metadata()?;
+    let size = meta.len();
     if size > cap {
         return Err(LoadError::TooLarge { size, cap });
     }
@@ -197,6 +200,9 @@ fn load_file_within(
     let read = u64::try_from(bytes.len()).unwrap_or(u64::MAX);
     if read > cap {
         return Err(LoadError::TooLarge { size: read, cap });
+    }
+    if bytes.is_empty() && std::os::unix::fs::FileTypeExt::is_fifo(&meta.file_type()) {
+        return Err(LoadError::EmptyPipe);
     }
     load_bytes_within(&bytes, path, limits, tree)
 }
