@@ -209,8 +209,9 @@ fn a_pipe_without_a_writer_is_named() {
         eprintln!("SKIPPED: mkfifo is not available here");
         return;
     }
-    std::fs::write(dir.path().join("rank0.json"), collbench_dump(0)).unwrap();
-    let d = analyze_paths(&[dir.path().to_path_buf()]).unwrap();
+    let rank0 = dir.path().join("rank0.json");
+    std::fs::write(&rank0, collbench_dump(0)).unwrap();
+    let d = analyze_paths(&[rank0, fifo]).unwrap();
     assert_eq!(
         reason_of(&d, "nccl_trace_rank_1"),
         "a named pipe that gave nothing (no process was writing to it)"
