@@ -28,7 +28,7 @@ use super::value::Value;
 pub enum DumpError {
     #[error("bad rank {0}")]
     BadRank(i128),
-    #[error("the dump does not say its rank and the file name does not end with one (PyTorch names them like nccl_trace_rank_3)")]
+    #[error("the dump does not say its rank and the file name does not end with one (PyTorch names them like nccl_trace_rank_3; a pipe such as <(zcat ...) names none)")]
     NoRank,
     #[error("`entries` is not a list")]
     EntriesNotList,
@@ -120,6 +120,11 @@ pub fn read_dump(root: &Value, path: &Path, format: Format) -> Result<RankDump, 
 
 /// The number a file name ends with, ignoring an extension: `rank3.json` -> 3.
 pub fn rank_from_file_name(path: &Path) -> Option<usize> {
+    // A pipe's name (`<(zcat rank3.gz)` is /dev/fd/63) is a descriptor's
+    // number, not a rank.
+    if path.starts_with("/dev/fd") || path.starts_with("/proc/self/fd") {
+        return None;
+    }
     let name = path.file_name()?.to_str()?;
     let stem = name
         .strip_suffix(".json")
@@ -439,6 +444,9 @@ mod tests {
             Some(10)
         );
         assert_eq!(rank_from_file_name(Path::new("dump.pkl")), None);
+        // A pipe's descriptor number is no rank.
+        assert_eq!(rank_from_file_name(Path::new("/dev/fd/63")), None);
+        assert_eq!(rank_from_file_name(Path::new("/proc/self/fd/12")), None);
         let root = dict(vec![("entries", Value::List(vec![]))]);
         assert!(read_dump(&root, Path::new("trace"), Format::PytorchJson).is_err());
     }
