@@ -379,10 +379,21 @@ fn report_of_a_killed_sweeps_jsonl_gives_no_passing_verdict() {
         "{}",
         o.stderr
     );
-    let spec = dir.path().join("q.toml");
+    assert_qualify_fails_unfinished(
+        dir.path(),
+        "all-reduce",
+        "killed.jsonl",
+        "max_time_us = 1e9",
+    );
+}
+
+/// A `qualify` check of `collective` in `log` (in `dir`) with `threshold`
+/// fails, saying the results did not finish.
+fn assert_qualify_fails_unfinished(dir: &Path, collective: &str, log: &str, threshold: &str) {
+    let spec = dir.join("q.toml");
     std::fs::write(
         &spec,
-        "[[check]]\ncollective = \"all-reduce\"\nlog = \"killed.jsonl\"\nmax_time_us = 1e9\n",
+        format!("[[check]]\ncollective = \"{collective}\"\nlog = \"{log}\"\n{threshold}\n"),
     )
     .unwrap();
     let o = run(&["qualify", s(&spec)]);
@@ -1343,19 +1354,7 @@ fn a_log_run_that_failed_before_its_rows_passes_no_gate() {
         "{}",
         o.stderr
     );
-    let spec = dir.path().join("q.toml");
-    std::fs::write(
-        &spec,
-        "[[check]]\ncollective = \"all-gather\"\nlog = \"c.log\"\nmin_busbw_gbps = 1.0\n",
-    )
-    .unwrap();
-    let o = run(&["qualify", s(&spec)]);
-    assert_eq!(o.code, 1, "{}{}", o.stdout, o.stderr);
-    assert!(
-        o.stdout.contains("the results did not finish"),
-        "{}",
-        o.stdout
-    );
+    assert_qualify_fails_unfinished(dir.path(), "all-gather", "c.log", "min_busbw_gbps = 1.0");
     // A log of nothing but a failed run is no results at all.
     let lone = dir.path().join("lone.log");
     std::fs::write(
