@@ -360,3 +360,25 @@ fn text_from_dumps_is_shown_escaped() {
         serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
     assert!(v["findings"].is_array(), "{v}");
 }
+
+#[test]
+fn an_integer_past_two_to_the_64_is_said_too_large_not_a_float() {
+    let dir = TempDir::new().unwrap();
+    let text = serde_json::to_string(&pytorch_dump(json!([]))).unwrap();
+    let huge = "123456789012345678901234567890123456789012345";
+    let edited = text.replacen(
+        "\"collective_seq_id\":1,",
+        &format!("\"collective_seq_id\":{huge},"),
+        1,
+    );
+    assert_ne!(edited, text, "the seq was not found in {text}");
+    std::fs::write(dir.path().join("nccl_trace_rank_0.json"), edited).unwrap();
+    std::fs::write(dir.path().join("nccl_trace_rank_1.json"), &text).unwrap();
+    let d = analyze_paths(&[dir.path().to_path_buf()]).unwrap();
+    let why = reason_of(&d, "nccl_trace_rank_0.json");
+    assert!(
+        why.contains("collective_seq_id is a number too large"),
+        "{why}"
+    );
+    assert_eq!(d.ranks_found, vec![1]);
+}

@@ -150,6 +150,11 @@ fn read_entry(entry: &Value) -> Result<Record, EntryError> {
         .as_int()
         .ok_or(EntryError::SeqNotInt(match given.kind() {
             "int" => "an integer too large",
+            // JSON reads an integer past 2^64 as a float: a whole one that
+            // large is said as the number it was written as.
+            _ if matches!(given, Value::Float(f) if f.fract() == 0.0 && f.abs() >= 9.2e18) => {
+                "a number too large"
+            }
             "float" => "a float",
             "str" => "a string",
             _ => "another type",
@@ -521,6 +526,9 @@ mod tests {
             read_entry(&Value::Dict(pairs)).unwrap_err().to_string()
         };
         assert!(with(Value::Float(1.5)).contains("is a float"));
+        assert!(with(Value::Float(1.2e44)).contains("is a number too large"));
+        assert!(with(Value::Float(-1e19)).contains("is a number too large"));
+        assert!(with(Value::Float(1e18)).contains("is a float"));
         assert!(with(Value::HugeInt("1".repeat(40))).contains("an integer too large"));
         assert!(with(s("seven")).contains("is a string"));
         assert!(with(Value::Int(-1)).starts_with("bad collective_seq_id -1 "));
