@@ -501,6 +501,7 @@ fn a_bad_cuda_knob_in_the_environment_exits_2_naming_it() {
         ),
         ("COLLBENCH_CUDA_COPIES", "gpu", "expected kernel or driver"),
         ("COLLBENCH_BIND", "cores", "expected auto"),
+        ("COLLBENCH_MPI_IN_PLACE", "Stage", "expected stage"),
     ];
     for (var, value, why) in cases {
         for device in ["host", "cuda-emu"] {

@@ -577,6 +577,7 @@ fn sweep(coll: Option<Collective>, args: &RunArgs, probe: bool) -> anyhow::Resul
     // never the default death.
     watchdog::install_signal_handlers();
     crate::launch::force_relay_setting()?;
+    crate::engine::exec::mpi_in_place_staged().map_err(anyhow::Error::msg)?;
     if let Some(n) = args
         .procs
         .filter(|_| std::env::var_os(crate::launch::procs::ENV).is_none())

@@ -30,3 +30,22 @@ pub fn rank_runner(
         }
     })
 }
+
+/// `COLLBENCH_MPI_IN_PLACE` (a test knob of `--engine mpi`): `stage` stages
+/// every in-place operation through a copy instead of the library's
+/// `MPI_IN_PLACE` (true); unset, empty or `auto` uses `MPI_IN_PLACE` where
+/// the library is known (false). Any other value is refused: a typo that
+/// tested nothing would read as a test that passed.
+pub fn mpi_in_place_staged() -> Result<bool, String> {
+    match std::env::var_os("COLLBENCH_MPI_IN_PLACE") {
+        None => Ok(false),
+        Some(v) => match v.to_str().map(str::trim) {
+            Some("" | "auto") => Ok(false),
+            Some("stage") => Ok(true),
+            _ => Err(format!(
+                "COLLBENCH_MPI_IN_PLACE={}: expected stage (in-place runs of --engine mpi copy instead of MPI_IN_PLACE) or auto",
+                v.to_string_lossy()
+            )),
+        },
+    }
+}

@@ -37,11 +37,13 @@ pub(super) fn bits_type(dtype: Dtype) -> Option<ffi::MPI_Datatype> {
 
 /// `MPI_IN_PLACE` of the library in use, when known. rsmpi does not export
 /// it and implementations differ, so it comes from the library's version
-/// string; `COLLBENCH_MPI_IN_PLACE=stage` pretends it is unknown.
+/// string; `COLLBENCH_MPI_IN_PLACE=stage` pretends it is unknown
+/// ([`crate::engine::exec::mpi_in_place_staged`]).
 pub(super) fn in_place_sentinel() -> Option<*const c_void> {
     static SENTINEL: OnceLock<Option<usize>> = OnceLock::new();
     let value = *SENTINEL.get_or_init(|| {
-        if std::env::var("COLLBENCH_MPI_IN_PLACE").is_ok_and(|v| v == "stage") {
+        // A bad value stopped the run before it started (run::sweep).
+        if crate::engine::exec::mpi_in_place_staged().unwrap_or(false) {
             tracing::debug!(
                 "MPI_IN_PLACE not used (COLLBENCH_MPI_IN_PLACE=stage): in-place runs stage a copy"
             );
