@@ -1355,6 +1355,24 @@ fn a_log_run_that_failed_before_its_rows_passes_no_gate() {
         o.stderr
     );
     assert_qualify_fails_unfinished(dir.path(), "all-gather", "c.log", "min_busbw_gbps = 1.0");
+    assert_qualify_fails_unfinished(dir.path(), "all", "c.log", "min_busbw_gbps = 1.0");
+    // The all-reduce run before it finished: a check of all-reduce judges
+    // its rows alone (the failed run was all-gather's, its binary says).
+    let spec = dir.path().join("q.toml");
+    std::fs::write(
+        &spec,
+        "[[check]]\ncollective = \"all-reduce\"\nlog = \"c.log\"\nmin_busbw_gbps = 1.0\n",
+    )
+    .unwrap();
+    let o = run(&["qualify", s(&spec)]);
+    assert_eq!(o.code, 0, "{}{}", o.stdout, o.stderr);
+    // Without its `# Collective test starting` line the failed run could
+    // have been anyone's: it fails every check.
+    let anon = failed.replace("# Collective test starting: all_gather_perf\n", "");
+    assert_ne!(anon, failed);
+    std::fs::write(&c, &anon).unwrap();
+    assert_qualify_fails_unfinished(dir.path(), "all-reduce", "c.log", "min_busbw_gbps = 1.0");
+    std::fs::write(&c, &failed).unwrap();
     // A log of nothing but a failed run is no results at all.
     let lone = dir.path().join("lone.log");
     std::fs::write(

@@ -147,6 +147,7 @@ fn log_rows(
     let links = picked.iter().find_map(|r| r.links.clone());
     let unfinished = picked
         .iter()
+        .filter(|r| may_hold(r, collective))
         .find_map(|r| r.meta.partial.as_ref().map(|p| p.to_string()));
     let mut held: Vec<&str> = Vec::new();
     for r in picked.iter().flat_map(|r| &r.rows) {
@@ -175,6 +176,32 @@ fn log_rows(
         );
     }
     Ok((rows, links, unfinished))
+}
+
+/// Whether run `r` measured (or was to measure) `collective`: it has rows
+/// of it, or its command names it (an nccl-tests binary, or collbench's
+/// subcommand). A run whose collective cannot be told (rowless, its
+/// command unknown) may hold anything, as may a check of every collective
+/// or of the links; so an unfinished run of another collective in the same
+/// log leaves a check alone, and one that might be its own fails it.
+fn may_hold(r: &Results, collective: &str) -> bool {
+    if matches!(collective, "all" | "links")
+        || r.rows.iter().any(|row| row.collective == collective)
+    {
+        return true;
+    }
+    let mut words = r.meta.command.split_whitespace();
+    let program = words.next().unwrap_or("");
+    let base = program.rsplit('/').next().unwrap_or(program);
+    let named = if base.ends_with("_perf") {
+        crate::report::nccl_log::collective_of_binary(base)
+    } else {
+        words.next().unwrap_or("").to_string()
+    };
+    match crate::engine::Collective::parse(&named) {
+        Some(c) => c.name() == collective,
+        None => true,
+    }
 }
 
 /// Every check of the spec, validated: its verdict's terms and its sweep
