@@ -218,6 +218,38 @@ fn a_pipe_without_a_writer_is_named() {
     );
 }
 
+/// In a folder, entries that are not files (a pipe, a socket, a link to
+/// nothing) are named, not opened (a pipe would wait for a writer) and not
+/// skipped in silence; a folder's subfolder's too.
+#[test]
+fn a_folders_pipes_sockets_and_dead_links_are_named() {
+    let dir = TempDir::new().unwrap();
+    let sub = dir.path().join("job");
+    std::fs::create_dir(&sub).unwrap();
+    let fifo = sub.join("nccl_trace_rank_1");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+    if !made.is_ok_and(|s| s.success()) {
+        eprintln!("SKIPPED: mkfifo is not available here");
+        return;
+    }
+    let _socket = std::os::unix::net::UnixListener::bind(dir.path().join("agent.sock")).unwrap();
+    std::os::unix::fs::symlink(dir.path().join("gone.json"), dir.path().join("rank1.json"))
+        .unwrap();
+    std::fs::write(dir.path().join("rank0.json"), collbench_dump(0)).unwrap();
+    let d = analyze_paths(&[dir.path().to_path_buf()]).unwrap();
+    assert_eq!(d.ranks_found, vec![0]);
+    assert_eq!(d.unreadable.len(), 3, "{:#?}", d.unreadable);
+    assert_eq!(
+        reason_of(&d, "job/nccl_trace_rank_1"),
+        "a named pipe, not read in a folder (name it on the command line to read it)"
+    );
+    assert!(reason_of(&d, "agent.sock").starts_with("a socket, not read"));
+    assert_eq!(
+        reason_of(&d, "rank1.json"),
+        "a link to nothing (its target is missing)"
+    );
+}
+
 /// A folder is read with its subfolders' files; folders deeper down are
 /// named as not read, not skipped in silence.
 #[test]

@@ -124,20 +124,20 @@ fn expand(paths: &[PathBuf], bad: &mut Vec<Unreadable>) -> Vec<PathBuf> {
                     match fs::metadata(&entry) {
                         Ok(meta) if meta.is_dir() => {
                             for inner in list_dir(&entry, bad) {
-                                if inner.is_file() {
-                                    files.push(inner);
-                                } else if inner.is_dir() {
+                                match fs::metadata(&inner) {
+                                    Ok(meta) if meta.is_file() => files.push(inner),
                                     // Said, not skipped in silence: the
                                     // dumps may be right there.
-                                    bad.push(Unreadable {
+                                    Ok(meta) if meta.is_dir() => bad.push(Unreadable {
                                         path: inner.display().to_string(),
                                         reason: "a folder two levels down, not read (name it, or its parent, to read its files)".into(),
-                                    });
+                                    }),
+                                    other => bad.push(not_a_file(&inner, other)),
                                 }
                             }
                         }
                         Ok(meta) if meta.is_file() => files.push(entry),
-                        _ => {}
+                        other => bad.push(not_a_file(&entry, other)),
                     }
                 }
             }
@@ -151,6 +151,36 @@ fn expand(paths: &[PathBuf], bad: &mut Vec<Unreadable>) -> Vec<PathBuf> {
     let mut seen = std::collections::BTreeSet::new();
     files.retain(|f| seen.insert(f.clone()));
     files
+}
+
+/// What a folder's entry that is neither a file nor a folder is, said
+/// rather than skipped: a pipe or socket is not opened (a pipe without a
+/// writer would wait for ever), a link to nothing is named.
+fn not_a_file(path: &Path, meta: std::io::Result<fs::Metadata>) -> Unreadable {
+    use std::os::unix::fs::FileTypeExt;
+    let reason = match meta {
+        Ok(meta) => {
+            let t = meta.file_type();
+            let what = if t.is_fifo() {
+                "a named pipe"
+            } else if t.is_socket() {
+                "a socket"
+            } else if t.is_block_device() || t.is_char_device() {
+                "a device"
+            } else {
+                "not a regular file"
+            };
+            format!("{what}, not read in a folder (name it on the command line to read it)")
+        }
+        Err(_) if fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()) => {
+            "a link to nothing (its target is missing)".to_string()
+        }
+        Err(e) => format!("cannot read it: {e}"),
+    };
+    Unreadable {
+        path: path.display().to_string(),
+        reason,
+    }
 }
 
 fn list_dir(dir: &Path, bad: &mut Vec<Unreadable>) -> Vec<PathBuf> {
