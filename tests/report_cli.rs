@@ -1338,6 +1338,33 @@ fn a_log_run_that_failed_before_its_rows_passes_no_gate() {
     );
     let o = run(&["report", s(&c)]);
     assert_eq!(o.code, 1, "{}{}", o.stdout, o.stderr);
+    // A run without rows has no average bandwidth (0.000 would be a measure).
+    assert!(
+        o.stdout
+            .trim_end()
+            .ends_with("# Avg bus bandwidth    : - (no rows)"),
+        "{}",
+        o.stdout
+    );
+    let o = run(&["report", s(&c), "--format", "markdown"]);
+    assert_eq!(o.code, 1, "{}{}", o.stdout, o.stderr);
+    assert!(
+        o.stdout.contains("**Avg bus bandwidth:** - (no rows)"),
+        "{}",
+        o.stdout
+    );
+    // The log's machine line: no empty part for the start time it lacks,
+    // and the version is nccl-tests', not collbench's.
+    let machine = o
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("**cnode3-002"))
+        .unwrap_or_default();
+    assert!(
+        machine.ends_with(" · 4 ranks · cuda engine · nccl-tests 2.17.8**"),
+        "{}",
+        o.stdout
+    );
     let o = run(&["report", s(&c), "--format", "nccl-tests", "-v"]);
     assert_eq!(o.code, 1, "{}{}", o.stdout, o.stderr);
     let tail: Vec<&str> = o.stdout.lines().rev().take(5).collect();

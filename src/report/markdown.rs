@@ -3,8 +3,8 @@
 //! by side), and the verdict with the average bus bandwidth.
 
 use super::text::{
-    avg_busbw, fmt_gbps, fmt_time, machine_line, placement_title, run_verdict, slowest, wrong_cell,
-    Layout, Line, TimeDigits,
+    avg_busbw_shown, fmt_gbps, fmt_time, machine_line, placement_title, run_verdict, slowest,
+    wrong_cell, Layout, Line, TimeDigits,
 };
 use super::{Meta, Partial, Results, Row};
 use crate::units::Bytes;
@@ -122,9 +122,9 @@ impl Layout for Markdown {
 
     fn footer(&self, results: &Results) -> Vec<String> {
         let mut out = vec![format!(
-            "**Wrong or NaN/Inf values:** {} · **Avg bus bandwidth:** {:.3} GB/s",
+            "**Wrong or NaN/Inf values:** {} · **Avg bus bandwidth:** {}",
             run_verdict(results),
-            avg_busbw(&results.rows)
+            avg_busbw_shown(&results.rows)
         )];
         for r in &results.rows {
             if let Some(e) = &r.first_error {

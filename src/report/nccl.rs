@@ -9,7 +9,7 @@
 //! only additions are `#` comment lines (the algorithm by size), which its
 //! parsers skip. Thread ranks share the process, so every rank shows its id.
 
-use super::text::{avg_busbw, bad_values, Layout, Line, TimeDigits};
+use super::text::{avg_busbw, bad_values, made_by, Layout, Line, TimeDigits};
 use super::{Meta, Partial, Results, Row};
 
 /// Widths of the case's columns: size, count, type, redop, root.
@@ -232,8 +232,8 @@ impl NcclTests {
         }
         out.push("#".into());
         out.push(format!(
-            "# collbench {}: {} engine",
-            meta.map_or("", |m| m.version.as_str()),
+            "# {}: {} engine",
+            meta.map_or_else(|| "collbench".into(), made_by),
             first.engine,
         ));
         out

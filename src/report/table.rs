@@ -2,7 +2,7 @@
 //! case with out-of-place and in-place side by side, printed as cases finish.
 
 use super::text::{
-    avg_busbw, fmt_time, placement_title, run_verdict, slowest, Layout, Line, TimeDigits,
+    avg_busbw_shown, fmt_time, placement_title, run_verdict, slowest, Layout, Line, TimeDigits,
 };
 use super::{Meta, Results, Row};
 
@@ -105,8 +105,8 @@ impl Layout for Table {
         let mut out = vec![
             format!("# Wrong or NaN/Inf values : {}", run_verdict(results)),
             format!(
-                "# Avg bus bandwidth    : {:.3} GB/s",
-                avg_busbw(&results.rows)
+                "# Avg bus bandwidth    : {}",
+                avg_busbw_shown(&results.rows)
             ),
         ];
         if self.verbose {

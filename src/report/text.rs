@@ -380,15 +380,27 @@ pub fn slowest(cells: &[Option<&Row>]) -> Option<super::Slowest> {
 /// One line saying where and how a sweep ran (Markdown's preamble, the
 /// plots' subtitle).
 pub fn machine_line(meta: &Meta) -> String {
-    format!(
-        "{} · {} · {} ranks · {} engine · {} · collbench {}",
-        meta.host,
+    let parts = [
+        meta.host.clone(),
         meta.devices.join(", "),
-        meta.world_size,
-        meta.device,
-        meta.started_at,
-        meta.version
-    )
+        format!("{} ranks", meta.world_size),
+        format!("{} engine", meta.device),
+        meta.started_at.clone(),
+        made_by(meta),
+    ];
+    // A log's run has no start time (nor, hand-written, a host): no empty part.
+    let parts: Vec<String> = parts.into_iter().filter(|p| !p.trim().is_empty()).collect();
+    parts.join(" · ")
+}
+
+/// What made the results: `collbench 0.1.0`, or as a log's run says
+/// (`nccl-tests 2.17.8`, not `collbench nccl-tests 2.17.8`).
+pub fn made_by(meta: &Meta) -> String {
+    match meta.version.chars().next() {
+        Some(c) if c.is_ascii_digit() => format!("collbench {}", meta.version),
+        Some(_) => meta.version.clone(),
+        None => String::new(),
+    }
 }
 
 /// The mean busbw of `rows` (0 when there are none), as nccl-tests' footer.
@@ -399,6 +411,15 @@ pub fn avg_busbw(rows: &[Row]) -> f64 {
         return 0.0;
     }
     rows.iter().map(|r| r.busbw_gbps).sum::<f64>() / rows.len() as f64
+}
+
+/// [`avg_busbw`] with its unit, for the table and Markdown footers; a run
+/// without rows has no average (`0.000 GB/s` read as a measurement).
+pub fn avg_busbw_shown(rows: &[Row]) -> String {
+    if rows.iter().all(|r| r.group_member.is_some()) {
+        return "- (no rows)".into();
+    }
+    format!("{:.3} GB/s", avg_busbw(rows))
 }
 
 /// Wrong elements over `rows` (NaN/Inf ones among them: `nan` is the part
