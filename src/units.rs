@@ -1,7 +1,10 @@
 //! Units as types: byte sizes (parsed and formatted in one place), the
-//! sweep grammar `MIN:MAX[:xF|:+STEP]`, and durations.
+//! sweep grammar `MIN:MAX[:xF|:+STEP]`, and durations; and the files a
+//! user names: inputs opened without blocking on a FIFO, outputs written
+//! where their links lead (in place for descriptors and devices).
 
 use std::fmt;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// A number of bytes.
@@ -249,6 +252,154 @@ pub fn nccl_tests_step(sizes: &[u64]) -> String {
         return format!("{}(bytes)", b.wrapping_sub(a));
     }
     format!("{}(factor)", (b as f64 / a.max(1) as f64).round())
+}
+
+/// Where an output a user named ends up, its links followed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OutTarget {
+    /// An open descriptor of this process (`/dev/stdout`, `/dev/fd/3`,
+    /// `/proc/self/fd/1`, or a link to one): written through it, at its
+    /// offset (a shell's `>>` keeps appending), never replaced.
+    Fd(i32),
+    /// A device or FIFO (`/dev/null`): written in place.
+    Special(PathBuf),
+    /// A regular file at this path, links followed (it may not exist yet):
+    /// replaced atomically, so a link to it stays a link.
+    File(PathBuf),
+}
+
+/// The descriptor a path names by itself: `/dev/stdout` 1, `/dev/stderr`
+/// 2, `/dev/fd/N` and `/proc/self/fd/N` N.
+fn fd_named(path: &Path) -> Option<i32> {
+    let s = path.to_str()?;
+    match s {
+        "/dev/stdout" => return Some(1),
+        "/dev/stderr" => return Some(2),
+        _ => {}
+    }
+    let n = s
+        .strip_prefix("/dev/fd/")
+        .or_else(|| s.strip_prefix("/proc/self/fd/"))
+        .or_else(|| s.strip_prefix(&format!("/proc/{}/fd/", std::process::id())))?;
+    n.parse().ok().filter(|n: &i32| *n >= 0)
+}
+
+/// Resolves `path` to where writing it lands ([`OutTarget`]).
+pub fn out_target(path: &Path) -> OutTarget {
+    let mut at = path.to_path_buf();
+    // Links are followed hop by hop (a hop may name a descriptor), as the
+    // kernel does, at most 40 of them.
+    for _ in 0..40 {
+        if let Some(fd) = fd_named(&at) {
+            return OutTarget::Fd(fd);
+        }
+        match std::fs::symlink_metadata(&at) {
+            Ok(m) if m.file_type().is_symlink() => match std::fs::read_link(&at) {
+                Ok(next) => {
+                    at = match at.parent() {
+                        Some(dir) if next.is_relative() => dir.join(next),
+                        _ => next,
+                    };
+                }
+                Err(_) => break,
+            },
+            Ok(m) if !m.is_file() && !m.is_dir() => return OutTarget::Special(at),
+            _ => break,
+        }
+    }
+    OutTarget::File(at)
+}
+
+/// Whether `path` is something other than a regular file (`/dev/null`, a
+/// FIFO, `/dev/stdout`): written in place, never replaced by a rename.
+pub fn is_special(path: &Path) -> bool {
+    !matches!(out_target(path), OutTarget::File(_))
+}
+
+/// Opens an output that is written in place: a descriptor (duplicated, so
+/// it shares the offset) or a device or FIFO. None for a regular file.
+pub fn open_in_place(path: &Path) -> Option<std::io::Result<std::fs::File>> {
+    match out_target(path) {
+        OutTarget::Fd(fd) => Some(dup_fd(fd)),
+        OutTarget::Special(p) => Some(std::fs::OpenOptions::new().write(true).open(p)),
+        OutTarget::File(_) => None,
+    }
+}
+
+/// A `File` on a duplicate of this process's descriptor `fd`, or the error
+/// of a descriptor that is not open.
+fn dup_fd(fd: i32) -> std::io::Result<std::fs::File> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: F_DUPFD_CLOEXEC reads nothing but the descriptor number, and
+    // fails (EBADF) on one that is not open; what it returns is a new
+    // descriptor this File alone owns.
+    let dup = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 3) };
+    if dup < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: as above, on the descriptor just made.
+    let flags = unsafe { libc::fcntl(dup, libc::F_GETFL) };
+    if flags >= 0 && flags & libc::O_ACCMODE == libc::O_RDONLY {
+        // SAFETY: `dup` is ours and closed once.
+        unsafe { libc::close(dup) };
+        return Err(std::io::Error::other(format!(
+            "descriptor {fd} is open for reading only"
+        )));
+    }
+    // SAFETY: `dup` is open and owned by nothing else.
+    Ok(unsafe { std::fs::File::from_raw_fd(dup) })
+}
+
+/// Writes `bytes` to `path` through a temporary file and a rename (at the
+/// end of its links: a link stays a link); a special file (a device, a
+/// FIFO, a descriptor such as `/dev/stdout`) is written in place instead,
+/// so that `--json /dev/null` never replaces the device with a file.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    if let Some(f) = open_in_place(path) {
+        let mut f = f?;
+        std::io::Write::write_all(&mut f, bytes)?;
+        return std::io::Write::flush(&mut f);
+    }
+    let OutTarget::File(path) = out_target(path) else {
+        return Err(std::io::Error::other(
+            "the output changed while it was written",
+        ));
+    };
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(format!(".tmp{}", std::process::id()));
+    let tmp = PathBuf::from(tmp);
+    {
+        let mut f = std::fs::File::create(&tmp)?;
+        std::io::Write::write_all(&mut f, bytes)?;
+        f.sync_all()?;
+    }
+    std::fs::rename(&tmp, &path)
+}
+
+/// Whether an output named `path` is this process's stdout: `-`, or
+/// `/dev/stdout` (a link to it, `/dev/fd/1`), which are written alike.
+pub fn is_stdout(path: &Path) -> bool {
+    path.as_os_str() == "-" || out_target(path) == OutTarget::Fd(1)
+}
+
+/// Opens an output for writing from its start: in place when it is a
+/// descriptor, device or FIFO ([`open_in_place`]), else the regular file at
+/// the end of its links, created or emptied.
+pub fn create_output(path: &Path) -> std::io::Result<std::fs::File> {
+    match open_in_place(path) {
+        Some(f) => f,
+        None => std::fs::File::create(path),
+    }
+}
+
+/// This process's command line as one string, for results' `meta.command`:
+/// an argument that is not UTF-8 (a file name) is shown lossily rather than
+/// stopping the run (`std::env::args` panics on one).
+pub fn command_line() -> String {
+    std::env::args_os()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// Opens a file a user named for reading. A FIFO (or a pipe, as

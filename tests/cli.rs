@@ -1089,6 +1089,123 @@ fn json_to_dev_null_leaves_the_device_alone() {
     );
 }
 
+/// Outputs are written where their links lead: a link to a file replaces
+/// the file and stays a link; `/dev/stdout` (or a link to it) is written
+/// through the descriptor, after what a shell's `>>` file held, as `-`
+/// is. A name ending in `/` and a dump folder that is an output are
+/// refused before anything runs; a file name that is not UTF-8 is fine.
+#[test]
+fn outputs_go_where_their_links_lead() {
+    use std::os::unix::ffi::OsStrExt;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let sweep = || {
+        let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_collbench"));
+        c.current_dir(d).args([
+            "all-reduce",
+            "--sizes",
+            "1K",
+            "-n",
+            "1",
+            "-w",
+            "0",
+            "--device",
+            "host",
+            "-q",
+        ]);
+        c
+    };
+    std::fs::create_dir(d.join("plots")).unwrap();
+    std::os::unix::fs::symlink("plots/real.json", d.join("cur.json")).unwrap();
+    let out = sweep().args(["--json", "cur.json"]).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let link = std::fs::symlink_metadata(d.join("cur.json")).unwrap();
+    assert!(
+        link.file_type().is_symlink(),
+        "the link was replaced by a file"
+    );
+    let v: Value =
+        serde_json::from_slice(&std::fs::read(d.join("plots/real.json")).unwrap()).unwrap();
+    assert_eq!(v["schema"], "collbench.results/1");
+    // A link to this process's stdout, which appends to a file.
+    std::os::unix::fs::symlink("/proc/self/fd/1", d.join("out")).unwrap();
+    let log = d.join("log.txt");
+    std::fs::write(&log, "before\n").unwrap();
+    let append = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
+    let out = sweep()
+        .args(["--json", "out"])
+        .stdout(append)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(std::fs::symlink_metadata(d.join("out"))
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    assert!(
+        !d.join("out.jsonl").exists(),
+        "no JSONL beside a descriptor"
+    );
+    let text = std::fs::read_to_string(&log).unwrap();
+    let json = text
+        .strip_prefix("before\n")
+        .unwrap_or_else(|| panic!("{text}"));
+    let v: Value = serde_json::from_str(json).unwrap();
+    assert_eq!(v["schema"], "collbench.results/1");
+    // Without -q the table goes to stderr, as for `--json -`.
+    let out = sweep()
+        .args(["--json", "/dev/stdout", "--csv", "-"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--json /dev/stdout and --csv - both write to stdout"),
+        "{err}"
+    );
+    // Refused before the sweep.
+    std::fs::write(d.join("in.json"), "{}").unwrap();
+    let refused: [(&[&str], &str); 2] = [
+        (&["--json", "in.json/"], "a name ending in / is a folder's"),
+        (
+            &["--json", "new.json", "--dump-dir", "new.json"],
+            "is also --json",
+        ),
+    ];
+    for (args, why) in refused {
+        let out = sweep().args(args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(why), "{args:?}: {err}");
+        assert!(!d.join("new.json").exists() && !d.join("in.jsonl").exists());
+    }
+    assert_eq!(std::fs::read_to_string(d.join("in.json")).unwrap(), "{}");
+    // A file name that is not UTF-8 (was a panic).
+    let name = std::ffi::OsStr::from_bytes(b"r\xff.json");
+    let out = sweep().arg("--json").arg(name).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&std::fs::read(d.join(name)).unwrap()).unwrap();
+    assert!(
+        v["meta"]["command"]
+            .as_str()
+            .unwrap()
+            .contains("r\u{fffd}.json"),
+        "{v}"
+    );
+}
+
 /// The v-collectives on the host engine: zero wrong on 1, 2, 3, 5 and 8
 /// ranks under every kind of split (a file's matrix included); sizes and
 /// busbw as nccl-tests' alltoallv_perf defines them; `all` keeps nine.

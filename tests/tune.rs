@@ -424,8 +424,37 @@ fn tune_refuses_what_it_cannot_fit_before_sweeping_and_is_quiet_when_asked() {
     let dir = tempfile::tempdir().unwrap();
     let table = dir.path().join("t.json");
     let t = table.to_str().unwrap();
-    let refused: [(&[&str], &str); 2] = [
+    let split = dir.path().join("w.txt");
+    std::fs::write(&split, "1 3\n").unwrap();
+    let w = split.to_str().unwrap();
+    let (rj, rjl) = (dir.path().join("r.json"), dir.path().join("r.jsonl"));
+    let refused: &[(&[&str], &str)] = &[
         (&["--placement", "in"], "tune fits out-of-place rows"),
+        (&["--tuning", t], "drop --tuning"),
+        (&["--csv", t], "--output and --csv both write"),
+        (&["--dump-dir", t], "is also --output"),
+        (
+            &[
+                "--json",
+                rj.to_str().unwrap(),
+                "--csv",
+                rjl.to_str().unwrap(),
+            ],
+            "both write",
+        ),
+        (
+            &[
+                "--collective",
+                "all-gather-v",
+                "--ranks",
+                "2",
+                "--split",
+                w,
+                "--csv",
+                w,
+            ],
+            "that is an input of this command",
+        ),
         (
             &[
                 "--collective",
@@ -438,7 +467,7 @@ fn tune_refuses_what_it_cannot_fit_before_sweeping_and_is_quiet_when_asked() {
             "rank 9 is outside the 4 ranks",
         ),
     ];
-    for (args, why) in refused {
+    for &(args, why) in refused {
         let out = collbench()
             .args(["tune", "--device", "host", "--output", t])
             .args(args)
@@ -449,10 +478,23 @@ fn tune_refuses_what_it_cannot_fit_before_sweeping_and_is_quiet_when_asked() {
         assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
         assert!(err.contains(why), "{args:?}: {err}");
         assert!(
-            out.stdout.is_empty() && !table.exists(),
+            out.stdout.is_empty() && !table.exists() && !rj.exists(),
             "{args:?}: nothing ran"
         );
+        assert_eq!(std::fs::read_to_string(&split).unwrap(), "1 3\n");
     }
+    let out = collbench()
+        .current_dir(dir.path())
+        .args(["tune", "--device", "host", "-O", "-"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("--output -: the table goes to a file"),
+        "{err}"
+    );
+    assert!(!dir.path().join("-").exists());
     let out = collbench()
         .args([
             "tune", "--device", "host", "--ranks", "2", "--sizes", "8B:1K:x8",
@@ -642,4 +684,73 @@ fn a_table_of_another_device_is_noted() {
             "{err}"
         );
     }
+}
+
+/// A tune sweep that does not finish clean exits as a sweep would (3 for a
+/// hang, 1 for wrong values), its results saying how it ended, and writes
+/// no table; `--from` such results warns that they did not finish, and
+/// refuses a sweep's options it would ignore.
+#[test]
+fn a_tune_that_does_not_finish_exits_as_its_sweep_and_writes_no_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let (table, results) = (dir.path().join("t.json"), dir.path().join("r.json"));
+    let sweep = |inject: &str| {
+        collbench()
+            .args([
+                "tune", "--device", "host", "--ranks", "2", "--sizes", "8B:4K",
+            ])
+            .args(["--iters", "2", "--warmup", "0", "-q", "--timeout", "1"])
+            .args(["--dump-dir", dir.path().join("dumps").to_str().unwrap()])
+            .args(["--inject", inject, "--output"])
+            .arg(&table)
+            .arg("--json")
+            .arg(&results)
+            .output()
+            .unwrap()
+    };
+    for (inject, code, partial) in [
+        ("hang:rank=0,seq=20", 3, Some("hang")),
+        ("corrupt:rank=1,seq=3", 1, None),
+    ] {
+        let out = sweep(inject);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(code), "{inject}: {err}");
+        assert!(
+            err.contains("tune: the sweep did not finish clean: no table written"),
+            "{err}"
+        );
+        assert!(!table.exists(), "{inject}: no table");
+        let v = json(&results);
+        assert_eq!(
+            v["meta"]["partial"]["reason"].as_str(),
+            partial,
+            "{inject}: {v}"
+        );
+    }
+    // The hung run's results: its finished rows are fitted, with a warning.
+    let out = sweep("hang:rank=0,seq=20");
+    assert_eq!(out.status.code(), Some(3));
+    let out = collbench()
+        .args(["tune", "-q", "--output"])
+        .arg(&table)
+        .arg("--from")
+        .arg(&results)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains("the run did not finish (") && err.contains("fitting its"),
+        "{err}"
+    );
+    let out = collbench()
+        .args(["tune", "--csv", "x.csv", "--output"])
+        .arg(dir.path().join("u.json"))
+        .arg("--from")
+        .arg(&results)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("--csv has nothing to do"), "{err}");
 }

@@ -110,10 +110,10 @@ fn nccl_tests_run(a: &RunArgs) -> Result<Option<NcclTestsRun>, PlanError> {
 }
 
 impl Sweep {
-    /// Whether `--json -` or `--csv -` makes stdout the data's, so that the
-    /// table and notes for people go to stderr.
+    /// Whether `--json -` or `--csv -` (or `/dev/stdout`) makes stdout the
+    /// data's, so that the table and notes for people go to stderr.
     pub fn data_on_stdout(&self) -> bool {
-        let dash = |p: &Option<PathBuf>| p.as_deref().is_some_and(|p| p.as_os_str() == "-");
+        let dash = |p: &Option<PathBuf>| p.as_deref().is_some_and(crate::units::is_stdout);
         dash(&self.json) || dash(&self.csv)
     }
 }

@@ -21,30 +21,7 @@ pub fn jsonl_path(json: &Path) -> PathBuf {
     }
 }
 
-/// Whether `path` is something other than a regular file (`/dev/null`, a
-/// FIFO, `/dev/stdout`): written in place, never replaced by a rename.
-pub fn is_special(path: &Path) -> bool {
-    std::fs::metadata(path).is_ok_and(|m| !m.is_file() && !m.is_dir())
-}
-
-/// Writes `bytes` to `path` through a temporary file and a rename; a
-/// special file (a device, a FIFO) is written in place instead, so that
-/// `--json /dev/null` never replaces the device with a file.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    if is_special(path) {
-        let mut f = std::fs::OpenOptions::new().write(true).open(path)?;
-        return f.write_all(bytes);
-    }
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(format!(".tmp{}", std::process::id()));
-    let tmp = PathBuf::from(tmp);
-    {
-        let mut f = File::create(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-    }
-    std::fs::rename(&tmp, path)
-}
+pub use crate::units::{is_special, open_in_place, write_atomic};
 
 /// Why a results file cannot be read.
 #[derive(Debug, thiserror::Error)]
@@ -368,10 +345,10 @@ enum JsonTo {
 
 impl JsonSink {
     pub fn create(path: &Path) -> io::Result<JsonSink> {
-        if is_special(path) {
-            // A device or FIFO: the JSON goes there once; no JSONL beside it.
-            let f = std::fs::OpenOptions::new().write(true).open(path)?;
-            return Ok(JsonSink::stream(Box::new(f)));
+        if let Some(f) = open_in_place(path) {
+            // A device, FIFO or descriptor: the JSON goes there once; no
+            // JSONL beside it.
+            return Ok(JsonSink::stream(Box::new(f?)));
         }
         let jsonl = BufWriter::new(File::create(jsonl_path(path))?);
         Ok(JsonSink {

@@ -595,7 +595,7 @@ fn sweep(coll: Option<Collective>, args: &RunArgs, probe: bool) -> anyhow::Resul
         thread_rank_settings(&mut s)?;
     }
     check_thread_ranks(&s.plan, mpi.as_deref())?;
-    check_paths(&s, leader)?;
+    check_paths(&s, leader, &[])?;
     if !leader {
         (s.quiet, s.json, s.csv, s.plot) = (true, None, None, None);
     }
@@ -642,15 +642,7 @@ fn sweep(coll: Option<Collective>, args: &RunArgs, probe: bool) -> anyhow::Resul
         meta.nccl = o.library.clone();
     }
     // A run stopped by a signal or a hang says so, and how much is missing.
-    // (A signal as the sweep ended: nothing is missing, but the run was
-    // interrupted all the same, as its exit code says.)
-    meta.partial = match &result {
-        Err(e) => e.partial(),
-        Ok(_) => watchdog::signalled().then_some(Partial {
-            reason: StopReason::Signal,
-            missing_rows: 0,
-        }),
-    };
+    meta.partial = partial_of(&result);
     let mut results = Results::new(meta, std::mem::take(&mut sink.rows));
     if let Ok(o) = result.as_mut() {
         if let Some(t) = &o.links {
@@ -791,7 +783,7 @@ fn launch_procs(
         bail!("COLLBENCH_FORCE_RELAY=1 tests the relay between nodes, which is MPI point-to-point: run under mpirun, not --procs");
     }
     let s = build_sweep(coll, args, probe, Some(n))?;
-    check_paths(&s, true)?;
+    check_paths(&s, true, &[])?;
     // The device and the ranks' GPUs, judged once here: every rank would
     // refuse them alike.
     let chosen = choose_device(&s, Some(n))?;
@@ -845,30 +837,47 @@ fn build_sweep(
     })
 }
 
-/// Refuses output files (the leader's) and a dump folder that cannot be written.
-fn check_paths(s: &Sweep, leader: bool) -> anyhow::Result<()> {
+/// Refuses output files (the leader's, `extra` among them) and a dump
+/// folder that cannot be written, or that is one of the outputs.
+fn check_paths(s: &Sweep, leader: bool, extra: &[(&str, &Path)]) -> anyhow::Result<()> {
+    let mut outputs: Vec<(&str, &Path)> = extra.to_vec();
+    // With --links, --plot FILE also draws the heatmap beside it.
+    let heatmap = s
+        .plot
+        .as_deref()
+        .filter(|_| s.plan.host.link_timing)
+        .map(links::heatmap_path);
     if leader {
-        // With --links, --plot FILE also draws the heatmap beside it.
-        let heatmap = s
-            .plot
-            .as_deref()
-            .filter(|_| s.plan.host.link_timing)
-            .map(links::heatmap_path);
-        let outputs: Vec<(&str, &Path)> = [
-            ("--json", &s.json),
-            ("--csv", &s.csv),
-            ("--plot", &s.plot),
-            ("--plot (its links heatmap)", &heatmap),
-        ]
-        .into_iter()
-        .filter_map(|(f, p)| p.as_deref().map(|p| (f, p)))
-        .collect();
+        outputs.extend(
+            [
+                ("--json", &s.json),
+                ("--csv", &s.csv),
+                ("--plot", &s.plot),
+                ("--plot (its links heatmap)", &heatmap),
+            ]
+            .into_iter()
+            .filter_map(|(f, p)| p.as_deref().map(|p| (f, p))),
+        );
         paths::check_outputs(&outputs, &s.inputs)?;
     }
     if let Some(d) = &s.plan.dump_dir {
-        paths::check_dump_dir(d)?;
+        paths::check_dump_dir(d, &outputs)?;
     }
     Ok(())
+}
+
+/// `meta.partial` of a sweep that ended with `result`: stopped by a signal
+/// or a hang, and how much is missing. (A signal as the sweep ended:
+/// nothing is missing, but the run was interrupted all the same, as its
+/// exit code says.)
+fn partial_of(result: &Result<harness::Outcome, harness::HarnessError>) -> Option<Partial> {
+    match result {
+        Err(e) => e.partial(),
+        Ok(_) => watchdog::signalled().then_some(Partial {
+            reason: StopReason::Signal,
+            missing_rows: 0,
+        }),
+    }
 }
 
 /// Joins the MPI world when launched into one; refuses a launcher's tasks
@@ -1082,7 +1091,7 @@ impl Write for DataStdout {
 fn sinks(s: &Sweep, leader: bool) -> anyhow::Result<Fanout> {
     let mut f = Fanout::default();
     // `--json -` or `--csv -`: the data is stdout, so the table goes to stderr.
-    let json_on_stdout = s.json.as_deref().is_some_and(|p| p.as_os_str() == "-");
+    let json_on_stdout = s.json.as_deref().is_some_and(crate::units::is_stdout);
     let data_on_stdout = s.data_on_stdout();
     if !s.quiet {
         let out = Box::new(move |line: &str| {
@@ -1113,14 +1122,14 @@ fn sinks(s: &Sweep, leader: bool) -> anyhow::Result<Fanout> {
         );
         f.sinks.push(Box::new(LayoutSink::new(layout, out)));
     }
-    if s.csv.as_deref().is_some_and(|p| p.as_os_str() == "-") {
+    if s.csv.as_deref().is_some_and(crate::units::is_stdout) {
         f.sinks.push(Box::new(
             CsvSink::new(DataStdout).context("--csv - (stdout)")?,
         ));
     } else if let Some(p) = s.csv.clone() {
         f.sinks.push(Deferred::boxed(move || {
             let at = || format!("--csv {}", p.display());
-            let file = std::fs::File::create(&p).with_context(at)?;
+            let file = crate::units::create_output(&p).with_context(at)?;
             Ok(Box::new(CsvSink::new(file).with_context(at)?))
         }));
     }
@@ -1160,7 +1169,7 @@ fn meta(s: &Sweep, chosen: &Chosen) -> Meta {
     };
     Meta {
         version: env!("CARGO_PKG_VERSION").into(),
-        command: std::env::args().collect::<Vec<_>>().join(" "),
+        command: crate::units::command_line(),
         host: hostname(),
         started_at: rfc3339_now(),
         world_size: s.plan.ranks,

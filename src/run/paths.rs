@@ -3,6 +3,7 @@
 //! or cannot be written, and a dump folder that can be made. Nothing is
 //! created by the check (a probe file is removed at once).
 
+use crate::units::{out_target, OutTarget};
 use anyhow::bail;
 use std::path::{Path, PathBuf};
 
@@ -60,13 +61,18 @@ pub fn check_outputs(outputs: &[(&str, &Path)], inputs: &[impl AsRef<Path>]) -> 
             (format!("--json (its rows, {})", l.display()), l)
         })
         .collect();
-    let dashes: Vec<&str> = outputs
+    // `-`, `/dev/stdout` (or a link to it) all write to stdout.
+    let dashes: Vec<(&str, &Path)> = outputs
         .iter()
-        .filter(|(_, p)| p.as_os_str() == "-")
-        .map(|(f, _)| *f)
+        .copied()
+        .filter(|(_, p)| crate::units::is_stdout(p))
         .collect();
-    if let [a, b, ..] = dashes[..] {
-        bail!("{a} - and {b} - both write to stdout: give one of them a file");
+    if let [(a, pa), (b, pb), ..] = dashes[..] {
+        bail!(
+            "{a} {} and {b} {} both write to stdout: give one of them a file",
+            pa.display(),
+            pb.display()
+        );
     }
     let files: Vec<(&str, &Path)> = outputs
         .iter()
@@ -96,7 +102,34 @@ pub fn check_outputs(outputs: &[(&str, &Path)], inputs: &[impl AsRef<Path>]) -> 
         if path.is_dir() {
             bail!("{flag} {}: is a folder; name a file", path.display());
         }
-        if crate::report::json::is_special(path) {
+        if path.as_os_str().as_encoded_bytes().ends_with(b"/") {
+            bail!(
+                "{flag} {}: a name ending in / is a folder's; name a file",
+                path.display()
+            );
+        }
+        let target = match out_target(path) {
+            OutTarget::Fd(fd) => {
+                // A descriptor (`/dev/stdout`): written through, in place.
+                if let Some(Err(e)) = crate::units::open_in_place(path) {
+                    bail!(
+                        "{flag} {}: cannot write descriptor {fd}: {e}",
+                        path.display()
+                    );
+                }
+                continue;
+            }
+            OutTarget::Special(p) => p,
+            OutTarget::File(target) => target,
+        };
+        if target.as_path() != *path && target.is_dir() {
+            bail!(
+                "{flag} {}: links to the folder {}; name a file",
+                path.display(),
+                target.display()
+            );
+        }
+        if crate::report::json::is_special(&target) {
             // A device or FIFO (`/dev/null`): written in place. Opened
             // without waiting: a FIFO nobody reads would block the open
             // past every signal.
@@ -104,7 +137,7 @@ pub fn check_outputs(outputs: &[(&str, &Path)], inputs: &[impl AsRef<Path>]) -> 
             let opened = std::fs::OpenOptions::new()
                 .write(true)
                 .custom_flags(libc::O_NONBLOCK)
-                .open(path);
+                .open(&target);
             match opened {
                 Err(e) if e.raw_os_error() == Some(libc::ENXIO) => bail!(
                     "{flag} {}: a FIFO no process reads: start its reader first",
@@ -115,6 +148,12 @@ pub fn check_outputs(outputs: &[(&str, &Path)], inputs: &[impl AsRef<Path>]) -> 
             }
             continue;
         }
+        // Where the file will be: at the end of its links.
+        let r = if target.as_path() == *path {
+            r
+        } else {
+            resolved(&target)
+        };
         let dir = r
             .parent()
             .map_or_else(|| PathBuf::from("."), Path::to_path_buf);
@@ -142,10 +181,21 @@ pub fn check_outputs(outputs: &[(&str, &Path)], inputs: &[impl AsRef<Path>]) -> 
 }
 
 /// Checks that the dump folder exists and is writable, or that its nearest
-/// existing ancestor is (it is made when a dump is written).
-pub fn check_dump_dir(dir: &Path) -> anyhow::Result<()> {
+/// existing ancestor is (it is made when a dump is written), and that it
+/// is none of the `outputs` (a hang would make the folder where the
+/// results were to go).
+pub fn check_dump_dir(dir: &Path, outputs: &[(&str, &Path)]) -> anyhow::Result<()> {
     if dir.exists() && !dir.is_dir() {
         bail!("--dump-dir {}: is a file, not a folder", dir.display());
+    }
+    if let Some((flag, _)) = outputs
+        .iter()
+        .find(|(_, p)| p.as_os_str() != "-" && same_file(p, dir))
+    {
+        bail!(
+            "--dump-dir {} is also {flag}: give the dumps their own folder",
+            dir.display()
+        );
     }
     let mut at = resolved(dir);
     while !at.exists() {
@@ -195,8 +245,12 @@ mod tests {
         // The check leaves nothing behind.
         let left: Vec<_> = std::fs::read_dir(d.path()).unwrap().collect();
         assert_eq!(left.len(), 1);
-        assert!(check_dump_dir(&d.path().join("new/dumps")).is_ok());
-        assert!(check_dump_dir(&a).is_err());
+        assert!(check_dump_dir(&d.path().join("new/dumps"), &[]).is_ok());
+        assert!(check_dump_dir(&a, &[]).is_err());
+        let e = check_dump_dir(&csv, &[("--csv", &csv)])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("is also --csv"), "{e}");
     }
 
     /// An output reached through a symbolic or a hard link to an input is

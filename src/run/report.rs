@@ -61,10 +61,10 @@ fn labels(paths: &[&Path]) -> Vec<String> {
 fn write_csv(path: &Path, files: &[(String, Results)]) -> anyhow::Result<()> {
     let at = || format!("--csv {}", path.display());
     // `-`: the CSV is stdout (the text then went to stderr).
-    let file: Box<dyn Write> = if path.as_os_str() == "-" {
+    let file: Box<dyn Write> = if crate::units::is_stdout(path) {
         Box::new(std::io::stdout())
     } else {
-        Box::new(std::fs::File::create(path).with_context(at)?)
+        Box::new(crate::units::create_output(path).with_context(at)?)
     };
     if let [(_, only)] = files {
         let mut sink = CsvSink::new(file).with_context(at)?;
@@ -82,7 +82,7 @@ fn write_csv(path: &Path, files: &[(String, Results)]) -> anyhow::Result<()> {
 
 fn print_text(a: &ReportArgs, format: Format, files: &[(String, Results)]) {
     // `--csv -` makes stdout the data's: the text for people goes to stderr.
-    let mut out: Box<dyn Write> = if a.out.csv.as_deref().is_some_and(|p| p.as_os_str() == "-") {
+    let mut out: Box<dyn Write> = if a.out.csv.as_deref().is_some_and(crate::units::is_stdout) {
         Box::new(std::io::stderr().lock())
     } else {
         Box::new(std::io::stdout().lock())
@@ -174,7 +174,7 @@ pub fn report(a: &ReportArgs) -> i32 {
         if let Err(e) = write_csv(p, &files) {
             // A closed stdout (`--csv - | head`) ends the CSV, as it ends
             // the text: not an error worth failing the rest for.
-            let closed = p.as_os_str() == "-"
+            let closed = crate::units::is_stdout(p)
                 && e.chain().any(|c| {
                     c.downcast_ref::<std::io::Error>()
                         .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)

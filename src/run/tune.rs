@@ -18,6 +18,9 @@ pub fn tune(a: &TuneArgs) -> i32 {
 }
 
 fn tune_inner(a: &TuneArgs) -> anyhow::Result<i32> {
+    if a.output.as_os_str() == "-" {
+        bail!("--output -: the table goes to a file (its fit is printed as it is made); name one");
+    }
     if !a.from.is_empty() {
         return tune_from(a);
     }
@@ -34,15 +37,16 @@ fn tune_inner(a: &TuneArgs) -> anyhow::Result<i32> {
              --procs N --json and fit that with `collbench tune --from RESULTS.json`"
         );
     }
+    if a.run.tuning.is_some() {
+        bail!(
+            "tune fits a table and --tuning reads one: drop --tuning (tune sweeps every algorithm)"
+        );
+    }
     watchdog::install_signal_handlers();
     let mut s = plan::build_tune(a)?;
     super::thread_rank_settings(&mut s)?;
     super::check_thread_ranks(&s.plan, None)?;
-    let mut outputs = vec![("--output", a.output.as_path())];
-    if let Some(p) = s.json.as_deref().filter(|p| p.as_os_str() != "-") {
-        outputs.push(("--json", p));
-    }
-    paths::check_outputs(&outputs, &s.inputs)?;
+    super::check_paths(&s, true, &[("--output", a.output.as_path())])?;
     let chosen = choose_device(&s, None)?;
     chosen.tell();
     let meta = meta(&s, &chosen);
@@ -53,11 +57,20 @@ fn tune_inner(a: &TuneArgs) -> anyhow::Result<i32> {
     sink.start(&meta).context("writing results")?;
     let result = execute(&s.plan, &setup, &mut sink, None);
     let rows = std::mem::take(&mut sink.rows);
+    // The sweep's files say how it ended, as a sweep's do.
+    let mut run_meta = meta.clone();
+    run_meta.partial = super::partial_of(&result);
+    let results = Results::new(run_meta, rows);
+    if result.as_ref().is_err_and(|e| e.partial().is_none()) {
+        sink.abandon(&results).context("writing results")?;
+    } else {
+        sink.finish(&results).context("writing results")?;
+    }
+    // Its exit code too: 1 for wrong values, 3 for a hang, 130 for a signal.
     let code = super::exit_code(result, true);
-    let results = Results::new(meta.clone(), rows);
-    sink.finish(&results).context("writing results")?;
     if code != super::OK {
-        bail!("tune: the sweep did not finish clean (exit {code}): no table written");
+        say!("collbench: tune: the sweep did not finish clean: no table written");
+        return Ok(code);
     }
     let protocol = match (meta.device.as_str(), s.plan.model_protocol()) {
         ("host", _) => "host",
@@ -85,6 +98,16 @@ fn tune_inner(a: &TuneArgs) -> anyhow::Result<i32> {
 
 /// `tune --from`: the fit of saved results.
 fn tune_from(a: &TuneArgs) -> anyhow::Result<i32> {
+    let sweep_only = [
+        ("--json", a.run.json.is_some()),
+        ("--csv", a.run.out.csv.is_some()),
+        ("--plot", a.run.out.plot.is_some()),
+        ("--tuning", a.run.tuning.is_some()),
+        ("--dump-dir", a.run.dump_dir.is_some()),
+    ];
+    if let Some((flag, _)) = sweep_only.iter().find(|(_, given)| *given) {
+        bail!("--from fits saved results and runs no sweep: {flag} has nothing to do; drop it");
+    }
     paths::check_outputs(&[("--output", a.output.as_path())], &a.from)?;
     let mut groups: Vec<(Choice, usize, Vec<Point>)> = Vec::new();
     let mut tmeta = TuningMeta::default();
@@ -107,6 +130,15 @@ fn tune_from(a: &TuneArgs) -> anyhow::Result<i32> {
             bail!("--from {}: no results in it", p.display());
         };
         let m = &r.meta;
+        if let Some(why) = &m.partial {
+            // Its finished rows are measurements all the same; said, since
+            // the sizes it never reached are fitted from fewer points.
+            say!(
+                "collbench: warning: --from {}: the run did not finish ({why}); fitting its {} finished row(s)",
+                p.display(),
+                r.rows.len()
+            );
+        }
         // What ran it: the engine's device and the hardware under it.
         let machine = if m.gpus.is_empty() {
             m.devices.first().cloned().unwrap_or_default()
@@ -171,7 +203,7 @@ fn tune_from(a: &TuneArgs) -> anyhow::Result<i32> {
         }
         commands.push(m.command.clone());
     }
-    let me = std::env::args().collect::<Vec<_>>().join(" ");
+    let me = crate::units::command_line();
     tmeta.command = format!("{me} (from: {})", commands.join("; "));
     for (_, _, pts) in &mut groups {
         *pts = median_by_size(std::mem::take(pts));
@@ -204,7 +236,7 @@ fn write_table(a: &TuneArgs, table: Tuning) -> anyhow::Result<i32> {
         bail!("tune: no clean out-of-place row of the builtin engine to fit (rows of groups are not fitted: a group times several operations)");
     }
     let text = serde_json::to_string_pretty(&table)?;
-    std::fs::write(&a.output, text + "\n")
+    crate::units::write_atomic(&a.output, (text + "\n").as_bytes())
         .with_context(|| format!("--output {}", a.output.display()))?;
     if !a.run.out.quiet {
         out!("# fitted on {} ({})", table.meta.device, table.meta.host);
@@ -447,7 +479,7 @@ fn model_inner(a: &ModelArgs) -> anyhow::Result<i32> {
         Some(p) if p.as_os_str() == "-" => out!("{}", serde_json::to_string_pretty(&json)?),
         Some(p) => {
             out_part!("{text}");
-            std::fs::write(p, serde_json::to_string_pretty(&json)? + "\n")
+            crate::units::write_atomic(p, (serde_json::to_string_pretty(&json)? + "\n").as_bytes())
                 .with_context(|| format!("--json {}", p.display()))?;
         }
         None => out_part!("{text}"),
