@@ -2006,3 +2006,74 @@ fn report_to_a_closed_stdout_keeps_its_exit_code() {
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "0", "{said}");
     assert!(!said.contains("error"), "{said}");
 }
+
+/// A log whose footer says its test FAILED fails whatever its rows say
+/// (older nccl-tests print an error's size, not a count, in #wrong):
+/// `report` exits 1 with the log's count, its nccl-tests text keeps
+/// FAILED, `compare` fails it as a candidate, and `qualify` passes nothing
+/// of it.
+#[test]
+fn a_log_whose_footer_failed_its_test_passes_nothing() {
+    let Some(fixtures) = nccl_fixtures() else {
+        return;
+    };
+    let good = fixtures.join("sb_nccl_allreduce.log");
+    let text = std::fs::read_to_string(&good).unwrap();
+    let failed = text.replace(
+        "# Out of bounds values : 0 OK",
+        "# Out of bounds values : 3 FAILED",
+    );
+    assert_ne!(failed, text);
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.log");
+    std::fs::write(&bad, &failed).unwrap();
+    let o = run(&["report", s(&bad)]);
+    assert_eq!(o.code, 1, "{}{}", o.stdout, o.stderr);
+    assert!(
+        o.stdout
+            .contains("# Wrong or NaN/Inf values : 3 FAILED (as the log's footer says)"),
+        "{}",
+        o.stdout
+    );
+    assert!(
+        o.stderr
+            .contains("its nccl-tests footer says 3 value(s) out of bounds: FAILED"),
+        "{}",
+        o.stderr
+    );
+    let o = run(&["report", s(&bad), "--format", "nccl-tests"]);
+    assert!(
+        o.stdout.contains("# Out of bounds values : 3 FAILED\n"),
+        "{}",
+        o.stdout
+    );
+    let o = run(&["report", s(&good)]);
+    assert_eq!(o.code, 0, "{}{}", o.stdout, o.stderr);
+    let o = run(&["compare", s(&good), s(&bad)]);
+    assert_eq!(o.code, 1, "{}{}", o.stdout, o.stderr);
+    assert!(
+        o.stderr.contains("the candidate failed its own check"),
+        "{}",
+        o.stderr
+    );
+    let o = run(&["compare", s(&bad), s(&good)]);
+    assert_eq!(o.code, 0, "{}{}", o.stdout, o.stderr);
+    assert!(
+        o.stderr.contains("the baseline failed its own check"),
+        "{}",
+        o.stderr
+    );
+    let spec = dir.path().join("q.toml");
+    std::fs::write(
+        &spec,
+        "[[check]]\ncollective = \"all-reduce\"\nlog = \"bad.log\"\nsizes = \"1M:16G\"\nmin_busbw_gbps = 0.001\n",
+    )
+    .unwrap();
+    let o = run(&["qualify", s(&spec)]);
+    assert_eq!(o.code, 1, "{}{}", o.stdout, o.stderr);
+    assert!(
+        o.stdout.contains("the log failed its own check"),
+        "{}",
+        o.stdout
+    );
+}

@@ -42,6 +42,7 @@ pub fn results(rows: Vec<Row>) -> Results {
     Results::new(
         Meta {
             log_avg_busbw: None,
+            log_out_of_bounds: None,
             nccl_tests_header: None,
             nccl_tests_min_bw: None,
             sizes: Vec::new(),

@@ -201,6 +201,12 @@ pub struct Meta {
     /// What ran `--engine nccl`: NCCL's version and library, or the stand-in.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nccl: Option<String>,
+    /// Read from an nccl-tests log whose footer said `# Out of bounds
+    /// values : N FAILED`: N. Its rows need not say which values (older
+    /// nccl-tests print an error's size, not a count): the run fails as
+    /// its log says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log_out_of_bounds: Option<u64>,
     /// Set only when the run did not finish: why, and how many rows it
     /// did not make.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -308,5 +314,13 @@ impl Results {
             links: None,
             case_links: Vec::new(),
         }
+    }
+
+    /// Why an nccl-tests log's run failed by its own footer (`# Out of
+    /// bounds values : N FAILED`), whatever its rows say.
+    pub fn log_failed(&self) -> Option<String> {
+        self.meta
+            .log_out_of_bounds
+            .map(|n| format!("its nccl-tests footer says {n} value(s) out of bounds: FAILED"))
     }
 }

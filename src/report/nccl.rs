@@ -343,11 +343,18 @@ impl Layout for NcclTests {
                 "#".into(),
             ];
         }
+        // A log's run whose footer said FAILED stays failed, with its count.
+        let logged = meta.and_then(|m| m.log_out_of_bounds);
+        let bad = logged.map_or(bad, |n| bad.max(n as i64));
         vec![
             algorithm_line(rows),
             format!(
                 "# Out of bounds values : {bad} {}",
-                if bad > 0 { "FAILED" } else { "OK" }
+                if bad > 0 || logged.is_some() {
+                    "FAILED"
+                } else {
+                    "OK"
+                }
             ),
             format!(
                 "# Avg bus bandwidth    : {} {}",

@@ -888,6 +888,7 @@ impl LogRun {
             nccl: self.nccl.clone(),
             pid: self.ranks.first().map_or(0, |r| r.pid as u32),
             log_avg_busbw: self.avg_text.clone(),
+            log_out_of_bounds: self.out_of_bounds.filter(|(_, ok)| !ok).map(|(n, _)| n),
             // Its own header line, printed again as it was.
             nccl_tests_header: header.map(|h| format!("# {}", h.line)),
             nccl_tests_min_bw: None,

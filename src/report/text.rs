@@ -444,9 +444,12 @@ pub fn values_verdict(rows: &[Row]) -> String {
 /// finished, else `N FAILED (run interrupted: REASON, M row(s) missing)`:
 /// an unfinished run never reads as a pass.
 pub fn run_verdict(results: &Results) -> String {
-    match &results.meta.partial {
-        None => values_verdict(&results.rows),
-        Some(p) => format!("{} FAILED ({p})", bad_values(&results.rows).0),
+    let bad = bad_values(&results.rows).0;
+    match (&results.meta.partial, results.meta.log_out_of_bounds) {
+        (Some(p), _) => format!("{bad} FAILED ({p})"),
+        // A log whose footer failed it: its count where its rows say less.
+        (None, Some(n)) => format!("{} FAILED (as the log's footer says)", bad.max(n as i64)),
+        (None, None) => values_verdict(&results.rows),
     }
 }
 

@@ -52,6 +52,13 @@ pub fn compare(a: &CompareArgs) -> i32 {
     if let Some(p) = &cand_unfinished {
         say!("collbench: error: the candidate did not finish ({p}): a run that did not finish does not pass, whatever its rows");
     }
+    let cand_failed = cand.iter().find_map(Results::log_failed);
+    if let Some(why) = &cand_failed {
+        say!("collbench: error: the candidate failed its own check ({why}): it does not pass, whatever its rows");
+    }
+    if let Some(why) = base.iter().find_map(Results::log_failed) {
+        say!("collbench: warning: the baseline failed its own check ({why}): its rows are compared as they are");
+    }
     for d in &c.differences {
         if c.by_world {
             say!("collbench: warning: the files differ in {d}");
@@ -92,7 +99,7 @@ pub fn compare(a: &CompareArgs) -> i32 {
             a.baseline.display()
         );
     }
-    if c.regressions() > 0 || missing || cand_unfinished.is_some() {
+    if c.regressions() > 0 || missing || cand_unfinished.is_some() || cand_failed.is_some() {
         CHECK_FAILED
     } else {
         OK

@@ -1189,6 +1189,7 @@ fn meta(s: &Sweep, chosen: &Chosen) -> Meta {
         pid: std::process::id(),
         gpus: chosen.gpus.clone(),
         log_avg_busbw: None,
+        log_out_of_bounds: None,
         nccl_tests_header: s.nccl_tests.as_ref().map(|n| n.header.clone()),
         nccl_tests_min_bw: s.nccl_tests.as_ref().and_then(|n| n.min_bw),
         sizes: s.plan.sizes.clone(),

@@ -92,7 +92,7 @@ fn run_check(c: &Check, job: &Job) -> CheckResult {
             (result.outcome, result.measured) = evaluate_links(c, links.as_ref(), o, m);
             // Rows of a run that never finished qualify nothing.
             if let Some(why) = unfinished {
-                result.outcome = Outcome::Failed(format!("the results did not finish ({why})"));
+                result.outcome = Outcome::Failed(why.clone());
             }
             result.seconds = start.elapsed().as_secs_f64();
             return result;
@@ -145,10 +145,20 @@ fn log_rows(
         );
     }
     let links = picked.iter().find_map(|r| r.links.clone());
+    // A run that did not finish, or whose log failed it, passes nothing.
     let unfinished = picked
         .iter()
         .filter(|r| may_hold(r, collective))
-        .find_map(|r| r.meta.partial.as_ref().map(|p| p.to_string()));
+        .find_map(|r| {
+            r.meta
+                .partial
+                .as_ref()
+                .map(|p| format!("the results did not finish ({p})"))
+                .or_else(|| {
+                    r.log_failed()
+                        .map(|why| format!("the log failed its own check: {why}"))
+                })
+        });
     let mut held: Vec<&str> = Vec::new();
     for r in picked.iter().flat_map(|r| &r.rows) {
         if !held.contains(&r.collective.as_str()) {

@@ -207,6 +207,10 @@ pub fn report(a: &ReportArgs) -> i32 {
             say!("collbench: {name}: the run did not finish ({p})");
             code = CHECK_FAILED;
         }
+        if let Some(why) = r.log_failed() {
+            say!("collbench: {name}: {why}");
+            code = CHECK_FAILED;
+        }
         let bad: Vec<&crate::report::Row> = r.rows.iter().filter(|row| row.is_bad()).collect();
         if let Some(first) = bad.first() {
             say!(
