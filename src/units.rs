@@ -392,6 +392,16 @@ pub fn create_output(path: &Path) -> std::io::Result<std::fs::File> {
     }
 }
 
+/// A number for a message: as written for everyday magnitudes, in
+/// scientific notation past them (`1e300` was printed with 300 digits).
+pub fn fmt_number(v: f64) -> String {
+    if v != 0.0 && v.is_finite() && !(1e-4..1e7).contains(&v.abs()) {
+        format!("{v:e}")
+    } else {
+        format!("{v}")
+    }
+}
+
 /// This process's command line as one string, for results' `meta.command`:
 /// an argument that is not UTF-8 (a file name) is shown lossily rather than
 /// stopping the run (`std::env::args` panics on one).

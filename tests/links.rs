@@ -449,7 +449,11 @@ fn the_links_probe_refuses_what_it_cannot_measure() {
         ),
         (
             &["links", "--device", "host", "--min-link-gbps", "-1"][..],
-            "not a positive number of GB/s",
+            "not a number of GB/s above 0 and up to 1000000",
+        ),
+        (
+            &["links", "--device", "host", "--min-link-gbps", "1e308"][..],
+            "not a number of GB/s above 0 and up to 1000000",
         ),
         (
             &["links", "--device", "host", "--algo", "ring"][..],

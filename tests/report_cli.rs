@@ -2077,3 +2077,49 @@ fn a_log_whose_footer_failed_its_test_passes_nothing() {
         o.stdout
     );
 }
+
+/// Results of a sweep stopped before a case's in-place row (its first
+/// case, even: only out-of-place rows) render as nccl-tests' text as the
+/// sweep printed it: the unfinished case a comment with dashes, the
+/// footer FAILED, exit 1, rather than refused for lacking a placement.
+#[test]
+fn unfinished_results_render_as_nccl_tests_text_with_dashes() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = sweep_json(dir.path(), "a.json");
+    let mut v: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let first = v["rows"][0].clone();
+    assert_eq!(first["placement"], "out");
+    v["rows"] = Value::from(vec![first]);
+    v["meta"]["partial"] = serde_json::json!({"reason": "signal", "missing_rows": 7});
+    let cut = dir.path().join("cut.json");
+    std::fs::write(&cut, serde_json::to_vec(&v).unwrap()).unwrap();
+    let o = run(&["report", s(&cut), "--format", "nccl-tests"]);
+    assert_eq!(o.code, 1, "{}{}", o.stdout, o.stderr);
+    let row = o
+        .stdout
+        .lines()
+        .find(|l| l.contains(" sum ") && l.contains(" -1 "))
+        .unwrap_or_default();
+    assert!(
+        row.starts_with('#') && row.trim_end().ends_with('-'),
+        "{}",
+        o.stdout
+    );
+    assert!(
+        o.stdout.contains(
+            "# Out of bounds values : 0 FAILED (run interrupted: signal, 7 row(s) missing)"
+        ),
+        "{}",
+        o.stdout
+    );
+    // A finished run of one placement has no dashes to show: refused.
+    v["meta"]["partial"] = Value::Null;
+    std::fs::write(&cut, serde_json::to_vec(&v).unwrap()).unwrap();
+    let o = run(&["report", s(&cut), "--format", "nccl-tests"]);
+    assert_eq!(o.code, 2, "{}{}", o.stdout, o.stderr);
+    assert!(
+        o.stderr.contains("needs out-of-place and in-place rows"),
+        "{}",
+        o.stderr
+    );
+}

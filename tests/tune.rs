@@ -324,6 +324,12 @@ fn bad_model_input_is_exit_2_with_a_reason() {
             "<--tuning <FILE>|--link-gbps <GB/s>>",
         ),
         (
+            ["model", "--link-gbps", "5", "--latency-us", "2", "--ranks", "18446744073709551615"]
+                .map(String::from)
+                .to_vec(),
+            "--ranks 18446744073709551615: the model predicts for up to 4194304 ranks",
+        ),
+        (
             [
                 "model",
                 "--link-gbps",
@@ -753,4 +759,78 @@ fn a_tune_that_does_not_finish_exits_as_its_sweep_and_writes_no_table() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("--csv has nothing to do"), "{err}");
+}
+
+/// Tables and results stay readable by collbench's own readers: a sweep
+/// with a valid table of a slow link leaves out predictions past what
+/// results hold, and `tune --from` results of absurd times refuses to
+/// write a table `model` would refuse.
+#[test]
+fn what_tune_and_tuning_write_reads_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let slow = dir.path().join("slow.json");
+    std::fs::write(
+        &slow,
+        r#"{"schema":"collbench.tuning/1","meta":{"version":"0.1.0","created_at":"","host":"vm","device":"host","command":"","dtype":"float","iters":20},"entries":[{"collective":"all-reduce","algo":"direct","protocol":"host","channels":0,"ranks":2,"latency_us":1.0,"bandwidth":[[1,1e-9]],"points":1}]}"#,
+    )
+    .unwrap();
+    let results = host_sweep(
+        &dir.path().join("p.json"),
+        &[
+            "--sizes",
+            "8:2M:x512",
+            "--algo",
+            "auto",
+            "--tuning",
+            slow.to_str().unwrap(),
+        ],
+    );
+    let v = json(&results);
+    let predicted: Vec<Option<f64>> = v["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["predicted_us"].as_f64())
+        .collect();
+    // 8 B: 8e3 s; 2 MiB: 2e12 us, past the 1e12 results hold.
+    assert!(
+        predicted.first().is_some_and(|p| p.is_some()),
+        "{predicted:?}"
+    );
+    assert!(
+        predicted.last().is_some_and(|p| p.is_none()),
+        "{predicted:?}"
+    );
+    let out = collbench().arg("report").arg(&results).output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let good = host_sweep(&dir.path().join("g.json"), &["--sizes", "8B:4K"]);
+    let mut v = json(&good);
+    for r in v["rows"].as_array_mut().unwrap() {
+        let bytes = r["bytes"].as_f64().unwrap();
+        r["stats"]["p50_us"] = serde_json::json!(5e6 * (1.0 + bytes / 4096.0));
+        r["time_us"] = r["stats"]["p50_us"].clone();
+    }
+    let absurd = dir.path().join("absurd.json");
+    std::fs::write(&absurd, serde_json::to_vec(&v).unwrap()).unwrap();
+    let table = dir.path().join("t.json");
+    let out = collbench()
+        .args(["tune", "--output"])
+        .arg(&table)
+        .arg("--from")
+        .arg(&absurd)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("the fit is no table collbench reads (") && err.contains("latency/hop"),
+        "{err}"
+    );
+    assert!(!table.exists());
 }

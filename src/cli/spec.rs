@@ -132,14 +132,17 @@ pub fn parse_spec(text: &str) -> Result<Vec<CheckSpec>, SpecError> {
                 "{at}: max_link_spread is the fastest link over the slowest: at least 1, got {v}"
             )));
         }
-        for (field, v) in [
-            ("min_busbw_gbps", c.min_busbw_gbps),
-            ("max_time_us", c.max_time_us),
-            ("min_link_gbps", c.min_link_gbps),
+        // Past these no measurement reaches (results hold times and
+        // bandwidths up to 1e12; no link passes a million GB/s).
+        for (field, v, most) in [
+            ("min_busbw_gbps", c.min_busbw_gbps, 1e12),
+            ("max_time_us", c.max_time_us, 1e12),
+            ("min_link_gbps", c.min_link_gbps, 1e6),
         ] {
-            if let Some(v) = v.filter(|v| !(v.is_finite() && *v > 0.0)) {
+            if let Some(v) = v.filter(|v| !(v.is_finite() && *v > 0.0 && *v <= most)) {
                 return Err(SpecError(format!(
-                    "{at}: {field} must be a positive number, got {v}"
+                    "{at}: {field} must be a positive number up to {most:e}, got {}",
+                    crate::units::fmt_number(v)
                 )));
             }
         }
@@ -402,11 +405,15 @@ min_busbw_gbps = 100000.0
             ),
             (
                 &format!("{base}min_busbw_gbps = -1.0\n"),
-                "min_busbw_gbps must be a positive number, got -1",
+                "min_busbw_gbps must be a positive number up to 1e12, got -1",
             ),
             (
                 &format!("{base}max_time_us = 0\n"),
-                "max_time_us must be a positive number, got 0",
+                "max_time_us must be a positive number up to 1e12, got 0",
+            ),
+            (
+                &format!("{base}min_link_gbps = 1e308\n"),
+                "min_link_gbps must be a positive number up to 1e6, got 1e308",
             ),
             (
                 &format!("{base}max_time_us = 0.0\n"),

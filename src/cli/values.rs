@@ -398,11 +398,15 @@ pub fn factor(v: &str) -> Result<f64, ValueError> {
     }
 }
 
-/// A bandwidth floor in GB/s (`--min-link-gbps`): a positive number.
+/// A bandwidth floor in GB/s (`--min-link-gbps`): a positive number, up
+/// to a million (no link is faster; 1e308 printed 309 digits in its
+/// verdict).
 pub fn gbps(v: &str) -> Result<f64, ValueError> {
     match v.trim().parse::<f64>() {
-        Ok(g) if g.is_finite() && g > 0.0 => Ok(g),
-        _ => bad(format!("'{v}' is not a positive number of GB/s")),
+        Ok(g) if g.is_finite() && g > 0.0 && g <= 1e6 => Ok(g),
+        _ => bad(format!(
+            "'{v}' is not a number of GB/s above 0 and up to 1000000"
+        )),
     }
 }
 

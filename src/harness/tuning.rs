@@ -279,7 +279,7 @@ impl Tuning {
             if !(e.latency_us > 0.0 && e.latency_us <= 1e6) {
                 return Err(format!(
                     "entry {c} {a}: latency/hop {} us, not a positive number up to 1e6",
-                    e.latency_us
+                    crate::units::fmt_number(e.latency_us)
                 ));
             }
             // Below 1 B/s a prediction is no longer a number (a slow
@@ -573,12 +573,13 @@ mod tests {
         assert!(Tuning::parse(&text)
             .unwrap_err()
             .contains("not a positive number"));
-        for lat in [0.0, 1e308] {
+        // A huge latency is said in a few digits, not 309.
+        for (lat, said) in [(0.0, "0"), (1e308, "1e308")] {
             t.entries[0].latency_us = lat;
             let text = serde_json::to_string(&t).unwrap();
             let e = Tuning::parse(&text).unwrap_err();
             assert!(
-                e.contains(&format!("latency/hop {lat} us, not a positive number")),
+                e.contains(&format!("latency/hop {said} us, not a positive number")),
                 "{e}"
             );
         }

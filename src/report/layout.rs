@@ -125,7 +125,15 @@ pub fn render(format: Format, results: &Results, verbose: bool) -> String {
     );
     let layout: Box<dyn Layout + Send> = match format {
         Format::NcclTests => {
-            Box::new(NcclTests::new(placements, sizes, split).wide(results.meta.nccl_tests_wide))
+            // nccl-tests' lines hold both placements: a run that stopped
+            // before a case's in-place row has its dashes, as its sweep
+            // printed them.
+            let both = if results.meta.partial.is_some() {
+                vec!["out".to_string(), "in".to_string()]
+            } else {
+                placements
+            };
+            Box::new(NcclTests::new(both, sizes, split).wide(results.meta.nccl_tests_wide))
         }
         _ => format.layout(placements, verbose, sizes, split),
     };

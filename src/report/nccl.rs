@@ -24,6 +24,8 @@ const DIGITS_WIDE: TimeDigits = TimeDigits {
     whole_from: 100_000.0,
 };
 const SEP: &str = "  ";
+/// The most `#  Rank` lines made up for results without a log's own.
+const RANK_LINES: usize = 4096;
 
 /// nccl-tests' layout.
 pub struct NcclTests {
@@ -213,7 +215,11 @@ impl NcclTests {
         // Read from a log: its own device lines (each rank's process and host).
         let given = meta.map_or(&[][..], |m| m.nccl_tests_devices.as_slice());
         out.extend(given.iter().cloned());
-        for rank in (0..ranks).filter(|_| given.is_empty()) {
+        // Made up from the results' few devices: a line a rank up to a
+        // limit, then one line for the rest (a world of millions printed
+        // hundreds of megabytes of the same lines).
+        let shown = ranks.min(RANK_LINES);
+        for rank in (0..shown).filter(|_| given.is_empty()) {
             // A GPU: its bus id and name as CUDA reports them; the host
             // engine: the device kind and the CPU.
             let gpus = meta.map_or(&[][..], |m| m.gpus.as_slice());
@@ -228,6 +234,12 @@ impl NcclTests {
             };
             out.push(format!(
                 "#  Rank {rank:>2} Group  0 Pid {pid:>6} on {host:>10} device {dev:>2} [{bus}] {name}"
+            ));
+        }
+        if given.is_empty() && ranks > shown {
+            out.push(format!(
+                "#  Ranks {shown} to {}: not shown (the results keep no line of their own for them)",
+                ranks - 1
             ));
         }
         out.push("#".into());
@@ -417,6 +429,22 @@ mod tests {
     fn render(r: &Results) -> String {
         let layout = NcclTests::new(placements_of(&r.rows), sizes_of(&r.rows), false);
         render_with(Box::new(layout), r)
+    }
+
+    /// A world of millions makes up a few thousand rank lines and says
+    /// the rest in one (it printed hundreds of megabytes).
+    #[test]
+    fn made_up_rank_lines_stop_at_a_limit() {
+        let mut r = results(vec![row(8, "out"), row(8, "in")]);
+        r.meta.world_size = 4_194_304;
+        let text = render(&r);
+        assert_eq!(text.matches("#  Rank ").count(), RANK_LINES);
+        assert!(text.contains("#  Rank 4095 Group"), "{}", &text[..400]);
+        assert!(text.contains("\n#  Ranks 4096 to 4194303: not shown"));
+        r.meta.world_size = 3;
+        let text = render(&r);
+        assert_eq!(text.matches("#  Rank ").count(), 3);
+        assert!(!text.contains("not shown"));
     }
 
     #[test]

@@ -145,9 +145,11 @@ pub fn report(a: &ReportArgs) -> i32 {
         // nccl-tests' text has both placements on every line, never a dash.
         if let Some((name, only)) = files.iter().find_map(|(name, r)| {
             // A run without rows (a log's run that failed before its
-            // first) has no placement to lack.
+            // first) has no placement to lack; one that did not finish
+            // has dashes where it stopped, as its sweep printed them.
             let p = placements_of(&r.rows);
-            (p.len() < 2 && !r.rows.is_empty()).then(|| (name, p.join(", ")))
+            (p.len() < 2 && !r.rows.is_empty() && r.meta.partial.is_none())
+                .then(|| (name, p.join(", ")))
         }) {
             return fail(format!(
                 "{name}: --format nccl-tests needs out-of-place and in-place rows, and this file has only {}; use --format table",

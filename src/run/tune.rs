@@ -236,6 +236,11 @@ fn write_table(a: &TuneArgs, table: Tuning) -> anyhow::Result<i32> {
         bail!("tune: no clean out-of-place row of the builtin engine to fit (rows of groups are not fitted: a group times several operations)");
     }
     let text = serde_json::to_string_pretty(&table)?;
+    // What `--tuning` and `model` would refuse is not written (results of
+    // absurd times fit absurd latencies).
+    if let Err(why) = Tuning::parse(&text) {
+        bail!("tune: the fit is no table collbench reads ({why}): are the results' times from a working run?");
+    }
     crate::units::write_atomic(&a.output, (text + "\n").as_bytes())
         .with_context(|| format!("--output {}", a.output.display()))?;
     if !a.run.out.quiet {
@@ -345,7 +350,11 @@ fn model_inner(a: &ModelArgs) -> anyhow::Result<i32> {
                 bw,
                 lat,
             ),
-            format!("a link of {bw} GB/s and {lat} us per hop"),
+            format!(
+                "a link of {} GB/s and {} us per hop",
+                crate::units::fmt_number(bw),
+                crate::units::fmt_number(lat)
+            ),
         ),
         _ => bail!("model: give --tuning FILE, or --link-gbps and --latency-us"),
     };
@@ -367,6 +376,10 @@ fn model_inner(a: &ModelArgs) -> anyhow::Result<i32> {
     }
     let sizes = plan::sizes(&a.sizes, false)?;
     let n = a.ranks;
+    let most = crate::report::json::MAX_WORLD_SIZE;
+    if n > most {
+        bail!("--ranks {n}: the model predicts for up to {most} ranks (as results hold)");
+    }
     let mut text = String::new();
     let mut out = Vec::new();
     let mut missing = Vec::new();
