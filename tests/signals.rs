@@ -1,4 +1,4 @@
-//! Signals and unfinished runs, end to end: SIGINT and SIGTERM at random
+//! Signals and unfinished runs, end to end: SIGINT, SIGTERM and SIGHUP at random
 //! moments on a node kept busy by CPU hogs always exit 130 with every
 //! finished row in the JSON and `meta.partial` set; SIGTERM ends the run
 //! within a second; every SIGUSR1 snapshot goes to new files, named on
@@ -265,11 +265,8 @@ fn interrupted_runs_on_a_busy_node_always_exit_130_with_their_rows() {
     let t = Instant::now();
     for i in 0..runs {
         let dir = tempfile::tempdir().unwrap();
-        let sig = if i % 2 == 0 {
-            libc::SIGINT
-        } else {
-            libc::SIGTERM
-        };
+        // SIGHUP: the terminal or ssh session went away.
+        let sig = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP][i % 3];
         let ranks = 2 + rng.below(3) as usize;
         let delay = Duration::from_micros(rng.below((aim.as_micros() as u64).max(1)));
         let (how, detail) = interrupted_run(dir.path(), ranks, sig, delay);
@@ -285,6 +282,52 @@ fn interrupted_runs_on_a_busy_node_always_exit_130_with_their_rows() {
         tally.get(&Tally::Interrupted).copied().unwrap_or(0) * 4 >= runs * 3,
         "most runs were interrupted mid-sweep: {tally:?}"
     );
+}
+
+/// Under `nohup` SIGHUP is ignored, and stays so: the run goes on to its
+/// end (without it, SIGHUP stops it as SIGTERM does, tested above).
+#[test]
+fn sighup_under_nohup_does_not_stop_the_run() {
+    let _one = serial();
+    if !Command::new("nohup")
+        .arg("true")
+        .status()
+        .is_ok_and(|s| s.success())
+    {
+        eprintln!("SKIPPED: nohup is not available here");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let mut child = Command::new("nohup")
+        .arg(bin())
+        .args(["all-reduce", "--device", "host", "--ranks", "2"])
+        .args(["--sizes", "8B:1M", "--iters", "20", "--warmup", "2", "-q"])
+        // Rank 0 waits 1.5 s in the second row: the signal lands in the run.
+        .args(["--inject", "delay:rank=0,seq=30,ms=1500"])
+        .arg("--json")
+        .arg(&json)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    assert!(wait_lines(
+        &dir.path().join("r.jsonl"),
+        2,
+        Duration::from_secs(30)
+    ));
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "the run ended before the signal"
+    );
+    kill(&child, libc::SIGHUP);
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let v: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert!(v["meta"]["partial"].is_null(), "{}", v["meta"]);
+    assert_eq!(v["rows"].as_array().map(Vec::len), Some(36));
 }
 
 #[test]

@@ -30,7 +30,7 @@ use std::time::Duration;
     long_about = "Benchmark and diagnose collective communication: sweeps of every collective over \
 collbench's own ring/tree engine, bit-exact checks, and hang diagnosis from flight-recorder dumps.\n\n\
 Exit codes: 0 all good; 1 a check failed (wrong values, NaN/Inf) or a problem was diagnosed; \
-2 usage or runtime error; 3 a hang or timeout was detected; 130 interrupted (SIGINT/SIGTERM, or stdout closed under a sweep)."
+2 usage or runtime error; 3 a hang or timeout was detected; 130 interrupted (SIGINT/SIGTERM/SIGHUP, or stdout closed under a sweep)."
 )]
 pub struct Cli {
     #[command(subcommand)]

@@ -1,7 +1,8 @@
 //! The watchdog: one thread per process that looks at every rank's
 //! operation in flight and fires when one has run longer than the timeout;
 //! it also turns signals into actions: SIGUSR1 asks for dumps (and the run
-//! goes on), SIGINT/SIGTERM stop the run after dumping.
+//! goes on), SIGINT/SIGTERM (and SIGHUP, unless ignored) stop the run
+//! after dumping.
 //!
 //! A stop signal is sticky: once SIGINT or SIGTERM arrived (or a sweep's
 //! stdout closed, which stops it the same way), [`signalled`]
@@ -40,6 +41,17 @@ pub fn install_signal_handlers() {
         // SAFETY: installing a handler that only stores atomics.
         unsafe { libc::signal(sig, handler) };
     }
+    // SIGHUP (the terminal or the ssh session went away) stops the run as
+    // SIGTERM does, its results written, unless it is ignored (`nohup`):
+    // then the run goes on, as asked.
+    // SAFETY: a zeroed sigaction is valid; a null new action only reads
+    // the current one.
+    let mut old: libc::sigaction = unsafe { std::mem::zeroed() };
+    let read = unsafe { libc::sigaction(libc::SIGHUP, std::ptr::null(), &mut old) };
+    if read == 0 && old.sa_sigaction != libc::SIG_IGN {
+        // SAFETY: as above.
+        unsafe { libc::signal(libc::SIGHUP, handler) };
+    }
     // SAFETY: setting the disposition of one signal; no handler runs.
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
 }
@@ -61,7 +73,7 @@ pub fn stopped_for_closed_stdout() -> bool {
 /// processes (a closed stdout is this process's own: None).
 pub fn stop_signal_number() -> Option<i32> {
     match STOP_SIGNAL.load(Ordering::SeqCst) {
-        sig @ (libc::SIGINT | libc::SIGTERM) => Some(sig),
+        sig @ (libc::SIGINT | libc::SIGTERM | libc::SIGHUP) => Some(sig),
         0 | libc::SIGPIPE => None,
         _ => Some(libc::SIGTERM),
     }
@@ -78,6 +90,7 @@ pub fn stop_signal() -> Option<&'static str> {
         0 => None,
         libc::SIGINT => Some("SIGINT"),
         libc::SIGTERM => Some("SIGTERM"),
+        libc::SIGHUP => Some("SIGHUP"),
         libc::SIGPIPE => Some("SIGPIPE (stdout was closed)"),
         _ => Some("a signal"),
     }
