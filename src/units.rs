@@ -269,19 +269,31 @@ pub enum OutTarget {
 }
 
 /// The descriptor a path names by itself: `/dev/stdout` 1, `/dev/stderr`
-/// 2, `/dev/fd/N` and `/proc/self/fd/N` N.
+/// 2, and N for a name N in this process's descriptor folder, however it
+/// is spelled (`/dev/fd/N`, `/proc/self/fd/N`, `/proc/thread-self/fd/N`,
+/// `/dev/fd//N`): its folder resolves to `/proc/<pid>/fd` or
+/// `/proc/<pid>/task/<tid>/fd`.
 fn fd_named(path: &Path) -> Option<i32> {
-    let s = path.to_str()?;
-    match s {
+    match path.to_str()? {
         "/dev/stdout" => return Some(1),
         "/dev/stderr" => return Some(2),
         _ => {}
     }
-    let n = s
-        .strip_prefix("/dev/fd/")
-        .or_else(|| s.strip_prefix("/proc/self/fd/"))
-        .or_else(|| s.strip_prefix(&format!("/proc/{}/fd/", std::process::id())))?;
-    n.parse().ok().filter(|n: &i32| *n >= 0)
+    // As the kernel names them: decimal, no sign, no leading zero.
+    let name = path.file_name()?.to_str()?;
+    let n: i32 = name.parse().ok()?;
+    if n < 0 || n.to_string() != name {
+        return None;
+    }
+    let dir = path.parent()?.canonicalize().ok()?;
+    let pid = std::process::id().to_string();
+    let parts: Vec<&str> = dir.to_str()?.split('/').collect();
+    let ours = match parts.as_slice() {
+        ["", "proc", p, "fd"] => *p == pid,
+        ["", "proc", p, "task", _, "fd"] => *p == pid,
+        _ => false,
+    };
+    ours.then_some(n)
 }
 
 /// Resolves `path` to where writing it lands ([`OutTarget`]).
@@ -310,6 +322,15 @@ pub fn out_target(path: &Path) -> OutTarget {
     OutTarget::File(at)
 }
 
+/// The path writing `path` lands on, its links followed (`path` itself
+/// for a descriptor).
+pub fn output_end(path: &Path) -> PathBuf {
+    match out_target(path) {
+        OutTarget::File(p) | OutTarget::Special(p) => p,
+        OutTarget::Fd(_) => path.to_path_buf(),
+    }
+}
+
 /// Whether `path` is something other than a regular file (`/dev/null`, a
 /// FIFO, `/dev/stdout`): written in place, never replaced by a rename.
 pub fn is_special(path: &Path) -> bool {
@@ -336,6 +357,17 @@ fn dup_fd(fd: i32) -> std::io::Result<std::fs::File> {
     let dup = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 3) };
     if dup < 0 {
         return Err(std::io::Error::last_os_error());
+    }
+    // Past stderr, only a descriptor the process was started with (a
+    // shell's `3>file`): those this process opened itself (its MPI
+    // sockets, shared memory, dumps) are close-on-exec, and no output.
+    // SAFETY: F_GETFD reads the flags of an open descriptor.
+    if fd > 2 && unsafe { libc::fcntl(fd, libc::F_GETFD) } & libc::FD_CLOEXEC != 0 {
+        // SAFETY: `dup` is ours and closed once.
+        unsafe { libc::close(dup) };
+        return Err(std::io::Error::other(format!(
+            "descriptor {fd} is one collbench opened itself, not one it was given"
+        )));
     }
     // SAFETY: as above, on the descriptor just made.
     let flags = unsafe { libc::fcntl(dup, libc::F_GETFL) };
@@ -557,5 +589,65 @@ mod tests {
         assert_eq!(utc_text(951_782_400), "2000-02-29T00:00:00Z");
         assert_eq!(utc_text(1_795_290_534), "2026-11-21T19:48:54Z");
         assert_eq!(utc_text(-1), "1969-12-31T23:59:59Z");
+    }
+}
+
+#[cfg(test)]
+mod output_tests {
+    use super::*;
+
+    #[test]
+    fn descriptors_are_told_however_spelled() {
+        for (p, fd) in [
+            ("/dev/stdout", Some(1)),
+            ("/dev/stderr", Some(2)),
+            ("/dev/fd/1", Some(1)),
+            ("/dev/fd//1", Some(1)),
+            ("/proc/self/fd/2", Some(2)),
+            ("/proc/thread-self/fd/1", Some(1)),
+            ("/dev/fd/01", None),
+            ("/dev/fd/+1", None),
+            ("/tmp/1", None),
+        ] {
+            assert_eq!(fd_named(Path::new(p)), fd, "{p}");
+        }
+        let pid = std::process::id();
+        assert_eq!(fd_named(Path::new(&format!("/proc/{pid}/fd/1"))), Some(1));
+        // Another process's descriptor is a file of its own there.
+        assert_eq!(fd_named(Path::new("/proc/1/fd/1")), None);
+    }
+
+    #[test]
+    fn links_are_followed_to_their_end() {
+        let d = tempfile::tempdir().unwrap();
+        let real = d.path().join("sub/real.json");
+        std::fs::create_dir(d.path().join("sub")).unwrap();
+        std::os::unix::fs::symlink("sub/real.json", d.path().join("a")).unwrap();
+        std::os::unix::fs::symlink("a", d.path().join("b")).unwrap();
+        assert_eq!(
+            out_target(&d.path().join("b")),
+            OutTarget::File(real.clone())
+        );
+        std::os::unix::fs::symlink("/dev/null", d.path().join("n")).unwrap();
+        assert_eq!(
+            out_target(&d.path().join("n")),
+            OutTarget::Special("/dev/null".into())
+        );
+        std::os::unix::fs::symlink("/proc/self/fd/1", d.path().join("o")).unwrap();
+        assert_eq!(out_target(&d.path().join("o")), OutTarget::Fd(1));
+        std::os::unix::fs::symlink("loop", d.path().join("loop")).unwrap();
+        assert!(matches!(
+            out_target(&d.path().join("loop")),
+            OutTarget::File(_)
+        ));
+        // A descriptor this process opened itself is no output.
+        let own = std::fs::File::open(&real)
+            .or_else(|_| std::fs::File::create(&real))
+            .unwrap();
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&own);
+        let e = open_in_place(Path::new(&format!("/dev/fd/{fd}")))
+            .unwrap()
+            .unwrap_err();
+        assert!(e.to_string().contains("opened itself"), "{e}");
     }
 }

@@ -1117,6 +1117,14 @@ fn outputs_go_where_their_links_lead() {
     };
     std::fs::create_dir(d.join("plots")).unwrap();
     std::os::unix::fs::symlink("plots/real.json", d.join("cur.json")).unwrap();
+    // The link leads nowhere yet: still the CSV's path.
+    let out = sweep()
+        .args(["--json", "cur.json", "--csv", "plots/real.json"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("both write"), "{err}");
     let out = sweep().args(["--json", "cur.json"]).output().unwrap();
     assert!(
         out.status.success(),
@@ -1131,6 +1139,8 @@ fn outputs_go_where_their_links_lead() {
     let v: Value =
         serde_json::from_slice(&std::fs::read(d.join("plots/real.json")).unwrap()).unwrap();
     assert_eq!(v["schema"], "collbench.results/1");
+    // Its rows beside it, where the link leads.
+    assert!(d.join("plots/real.jsonl").is_file() && !d.join("cur.jsonl").exists());
     // A link to this process's stdout, which appends to a file.
     std::os::unix::fs::symlink("/proc/self/fd/1", d.join("out")).unwrap();
     let log = d.join("log.txt");
@@ -1161,6 +1171,19 @@ fn outputs_go_where_their_links_lead() {
     let v: Value = serde_json::from_str(json).unwrap();
     assert_eq!(v["schema"], "collbench.results/1");
     // Without -q the table goes to stderr, as for `--json -`.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_collbench"))
+        .args(["all-reduce", "--sizes", "1K", "-n", "1", "--device", "host"])
+        .args(["--json", "/dev/stdout"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["schema"], "collbench.results/1");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("# Avg bus bandwidth"));
     let out = sweep()
         .args(["--json", "/dev/stdout", "--csv", "-"])
         .output()

@@ -674,6 +674,26 @@ fn qualify_writes_junit_with_a_case_per_check() {
     assert!(x.contains("expected &gt;= 1000000 GB/s"), "{x}");
     std::fs::write(&spec, POSSIBLE).unwrap();
     assert_eq!(run(&["qualify", s(&spec)]).code, 0);
+    // `--junit -`: the XML alone on stdout, the table on stderr; no file `-`.
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_collbench"))
+        .current_dir(dir.path())
+        .args(["qualify", "spec.toml", "--junit", "-"])
+        .output()
+        .unwrap();
+    let (out, err) = (
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr),
+    );
+    assert_eq!(o.status.code(), Some(0), "{out}{err}");
+    assert!(
+        out.starts_with("<?xml") && out.trim_end().ends_with("</testsuites>"),
+        "{out}"
+    );
+    assert!(
+        err.contains("all-reduce latency") && err.contains("PASS"),
+        "{err}"
+    );
+    assert!(!dir.path().join("-").exists());
 }
 
 #[test]
@@ -2112,6 +2132,50 @@ fn unfinished_results_render_as_nccl_tests_text_with_dashes() {
         "{}",
         o.stdout
     );
+    // Stopped after a whole case: the text read back is a run that did not
+    // finish (its footer's `0 FAILED (run ...)`), not one that failed its
+    // check.
+    let mut w: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let rows = w["rows"].as_array().unwrap()[..3].to_vec();
+    w["rows"] = Value::from(rows);
+    w["meta"]["partial"] = serde_json::json!({"reason": "signal", "missing_rows": 5});
+    let three = dir.path().join("three.json");
+    std::fs::write(&three, serde_json::to_vec(&w).unwrap()).unwrap();
+    let o = run(&["report", s(&three), "--format", "nccl-tests"]);
+    assert_eq!(o.code, 1, "{}{}", o.stdout, o.stderr);
+    let text = dir.path().join("three.log");
+    std::fs::write(&text, &o.stdout).unwrap();
+    let o = run(&["report", s(&text), "-v"]);
+    assert_eq!(o.code, 1, "{}{}", o.stdout, o.stderr);
+    assert!(
+        o.stderr.contains("the run did not finish ("),
+        "{}",
+        o.stderr
+    );
+    assert!(
+        o.stderr
+            .contains("the run did not finish: run interrupted: signal, 5 row(s) missing"),
+        "{}",
+        o.stderr
+    );
+    assert!(!o.stderr.contains("footer says"), "{}", o.stderr);
+    // Out-of-place rows of several cases are a sweep of one placement that
+    // stopped, not a case cut short: refused, as when it finished.
+    let outs: Vec<Value> = w_rows(&json)
+        .into_iter()
+        .filter(|r| r["placement"] == "out")
+        .take(2)
+        .collect();
+    assert_ne!(outs[0]["bytes"], outs[1]["bytes"]);
+    w["rows"] = Value::from(outs);
+    std::fs::write(&three, serde_json::to_vec(&w).unwrap()).unwrap();
+    let o = run(&["report", s(&three), "--format", "nccl-tests"]);
+    assert_eq!(o.code, 2, "{}{}", o.stdout, o.stderr);
+    assert!(
+        o.stderr.contains("needs out-of-place and in-place rows"),
+        "{}",
+        o.stderr
+    );
     // A finished run of one placement has no dashes to show: refused.
     v["meta"]["partial"] = Value::Null;
     std::fs::write(&cut, serde_json::to_vec(&v).unwrap()).unwrap();
@@ -2122,4 +2186,10 @@ fn unfinished_results_render_as_nccl_tests_text_with_dashes() {
         "{}",
         o.stderr
     );
+}
+
+/// The rows of a results file.
+fn w_rows(path: &Path) -> Vec<Value> {
+    let v: Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+    v["rows"].as_array().cloned().unwrap_or_default()
 }

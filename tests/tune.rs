@@ -489,17 +489,19 @@ fn tune_refuses_what_it_cannot_fit_before_sweeping_and_is_quiet_when_asked() {
         );
         assert_eq!(std::fs::read_to_string(&split).unwrap(), "1 3\n");
     }
-    let out = collbench()
-        .current_dir(dir.path())
-        .args(["tune", "--device", "host", "-O", "-"])
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{err}");
-    assert!(
-        err.contains("--output -: the table goes to a file"),
-        "{err}"
-    );
+    for stdout in ["-", "/dev/stdout"] {
+        let out = collbench()
+            .current_dir(dir.path())
+            .args(["tune", "--device", "host", "-O", stdout])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(
+            err.contains(&format!("--output {stdout}: the table goes to a file")),
+            "{err}"
+        );
+    }
     assert!(!dir.path().join("-").exists());
     let out = collbench()
         .args([

@@ -172,7 +172,10 @@ fn not_a_file(path: &Path, meta: std::io::Result<fs::Metadata>) -> Unreadable {
             };
             format!("{what}, not read in a folder (name it on the command line to read it)")
         }
-        Err(_) if fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()) => {
+        Err(e)
+            if e.kind() == std::io::ErrorKind::NotFound
+                && fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()) =>
+        {
             "a link to nothing (its target is missing)".to_string()
         }
         Err(e) => format!("cannot read it: {e}"),

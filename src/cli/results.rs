@@ -68,7 +68,8 @@ pub struct QualifyArgs {
     /// The checks to run.
     #[arg(value_name = "SPEC.toml")]
     pub spec: PathBuf,
-    /// Write JUnit XML: one testcase per check, failures with the numbers.
+    /// Write JUnit XML: one testcase per check, failures with the numbers
+    /// (`-`: stdout, the table then going to stderr).
     #[arg(long, value_name = "FILE")]
     pub junit: Option<PathBuf>,
 }

@@ -54,7 +54,7 @@ pub enum HarnessError {
     },
     #[error("interrupted by {signal}; finished rows are kept ({missing_rows} not made){}", dumps_note(.dumps))]
     Interrupted {
-        /// `SIGINT`, `SIGTERM`, or `another process of the run`.
+        /// `SIGINT`, `SIGTERM`, `SIGHUP`, or `another process of the run`.
         signal: &'static str,
         dumps: Dumps,
         missing_rows: usize,

@@ -4,7 +4,7 @@
 //! goes on), SIGINT/SIGTERM (and SIGHUP, unless ignored) stop the run
 //! after dumping.
 //!
-//! A stop signal is sticky: once SIGINT or SIGTERM arrived (or a sweep's
+//! A stop signal is sticky: once SIGINT, SIGTERM or SIGHUP arrived (or a sweep's
 //! stdout closed, which stops it the same way), [`signalled`]
 //! says so for the rest of the process, so whoever decides how the run
 //! ended (the harness) lets the signal win over whatever the interrupted
@@ -18,7 +18,8 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 static USR1: AtomicBool = AtomicBool::new(false);
-/// The first SIGINT or SIGTERM received (0: none); never reset.
+/// The first stop signal received (SIGINT, SIGTERM, SIGHUP; SIGPIPE for a
+/// closed stdout; 0: none); never reset.
 static STOP_SIGNAL: AtomicI32 = AtomicI32::new(0);
 
 extern "C" fn on_signal(sig: libc::c_int) {
@@ -30,7 +31,7 @@ extern "C" fn on_signal(sig: libc::c_int) {
     }
 }
 
-/// Routes SIGUSR1, SIGINT and SIGTERM to the watchdog (idempotent). Call it
+/// Routes SIGUSR1, SIGINT, SIGTERM and SIGHUP to the watchdog (idempotent). Call it
 /// as early as a command that runs a sweep can, so that a signal is never
 /// met by the default action (death without results). SIGPIPE is ignored:
 /// a write to a closed pipe or socket fails with EPIPE, which the writer
@@ -49,7 +50,7 @@ pub fn install_signal_handlers() {
     let mut old: libc::sigaction = unsafe { std::mem::zeroed() };
     let read = unsafe { libc::sigaction(libc::SIGHUP, std::ptr::null(), &mut old) };
     if read == 0 && old.sa_sigaction != libc::SIG_IGN {
-        // SAFETY: as above.
+        // SAFETY: installing a handler that only stores atomics.
         unsafe { libc::signal(libc::SIGHUP, handler) };
     }
     // SAFETY: setting the disposition of one signal; no handler runs.
@@ -69,7 +70,7 @@ pub fn stopped_for_closed_stdout() -> bool {
     STOP_SIGNAL.load(Ordering::SeqCst) == libc::SIGPIPE
 }
 
-/// The SIGINT or SIGTERM that arrived first, to pass on to rank
+/// The stop signal (SIGINT, SIGTERM, SIGHUP) that arrived first, to pass on to rank
 /// processes (a closed stdout is this process's own: None).
 pub fn stop_signal_number() -> Option<i32> {
     match STOP_SIGNAL.load(Ordering::SeqCst) {
@@ -79,12 +80,13 @@ pub fn stop_signal_number() -> Option<i32> {
     }
 }
 
-/// Whether SIGINT or SIGTERM arrived since the process started.
+/// Whether a stop signal (SIGINT, SIGTERM, SIGHUP, or a closed stdout)
+/// arrived since the process started.
 pub fn signalled() -> bool {
     stop_signal().is_some()
 }
 
-/// The first SIGINT or SIGTERM that arrived, by name.
+/// The first stop signal that arrived, by name.
 pub fn stop_signal() -> Option<&'static str> {
     match STOP_SIGNAL.load(Ordering::SeqCst) {
         0 => None,

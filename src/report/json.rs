@@ -350,7 +350,8 @@ impl JsonSink {
             // JSONL beside it.
             return Ok(JsonSink::stream(Box::new(f?)));
         }
-        let jsonl = BufWriter::new(File::create(jsonl_path(path))?);
+        // Beside the JSON where its links lead.
+        let jsonl = BufWriter::new(File::create(jsonl_path(&crate::units::output_end(path)))?);
         Ok(JsonSink {
             to: JsonTo::File {
                 path: path.to_path_buf(),

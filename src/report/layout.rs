@@ -106,6 +106,26 @@ impl Sink for LayoutSink {
     }
 }
 
+/// The placements nccl-tests' text of `results` shows: theirs, and both
+/// for a run that stopped in its first case before its in-place row (its
+/// sweep printed that case with dashes). A finished run, or one of
+/// several cases, of one placement has fewer than two: no nccl-tests text.
+pub fn nccl_tests_placements(results: &Results) -> Vec<String> {
+    let placements = placements_of(&results.rows);
+    let same_case = |a: &crate::report::Row, b: &crate::report::Row| {
+        (&a.collective, &a.dtype, &a.op, a.root, a.bytes)
+            == (&b.collective, &b.dtype, &b.op, b.root, b.bytes)
+    };
+    let first_case_only = results
+        .rows
+        .first()
+        .is_some_and(|f| results.rows.iter().all(|r| same_case(r, f)));
+    if results.meta.partial.is_some() && placements == ["out"] && first_case_only {
+        return vec!["out".to_string(), "in".to_string()];
+    }
+    placements
+}
+
 /// Saved results in `format`, one string with a newline after every line.
 pub fn render(format: Format, results: &Results, verbose: bool) -> String {
     // The sizes asked for where the results keep them (rows hold each
@@ -125,15 +145,8 @@ pub fn render(format: Format, results: &Results, verbose: bool) -> String {
     );
     let layout: Box<dyn Layout + Send> = match format {
         Format::NcclTests => {
-            // nccl-tests' lines hold both placements: a run that stopped
-            // before a case's in-place row has its dashes, as its sweep
-            // printed them.
-            let both = if results.meta.partial.is_some() {
-                vec!["out".to_string(), "in".to_string()]
-            } else {
-                placements
-            };
-            Box::new(NcclTests::new(both, sizes, split).wide(results.meta.nccl_tests_wide))
+            let shown = nccl_tests_placements(results);
+            Box::new(NcclTests::new(shown, sizes, split).wide(results.meta.nccl_tests_wide))
         }
         _ => format.layout(placements, verbose, sizes, split),
     };

@@ -225,7 +225,7 @@ fn is_one(n: &usize) -> bool {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum StopReason {
-    /// SIGINT or SIGTERM.
+    /// SIGINT, SIGTERM or SIGHUP (or a sweep's stdout closed).
     Signal,
     /// A hang or timeout was detected.
     Hang,

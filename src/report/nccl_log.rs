@@ -150,6 +150,9 @@ pub struct LogRun {
     /// The first line inside the run telling that the test failed
     /// (`Test NCCL failure ...`, `Test CUDA failure ...`).
     pub failure: Option<String>,
+    /// Its footer is collbench's for a run that did not finish (`0 FAILED
+    /// (run interrupted: ...)`): why, as written.
+    pub stopped: Option<String>,
 }
 
 impl LogRun {
@@ -164,7 +167,9 @@ impl LogRun {
     /// Whether the run printed its footer (`# Out of bounds values`, `#
     /// Avg bus bandwidth`) after its rows, and no failure before it.
     pub fn finished(&self) -> bool {
-        self.failure.is_none() && (self.out_of_bounds.is_some() || self.avg_busbw.is_some())
+        self.failure.is_none()
+            && self.stopped.is_none()
+            && (self.out_of_bounds.is_some() || self.avg_busbw.is_some())
     }
 
     /// The number of ranks: the device lines, else nThread x nGpus.
@@ -322,7 +327,9 @@ enum Line {
     Concluded,
     Header(Header),
     Rank(RankLine),
-    OutOfBounds(u64, bool),
+    /// N, whether OK, and what follows a FAILED that collbench wrote for
+    /// a run that did not finish (`(run interrupted: ...)`).
+    OutOfBounds(u64, bool, Option<String>),
     Avg(f64, String),
     /// The column header (`# size count ...`): whether it is the wider one.
     Columns(bool),
@@ -396,7 +403,14 @@ fn classify(line: &str, at: usize) -> Line {
             .split_whitespace()
             .collect();
         if let (Some(n), Some(ok)) = (v.first().and_then(|n| n.parse().ok()), v.get(1)) {
-            return Line::OutOfBounds(n, *ok == "OK");
+            // collbench's text of an unfinished run: `0 FAILED (run ...)`.
+            let rest = v[2..].join(" ");
+            let stopped = (*ok == "FAILED" && rest.starts_with("(run ")).then(|| {
+                rest.trim_start_matches('(')
+                    .trim_end_matches(')')
+                    .to_string()
+            });
+            return Line::OutOfBounds(n, *ok == "OK", stopped);
         }
     }
     if let Some(v) = body.strip_prefix("Avg bus bandwidth") {
@@ -467,7 +481,10 @@ pub fn parse_log(text: &str) -> Vec<LogRun> {
             Line::Concluded => cur.concluded = true,
             Line::Header(h) => cur.header = Some(h),
             Line::Rank(r) => cur.ranks.push(r),
-            Line::OutOfBounds(n, ok) => cur.out_of_bounds = Some((n, ok)),
+            Line::OutOfBounds(n, ok, stopped) => {
+                cur.out_of_bounds = Some((n, ok));
+                cur.stopped = stopped;
+            }
             Line::Avg(x, s) => {
                 cur.avg_busbw = Some(x);
                 cur.avg_text = Some(s);
@@ -848,6 +865,11 @@ impl LogRun {
         }
         notes.extend(guessed);
         notes.extend(self.failure.iter().map(|f| format!("the test failed: {f}")));
+        notes.extend(
+            self.stopped
+                .iter()
+                .map(|s| format!("the run did not finish: {s}")),
+        );
         let header = self.header.as_ref();
         let agg = header
             .and_then(|h| h.agg_iters)
@@ -888,7 +910,12 @@ impl LogRun {
             nccl: self.nccl.clone(),
             pid: self.ranks.first().map_or(0, |r| r.pid as u32),
             log_avg_busbw: self.avg_text.clone(),
-            log_out_of_bounds: self.out_of_bounds.filter(|(_, ok)| !ok).map(|(n, _)| n),
+            // A footer that failed the test; not one that says the run
+            // stopped (that is `partial`).
+            log_out_of_bounds: self
+                .out_of_bounds
+                .filter(|(_, ok)| !ok && self.stopped.is_none())
+                .map(|(n, _)| n),
             // Its own header line, printed again as it was.
             nccl_tests_header: header.map(|h| format!("# {}", h.line)),
             nccl_tests_min_bw: None,

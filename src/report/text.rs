@@ -399,7 +399,7 @@ pub fn made_by(meta: &Meta) -> String {
     match meta.version.chars().next() {
         Some(c) if c.is_ascii_digit() => format!("collbench {}", meta.version),
         Some(_) => meta.version.clone(),
-        None => String::new(),
+        None => "collbench".into(),
     }
 }
 

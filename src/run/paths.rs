@@ -23,11 +23,13 @@ fn resolved(p: &Path) -> PathBuf {
     }
 }
 
-/// Whether `a` and `b` name one file: the same resolved path, or (through
-/// a symbolic or hard link) the same file on the same device.
+/// Whether `a` and `b` name one file: the same resolved path (themselves,
+/// or where their links lead, which may not exist yet), or (through a
+/// symbolic or hard link) the same file on the same device.
 fn same_file(a: &Path, b: &Path) -> bool {
+    use crate::units::output_end;
     use std::os::unix::fs::MetadataExt;
-    if resolved(a) == resolved(b) {
+    if resolved(a) == resolved(b) || resolved(&output_end(a)) == resolved(&output_end(b)) {
         return true;
     }
     match (std::fs::metadata(a), std::fs::metadata(b)) {
@@ -57,7 +59,7 @@ pub fn check_outputs(outputs: &[(&str, &Path)], inputs: &[impl AsRef<Path>]) -> 
             *f == "--json" && p.as_os_str() != "-" && !crate::report::json::is_special(p)
         })
         .map(|(_, p)| {
-            let l = crate::report::json::jsonl_path(p);
+            let l = crate::report::json::jsonl_path(&crate::units::output_end(p));
             (format!("--json (its rows, {})", l.display()), l)
         })
         .collect();
@@ -188,14 +190,33 @@ pub fn check_dump_dir(dir: &Path, outputs: &[(&str, &Path)]) -> anyhow::Result<(
     if dir.exists() && !dir.is_dir() {
         bail!("--dump-dir {}: is a file, not a folder", dir.display());
     }
-    if let Some((flag, _)) = outputs
+    // The JSONL beside `--json` is an output too; and a folder inside an
+    // output's path would make that output a folder.
+    let jsonl: Vec<PathBuf> = outputs
         .iter()
-        .find(|(_, p)| p.as_os_str() != "-" && same_file(p, dir))
-    {
-        bail!(
-            "--dump-dir {} is also {flag}: give the dumps their own folder",
-            dir.display()
-        );
+        .filter(|(f, p)| *f == "--json" && !crate::report::json::is_special(p))
+        .map(|(_, p)| crate::report::json::jsonl_path(&crate::units::output_end(p)))
+        .collect();
+    let all = outputs
+        .iter()
+        .copied()
+        .chain(jsonl.iter().map(|p| ("--json (its rows)", p.as_path())));
+    let at = resolved(dir);
+    for (flag, p) in all.filter(|(_, p)| !crate::units::is_stdout(p)) {
+        if same_file(p, dir) {
+            bail!(
+                "--dump-dir {} is also {flag}: give the dumps their own folder",
+                dir.display()
+            );
+        }
+        let end = resolved(&crate::units::output_end(p));
+        if at.starts_with(&end) || at.starts_with(resolved(p)) {
+            bail!(
+                "--dump-dir {} is inside {flag} {}, a file: give the dumps their own folder",
+                dir.display(),
+                p.display()
+            );
+        }
     }
     let mut at = resolved(dir);
     while !at.exists() {

@@ -322,15 +322,26 @@ pub fn qualify(a: &QualifyArgs) -> i32 {
         bar.done_one();
     }
     bar.finish();
+    // `--junit -` (or /dev/stdout): the XML is stdout's, the table stderr's.
+    let xml_on_stdout = a.junit.as_deref().is_some_and(crate::units::is_stdout);
     // A closed stdout (a pipe into `head`) is not an error worth dying for.
-    let _ = write!(std::io::stdout().lock(), "{}", render(&results));
+    if xml_on_stdout {
+        let _ = write!(std::io::stderr().lock(), "{}", render(&results));
+    } else {
+        let _ = write!(std::io::stdout().lock(), "{}", render(&results));
+    }
     if let Some(path) = &a.junit {
         let name = a
             .spec
             .file_name()
             .map_or(spec.to_string(), |n| n.to_string_lossy().into_owned());
         let xml = junit(&name, &super::hostname(), &started, &results);
-        if let Err(e) = write_atomic(path, xml.as_bytes()) {
+        let written = if path.as_os_str() == "-" {
+            std::io::stdout().lock().write_all(xml.as_bytes())
+        } else {
+            write_atomic(path, xml.as_bytes())
+        };
+        if let Err(e) = written {
             return fail(anyhow::anyhow!("--junit {}: {e}", path.display()));
         }
     }

@@ -7,9 +7,8 @@ use super::{fail, CHECK_FAILED, OK};
 use crate::cli::ReportArgs;
 use crate::report::csv::CsvSink;
 use crate::report::json::read_any;
-use crate::report::layout::{render, Format};
+use crate::report::layout::{nccl_tests_placements, render, Format};
 use crate::report::plot::{self, Source};
-use crate::report::text::placements_of;
 use crate::report::{warn, Results, Sink};
 use anyhow::Context;
 use std::io::Write;
@@ -145,11 +144,10 @@ pub fn report(a: &ReportArgs) -> i32 {
         // nccl-tests' text has both placements on every line, never a dash.
         if let Some((name, only)) = files.iter().find_map(|(name, r)| {
             // A run without rows (a log's run that failed before its
-            // first) has no placement to lack; one that did not finish
-            // has dashes where it stopped, as its sweep printed them.
-            let p = placements_of(&r.rows);
-            (p.len() < 2 && !r.rows.is_empty() && r.meta.partial.is_none())
-                .then(|| (name, p.join(", ")))
+            // first) has no placement to lack; one stopped in its first
+            // case has its dashes, as its sweep printed them.
+            let p = nccl_tests_placements(r);
+            (p.len() < 2 && !r.rows.is_empty()).then(|| (name, p.join(", ")))
         }) {
             return fail(format!(
                 "{name}: --format nccl-tests needs out-of-place and in-place rows, and this file has only {}; use --format table",

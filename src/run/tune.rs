@@ -18,8 +18,11 @@ pub fn tune(a: &TuneArgs) -> i32 {
 }
 
 fn tune_inner(a: &TuneArgs) -> anyhow::Result<i32> {
-    if a.output.as_os_str() == "-" {
-        bail!("--output -: the table goes to a file (its fit is printed as it is made); name one");
+    if crate::units::is_stdout(&a.output) {
+        bail!(
+            "--output {}: the table goes to a file (its fit is printed on stdout as it is made); name one",
+            a.output.display()
+        );
     }
     if !a.from.is_empty() {
         return tune_from(a);
@@ -358,7 +361,7 @@ fn model_inner(a: &ModelArgs) -> anyhow::Result<i32> {
         ),
         _ => bail!("model: give --tuning FILE, or --link-gbps and --latency-us"),
     };
-    if let Some(p) = a.json.as_deref().filter(|p| p.as_os_str() != "-") {
+    if let Some(p) = a.json.as_deref().filter(|p| !crate::units::is_stdout(p)) {
         paths::check_outputs(&[("--json", p)], a.tuning.as_slice())?;
     }
     if let Some(p) = a.protocol.as_deref() {
@@ -489,7 +492,9 @@ fn model_inner(a: &ModelArgs) -> anyhow::Result<i32> {
         "rows": out,
     });
     match a.json.as_deref() {
-        Some(p) if p.as_os_str() == "-" => out!("{}", serde_json::to_string_pretty(&json)?),
+        Some(p) if crate::units::is_stdout(p) => {
+            out!("{}", serde_json::to_string_pretty(&json)?)
+        }
         Some(p) => {
             out_part!("{text}");
             crate::units::write_atomic(p, (serde_json::to_string_pretty(&json)? + "\n").as_bytes())
