@@ -1556,3 +1556,42 @@ fn info_shows_a_path_with_a_newline_escaped() {
         "info made nothing"
     );
 }
+
+/// Slow rules that stack on one link multiply up to 1000x, no more (eight
+/// of 1000x made a wait no `Duration` holds: a rank thread panicked), and
+/// the cap is said.
+#[test]
+fn stacked_slow_injections_are_capped_not_a_panic() {
+    let mut c = collbench();
+    c.args([
+        "all-reduce",
+        "--device",
+        "host",
+        "--ranks",
+        "2",
+        "--sizes",
+        "64",
+    ])
+    .args([
+        "-n",
+        "1",
+        "-w",
+        "0",
+        "--placement",
+        "out",
+        "-q",
+        "-T",
+        "20s",
+    ]);
+    for _ in 0..8 {
+        c.args(["--inject", "slow:rank=0,factor=1000"]);
+    }
+    let out = c.output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(
+        err.contains("multiply past 1000x: that link is slowed 1000x, no more"),
+        "{err}"
+    );
+}

@@ -448,6 +448,10 @@ fn the_links_probe_refuses_what_it_cannot_measure() {
             "give --links too",
         ),
         (
+            &["all-reduce", "--device", "host", "--ranks", "1", "--links"][..],
+            "--links (and `collbench links`) time the links between ranks: 1 rank has none",
+        ),
+        (
             &["links", "--device", "host", "--min-link-gbps", "-1"][..],
             "not a number of GB/s above 0 and up to 1000000",
         ),

@@ -543,3 +543,91 @@ fn the_parent_passes_stop_signals_on_and_takes_its_ranks_with_it() {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// Run by an nccl-tests name (a link `install-aliases` made), the rank
+/// processes are started by that name too, so they read nccl-tests'
+/// flags as the launcher did (they were started as collbench, and refused
+/// `-b`).
+#[test]
+fn rank_processes_keep_the_nccl_tests_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = collbench(&["install-aliases", dir.path().to_str().unwrap()], &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let results = dir.path().join("r.json");
+    let out = Command::new("timeout")
+        .arg("120")
+        .arg(dir.path().join("all_reduce_perf"))
+        .args([
+            "--procs", "2", "-b", "8", "-e", "64", "-f", "2", "-n", "2", "-w", "0",
+        ])
+        .args(["--device", "host", "--json"])
+        .arg(&results)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{}{text}", stderr(&out));
+    assert!(
+        text.contains("# Collective test starting: all_reduce_perf"),
+        "{text}"
+    );
+    let v = json(&results);
+    assert_eq!(v["meta"]["world_size"], 2);
+    // 8, 16, 32, 64 B, out of place and in place.
+    assert_eq!(all_clean(&v, "all_reduce_perf --procs 2"), 8);
+}
+
+/// A rank process that dies (SIGKILL) never dumps: the others wait for
+/// its dump a bounded while, so a stop signal to the parent still ends
+/// the run within seconds, not after the timeout (or never, with `-T 0`).
+#[test]
+fn a_dead_rank_process_does_not_hold_a_stopped_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("r.json");
+    let dumps = dir.path().join("dumps-dead");
+    let mut parent = Command::new(assert_cmd::cargo::cargo_bin("collbench"))
+        .args(["all-reduce", "--procs", "2", "--device", "host"])
+        .args(["--sizes", "8B:64", "-n", "2", "-w", "0", "-q", "-T", "0"])
+        // Rank 1 sits 60 s in its second row: it is killed there.
+        .args(["--inject", "delay:rank=1,seq=5,ms=60000", "--dump-dir"])
+        .arg(&dumps)
+        .arg("--json")
+        .arg(&f)
+        .env_remove("COLLBENCH_FORCE_RELAY")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for_a_row(&f);
+    // Rank 1's process: its environment says `COLLBENCH_PROCS=1 2 ...`.
+    let rank1 = std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .find(|pid| {
+            std::fs::read(format!("/proc/{pid}/environ")).is_ok_and(|env| {
+                env.split(|&b| b == 0)
+                    .any(|v| v.starts_with(b"COLLBENCH_PROCS=1 2 "))
+                    && std::fs::read(format!("/proc/{pid}/cmdline"))
+                        .is_ok_and(|c| String::from_utf8_lossy(&c).contains("dumps-dead"))
+            })
+        })
+        .expect("rank 1's process");
+    // SAFETY: signalling a process this test's run started.
+    unsafe { libc::kill(rank1, libc::SIGKILL) };
+    std::thread::sleep(Duration::from_millis(300));
+    let t = Instant::now();
+    // SAFETY: signalling our own child, not yet waited for.
+    unsafe { libc::kill(parent.id() as i32, libc::SIGTERM) };
+    let status = loop {
+        if let Some(s) = parent.try_wait().unwrap() {
+            break s;
+        }
+        if t.elapsed() > Duration::from_secs(8) {
+            let _ = parent.kill();
+            let _ = parent.wait();
+            panic!("still running 8 s after SIGTERM");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(status.code(), Some(130), "{status:?}");
+}

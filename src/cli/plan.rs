@@ -214,6 +214,10 @@ fn step_unused(a: &SizeArgs) -> Option<String> {
         (Some(f), Some(i)) if f > 1.0 => Some(format!(
             "-i {i}: the sizes grow by -f {f} (a factor above 1 multiplies, as in nccl-tests), so the step is unused"
         )),
+        // -f 1 with -i is how nccl-tests asks for a step: nothing to say.
+        (Some(f), Some(i)) if f < 1.0 => Some(format!(
+            "-f {f}: a factor below 1 does not multiply (as in nccl-tests), so the sizes step by -i {i}"
+        )),
         _ => None,
     }
 }
@@ -337,6 +341,12 @@ fn build_over(
         return bad(
             "--min-link-gbps judges links: give --links too (or run `collbench links`)".into(),
         );
+    }
+    if a.links && ranks < 2 {
+        // A verdict of no finding would read as links that passed.
+        return bad(format!(
+            "--links (and `collbench links`) time the links between ranks: {ranks} rank has none (give --ranks 2 or more)"
+        ));
     }
     for i in &a.inject {
         inject_in_world(i, ranks).map_err(|e| PlanError(e.to_string()))?;
@@ -509,6 +519,17 @@ fn build_over(
                 )
             }))
             .chain(step_unused(&a.sizes))
+            .chain(
+                Pace::new(a.inject.iter().filter_map(|i| i.pace_rule()).collect())
+                    .capped(ranks)
+                    .then(|| {
+                        format!(
+                            "--inject: the slow and slow-link rules on one link multiply past {}x: that link is slowed {}x, no more",
+                            crate::engine::transport::links::MAX_PACE,
+                            crate::engine::transport::links::MAX_PACE
+                        )
+                    }),
+            )
             .chain((!algo_skipped.is_empty()).then(|| {
                 format!(
                     "--algo {}: {} have no such algorithm, so they do not run",
@@ -631,13 +652,8 @@ pub fn build_links(a: &RunArgs, world: Option<usize>) -> Result<Sweep, PlanError
     // each judged on its own (their operator, scalar and tuning are
     // checked and used as a sweep's).
     let both = vec![Collective::SendRecv, Collective::AllReduce];
+    // (One rank, which has no link, is refused there.)
     let mut s = build_over(Some(Collective::SendRecv), both, &a, world)?;
-    if s.plan.ranks < 2 {
-        return bad(format!(
-            "collbench links measures links between ranks: {} rank has none (give --ranks 2 or more)",
-            s.plan.ranks
-        ));
-    }
     s.plan.roots = RootChoice::PeerOffsets;
     s.plan.algos = AlgoChoice::Pairs(vec![
         (Collective::SendRecv, Algo::Direct),
@@ -807,7 +823,24 @@ mod tests {
         .unwrap();
         assert_eq!(s.plan.sizes, [8, 16, 24, 32]);
         assert!(
-            !s.notes.iter().any(|n| n.starts_with("-i")),
+            !s.notes
+                .iter()
+                .any(|n| n.starts_with("-i") || n.starts_with("-f")),
+            "{:?}",
+            s.notes
+        );
+        // A factor below 1 beside a step: the step runs, and that is said.
+        let s = build(
+            coll,
+            &parse(&["-b", "8", "-e", "32", "-f", "0.5", "-i", "8"]),
+            None,
+        )
+        .unwrap();
+        assert_eq!(s.plan.sizes, [8, 16, 24, 32]);
+        assert!(
+            s.notes
+                .iter()
+                .any(|n| n.starts_with("-f 0.5: a factor below 1")),
             "{:?}",
             s.notes
         );

@@ -142,8 +142,10 @@ impl HarnessError {
     }
 }
 
-/// Waits until every rank's dump of run `run_id` exists in `dir`, or `limit` passed.
-/// Returns the run's dumps there by then, every process's.
+/// Waits until every rank's dump of run `run_id` exists in `dir`, or `limit` passed,
+/// or a stop signal arrived while waiting (a rank process that died never
+/// dumps: the user's next Ctrl-C ends the wait). Returns the run's dumps
+/// there by then, every process's.
 fn wait_for_dumps(
     dir: &std::path::Path,
     run_id: &str,
@@ -151,19 +153,32 @@ fn wait_for_dumps(
     limit: Duration,
 ) -> Vec<PathBuf> {
     let start = Instant::now();
+    let signals = watchdog::stop_signals();
     let there = || -> Vec<PathBuf> {
         (0..ranks)
             .map(|r| dir.join(dump::file_name(run_id, r, None)))
             .filter(|p| p.exists())
             .collect()
     };
-    while start.elapsed() < limit {
+    while start.elapsed() < limit && watchdog::stop_signals() == signals {
         if there().len() == ranks {
             break;
         }
         std::thread::sleep(Duration::from_millis(20));
     }
     there()
+}
+
+/// How long a process waits for the run's other processes' dumps: they see
+/// the trigger within a watchdog tick and dump once wound down (after a
+/// signal, within a second; after a hang, by the watchdog's grace at the
+/// latest), so a rank that never dumps (its process died) costs no more.
+fn dumps_wait(signal: bool) -> Duration {
+    if signal {
+        SIGNAL_WIND_DOWN + Duration::from_secs(2)
+    } else {
+        watchdog::GRACE + Duration::from_secs(2)
+    }
 }
 
 /// How long ranks get to stop after SIGINT/SIGTERM before the run ends
@@ -707,7 +722,7 @@ pub fn run(
             &dir,
             &setup.run_info.run_id,
             plan.ranks,
-            plan.timeout().max(Duration::from_secs(10)),
+            dumps_wait(reason == watchdog::TRIGGER_SIGNAL),
         );
         written.map(|_| all)
     };

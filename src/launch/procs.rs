@@ -16,6 +16,7 @@ use crate::engine::transport::node::{BarrierError, ProcessPeers, Relay};
 use std::collections::{HashMap, VecDeque};
 use std::io::{Read, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::sync::{mpsc, Arc, Condvar, Mutex};
@@ -146,6 +147,12 @@ fn worst(codes: &[i32]) -> i32 {
 pub fn launch(n: usize, signalled: &dyn Fn() -> Option<i32>) -> Result<i32, MpiError> {
     let exe = std::env::current_exe()
         .map_err(|e| MpiError(format!("--procs: this program's path: {e}")))?;
+    // The ranks are started under the name this program was run by: run
+    // as an nccl-tests binary (`all_reduce_perf`, a link to collbench),
+    // they read nccl-tests' flags as it did.
+    let name = std::env::args_os()
+        .next()
+        .unwrap_or_else(|| exe.clone().into_os_string());
     let args: Vec<_> = std::env::args_os().skip(1).collect();
     let path = std::env::temp_dir().join(format!(
         "collbench-procs-{}-{}.sock",
@@ -160,6 +167,7 @@ pub fn launch(n: usize, signalled: &dyn Fn() -> Option<i32>) -> Result<i32, MpiE
     let mut children: Vec<Child> = Vec::with_capacity(n);
     for rank in 0..n {
         let child = Command::new(&exe)
+            .arg0(&name)
             .args(&args)
             .env(ENV, format!("{rank} {n} {}", path.display()))
             .spawn()

@@ -12,12 +12,15 @@
 
 use super::{mono_ns, RankRecorder};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
 static USR1: AtomicBool = AtomicBool::new(false);
+/// How many stop signals arrived (a second one while the run waits for
+/// its processes' dumps means: stop waiting).
+static STOPS: AtomicUsize = AtomicUsize::new(0);
 /// The first stop signal received (SIGINT, SIGTERM, SIGHUP; SIGPIPE for a
 /// closed stdout; 0: none); never reset.
 static STOP_SIGNAL: AtomicI32 = AtomicI32::new(0);
@@ -28,6 +31,7 @@ extern "C" fn on_signal(sig: libc::c_int) {
         USR1.store(true, Ordering::SeqCst);
     } else {
         let _ = STOP_SIGNAL.compare_exchange(0, sig, Ordering::SeqCst, Ordering::SeqCst);
+        STOPS.fetch_add(1, Ordering::SeqCst);
     }
 }
 
@@ -78,6 +82,12 @@ pub fn stop_signal_number() -> Option<i32> {
         0 | libc::SIGPIPE => None,
         _ => Some(libc::SIGTERM),
     }
+}
+
+/// How many stop signals (SIGINT, SIGTERM, SIGHUP) arrived so far: one
+/// more than before says the user wants out of a wait now.
+pub fn stop_signals() -> usize {
+    STOPS.load(Ordering::SeqCst)
 }
 
 /// Whether a stop signal (SIGINT, SIGTERM, SIGHUP, or a closed stdout)

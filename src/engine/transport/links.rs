@@ -235,13 +235,35 @@ impl Pace {
     }
 
     /// How many times longer a transfer from `from` to `to` takes (1: not
-    /// slowed); rules that both apply multiply.
+    /// slowed); rules that both apply multiply, up to [`MAX_PACE`] (eight
+    /// rules of 1000 made a time no `Duration` holds).
     pub fn factor(&self, from: usize, to: usize) -> f64 {
         self.rules
             .iter()
             .filter(|r| r.from == from && r.to.is_none_or(|t| t == to))
             .map(|r| r.factor)
-            .product()
+            .product::<f64>()
+            .min(MAX_PACE)
+    }
+}
+
+/// The most a link is slowed, rules multiplied: what one rule may ask.
+pub const MAX_PACE: f64 = 1000.0;
+
+impl Pace {
+    /// Whether rules multiply past [`MAX_PACE`] on some link (said as a
+    /// note: the link is slowed that much, no more).
+    pub fn capped(&self, ranks: usize) -> bool {
+        (0..ranks).any(|f| {
+            (0..ranks).any(|t| {
+                self.rules
+                    .iter()
+                    .filter(|r| r.from == f && r.to.is_none_or(|x| x == t))
+                    .map(|r| r.factor)
+                    .product::<f64>()
+                    > MAX_PACE
+            })
+        })
     }
 }
 
@@ -256,7 +278,12 @@ pub fn stretch(began: Instant, factor: f64) {
         return;
     }
     let took = began.elapsed();
-    let until = began + took.mul_f64(factor);
+    // Bounded: a factor past any duration waits as long as one can.
+    let stretched = Duration::try_from_secs_f64(took.as_secs_f64() * factor.min(MAX_PACE))
+        .unwrap_or(Duration::from_secs(3600));
+    let Some(until) = began.checked_add(stretched) else {
+        return;
+    };
     loop {
         let now = Instant::now();
         if now >= until {
