@@ -1595,3 +1595,38 @@ fn stacked_slow_injections_are_capped_not_a_panic() {
         "{err}"
     );
 }
+
+/// A NaN or corruption where no check can see it (a non-root rank's input
+/// of broadcast and scatter, its output of reduce and gather) does not
+/// count as fired: the run says so and exits 1 rather than passing; on
+/// the root it is found.
+#[test]
+fn injections_no_check_can_see_are_said_not_passed() {
+    for (coll, inject, unseen) in [
+        ("reduce", "corrupt:rank=1", true),
+        ("gather", "corrupt:rank=1", true),
+        ("broadcast", "nan:rank=1", true),
+        ("scatter", "nan:rank=1", true),
+        ("reduce", "corrupt:rank=0", false),
+        ("broadcast", "nan:rank=0", false),
+    ] {
+        let out = collbench()
+            .args([coll, "--device", "host", "--ranks", "2", "--sizes", "64"])
+            .args(["-n", "2", "-w", "0", "--placement", "out", "-q"])
+            .args(["--inject", inject])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{coll} {inject}: {err}");
+        assert_eq!(
+            err.contains("never fired") && err.contains("a check that sees it"),
+            unseen,
+            "{coll} {inject}: {err}"
+        );
+        assert_eq!(
+            err.contains("had wrong or NaN/Inf values"),
+            !unseen,
+            "{coll} {inject}: {err}"
+        );
+    }
+}

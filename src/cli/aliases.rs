@@ -80,6 +80,7 @@ pub fn command_line(argv: Vec<OsString>) -> Vec<OsString> {
             Some(s) if s.starts_with("--check=") => format!("--check-iters={}", &s[8..]).into(),
             Some("all") if after_op => ALL_OPS.into(),
             Some("-oall") => format!("-o{ALL_OPS}").into(),
+            Some("-o=all") => format!("-o={ALL_OPS}").into(),
             Some("--op=all") => format!("--op={ALL_OPS}").into(),
             Some("-o" | "--op") => {
                 op_value = true;
@@ -89,8 +90,10 @@ pub fn command_line(argv: Vec<OsString>) -> Vec<OsString> {
                 size_value = true;
                 a
             }
+            // `-b1K` and `-b=1K` alike.
             Some(s) if ["-b", "-e", "-i"].iter().any(|f| s.starts_with(f)) && s.len() > 2 => {
-                format!("{}{}", &s[..2], size(&s[2..])).into()
+                let eq = if s[2..].starts_with('=') { "=" } else { "" };
+                format!("{}{eq}{}", &s[..2], size(&s[2 + eq.len()..])).into()
             }
             Some(s) if s.starts_with("--minbytes=") || s.starts_with("--maxbytes=") => {
                 format!("{}{}", &s[..11], size(&s[11..])).into()
@@ -124,6 +127,7 @@ mod tests {
             (vec!["--op", "all"], vec!["--op", six]),
             (vec!["-oall"], vec![&*format!("-o{six}")]),
             (vec!["--op=all"], vec![&*format!("--op={six}")]),
+            (vec!["-o=all"], vec![&*format!("-o={six}")]),
             (vec!["-d", "all"], vec!["-d", "all"]),
             (vec!["-o", "sum", "all"], vec!["-o", "sum", "all"]),
         ] {
@@ -176,6 +180,11 @@ mod tests {
                 "-i",
                 "1024"
             ]
+        );
+        // `-b=1KB` as `-b 1KB` (it kept collbench's 1000).
+        assert_eq!(
+            line(&["all_reduce_perf", "-b=1KB", "-e=4K", "-i=1KB"])[3..],
+            ["-b=1024", "-e=4096", "-i=1024"]
         );
         // collbench's own name keeps its units (KB: 1000 bytes).
         assert_eq!(line(&["collbench", "all-reduce", "-b", "1KB"])[3], "1KB");

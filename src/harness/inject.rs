@@ -13,7 +13,7 @@
 //! Sequence numbers are the ones the flight recorder writes (group "0").
 //! The grammar is parsed by `cli::values::inject`.
 
-use crate::engine::types::Dtype;
+use crate::engine::types::{Collective, Dtype};
 use half::{bf16, f16};
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -61,6 +61,20 @@ impl std::fmt::Display for Inject {
 }
 
 impl Inject {
+    /// Whether this fault, hitting `rank` in an operation of `coll` with
+    /// `root`, lands where no check can see it: a NaN in the input of a
+    /// broadcast's or scatter's non-root rank (the root's alone is sent), a
+    /// corrupted output of a reduce's or gather's non-root rank (the root's
+    /// alone is the result). It does not count as fired there.
+    pub fn unseen(&self, coll: Collective, rank: usize, root: Option<usize>) -> bool {
+        let non_root = root.is_some_and(|r| r != rank);
+        match self.fault {
+            Fault::Nan => non_root && matches!(coll, Collective::Broadcast | Collective::Scatter),
+            Fault::Corrupt => non_root && matches!(coll, Collective::Reduce | Collective::Gather),
+            _ => false,
+        }
+    }
+
     /// Whether this fault hits rank `rank` at collective `seq`.
     pub fn hits(&self, rank: usize, seq: u64) -> bool {
         self.rank == rank

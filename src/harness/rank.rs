@@ -639,7 +639,8 @@ impl RankJob<'_> {
             .iter()
             .position(|f| f.fault == Fault::Corrupt && f.hits(rank, seq))
         {
-            self.fired[i] = true;
+            // Fired where a check can see it (the output is the result).
+            self.fired[i] |= !self.plan.injects[i].unseen(r.case.coll, rank, r.case.root);
             let part = &r.parts[0];
             let at = part.at(&r.layout, Slice::recv(0));
             self.poke(r, at, part.case.counts.recv_of(rank) / 2, inject::flip_bit)?;
@@ -768,8 +769,10 @@ impl RankJob<'_> {
             let i = injects
                 .iter()
                 .position(|f| want(&f.fault) && f.hits(rank, next))?;
-            // A NaN has no bits in an integer: it does not fire there.
-            if injects[i].fault != Fault::Nan || float {
+            // A NaN has no bits in an integer: it does not fire there; nor
+            // where no check can see it.
+            let unseen = injects[i].unseen(r.case.coll, rank, r.case.root);
+            if (injects[i].fault != Fault::Nan || float) && !unseen {
                 fired.push(i);
             }
             Some(injects[i])

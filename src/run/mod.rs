@@ -933,7 +933,7 @@ fn exit_code(result: Result<harness::Outcome, harness::HarnessError>, leader: bo
                     continue;
                 }
                 say!(
-                    "collbench: warning: --inject {i} never fired: the sweep ended before collective {} on rank {}, or no case had a type it applies to",
+                    "collbench: warning: --inject {i} never fired: the sweep ended before collective {} on rank {}, or no case had a type it applies to and a check that sees it (not a non-root rank's input of broadcast or scatter, or output of reduce or gather)",
                     i.seq, i.rank
                 );
             }
