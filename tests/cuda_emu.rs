@@ -1482,3 +1482,51 @@ fn a_hang_aimed_inside_a_graph_is_said_to_miss() {
     );
     assert!(err.contains("never fired"), "{err}");
 }
+
+/// The builtin engine's knobs given to a library engine alone (NCCL's
+/// stand-in here; MPI alike) are said to be unused: NCCL chooses its own.
+#[test]
+fn builtin_knobs_with_a_library_engine_alone_are_said_unused() {
+    if !have_compiler("builtin_knobs_with_a_library_engine_alone_are_said_unused") {
+        return;
+    }
+    let (code, v, err) = run(&[
+        "all-reduce",
+        "--ranks",
+        "2",
+        "--sizes",
+        "64",
+        "--engine",
+        "nccl",
+        "--algo",
+        "tree",
+        "--protocol",
+        "ll",
+        "--channels",
+        "4",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert_clean(&v, "nccl alone");
+    for flag in ["--algo", "--protocol", "--channels"] {
+        assert!(
+            err.contains(&format!(
+                "note: {flag}: the builtin engine's; --engine nccl chooses its own"
+            )),
+            "{flag}: {err}"
+        );
+    }
+    // Beside builtin they are builtin's, and nothing is said.
+    let (code, _, err) = run(&[
+        "all-reduce",
+        "--ranks",
+        "2",
+        "--sizes",
+        "64",
+        "--engine",
+        "builtin,nccl",
+        "--algo",
+        "tree",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(!err.contains("chooses its own"), "{err}");
+}

@@ -346,6 +346,24 @@ pub(crate) fn choose_device(s: &Sweep, node: Option<usize>) -> anyhow::Result<Ch
         _ => Timing::Events,
     };
     let mut notes = s.notes.clone();
+    if !s.plan.engines.contains(&Engine::Builtin) {
+        // NCCL and MPI choose their own algorithms, protocols, channels.
+        let library: Vec<&str> = s.plan.engines.iter().map(|e| e.name()).collect();
+        let library = library.join(",");
+        let given = [
+            (
+                "--algo",
+                matches!(s.plan.algos, harness::plan::AlgoChoice::List(_)),
+            ),
+            ("--protocol", s.plan.protocol.is_some()),
+            ("--channels", s.plan.channels != 0),
+        ];
+        for (flag, _) in given.iter().filter(|(_, g)| *g) {
+            notes.push(format!(
+                "{flag}: the builtin engine's; --engine {library} chooses its own, so it is unused"
+            ));
+        }
+    }
     if let (Some(p), None) = (s.plan.protocol, gpu) {
         notes.push(format!(
             "--protocol {}: the protocols are the CUDA engine's; the host engine moves whole slots, so it is unused",
