@@ -278,6 +278,8 @@ fn build_over(
 ) -> Result<Sweep, PlanError> {
     let nt = &a.nccl_tests;
     let ranks = ranks(a.ranks, nt, world)?;
+    // The slowed links of `--inject slow` and `slow-link`.
+    let pace = Pace::new(a.inject.iter().filter_map(|i| i.pace_rule()).collect());
     let format = match a.out.format {
         Some(f) => f,
         None if nt.as_nccl_tests => FormatChoice::NcclTests,
@@ -437,7 +439,7 @@ fn build_over(
             slot_bytes: a.slot_size,
             timeout: a.timeout,
             link_timing: a.links,
-            pace: Pace::new(a.inject.iter().filter_map(|i| i.pace_rule()).collect()),
+            pace: pace.clone(),
             // A bad value stops the run here, before anything runs.
             bind: crate::engine::cpus::Bind::from_env().map_err(PlanError)?,
             ..HostOptions::default()
@@ -520,8 +522,7 @@ fn build_over(
             }))
             .chain(step_unused(&a.sizes))
             .chain(
-                Pace::new(a.inject.iter().filter_map(|i| i.pace_rule()).collect())
-                    .capped(ranks)
+                pace.capped(ranks)
                     .then(|| {
                         format!(
                             "--inject: the slow and slow-link rules on one link multiply past {}x: that link is slowed {}x, no more",

@@ -48,12 +48,10 @@ fn writable_dir(dir: &Path) -> std::io::Result<()> {
     std::fs::remove_file(&probe)
 }
 
-/// Checks the outputs (`(flag, path)`) against each other and against the
-/// inputs; `-` (stdout) is not a path.
-pub fn check_outputs(outputs: &[(&str, &Path)], inputs: &[impl AsRef<Path>]) -> anyhow::Result<()> {
-    // `--json FILE` also writes its rows, as they finish, to the JSONL
-    // beside it.
-    let jsonl: Vec<(String, PathBuf)> = outputs
+/// `--json FILE` also writes its rows, as they finish, to the JSONL beside
+/// it (where its links lead): that output, flagged.
+fn jsonl_of(outputs: &[(&str, &Path)]) -> Vec<(String, PathBuf)> {
+    outputs
         .iter()
         .filter(|(f, p)| {
             *f == "--json" && p.as_os_str() != "-" && !crate::report::json::is_special(p)
@@ -62,7 +60,13 @@ pub fn check_outputs(outputs: &[(&str, &Path)], inputs: &[impl AsRef<Path>]) -> 
             let l = crate::report::json::jsonl_path(&crate::units::output_end(p));
             (format!("--json (its rows, {})", l.display()), l)
         })
-        .collect();
+        .collect()
+}
+
+/// Checks the outputs (`(flag, path)`) against each other and against the
+/// inputs; `-` (stdout) is not a path.
+pub fn check_outputs(outputs: &[(&str, &Path)], inputs: &[impl AsRef<Path>]) -> anyhow::Result<()> {
+    let jsonl = jsonl_of(outputs);
     // `-`, `/dev/stdout` (or a link to it) all write to stdout.
     let dashes: Vec<(&str, &Path)> = outputs
         .iter()
@@ -192,15 +196,11 @@ pub fn check_dump_dir(dir: &Path, outputs: &[(&str, &Path)]) -> anyhow::Result<(
     }
     // The JSONL beside `--json` is an output too; and a folder inside an
     // output's path would make that output a folder.
-    let jsonl: Vec<PathBuf> = outputs
-        .iter()
-        .filter(|(f, p)| *f == "--json" && !crate::report::json::is_special(p))
-        .map(|(_, p)| crate::report::json::jsonl_path(&crate::units::output_end(p)))
-        .collect();
+    let jsonl = jsonl_of(outputs);
     let all = outputs
         .iter()
         .copied()
-        .chain(jsonl.iter().map(|p| ("--json (its rows)", p.as_path())));
+        .chain(jsonl.iter().map(|(f, p)| (f.as_str(), p.as_path())));
     let at = resolved(dir);
     for (flag, p) in all.filter(|(_, p)| !crate::units::is_stdout(p)) {
         if same_file(p, dir) {

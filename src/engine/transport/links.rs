@@ -238,34 +238,27 @@ impl Pace {
     /// slowed); rules that both apply multiply, up to [`MAX_PACE`] (eight
     /// rules of 1000 made a time no `Duration` holds).
     pub fn factor(&self, from: usize, to: usize) -> f64 {
+        self.asked(from, to).min(MAX_PACE)
+    }
+
+    /// Whether rules multiply past [`MAX_PACE`] on some link of `ranks`
+    /// (said as a note: the link is slowed that much, no more).
+    pub fn capped(&self, ranks: usize) -> bool {
+        (0..ranks).any(|f| (0..ranks).any(|t| self.asked(f, t) > MAX_PACE))
+    }
+
+    /// The product of the rules on the link `from` -> `to`, uncapped.
+    fn asked(&self, from: usize, to: usize) -> f64 {
         self.rules
             .iter()
             .filter(|r| r.from == from && r.to.is_none_or(|t| t == to))
             .map(|r| r.factor)
-            .product::<f64>()
-            .min(MAX_PACE)
+            .product()
     }
 }
 
 /// The most a link is slowed, rules multiplied: what one rule may ask.
 pub const MAX_PACE: f64 = 1000.0;
-
-impl Pace {
-    /// Whether rules multiply past [`MAX_PACE`] on some link (said as a
-    /// note: the link is slowed that much, no more).
-    pub fn capped(&self, ranks: usize) -> bool {
-        (0..ranks).any(|f| {
-            (0..ranks).any(|t| {
-                self.rules
-                    .iter()
-                    .filter(|r| r.from == f && r.to.is_none_or(|x| x == t))
-                    .map(|r| r.factor)
-                    .product::<f64>()
-                    > MAX_PACE
-            })
-        })
-    }
-}
 
 /// Stretches a transfer that began at `began` and has just ended to
 /// `factor` times its length: waits out the difference, asleep while more
