@@ -6,7 +6,7 @@ use std::path::Path;
 
 use collbench::analyze::{analyze_paths, render_text, Diagnosis, FindingKind, Verdict};
 use collbench::recorder::model::{
-    ChannelProgress, Clocks, Dump, Entry, Group, IterKind, State, Wait, DUMP_SCHEMA,
+    ChannelProgress, Clocks, Dump, Entry, Group, IterKind, PeerLost, State, Wait, DUMP_SCHEMA,
 };
 use tempfile::TempDir;
 
@@ -53,6 +53,7 @@ fn dump(rank: usize, world: usize, entries: Vec<Entry>, reason: &str) -> Dump {
         command: "collbench all-reduce".into(),
         version: "0.1.0".into(),
         reason: reason.into(),
+        lost: None,
         clocks: Clocks::default(),
         capacity: 64,
         groups: vec![Group {
@@ -206,6 +207,48 @@ fn missing_dump_waited_on_is_the_culprit() {
     assert_root(&d, FindingKind::MissingDump, Some(6), &[3]);
     assert_eq!(d.ranks_missing, vec![3]);
     assert!(render_text(&d).contains("(no dump)"));
+}
+
+/// Where the dumps of the ranks that lived carry their launcher's word
+/// that a rank's process died (`--procs`), the finding says how it died;
+/// a missing rank no dump speaks of is said missing alone.
+#[test]
+fn a_missing_rank_whose_process_died_is_said_to_have_died() {
+    let lost = PeerLost {
+        rank: 3,
+        how: "killed by signal 11 (SIGSEGV)".into(),
+    };
+    let dumps: Vec<Dump> = (0..3)
+        .map(|r| {
+            let mut e = history(r, 5);
+            e.push(blocked(r, 6, 2, Some(((r + 3) % 4) as i64)));
+            let mut d = dump(r, 5, e, "peer-lost");
+            d.lost = Some(lost.clone());
+            d
+        })
+        .collect();
+    let d = run(&dumps);
+    assert_root(&d, FindingKind::MissingDump, Some(6), &[3, 4]);
+    assert_eq!(d.ranks_missing, vec![3, 4]);
+    assert_eq!(
+        d.findings[0].detail,
+        "no readable dump of ranks 3, 4 (rank 3's process died, killed by signal 11 (SIGSEGV), as the launcher saw), while rank 0 waits on them in seq 6 (all-reduce) of group 0"
+    );
+    // A world of 4: rank 3 alone is missing.
+    let dumps: Vec<Dump> = dumps
+        .into_iter()
+        .map(|mut d| {
+            d.world_size = 4;
+            d.groups[0].ranks = (0..4).collect();
+            d
+        })
+        .collect();
+    let d = run(&dumps);
+    assert_root(&d, FindingKind::MissingDump, Some(6), &[3]);
+    assert_eq!(
+        d.findings[0].detail,
+        "no readable dump of rank 3 (its process died, killed by signal 11 (SIGSEGV), as the launcher saw), while rank 0 waits on it in seq 6 (all-reduce) of group 0"
+    );
 }
 
 #[test]

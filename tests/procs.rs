@@ -576,18 +576,118 @@ fn rank_processes_keep_the_nccl_tests_name() {
     assert_eq!(all_clean(&v, "all_reduce_perf --procs 2"), 8);
 }
 
-/// A rank process that dies (SIGKILL) never dumps: the others wait for
-/// its dump a bounded while, so a stop signal to the parent still ends
-/// the run within seconds, not after the timeout (or never, with `-T 0`).
+/// The pid of rank `rank` of a `--procs 2` run whose command line holds
+/// `needle`: its environment says `COLLBENCH_PROCS=<rank> 2 ...`.
+fn rank_pid(rank: usize, needle: &str) -> i32 {
+    let var = format!("COLLBENCH_PROCS={rank} 2 ");
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .find(|pid| {
+            std::fs::read(format!("/proc/{pid}/environ")).is_ok_and(|env| {
+                env.split(|&b| b == 0)
+                    .any(|v| v.starts_with(var.as_bytes()))
+                    && std::fs::read(format!("/proc/{pid}/cmdline"))
+                        .is_ok_and(|c| String::from_utf8_lossy(&c).contains(needle))
+            })
+        })
+        .unwrap_or_else(|| panic!("rank {rank}'s process"))
+}
+
+/// Waits up to `limit` for `child`; kills it past that.
+fn wait_within(child: &mut std::process::Child, limit: Duration) -> std::process::ExitStatus {
+    let t = Instant::now();
+    loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            return s;
+        }
+        if t.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("still running after {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A rank process that dies (SIGKILL) mid-collective never dumps, and its
+/// peer waits on its shared memory, where no timeout is set (`-T 0`)
+/// forever: the parent sees the death and tells the peer, which stops at
+/// once with its dump naming the dead rank (exit 3); `analyze` blames the
+/// dead rank and says how it died. A stop signal meanwhile still ends
+/// such a run within seconds (130).
 #[test]
-fn a_dead_rank_process_does_not_hold_a_stopped_run() {
+fn a_dead_rank_process_stops_its_peers_at_once() {
     let dir = tempfile::tempdir().unwrap();
     let f = dir.path().join("r.json");
     let dumps = dir.path().join("dumps-dead");
+    let err = dir.path().join("err.txt");
+    let mut parent = Command::new(assert_cmd::cargo::cargo_bin("collbench"))
+        .args(["all-reduce", "--procs", "2", "--device", "host"])
+        .args(["--sizes", "8B:64", "-n", "2", "-w", "0", "-T", "0"])
+        // Rank 1 sits 60 s in its second row: it is killed there.
+        .args(["--inject", "delay:rank=1,seq=5,ms=60000", "--dump-dir"])
+        .arg(&dumps)
+        .arg("--json")
+        .arg(&f)
+        .env_remove("COLLBENCH_FORCE_RELAY")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&err).unwrap())
+        .spawn()
+        .unwrap();
+    wait_for_a_row(&f);
+    let rank1 = rank_pid(1, "dumps-dead");
+    let t = Instant::now();
+    // SAFETY: signalling a process this test's run started.
+    unsafe { libc::kill(rank1, libc::SIGKILL) };
+    let status = wait_within(&mut parent, Duration::from_secs(20));
+    assert_eq!(status.code(), Some(3), "{status:?}");
+    assert!(t.elapsed() < Duration::from_secs(15), "{:?}", t.elapsed());
+    let said = std::fs::read_to_string(&err).unwrap();
+    assert!(
+        said.contains(&format!(
+            "collbench: --procs: rank 1's process (pid {rank1}) died: killed by signal 9 (SIGKILL)"
+        )),
+        "{said}"
+    );
+    let stopped: Vec<&str> = said
+        .lines()
+        .filter(|l| l.contains("rank 1's process died (killed by signal 9 (SIGKILL)): the run stopped; 1 flight-recorder dump(s) in "))
+        .collect();
+    assert_eq!(stopped.len(), 1, "said once, by rank 0: {said}");
+    let v = json(&f);
+    assert_eq!(v["meta"]["partial"]["reason"], "hang", "{}", v["meta"]);
+    let files: Vec<_> = std::fs::read_dir(&dumps)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.path().extension().is_some_and(|x| x == "json"))
+        .collect();
+    assert_eq!(files.len(), 1, "rank 0's dump alone: {files:?}");
+    let d: Value = json(&files[0].path());
+    assert_eq!(d["reason"], "peer-lost", "{d}");
+    assert_eq!(d["lost"]["rank"], 1, "{d}");
+    assert_eq!(d["lost"]["how"], "killed by signal 9 (SIGKILL)", "{d}");
+    let out = Command::new(assert_cmd::cargo::cargo_bin("collbench"))
+        .args(["analyze", dumps.to_str().unwrap(), "--json"])
+        .output()
+        .unwrap();
+    let a: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(a["culprits"], serde_json::json!([1]), "{a}");
+    assert_eq!(a["findings"][0]["kind"], "missing-dump", "{a}");
+    assert_eq!(a["findings"][0]["seq"], 5, "{a}");
+    let detail = a["findings"][0]["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("no readable dump of rank 1 (its process died, killed by signal 9 (SIGKILL), as the launcher saw)"),
+        "{detail}"
+    );
+
+    // The same run stopped by hand after the death: 130, within seconds.
+    let f = dir.path().join("r2.json");
+    let dumps = dir.path().join("dumps-stopped");
     let mut parent = Command::new(assert_cmd::cargo::cargo_bin("collbench"))
         .args(["all-reduce", "--procs", "2", "--device", "host"])
         .args(["--sizes", "8B:64", "-n", "2", "-w", "0", "-q", "-T", "0"])
-        // Rank 1 sits 60 s in its second row: it is killed there.
         .args(["--inject", "delay:rank=1,seq=5,ms=60000", "--dump-dir"])
         .arg(&dumps)
         .arg("--json")
@@ -598,36 +698,10 @@ fn a_dead_rank_process_does_not_hold_a_stopped_run() {
         .spawn()
         .unwrap();
     wait_for_a_row(&f);
-    // Rank 1's process: its environment says `COLLBENCH_PROCS=1 2 ...`.
-    let rank1 = std::fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
-        .find(|pid| {
-            std::fs::read(format!("/proc/{pid}/environ")).is_ok_and(|env| {
-                env.split(|&b| b == 0)
-                    .any(|v| v.starts_with(b"COLLBENCH_PROCS=1 2 "))
-                    && std::fs::read(format!("/proc/{pid}/cmdline"))
-                        .is_ok_and(|c| String::from_utf8_lossy(&c).contains("dumps-dead"))
-            })
-        })
-        .expect("rank 1's process");
-    // SAFETY: signalling a process this test's run started.
-    unsafe { libc::kill(rank1, libc::SIGKILL) };
-    std::thread::sleep(Duration::from_millis(300));
     let t = Instant::now();
     // SAFETY: signalling our own child, not yet waited for.
     unsafe { libc::kill(parent.id() as i32, libc::SIGTERM) };
-    let status = loop {
-        if let Some(s) = parent.try_wait().unwrap() {
-            break s;
-        }
-        if t.elapsed() > Duration::from_secs(8) {
-            let _ = parent.kill();
-            let _ = parent.wait();
-            panic!("still running 8 s after SIGTERM");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let status = wait_within(&mut parent, Duration::from_secs(8));
     assert_eq!(status.code(), Some(130), "{status:?}");
+    assert!(t.elapsed() < Duration::from_secs(8), "{:?}", t.elapsed());
 }

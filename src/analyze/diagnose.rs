@@ -312,11 +312,45 @@ struct Blocked {
     direct: bool,
 }
 
+/// How each rank whose process died ended, as the dumps of the ranks that
+/// lived report their launcher's word (`--procs`).
+fn deaths(dumps: &BTreeMap<usize, &RankDump>) -> BTreeMap<usize, String> {
+    let mut died = BTreeMap::new();
+    for l in dumps.values().filter_map(|d| d.origin.lost.as_ref()) {
+        // A dump's own text, kept to a line.
+        let how: String = l.how.chars().take(160).collect();
+        died.entry(l.rank).or_insert(how);
+    }
+    died
+}
+
+/// "no readable dump of rank 2", and how the process of each that died
+/// ended, where a launcher said.
+fn no_dump_of(missing: &[usize], died: &BTreeMap<usize, String>) -> String {
+    let mut text = format!("no readable dump of {}", ranks_text(missing));
+    let hows: Vec<String> = missing
+        .iter()
+        .filter_map(|r| died.get(r).map(|how| (r, how)))
+        .map(|(r, how)| {
+            if missing.len() == 1 {
+                format!("its process died, {how}")
+            } else {
+                format!("rank {r}'s process died, {how}")
+            }
+        })
+        .collect();
+    if !hows.is_empty() {
+        text.push_str(&format!(" ({}, as the launcher saw)", hows.join("; ")));
+    }
+    text
+}
+
 impl Blocked {
     /// What the finding says about the `missing` ranks blocked here.
-    fn detail(&self, missing: &[usize]) -> String {
+    fn detail(&self, missing: &[usize], died: &BTreeMap<usize, String>) -> String {
         let waiting: Vec<usize> = self.waiting.iter().copied().collect();
-        let (missing, waiting) = (ranks_text(missing), ranks_text(&waiting));
+        let them = if missing.len() == 1 { "it" } else { "them" };
+        let (missing, waiting) = (no_dump_of(missing, died), ranks_text(&waiting));
         let (pg, seq, op) = (&self.pg, self.seq, &self.op);
         if self.direct {
             let verb = if self.waiting.len() == 1 {
@@ -324,7 +358,7 @@ impl Blocked {
             } else {
                 "wait"
             };
-            format!("no readable dump of {missing}, while {waiting} {verb} on it in seq {seq} ({op}) of group {pg}")
+            format!("{missing}, while {waiting} {verb} on {them} in seq {seq} ({op}) of group {pg}")
         } else {
             let verb = if self.waiting.len() == 1 {
                 "has"
@@ -332,7 +366,7 @@ impl Blocked {
                 "have"
             };
             format!(
-                "no readable dump of {missing}, a member of group {pg}, where {waiting} {verb} not completed seq {seq} ({op})"
+                "{missing}, a member of group {pg}, where {waiting} {verb} not completed seq {seq} ({op})"
             )
         }
     }
@@ -347,6 +381,7 @@ fn missing_dumps(
     world: usize,
 ) -> Vec<Candidate> {
     let blocked = blocked_on(missing, views, dumps);
+    let died = deaths(dumps);
     let mut by_place: BTreeMap<(String, u64), Vec<usize>> = BTreeMap::new();
     for (rank, b) in &blocked {
         by_place
@@ -359,7 +394,7 @@ fn missing_dumps(
         let Some(b) = ranks.first().and_then(|r| blocked.get(r)) else {
             continue;
         };
-        let detail = b.detail(&ranks);
+        let detail = b.detail(&ranks, &died);
         out.push(Candidate::new(
             priority::MISSING_WAITED,
             FindingKind::MissingDump,
@@ -376,8 +411,8 @@ fn missing_dumps(
         .collect();
     if !rest.is_empty() {
         let detail = format!(
-            "no readable dump of {} (world of {world}); no rank with a dump is seen waiting for it",
-            ranks_text(&rest)
+            "{} (world of {world}); no rank with a dump is seen waiting for it",
+            no_dump_of(&rest, &died)
         );
         out.push(Candidate::new(
             priority::MISSING,

@@ -477,6 +477,7 @@ fn from_collbench(dump: Dump, run_id: Option<String>, path: &Path) -> Result<Ran
             host: Some(dump.host),
             command: Some(dump.command),
             dumped_at_ns: Some(dump.clocks.wall_ns).filter(|&t| t > 0),
+            lost: dump.lost,
         },
     })
 }

@@ -69,6 +69,9 @@ pub struct Origin {
     pub command: Option<String>,
     /// When the dump was taken (wall clock, Unix epoch ns), where known.
     pub dumped_at_ns: Option<u64>,
+    /// The rank whose process died, where that stopped the run and the
+    /// launcher said so (collbench's `lost`).
+    pub lost: Option<crate::recorder::model::PeerLost>,
 }
 
 /// One operation on one rank.

@@ -378,6 +378,7 @@ mod tests {
                 host: Some("h".into()),
                 command: Some("collbench all-reduce".into()),
                 dumped_at_ns: Some(at),
+                lost: None,
             },
         }
     }

@@ -16,6 +16,7 @@ use crate::engine::exec::{mem, rank_runner, ExecError, HostWorld};
 use crate::engine::transport::inproc::Fifo;
 use crate::engine::types::Engine;
 use crate::launch::{Peers, WorldSpec, Worlds};
+use crate::recorder::model::PeerLost;
 use crate::recorder::watchdog::{self, Fired, Watchdog};
 use crate::recorder::{dump, RankRecorder};
 use crate::report::{Partial, Row, Sink, StopReason};
@@ -50,6 +51,12 @@ pub enum HarnessError {
         detail: String,
         dumps: Dumps,
         /// Rows the sweep did not make.
+        missing_rows: usize,
+    },
+    #[error("rank {}'s process died ({}): the run stopped{}", .lost.rank, .lost.how, dumps_note(.dumps))]
+    PeerLost {
+        lost: PeerLost,
+        dumps: Dumps,
         missing_rows: usize,
     },
     #[error("interrupted by {signal}; finished rows are kept ({missing_rows} not made){}", dumps_note(.dumps))]
@@ -95,10 +102,10 @@ fn write_dumps(
     dir: &std::path::Path,
     recs: &[Arc<RankRecorder>],
     info: &crate::recorder::dump::RunInfo,
-    reason: &str,
+    why: dump::Why,
     snapshot: Option<u32>,
 ) -> Dumps {
-    dump::write_all(dir, recs, info, reason, snapshot).map_err(|e| {
+    dump::write_all(dir, recs, info, why, snapshot).map_err(|e| {
         let why = match std::fs::metadata(dir) {
             Ok(m) if !m.is_dir() => "it is not a folder (replaced during the run?)".to_owned(),
             _ => e.to_string(),
@@ -111,9 +118,22 @@ fn write_dumps(
 }
 
 impl HarnessError {
-    /// A hang or timeout (exit code 3) rather than a usage or runtime error.
+    /// A hang or timeout (exit code 3) rather than a usage or runtime
+    /// error; a rank whose process died is one (its peers would wait on
+    /// it to their timeout).
     pub fn is_hang(&self) -> bool {
-        matches!(self, HarnessError::Hang { .. })
+        matches!(
+            self,
+            HarnessError::Hang { .. } | HarnessError::PeerLost { .. }
+        )
+    }
+
+    /// The rank whose process died, when that stopped the run.
+    pub fn lost_rank(&self) -> Option<usize> {
+        match self {
+            HarnessError::PeerLost { lost, .. } => Some(lost.rank),
+            _ => None,
+        }
     }
 
     /// A hang another process of the run found (which says it).
@@ -129,7 +149,8 @@ impl HarnessError {
     /// signal or a hang; `None` for every other error (the run failed).
     pub fn partial(&self) -> Option<Partial> {
         match self {
-            HarnessError::Hang { missing_rows, .. } => Some(Partial {
+            HarnessError::Hang { missing_rows, .. }
+            | HarnessError::PeerLost { missing_rows, .. } => Some(Partial {
                 reason: StopReason::Hang,
                 missing_rows: *missing_rows,
             }),
@@ -149,19 +170,20 @@ impl HarnessError {
 fn wait_for_dumps(
     dir: &std::path::Path,
     run_id: &str,
-    ranks: usize,
+    ranks: &[usize],
     limit: Duration,
 ) -> Vec<PathBuf> {
     let start = Instant::now();
     let signals = watchdog::stop_signals();
     let there = || -> Vec<PathBuf> {
-        (0..ranks)
-            .map(|r| dir.join(dump::file_name(run_id, r, None)))
+        ranks
+            .iter()
+            .map(|&r| dir.join(dump::file_name(run_id, r, None)))
             .filter(|p| p.exists())
             .collect()
     };
     while start.elapsed() < limit && watchdog::stop_signals() == signals {
-        if there().len() == ranks {
+        if there().len() == ranks.len() {
             break;
         }
         std::thread::sleep(Duration::from_millis(20));
@@ -681,7 +703,7 @@ pub fn run(
         .collect();
     let dir = setup.dump_dir.clone();
     watchdog::install_signal_handlers();
-    let dog = spawn_watchdog(plan, setup, &worlds.host, &recs)?;
+    let dog = spawn_watchdog(plan, setup, &worlds.host, &recs, mpi)?;
     let mut outcome = Outcome {
         library: worlds.gpu.as_ref().and_then(|g| g.library_name()),
         notes: prepared.notes,
@@ -702,27 +724,32 @@ pub fn run(
     // still winding down after a signal hold it until they have).
     drop(worlds);
     let fired = dog.stop();
-    let dump = |reason: &str| {
+    let dump = |why: dump::Why| {
         if let Some(t) = &setup.abort_trigger {
             // Tell the run's other processes to stop and dump too; whole,
             // so that none reads a signal as a hang.
             let tmp = t.with_extension(format!("tmp{}", std::process::id()));
             let _ = std::fs::create_dir_all(&dir)
-                .and_then(|_| std::fs::write(&tmp, reason))
+                .and_then(|_| std::fs::write(&tmp, why.reason))
                 .and_then(|_| std::fs::rename(&tmp, t));
         }
-        let written = write_dumps(&dir, &recs, &setup.run_info, reason, None);
+        let written = write_dumps(&dir, &recs, &setup.run_info, why, None);
         if setup.abort_trigger.is_none() {
             return written;
         }
         // A launcher ends the whole job when one process exits with an
         // error: leave only once every rank has dumped (or a while passed),
         // and count the run's dumps, not this process's.
+        // A rank whose process died never dumps: the others' are all
+        // there is to wait for.
+        let ranks: Vec<usize> = (0..plan.ranks)
+            .filter(|&r| why.lost.is_none_or(|l| l.rank != r))
+            .collect();
         let all = wait_for_dumps(
             &dir,
             &setup.run_info.run_id,
-            plan.ranks,
-            dumps_wait(reason == watchdog::TRIGGER_SIGNAL),
+            &ranks,
+            dumps_wait(why.reason == watchdog::TRIGGER_SIGNAL),
         );
         written.map(|_| all)
     };
@@ -742,17 +769,24 @@ pub fn run(
             dumps: if quiet {
                 Ok(Vec::new())
             } else {
-                dump(watchdog::TRIGGER_SIGNAL)
+                dump(dump::Why::new(watchdog::TRIGGER_SIGNAL))
             },
             missing_rows,
         });
     }
     let hang = |detail: String| HarnessError::Hang {
         detail,
-        dumps: dump("timeout"),
+        dumps: dump(dump::Why::new("timeout")),
         missing_rows,
     };
     match (result, fired) {
+        // The ranks stopped because a peer died (their waits were
+        // aborted, or timed out on it as the news came).
+        (Err(_), Some(Fired::Lost(lost))) => Err(HarnessError::PeerLost {
+            dumps: dump(dump::Why::lost(&lost)),
+            lost,
+            missing_rows,
+        }),
         (
             Err(HarnessError::Exec(
                 e @ (ExecError::Timeout { .. }
@@ -778,6 +812,7 @@ fn spawn_watchdog(
     setup: &Setup,
     world: &Arc<HostWorld>,
     recs: &[Arc<RankRecorder>],
+    mpi: Option<&Arc<Peers>>,
 ) -> Result<Watchdog, HarnessError> {
     let (w, r, d, info, stuck, told) = (
         Arc::clone(world),
@@ -789,26 +824,50 @@ fn spawn_watchdog(
     );
     // SIGUSR1 snapshots are numbered: each goes to new files.
     let snapshots = AtomicU32::new(0);
+    // The rank whose death stopped the run, for the dumps of a wind-down
+    // that never ends.
+    let lost = std::sync::Mutex::new(None::<PeerLost>);
     let act = move |f: &Fired| match f {
         Fired::Timeout { .. } | Fired::Stalled { .. } | Fired::Stop | Fired::Remote => w.abort(),
+        Fired::Lost(l) => {
+            if let Ok(mut g) = lost.lock() {
+                *g = Some(l.clone());
+            }
+            w.abort();
+        }
         Fired::Request => {
             let k = snapshots.fetch_add(1, Ordering::Relaxed) + 1;
-            told(&write_dumps(&d, &r, &info, "request", Some(k)));
+            told(&write_dumps(
+                &d,
+                &r,
+                &info,
+                dump::Why::new("request"),
+                Some(k),
+            ));
         }
         Fired::Stuck { signal } => {
-            // The ranks did not stop after the timeout or signal: dump and leave.
-            let reason = if *signal {
-                watchdog::TRIGGER_SIGNAL
-            } else {
-                "timeout"
+            // The ranks did not stop after the timeout, signal or lost
+            // peer: dump and leave.
+            let l = lost.lock().ok().and_then(|g| g.clone());
+            let why = match (&l, *signal) {
+                (_, true) => dump::Why::new(watchdog::TRIGGER_SIGNAL),
+                (Some(l), false) => dump::Why::lost(l),
+                (None, false) => dump::Why::new("timeout"),
             };
-            stuck(&d, *signal, &write_dumps(&d, &r, &info, reason, None));
+            stuck(&d, *signal, &write_dumps(&d, &r, &info, why, None));
         }
+    };
+    let remote = watchdog::Remote {
+        trigger: setup.abort_trigger.clone(),
+        lost: mpi.and_then(|m| m.lost_probe()).map(|probe| {
+            Box::new(move || probe().map(|(rank, how)| PeerLost { rank, how }))
+                as watchdog::LostProbe
+        }),
     };
     Ok(Watchdog::spawn(
         recs.to_vec(),
         plan.timeout(),
-        setup.abort_trigger.clone(),
+        remote,
         Box::new(act),
     )?)
 }

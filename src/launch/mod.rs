@@ -118,6 +118,16 @@ impl Peers {
         }
     }
 
+    /// Asks whether a rank's process of the world died (which, and how),
+    /// where the launcher tells: `--procs` does; under MPI the launcher
+    /// ends the job itself.
+    pub fn lost_probe(&self) -> Option<procs::LostProbe> {
+        match self {
+            Peers::Mpi(_) => None,
+            Peers::Procs(p) => Some(p.lost_probe()),
+        }
+    }
+
     /// This world as the executors see it.
     pub fn peers(&self) -> Result<Arc<dyn ProcessPeers>, MpiError> {
         match self {

@@ -9,7 +9,10 @@
 //!
 //! A rank that dies is noticed by the hub (its socket closes): every
 //! all-gather it never joined then fails at once on the other ranks, rather
-//! than at their timeout.
+//! than at their timeout. A rank killed by a signal (or ending with an exit
+//! code collbench never uses) is reported by the parent, which tells the
+//! other ranks: those waiting on it inside a collective stop at once with
+//! their dumps, which name the rank that died and how.
 
 use super::MpiError;
 use crate::engine::transport::node::{BarrierError, ProcessPeers, Relay};
@@ -49,6 +52,8 @@ enum Kind {
     Failed = 5,
     /// hub -> rank: a message from rank `a` under tag `b`.
     Message = 6,
+    /// hub -> rank: rank `a`'s process died; the payload says how.
+    Lost = 7,
 }
 
 impl Kind {
@@ -60,6 +65,7 @@ impl Kind {
             4 => Kind::Gathered,
             5 => Kind::Failed,
             6 => Kind::Message,
+            7 => Kind::Lost,
             _ => return None,
         })
     }
@@ -140,11 +146,63 @@ fn worst(codes: &[i32]) -> i32 {
     codes.iter().copied().find(|&c| c != 0).unwrap_or(0)
 }
 
+/// How a rank process ended, in words, when it died rather than exited as
+/// collbench does (0, 1, 2, 3, 130): killed by a signal, or an exit code
+/// collbench never uses (a library's `exit`, an abort handler).
+fn died(status: &std::process::ExitStatus) -> Option<String> {
+    use std::os::unix::process::ExitStatusExt;
+    if let Some(sig) = status.signal() {
+        let core = if status.core_dumped() {
+            ", core dumped"
+        } else {
+            ""
+        };
+        return Some(match signal_name(sig) {
+            Some(name) => format!("killed by signal {sig} ({name}{core})"),
+            None => format!("killed by signal {sig}{core}"),
+        });
+    }
+    match status.code() {
+        Some(0 | 1 | 2 | 3 | 130) | None => None,
+        Some(c) => Some(format!("exited with code {c}, not one of collbench's")),
+    }
+}
+
+/// The name of a signal a process is commonly killed by.
+fn signal_name(sig: i32) -> Option<&'static str> {
+    Some(match sig {
+        libc::SIGHUP => "SIGHUP",
+        libc::SIGINT => "SIGINT",
+        libc::SIGQUIT => "SIGQUIT",
+        libc::SIGILL => "SIGILL",
+        libc::SIGTRAP => "SIGTRAP",
+        libc::SIGABRT => "SIGABRT",
+        libc::SIGBUS => "SIGBUS",
+        libc::SIGFPE => "SIGFPE",
+        libc::SIGKILL => "SIGKILL",
+        libc::SIGUSR1 => "SIGUSR1",
+        libc::SIGSEGV => "SIGSEGV",
+        libc::SIGUSR2 => "SIGUSR2",
+        libc::SIGPIPE => "SIGPIPE",
+        libc::SIGALRM => "SIGALRM",
+        libc::SIGTERM => "SIGTERM",
+        libc::SIGXCPU => "SIGXCPU",
+        libc::SIGXFSZ => "SIGXFSZ",
+        libc::SIGSYS => "SIGSYS",
+        _ => return None,
+    })
+}
+
 /// Starts `n` rank processes running this program with the same arguments,
 /// serves them until they all exit, and returns the run's exit code.
 /// `signalled`: the stop signal the launcher got (SIGINT, SIGTERM), if any;
-/// the ranks get the same.
-pub fn launch(n: usize, signalled: &dyn Fn() -> Option<i32>) -> Result<i32, MpiError> {
+/// the ranks get the same. `on_death(rank, pid, how)`: a rank's process
+/// died (see [`died`]) while the world ran; the other ranks are told.
+pub fn launch(
+    n: usize,
+    signalled: &dyn Fn() -> Option<i32>,
+    on_death: &dyn Fn(usize, u32, &str),
+) -> Result<i32, MpiError> {
     let exe = std::env::current_exe()
         .map_err(|e| MpiError(format!("--procs: this program's path: {e}")))?;
     // The ranks are started under the name this program was run by: run
@@ -185,7 +243,7 @@ pub fn launch(n: usize, signalled: &dyn Fn() -> Option<i32>) -> Result<i32, MpiE
         Ok(s) => s,
         Err(e) => {
             stop_all(&mut children, libc::SIGTERM);
-            let codes = wait_all(&mut children, signalled);
+            let codes = wait_all(&mut children, signalled, &|_, _| {});
             tracing::info!(?codes, "--procs: the world did not form");
             return Err(MpiError(format!("--procs: {e}")));
         }
@@ -194,10 +252,21 @@ pub fn launch(n: usize, signalled: &dyn Fn() -> Option<i32>) -> Result<i32, MpiE
     // would outlive a parent that is killed).
     drop(listener);
     drop(cleanup);
+    let (tx, rx) = mpsc::channel();
+    let deaths = tx.clone();
     let hub = std::thread::Builder::new()
         .name("procs-hub".into())
-        .spawn(move || serve(streams));
-    let codes = wait_all(&mut children, signalled);
+        .spawn(move || serve(streams, tx, rx));
+    let pids: Vec<u32> = children.iter().map(Child::id).collect();
+    let codes = wait_all(&mut children, signalled, &|rank, status| {
+        if let Some(how) = died(status) {
+            tracing::info!(rank, %how, "--procs: a rank process died");
+            on_death(rank, pids.get(rank).copied().unwrap_or(0), &how);
+            let _ = deaths.send(Event::Died(rank, how));
+        }
+    });
+    // The hub ends when every rank is gone and nothing more can come.
+    drop(deaths);
     if let Ok(h) = hub {
         let _ = h.join();
     }
@@ -276,7 +345,12 @@ fn accept_all(
 }
 
 /// Waits for every child, passing a stop signal on once; their exit codes.
-fn wait_all(children: &mut [Child], signalled: &dyn Fn() -> Option<i32>) -> Vec<i32> {
+/// `ended(rank, status)` hears of each as it ends.
+fn wait_all(
+    children: &mut [Child],
+    signalled: &dyn Fn() -> Option<i32>,
+    ended: &dyn Fn(usize, &std::process::ExitStatus),
+) -> Vec<i32> {
     let mut codes: Vec<Option<i32>> = vec![None; children.len()];
     let mut forwarded = false;
     while codes.iter().any(Option::is_none) {
@@ -288,6 +362,7 @@ fn wait_all(children: &mut [Child], signalled: &dyn Fn() -> Option<i32>) -> Vec<
                 Ok(Some(s)) => {
                     use std::os::unix::process::ExitStatusExt;
                     codes[i] = Some(s.code().unwrap_or_else(|| 128 + s.signal().unwrap_or(0)));
+                    ended(i, &s);
                 }
                 Ok(None) => {}
                 Err(_) => codes[i] = Some(1),
@@ -306,14 +381,17 @@ fn wait_all(children: &mut [Child], signalled: &dyn Fn() -> Option<i32>) -> Vec<
 
 enum Event {
     Frame(usize, Frame),
+    /// The rank's connection closed.
     Gone(usize),
+    /// The rank's process died (the parent saw how).
+    Died(usize, String),
 }
 
 /// The hub: forwards messages and completes all-gathers until every rank
-/// has gone.
-fn serve(streams: Vec<UnixStream>) {
+/// has gone. `tx` and `rx`: its events' channel (the parent keeps a sender
+/// for [`Event::Died`]).
+fn serve(streams: Vec<UnixStream>, tx: mpsc::Sender<Event>, rx: mpsc::Receiver<Event>) {
     let n = streams.len();
-    let (tx, rx) = mpsc::channel();
     let mut writers = Vec::with_capacity(n);
     for (r, s) in streams.into_iter().enumerate() {
         let mut reader = match s.try_clone() {
@@ -390,6 +468,13 @@ fn serve(streams: Vec<UnixStream>) {
                 }
                 _ => {}
             },
+            Event::Died(r, how) => {
+                // Ranks inside a collective with it wait on its shared
+                // memory, not on the hub: tell every other rank.
+                for to in (0..n).filter(|&to| to != r) {
+                    send(&mut writers, to, Kind::Lost, r as u32, 0, how.as_bytes());
+                }
+            }
             Event::Gone(r) => {
                 gone[r] = true;
                 writers[r] = None;
@@ -424,6 +509,8 @@ struct State {
     messages: HashMap<i32, VecDeque<(usize, Vec<u8>)>>,
     next_gather: u32,
     closed: bool,
+    /// The first rank the launcher said died, and how.
+    lost: Option<(usize, String)>,
 }
 
 struct Link {
@@ -433,6 +520,10 @@ struct Link {
     state: Mutex<State>,
     cv: Condvar,
 }
+
+/// Says whether the launcher told of a rank whose process died: which
+/// rank, and how it ended.
+pub type LostProbe = Box<dyn Fn() -> Option<(usize, String)> + Send>;
 
 /// This process's place in a `--procs` world.
 pub struct Procs {
@@ -500,6 +591,10 @@ fn connect(rank: usize, size: usize, path: &Path) -> Result<Procs, MpiError> {
                         .entry(f.b as i32)
                         .or_default()
                         .push_back((f.a as usize, f.payload)),
+                    Kind::Lost => {
+                        let how = String::from_utf8_lossy(&f.payload).into_owned();
+                        st.lost.get_or_insert((f.a as usize, how));
+                    }
                     _ => {}
                 }
                 drop(st);
@@ -572,6 +667,12 @@ impl Procs {
     pub fn broadcast(&self, bytes: &[u8]) -> Result<Vec<u8>, MpiError> {
         let all = self.all_gather(if self.rank == 0 { bytes } else { &[] })?;
         Ok(all.into_iter().next().unwrap_or_default())
+    }
+
+    /// Asks whether the launcher said a rank's process died: which, and how.
+    pub fn lost_probe(&self) -> LostProbe {
+        let link = Arc::clone(&self.link);
+        Box::new(move || link.state.lock().ok()?.lost.clone())
     }
 
     /// This world as the executors see it.
@@ -757,6 +858,31 @@ mod tests {
     }
 
     #[test]
+    fn deaths_are_told_from_collbench_exits() {
+        use std::os::unix::process::ExitStatusExt;
+        let exit = |c: i32| std::process::ExitStatus::from_raw(c << 8);
+        for c in [0, 1, 2, 3, 130] {
+            assert_eq!(died(&exit(c)), None, "collbench's own exit {c}");
+        }
+        assert_eq!(
+            died(&exit(101)).as_deref(),
+            Some("exited with code 101, not one of collbench's")
+        );
+        assert_eq!(
+            died(&std::process::ExitStatus::from_raw(libc::SIGKILL)).as_deref(),
+            Some("killed by signal 9 (SIGKILL)")
+        );
+        assert_eq!(
+            died(&std::process::ExitStatus::from_raw(libc::SIGSEGV | 0x80)).as_deref(),
+            Some("killed by signal 11 (SIGSEGV, core dumped)")
+        );
+        assert_eq!(
+            died(&std::process::ExitStatus::from_raw(40)).as_deref(),
+            Some("killed by signal 40")
+        );
+    }
+
+    #[test]
     fn the_worst_exit_code_speaks_for_the_run() {
         assert_eq!(worst(&[0, 0, 0]), 0);
         assert_eq!(worst(&[0, 1, 3]), 3);
@@ -786,7 +912,10 @@ mod tests {
             let f = read_frame(&mut s).unwrap();
             streams[f.a as usize] = Some(s);
         }
-        let hub = std::thread::spawn(move || serve(streams.into_iter().flatten().collect()));
+        let (tx, rx) = mpsc::channel();
+        let deaths = tx.clone();
+        let hub =
+            std::thread::spawn(move || serve(streams.into_iter().flatten().collect(), tx, rx));
         let mut ranks: Vec<Procs> = joins.into_iter().map(|j| j.join().unwrap()).collect();
         assert!(ranks.iter().all(|p| p.hosts().len() == n));
         let last = ranks.pop().unwrap();
@@ -821,6 +950,21 @@ mod tests {
         };
         assert_eq!(got, (2, b"from two".to_vec()));
         assert_eq!(ranks[0].try_receive(9), None);
+        // The parent saw rank 2 die: every other rank hears which and how.
+        let probes: Vec<_> = ranks.iter().map(Procs::lost_probe).collect();
+        assert!(probes.iter().all(|p| p().is_none()), "nobody died yet");
+        deaths
+            .send(Event::Died(2, "killed by signal 9 (SIGKILL)".into()))
+            .unwrap();
+        drop(deaths);
+        let t = Instant::now();
+        while probes.iter().any(|p| p().is_none()) {
+            assert!(t.elapsed() < Duration::from_secs(10), "not told in 10 s");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        for p in &probes {
+            assert_eq!(p(), Some((2, "killed by signal 9 (SIGKILL)".into())));
+        }
         // Rank 2 goes: the others' next barrier fails at once, not at its timeout.
         drop(last);
         let t = Instant::now();

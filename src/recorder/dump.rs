@@ -5,7 +5,7 @@
 //! K = 1, 2, ...), so runs sharing a folder never overwrite or mix with
 //! each other, and every snapshot is kept.
 
-use super::model::{Clocks, Dump, Group, DUMP_SCHEMA};
+use super::model::{Clocks, Dump, Group, PeerLost, DUMP_SCHEMA};
 use super::{mono_ns, wall_ns, RankRecorder};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -23,8 +23,33 @@ pub struct RunInfo {
     pub version: String,
 }
 
+/// Why a dump is written: the dump's `reason`, and for `peer-lost` the
+/// rank whose process died.
+#[derive(Clone, Copy, Debug)]
+pub struct Why<'a> {
+    pub reason: &'a str,
+    pub lost: Option<&'a PeerLost>,
+}
+
+impl<'a> Why<'a> {
+    pub fn new(reason: &'a str) -> Why<'a> {
+        Why { reason, lost: None }
+    }
+
+    /// A dump written because rank `lost`'s process died.
+    pub fn lost(lost: &'a PeerLost) -> Why<'a> {
+        Why {
+            reason: REASON_PEER_LOST,
+            lost: Some(lost),
+        }
+    }
+}
+
+/// The reason of a dump written because another rank's process died.
+pub const REASON_PEER_LOST: &str = "peer-lost";
+
 /// The dump of one rank now.
-pub fn snapshot_of(rec: &RankRecorder, info: &RunInfo, reason: &str) -> Dump {
+pub fn snapshot_of(rec: &RankRecorder, info: &RunInfo, why: Why) -> Dump {
     Dump {
         schema: DUMP_SCHEMA.into(),
         run_id: Some(info.run_id.clone()).filter(|id| !id.is_empty()),
@@ -35,7 +60,8 @@ pub fn snapshot_of(rec: &RankRecorder, info: &RunInfo, reason: &str) -> Dump {
         device: info.device.clone(),
         command: info.command.clone(),
         version: info.version.clone(),
-        reason: reason.into(),
+        reason: why.reason.into(),
+        lost: why.lost.cloned(),
         clocks: Clocks {
             wall_ns: wall_ns(),
             mono_ns: mono_ns(),
@@ -70,7 +96,7 @@ pub fn write_all(
     dir: &Path,
     recs: &[std::sync::Arc<RankRecorder>],
     info: &RunInfo,
-    reason: &str,
+    why: Why,
     snapshot: Option<u32>,
 ) -> std::io::Result<Vec<PathBuf>> {
     std::fs::create_dir_all(dir)?;
@@ -78,12 +104,12 @@ pub fn write_all(
     // the evidence a node's reboot must not lose: those reach the disk
     // first. A signal's and a snapshot's do not wait for it (an fsync on a
     // busy disk takes seconds, and SIGKILL follows SIGTERM soon).
-    let durable = reason == "timeout";
+    let durable = why.reason == "timeout" || why.reason == REASON_PEER_LOST;
     recs.iter()
         .map(|r| {
             let name = file_name(&info.run_id, r.rank, snapshot);
             let path = dir.join(&name);
-            let bytes = serde_json::to_vec_pretty(&snapshot_of(r, info, reason))?;
+            let bytes = serde_json::to_vec_pretty(&snapshot_of(r, info, why))?;
             let tmp = dir.join(format!(".{name}.tmp{}", std::process::id()));
             let mut f = std::fs::File::create(&tmp)?;
             f.write_all(&bytes)?;
@@ -121,7 +147,7 @@ mod tests {
             host: "h".into(),
             ..RunInfo::default()
         };
-        let paths = write_all(dir.path(), &recs, &info, "timeout", None).unwrap();
+        let paths = write_all(dir.path(), &recs, &info, Why::new("timeout"), None).unwrap();
         assert_eq!(paths.len(), 2);
         assert_eq!(
             paths[1],
@@ -149,10 +175,17 @@ mod tests {
             ..RunInfo::default()
         };
         let a = info("2026-11-05T101010Z-17");
-        let first = write_all(dir.path(), &recs, &a, "request", Some(1)).unwrap();
-        let second = write_all(dir.path(), &recs, &a, "request", Some(2)).unwrap();
-        let last = write_all(dir.path(), &recs, &a, "signal", None).unwrap();
-        let other = write_all(dir.path(), &recs[..1], &info("x-18"), "timeout", None).unwrap();
+        let first = write_all(dir.path(), &recs, &a, Why::new("request"), Some(1)).unwrap();
+        let second = write_all(dir.path(), &recs, &a, Why::new("request"), Some(2)).unwrap();
+        let last = write_all(dir.path(), &recs, &a, Why::new("signal"), None).unwrap();
+        let other = write_all(
+            dir.path(),
+            &recs[..1],
+            &info("x-18"),
+            Why::new("timeout"),
+            None,
+        )
+        .unwrap();
         assert_eq!(
             first[0].file_name().unwrap(),
             "2026-11-05T101010Z-17-rank0-request1.json"

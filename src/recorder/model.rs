@@ -92,6 +92,16 @@ pub struct Clocks {
     pub mono_ns: u64,
 }
 
+/// A rank of the run whose process died (killed by a signal, or an exit
+/// collbench never makes), as the launcher saw it: the ranks that wait on
+/// it stop at once, rather than at their timeout.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PeerLost {
+    pub rank: usize,
+    /// How it ended, in words: `killed by signal 9 (SIGKILL)`.
+    pub how: String,
+}
+
 /// One rank's dump.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Dump {
@@ -107,8 +117,12 @@ pub struct Dump {
     pub device: String,
     pub command: String,
     pub version: String,
-    /// Why the dump was written: `timeout`, `signal`, `request`, `exit`.
+    /// Why the dump was written: `timeout`, `signal`, `request`, `exit`,
+    /// `peer-lost` (another rank's process died: `lost` says which).
     pub reason: String,
+    /// The rank whose process died, where that stopped the run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lost: Option<PeerLost>,
     pub clocks: Clocks,
     /// Capacity of the ring buffer; `entries` holds at most this many, oldest first.
     pub capacity: usize,

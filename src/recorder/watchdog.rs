@@ -10,6 +10,7 @@
 //! ended (the harness) lets the signal win over whatever the interrupted
 //! ranks reported (an aborted wait, a slow wind-down taken for a hang).
 
+use super::model::PeerLost;
 use super::{mono_ns, RankRecorder};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering};
@@ -133,9 +134,26 @@ pub enum Fired {
     Request,
     /// Another process of the run detected a hang.
     Remote,
+    /// A rank's process died (its launcher says so): the ranks waiting on
+    /// it would only time out.
+    Lost(PeerLost),
     /// After a timeout (`signal`: after a stop signal) the run did not
     /// wind down within the grace period.
     Stuck { signal: bool },
+}
+
+/// Asks the launcher whether a rank's process of the run died.
+pub type LostProbe = Box<dyn Fn() -> Option<PeerLost> + Send>;
+
+/// What the watchdog hears from the run's other processes.
+#[derive(Default)]
+pub struct Remote {
+    /// A file whose appearance (another process of the run detected a
+    /// hang) fires [`Fired::Remote`], or [`Fired::Stop`] when it says
+    /// [`TRIGGER_SIGNAL`].
+    pub trigger: Option<PathBuf>,
+    /// Fires [`Fired::Lost`] when it names a rank.
+    pub lost: Option<LostProbe>,
 }
 
 /// A running watchdog; stops when dropped or with [`Watchdog::stop`].
@@ -160,14 +178,12 @@ pub fn stall_limit(timeout: Duration) -> Duration {
 pub const GRACE: Duration = Duration::from_secs(10);
 
 impl Watchdog {
-    /// Watches `recs`; `act` runs on the watchdog thread for every event.
-    /// When `trigger` names a file, its appearance (another process of the
-    /// run detected a hang) fires [`Fired::Remote`], or [`Fired::Stop`]
-    /// when the file says [`TRIGGER_SIGNAL`].
+    /// Watches `recs`, and what `remote` says of the run's other
+    /// processes; `act` runs on the watchdog thread for every event.
     pub fn spawn(
         recs: Vec<Arc<RankRecorder>>,
         timeout: Duration,
-        trigger: Option<PathBuf>,
+        remote: Remote,
         act: Box<dyn Fn(&Fired) + Send>,
     ) -> std::io::Result<Watchdog> {
         let stop = Arc::new(AtomicBool::new(false));
@@ -178,17 +194,7 @@ impl Watchdog {
         let tick = (timeout / 20).clamp(Duration::from_millis(5), Duration::from_millis(20));
         let handle = std::thread::Builder::new()
             .name("watchdog".into())
-            .spawn(move || {
-                watch(
-                    &recs,
-                    timeout,
-                    tick,
-                    trigger.as_deref(),
-                    &s,
-                    &f,
-                    act.as_ref(),
-                )
-            })?;
+            .spawn(move || watch(&recs, timeout, tick, &remote, &s, &f, act.as_ref()))?;
         Ok(Watchdog {
             stop,
             fired,
@@ -238,7 +244,7 @@ fn watch(
     recs: &[Arc<RankRecorder>],
     timeout: Duration,
     tick: Duration,
-    trigger: Option<&Path>,
+    remote: &Remote,
     stop: &AtomicBool,
     fired: &Mutex<Option<Fired>>,
     act: &dyn Fn(&Fired),
@@ -248,7 +254,7 @@ fn watch(
             g.get_or_insert(e);
         }
     };
-    let remote = |t: &Path| match std::fs::read_to_string(t) {
+    let triggered = |t: &Path| match std::fs::read_to_string(t) {
         Ok(why) if why.trim() == TRIGGER_SIGNAL => Some(Fired::Stop),
         Ok(_) => Some(Fired::Remote),
         Err(_) => None,
@@ -260,8 +266,10 @@ fn watch(
         }
         let event = if signalled() {
             Some(Fired::Stop)
-        } else if let Some(e) = trigger.and_then(remote) {
+        } else if let Some(e) = remote.trigger.as_deref().and_then(triggered) {
             Some(e)
+        } else if let Some(l) = remote.lost.as_ref().and_then(|probe| probe()) {
+            Some(Fired::Lost(l))
         } else {
             let now = mono_ns();
             recs.iter()
@@ -329,7 +337,7 @@ mod tests {
         let dog = Watchdog::spawn(
             vec![rec],
             Duration::from_millis(50),
-            None,
+            Remote::default(),
             Box::new(move |f: &Fired| s2.lock().unwrap().push(f.clone())),
         )
         .unwrap();
@@ -358,13 +366,46 @@ mod tests {
         let dog = Watchdog::spawn(
             vec![],
             Duration::from_secs(60),
-            Some(t.clone()),
+            Remote {
+                trigger: Some(t.clone()),
+                lost: None,
+            },
             Box::new(|_| {}),
         )
         .unwrap();
         std::fs::write(&t, b"").unwrap();
         assert!(wait_fired(&dog), "the trigger file fired nothing in 20 s");
         assert_eq!(dog.stop(), Some(Fired::Remote));
+    }
+
+    /// A launcher's word that a rank's process died fires at once (the
+    /// timeout of an hour never would), and `act` hears which rank.
+    #[test]
+    fn a_lost_rank_fires() {
+        let told = Arc::new(Mutex::new(None::<PeerLost>));
+        let t2 = Arc::clone(&told);
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let s2 = Arc::clone(&seen);
+        let dog = Watchdog::spawn(
+            vec![],
+            Duration::from_secs(3600),
+            Remote {
+                trigger: None,
+                lost: Some(Box::new(move || t2.lock().unwrap().clone())),
+            },
+            Box::new(move |f| s2.lock().unwrap().push(f.clone())),
+        )
+        .unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+        assert_eq!(dog.fired(), None, "nobody died yet");
+        let lost = PeerLost {
+            rank: 2,
+            how: "killed by signal 9 (SIGKILL)".into(),
+        };
+        *told.lock().unwrap() = Some(lost.clone());
+        assert!(wait_fired(&dog), "the lost rank fired nothing in 20 s");
+        assert_eq!(dog.stop(), Some(Fired::Lost(lost.clone())));
+        assert_eq!(seen.lock().unwrap()[0], Fired::Lost(lost));
     }
 
     #[test]
@@ -375,7 +416,7 @@ mod tests {
         let dog = Watchdog::spawn(
             vec![Arc::clone(&rec)],
             Duration::from_secs(2),
-            None,
+            Remote::default(),
             Box::new(|_| {}),
         )
         .unwrap();

@@ -606,7 +606,8 @@ fn sweep(coll: Option<Collective>, args: &RunArgs, probe: bool) -> anyhow::Resul
     if mpi.is_none() && args.gpu_map.is_some() {
         bail!("--gpu-map places ranks that are processes (mpirun, srun, --procs); thread ranks of one process are placed round-robin over the GPUs (choose them with CUDA_VISIBLE_DEVICES)");
     }
-    let leader = mpi.as_ref().is_none_or(|m| m.rank() == 0);
+    let rank = mpi.as_ref().map_or(0, |m| m.rank());
+    let leader = rank == 0;
     let world = mpi.as_ref().map(|m| m.size());
     let mut s = build_sweep(coll, args, probe, world)?;
     if mpi.is_none() {
@@ -641,7 +642,7 @@ fn sweep(coll: Option<Collective>, args: &RunArgs, probe: bool) -> anyhow::Resul
     // files the sweep would write are not touched.
     let prepared = match harness::prepare(plan, &setup, mpi.as_deref()) {
         Ok(p) => p,
-        Err(e) => return Ok(exit_code(Err(e), leader)),
+        Err(e) => return Ok(exit_code(Err(e), rank)),
     };
     let mut sink = sinks(s, leader)?;
     sink.start(&meta).context("writing results")?;
@@ -713,7 +714,7 @@ fn sweep(coll: Option<Collective>, args: &RunArgs, probe: bool) -> anyhow::Resul
             say!("collbench: warning: {w}");
         }
     }
-    let code = exit_code(result, leader);
+    let code = exit_code(result, rank);
     // nccl-tests' bandwidth floor fails a run that is otherwise clean.
     if code == OK && leader && below_min_bw(&results, plan) {
         return Ok(CHECK_FAILED);
@@ -811,6 +812,7 @@ fn launch_procs(
     Ok(crate::launch::procs::launch(
         n,
         &watchdog::stop_signal_number,
+        &|rank, pid, how| say!("collbench: --procs: rank {rank}'s process (pid {pid}) died: {how}"),
     )?)
 }
 
@@ -932,7 +934,10 @@ fn join_world() -> anyhow::Result<Option<Peers>> {
 }
 
 /// The process's exit code, with the closing message for people.
-fn exit_code(result: Result<harness::Outcome, harness::HarnessError>, leader: bool) -> i32 {
+/// `rank`: this process's rank of the world (0 when it runs every rank):
+/// rank 0 says what concerns the whole run.
+fn exit_code(result: Result<harness::Outcome, harness::HarnessError>, rank: usize) -> i32 {
+    let leader = rank == 0;
     match result {
         // A signal after the sweep's end: every row is in; still 130.
         Ok(_) if watchdog::signalled() => {
@@ -974,8 +979,13 @@ fn exit_code(result: Result<harness::Outcome, harness::HarnessError>, leader: bo
             }
         }
         Err(e) if e.is_hang() => {
-            // The process that found it says so; of the others, rank 0.
-            if leader || !e.is_remote_hang() {
+            // The process that found it says so; of the others, rank 0. A
+            // rank's death is said by the first rank that lived.
+            let speaks = match e.lost_rank() {
+                Some(lost) => rank == usize::from(lost == 0),
+                None => leader || !e.is_remote_hang(),
+            };
+            if speaks {
                 say!("collbench: {e}");
             }
             HANG
