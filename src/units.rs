@@ -424,6 +424,22 @@ pub fn create_output(path: &Path) -> std::io::Result<std::fs::File> {
     }
 }
 
+/// `[0, 1, 3]` as `ranks 0, 1, 3` (or `rank 2`).
+pub fn ranks_text(ranks: &[usize]) -> String {
+    let list: Vec<String> = ranks.iter().map(usize::to_string).collect();
+    let noun = if ranks.len() == 1 { "rank" } else { "ranks" };
+    format!("{noun} {}", list.join(", "))
+}
+
+/// `n` and `noun`, plural when `n` is not 1: `1 rank`, `3 ranks`.
+pub fn count_of(n: usize, noun: &str) -> String {
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{n} {noun}s")
+    }
+}
+
 /// A number for a message: as written for everyday magnitudes, in
 /// scientific notation past them (`1e300` was printed with 300 digits).
 pub fn fmt_number(v: f64) -> String {

@@ -204,7 +204,36 @@ type BadCase<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)], &'a str);
 
 #[test]
 fn bad_process_options_exit_2_with_a_reason() {
-    let cases: [BadCase; 15] = [
+    let cases: [BadCase; 17] = [
+        // Refusals every rank finds are said once, by rank 0.
+        (
+            &[
+                "all-reduce",
+                "--procs",
+                "3",
+                "--device",
+                "host",
+                "--sizes",
+                "2B",
+                "--dtype",
+                "f32",
+            ],
+            &[],
+            "collbench: error: nothing to run: every size of the sweep (2 B)",
+        ),
+        (
+            &[
+                "all-reduce",
+                "--procs",
+                "2",
+                "--device",
+                "cuda-emu",
+                "--sizes",
+                "64M",
+            ],
+            &[("COLLBENCH_EMU_MEM", "64M")],
+            "(1 rank x 128MiB of buffers, plus",
+        ),
         (&["all-reduce", "--procs", "0"], &[], "--procs 0:"),
         (&["all-reduce", "--procs", "65"], &[], "--procs 65:"),
         // --ranks may repeat --procs' count, never differ from it.

@@ -93,9 +93,4 @@ impl<'a> GroupView<'a> {
     }
 }
 
-/// `[0, 1, 3]` as `ranks 0, 1, 3` (or `rank 2`).
-pub fn ranks_text(ranks: &[usize]) -> String {
-    let list: Vec<String> = ranks.iter().map(usize::to_string).collect();
-    let noun = if ranks.len() == 1 { "rank" } else { "ranks" };
-    format!("{noun} {}", list.join(", "))
-}
+pub use crate::units::ranks_text;

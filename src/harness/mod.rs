@@ -31,7 +31,7 @@ use std::time::{Duration, Instant};
 /// Why a sweep stopped.
 #[derive(Debug, thiserror::Error)]
 pub enum HarnessError {
-    #[error("not enough memory: the sweep needs {need} ({ranks} ranks x {per_rank} of buffers, plus {extra} of connections) but {free} is available ({limit}); lower --sizes' maximum or --ranks")]
+    #[error("not enough memory: the sweep needs {need} ({} x {per_rank} of buffers, plus {extra} of connections) but {free} is available ({limit}); lower --sizes' maximum or --ranks", crate::units::count_of(*.ranks, "rank"))]
     Memory {
         need: Bytes,
         per_rank: Bytes,

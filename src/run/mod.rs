@@ -626,7 +626,8 @@ fn sweep(coll: Option<Collective>, args: &RunArgs, probe: bool) -> anyhow::Resul
     // other ranks only, not the whole world's.
     let ranks_here = mpi.as_ref().map_or(s.plan.ranks, |m| m.node_size());
     let rank_processes = mpi.is_some();
-    let capped = budget(&s.plan, &chosen, ranks_here)
+    let budget = budget(&s.plan, &chosen, ranks_here);
+    let capped = budget
         .and_then(|b| harness::cap_sizes_to_memory(&mut s.plan, b))
         .map(|c| warn::Warning::SizesCapped {
             kept_max: c.kept_max,
@@ -640,9 +641,26 @@ fn sweep(coll: Option<Collective>, args: &RunArgs, probe: bool) -> anyhow::Resul
     let (s, plan) = (&s, &s.plan);
     // Refused before anything runs (nothing to run, too little memory): the
     // files the sweep would write are not touched.
-    let prepared = match harness::prepare(plan, &setup, mpi.as_deref()) {
-        Ok(p) => p,
-        Err(e) => return Ok(exit_code(Err(e), rank)),
+    // Device memory too small even for the smallest size is refused here,
+    // alike on every rank (the host engine's is, in `prepare`).
+    let prepared = harness::prepare(plan, &setup, mpi.as_deref()).and_then(|p| match budget {
+        Some(b @ harness::Budget::Device { .. }) => {
+            harness::check_budget(plan, &p.cases, b).map(|()| p)
+        }
+        _ => Ok(p),
+    });
+    let prepared = match (prepared, mpi.as_deref()) {
+        (Ok(p), None) => p,
+        (Err(e), None) => return Ok(exit_code(Err(e), rank)),
+        (p, Some(m)) => match agree_prepared(m, p)? {
+            Ok(p) => p,
+            Err(said) => {
+                if leader {
+                    fail(said);
+                }
+                return Ok(USAGE);
+            }
+        },
     };
     let mut sink = sinks(s, leader)?;
     sink.start(&meta).context("writing results")?;
@@ -934,6 +952,74 @@ fn join_world() -> anyhow::Result<Option<Peers>> {
 }
 
 /// The process's exit code, with the closing message for people.
+/// Every rank of a world of processes learns whether every rank can run
+/// the sweep (its cases, their memory on its node), so that all go on or
+/// all refuse together: one rank refusing alone would leave the others
+/// waiting on it. A refusal is said once, by rank 0 (`Err`: the words),
+/// however many ranks found it; the ranks that refused are named when not
+/// all did (a node short of memory among others).
+fn agree_prepared(
+    m: &Peers,
+    mine: Result<harness::Prepared, harness::HarnessError>,
+) -> anyhow::Result<Result<harness::Prepared, String>> {
+    use harness::HarnessError;
+    // "kind\nwords" of a refusal; empty for a rank that can run.
+    let said = match &mine {
+        Ok(_) => String::new(),
+        Err(e) => {
+            let kind = match e {
+                HarnessError::Memory { .. } => "memory",
+                HarnessError::Empty(_) => "empty",
+                _ => "other",
+            };
+            format!("{kind}\n{e}")
+        }
+    };
+    let all = m
+        .all_gather(said.as_bytes())
+        .context("agreeing on the sweep with the other ranks")?;
+    Ok(match refusals(&all) {
+        None => mine.map_err(|e| e.to_string()),
+        Some(words) => Err(words),
+    })
+}
+
+/// What every rank said of the sweep ("kind\nwords" of a refusal, empty
+/// for a rank that can run), as one message: each kind of refusal once, in
+/// the words of the lowest rank that made it, naming the ranks that made
+/// it when not all did; `None` when every rank can run.
+fn refusals(all: &[Vec<u8>]) -> Option<String> {
+    let mut kinds: Vec<(String, String, Vec<usize>)> = Vec::new();
+    for (r, b) in all.iter().enumerate() {
+        let text = String::from_utf8_lossy(b);
+        let Some((kind, words)) = text.split_once('\n') else {
+            continue;
+        };
+        match kinds.iter_mut().find(|(k, _, _)| k == kind) {
+            Some((_, _, ranks)) => ranks.push(r),
+            None => kinds.push((kind.to_string(), words.to_string(), vec![r])),
+        }
+    }
+    if kinds.is_empty() {
+        return None;
+    }
+    let lines: Vec<String> = kinds
+        .into_iter()
+        .map(|(_, words, ranks)| {
+            if ranks.len() == all.len() {
+                words
+            } else {
+                format!(
+                    "{} of {}: {words}",
+                    crate::units::ranks_text(&ranks),
+                    all.len()
+                )
+            }
+        })
+        .collect();
+    Some(lines.join("\ncollbench: error: "))
+}
+
 /// `rank`: this process's rank of the world (0 when it runs every rank):
 /// rank 0 says what concerns the whole run.
 fn exit_code(result: Result<harness::Outcome, harness::HarnessError>, rank: usize) -> i32 {
@@ -1252,6 +1338,25 @@ pub fn rfc3339_now() -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_refusal_is_said_once_naming_the_ranks_when_not_all() {
+        let ok = Vec::new;
+        let mem = |gib: u32| format!("memory\nnot enough memory: {gib} GiB free").into_bytes();
+        assert_eq!(super::refusals(&[ok(), ok(), ok()]), None);
+        // Every rank refused alike: the lowest rank's words, once.
+        assert_eq!(
+            super::refusals(&[mem(23), mem(22), mem(23)]).as_deref(),
+            Some("not enough memory: 23 GiB free")
+        );
+        // A node short of memory among others, and another kind of refusal.
+        assert_eq!(
+            super::refusals(&[ok(), ok(), mem(3), mem(4), b"empty\nnothing to run".to_vec()]).as_deref(),
+            Some(
+                "ranks 2, 3 of 5: not enough memory: 3 GiB free\ncollbench: error: rank 4 of 5: nothing to run"
+            )
+        );
+    }
+
     #[test]
     fn text_from_files_cannot_drive_the_terminal() {
         assert!(matches!(

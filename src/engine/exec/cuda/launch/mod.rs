@@ -355,9 +355,10 @@ impl CudaWorld {
             );
             if need > free / 10 * 9 {
                 return Err(ExecError::Setup(format!(
-                    "not enough memory on GPU {} ({}): {here} ranks x {} of buffers and connections need {}, but {} is free; lower --sizes' maximum or --ranks",
+                    "not enough memory on GPU {} ({}): {} x {} of buffers and connections need {}, but {} is free; lower --sizes' maximum or --ranks",
                     desc.ordinal,
                     desc.name,
+                    crate::units::count_of(here, "rank"),
                     crate::units::Bytes((per_rank + conn) as u64),
                     crate::units::Bytes(need),
                     crate::units::Bytes(free)
