@@ -257,3 +257,67 @@ fn a_send_recv_member_has_no_root() {
     assert!(root_of("broadcast").iter().all(|&r| r == 2), "{v}");
     assert!(!root_of("send-recv").is_empty());
 }
+
+/// A member collective that lacks the algorithm `--algo` chose runs
+/// auto's pick: the rows show it, and a note says so (on stderr and in
+/// the results); members that have it run it, without a note.
+#[test]
+fn a_member_without_the_chosen_algorithm_is_noted() {
+    let (code, v, err) = run_json(&[
+        "all-reduce",
+        "--group",
+        "3",
+        "--group-mix",
+        "all-reduce,all-to-all,broadcast",
+        "--algo",
+        "ring,tree",
+        "--device",
+        "host",
+        "--ranks",
+        "3",
+        "--sizes",
+        "1K",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let note = "--algo: all-to-all has no ring or tree algorithm, so the group's all-to-all operations ran auto's pick (direct)";
+    assert_eq!(err.matches(note).count(), 1, "{err}");
+    let notes: Vec<&str> = v["meta"]["notes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert_eq!(
+        notes.iter().filter(|n| n.contains("--algo:")).count(),
+        1,
+        "{notes:?}"
+    );
+    assert!(notes.contains(&note), "{notes:?}");
+    for r in rows(&v) {
+        match r["collective"].as_str().unwrap() {
+            "all-to-all" => assert_eq!(r["algo"], "direct", "{r}"),
+            "all-reduce" | "broadcast" => {
+                assert!(r["algo"] == "ring" || r["algo"] == "tree", "{r}")
+            }
+            _ => {}
+        }
+    }
+    // Every member has direct: nothing to say.
+    let (code, _, err) = run_json(&[
+        "all-reduce",
+        "--group",
+        "2",
+        "--group-mix",
+        "all-reduce,all-to-all",
+        "--algo",
+        "direct",
+        "--device",
+        "host",
+        "--ranks",
+        "3",
+        "--sizes",
+        "1K",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(!err.contains("--algo:"), "{err}");
+}

@@ -627,6 +627,7 @@ pub fn prepare(plan: &Plan, setup: &Setup, mpi: Option<&Peers>) -> Result<Prepar
         .into_iter()
         .map(|w| format!("engine mpi skipped cases: {w}"))
         .collect();
+    notes.extend(members_without_the_algo(plan, &cases));
     if skipped.pairs > 0 {
         let shown: Vec<String> = skipped
             .sizes
@@ -649,6 +650,51 @@ pub fn prepare(plan: &Plan, setup: &Setup, mpi: Option<&Peers>) -> Result<Prepar
         ));
     }
     Ok(Prepared { cases, notes })
+}
+
+/// A note for each collective of a group (`--group-mix`) that lacks an
+/// algorithm `--algo` chose: its operations run `auto`'s pick instead
+/// (all-to-all has no ring), which the rows show but nothing said.
+fn members_without_the_algo(plan: &Plan, cases: &[Case]) -> Vec<String> {
+    use crate::engine::types::{Algo, Collective};
+    if plan.group == 0 || plan.algos == AlgoChoice::Auto {
+        return Vec::new();
+    }
+    // Per member collective: the algorithms asked that it lacks, and
+    // auto's picks instead, in order.
+    let mut fell: Vec<(Collective, Vec<Algo>, Vec<Algo>)> = Vec::new();
+    for c in cases.iter().filter(|c| c.engine == Engine::Builtin) {
+        for m in plan.members(c).iter().filter(|m| m.algo != c.algo) {
+            let i = match fell.iter().position(|(coll, _, _)| *coll == m.coll) {
+                Some(i) => i,
+                None => {
+                    fell.push((m.coll, Vec::new(), Vec::new()));
+                    fell.len() - 1
+                }
+            };
+            let (_, asked, picks) = &mut fell[i];
+            if !asked.contains(&c.algo) {
+                asked.push(c.algo);
+            }
+            if !picks.contains(&m.algo) {
+                picks.push(m.algo);
+            }
+        }
+    }
+    let names = |l: &[Algo], sep: &str| -> String {
+        l.iter().map(|a| a.name()).collect::<Vec<_>>().join(sep)
+    };
+    fell.into_iter()
+        .map(|(coll, asked, picks)| {
+            format!(
+                "--algo: {} has no {} algorithm, so the group's {} operations ran auto's pick ({})",
+                coll.name(),
+                names(&asked, " or "),
+                coll.name(),
+                names(&picks, ", ")
+            )
+        })
+        .collect()
 }
 
 /// The CUDA executor's options for a sweep on `kind`.
