@@ -706,6 +706,19 @@ fn nccl_tests_binaries_read_flags_as_nccl_tests_does() {
         header_of(&text).contains("minBytes 1024 maxBytes 4096 step: 2(factor)"),
         "{text}"
     );
+    // collbench's own --ranks in one process: nccl-tests' -g, in the header too.
+    let (code, text, err) = run_alias(
+        d,
+        "all_reduce_perf",
+        &["--ranks", "3", "-b", "8", "-e", "8", "-n", "1", "-w", "0"],
+        &[],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        header_of(&text).starts_with("# nThread 1 nGpus 3 minBytes 8 maxBytes 8"),
+        "{text}"
+    );
+    assert_eq!(text.matches("#  Rank ").count(), 3, "{text}");
     // -e alone is below -b's default of 32 MiB: refused as nccl-tests does.
     let (code, _, err) = run_alias(d, "all_reduce_perf", &["-e", "1K"], &[]);
     assert_eq!(code, 2, "{err}");

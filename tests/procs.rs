@@ -603,6 +603,23 @@ fn rank_processes_keep_the_nccl_tests_name() {
     assert_eq!(v["meta"]["world_size"], 2);
     // 8, 16, 32, 64 B, out of place and in place.
     assert_eq!(all_clean(&v, "all_reduce_perf --procs 2"), 8);
+    // nccl-tests' header of a rank process: one thread of one GPU; each
+    // rank's device line shows its own process, as the results do.
+    assert!(
+        text.contains("# nThread 1 nGpus 1 minBytes 8 maxBytes 64"),
+        "{text}"
+    );
+    let procs = v["meta"]["processes"].as_array().expect("meta.processes");
+    assert_eq!(procs.len(), 2, "{procs:?}");
+    assert_ne!(procs[0]["pid"], procs[1]["pid"], "{procs:?}");
+    for (r, p) in procs.iter().enumerate() {
+        let line = format!(
+            "#  Rank {r:>2} Group  0 Pid {:>6} on {:>10} device",
+            p["pid"].as_u64().unwrap(),
+            p["host"].as_str().unwrap()
+        );
+        assert!(text.contains(&line), "{line}\n{text}");
+    }
 }
 
 /// The pid of rank `rank` of a `--procs 2` run whose command line holds

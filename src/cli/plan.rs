@@ -69,8 +69,9 @@ fn nccl_tests_order(mut types: Vec<Dtype>, as_nccl_tests: bool) -> Vec<Dtype> {
 }
 
 /// nccl-tests' header line and bandwidth floor for a run under its
-/// binaries' names (None otherwise).
-fn nccl_tests_run(a: &RunArgs) -> Result<Option<NcclTestsRun>, PlanError> {
+/// binaries' names (None otherwise); `world`: the world of rank processes
+/// this one is a rank of, if any.
+fn nccl_tests_run(a: &RunArgs, world: Option<usize>) -> Result<Option<NcclTestsRun>, PlanError> {
     let nt = &a.nccl_tests;
     if !nt.as_nccl_tests {
         return Ok(None);
@@ -96,10 +97,16 @@ fn nccl_tests_run(a: &RunArgs) -> Result<Option<NcclTestsRun>, PlanError> {
             nccl_tests_step(&a.sizes),
         ),
     };
+    // The ranks of this process are nThread x nGpus: `--ranks N` alone
+    // (one process) is nccl-tests' `-g N`.
+    let ngpus = match (nt.nthreads, nt.ngpus, a.ranks, world) {
+        (_, Some(g), _, _) => g,
+        (None, None, Some(r), None) => r,
+        _ => 1,
+    };
     let header = format!(
-        "# nThread {} nGpus {} minBytes {min} maxBytes {max} step: {step} warmup iters: {} iters: {} agg iters: {} validation: {} graph: {}",
+        "# nThread {} nGpus {ngpus} minBytes {min} maxBytes {max} step: {step} warmup iters: {} iters: {} agg iters: {} validation: {} graph: {}",
         nt.nthreads.unwrap_or(1),
-        nt.ngpus.unwrap_or(1),
         a.warmup,
         a.iters,
         nt.agg_iters.unwrap_or(1),
@@ -463,7 +470,7 @@ fn build_over(
         cuda_knobs: crate::engine::exec::cuda::launch::EnvKnobs::from_env().map_err(PlanError)?,
     };
     Ok(Sweep {
-        nccl_tests: nccl_tests_run(a)?,
+        nccl_tests: nccl_tests_run(a, world)?,
         agg_iters: nt.agg_iters.unwrap_or(1),
         plan,
         device: a.device,

@@ -51,6 +51,7 @@ pub fn results(rows: Vec<Row>) -> Results {
             agg_iters: 1,
             graph: false,
             gpus: Vec::new(),
+            processes: Vec::new(),
             pid: 0,
             version: "0.1.0".into(),
             command: "collbench all-reduce".into(),

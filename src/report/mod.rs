@@ -26,7 +26,7 @@ pub mod text;
 pub mod warn;
 
 pub use links::{LinkFinding, LinkPair, LinkReport};
-pub use model::{Arrival, Gpu, Meta, Partial, Results, Row, Slowest, Stats, StopReason};
+pub use model::{Arrival, Gpu, Meta, Partial, Process, Results, Row, Slowest, Stats, StopReason};
 
 use std::io;
 

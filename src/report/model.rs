@@ -194,6 +194,10 @@ pub struct Meta {
     /// The GPUs used, as CUDA names them (rank r runs on `gpus[r % len]`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub gpus: Vec<Gpu>,
+    /// Where ranks are processes (mpirun, srun, `--procs`): each rank's
+    /// process and host, by rank (nccl-tests' device lines show them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub processes: Vec<Process>,
     /// Anything the run wants a reader to know (engine choice, caps);
     /// written even when empty, as every documented key.
     #[serde(default)]
@@ -278,6 +282,13 @@ impl std::fmt::Display for Partial {
             self.missing_rows
         )
     }
+}
+
+/// A rank's process.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Process {
+    pub pid: u32,
+    pub host: String,
 }
 
 /// One GPU of a run, as nccl-tests' device lines show it.

@@ -232,6 +232,10 @@ impl NcclTests {
                         .map_or("unknown device", |d| d.as_str()),
                 ),
             };
+            // Ranks that are processes: each its own.
+            let (pid, host) = meta
+                .and_then(|m| m.processes.get(rank))
+                .map_or((pid, host), |p| (p.pid, p.host.as_str()));
             out.push(format!(
                 "#  Rank {rank:>2} Group  0 Pid {pid:>6} on {host:>10} device {dev:>2} [{bus}] {name}"
             ));

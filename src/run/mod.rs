@@ -637,6 +637,9 @@ fn sweep(coll: Option<Collective>, args: &RunArgs, probe: bool) -> anyhow::Resul
         });
     let mut meta = meta(&s, &chosen);
     meta.notes.extend(chosen.notes.iter().cloned());
+    if let Some(m) = &mpi {
+        meta.processes = processes(m, &meta.host)?;
+    }
     let setup = setup(&s.plan, &chosen, &meta, mpi.as_deref())?;
     let (s, plan) = (&s, &s.plan);
     // Refused before anything runs (nothing to run, too little memory): the
@@ -1020,6 +1023,26 @@ fn refusals(all: &[Vec<u8>]) -> Option<String> {
     Some(lines.join("\ncollbench: error: "))
 }
 
+/// Every rank's process id and host, by rank (a collective: every rank
+/// calls it).
+fn processes(m: &Peers, host: &str) -> anyhow::Result<Vec<crate::report::Process>> {
+    let mine = format!("{} {host}", std::process::id());
+    let all = m
+        .all_gather(mine.as_bytes())
+        .context("gathering the ranks' process ids")?;
+    Ok(all
+        .iter()
+        .map(|b| {
+            let text = String::from_utf8_lossy(b);
+            let (pid, host) = text.split_once(' ').unwrap_or(("0", "unknown"));
+            crate::report::Process {
+                pid: pid.parse().unwrap_or(0),
+                host: host.to_string(),
+            }
+        })
+        .collect())
+}
+
 /// `rank`: this process's rank of the world (0 when it runs every rank):
 /// rank 0 says what concerns the whole run.
 fn exit_code(result: Result<harness::Outcome, harness::HarnessError>, rank: usize) -> i32 {
@@ -1302,6 +1325,7 @@ fn meta(s: &Sweep, chosen: &Chosen) -> Meta {
         partial: None,
         pid: std::process::id(),
         gpus: chosen.gpus.clone(),
+        processes: Vec::new(),
         log_avg_busbw: None,
         log_out_of_bounds: None,
         nccl_tests_header: s.nccl_tests.as_ref().map(|n| n.header.clone()),
