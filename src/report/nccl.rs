@@ -192,6 +192,12 @@ impl NcclTests {
         };
         let (min, max) = (sizes[0], sizes[sizes.len() - 1]);
         let ranks = meta.map_or(1, |m| m.world_size.max(1));
+        // nGpus counts a process's ranks: one where ranks are processes.
+        let per_process = if meta.is_some_and(|m| !m.processes.is_empty()) {
+            1
+        } else {
+            ranks
+        };
         let (warmup, iters) = meta.map_or((0, 0), |m| (m.warmup, m.iters));
         // nccl-tests' iters are per aggregate of `agg` operations.
         let agg = meta.map_or(1, |m| m.agg_iters.max(1));
@@ -201,7 +207,7 @@ impl NcclTests {
         let mut out = vec![
             format!("# Collective test starting: {}", perf_binary(&first.collective)),
             given.unwrap_or_else(|| format!(
-                "# nThread 1 nGpus {ranks} minBytes {min} maxBytes {max} step: {} warmup iters: {warmup} iters: {} agg iters: {agg} validation: {} graph: {}",
+                "# nThread 1 nGpus {per_process} minBytes {min} maxBytes {max} step: {} warmup iters: {warmup} iters: {} agg iters: {agg} validation: {} graph: {}",
                 step(sizes),
                 iters / agg,
                 u8::from(first.wrong >= 0),
@@ -569,6 +575,24 @@ mod tests {
         assert!(
             text.contains("#  Rank  3 Group  0 Pid      0 on      node1 device  3 [host] Test CPU"),
             "{text}"
+        );
+        // Ranks that are processes: one rank a process, each its own line.
+        let mut spread = r.clone();
+        spread.meta.processes = (0..4)
+            .map(|k| crate::report::Process {
+                pid: 100 + k,
+                host: format!("n{}", k / 2),
+            })
+            .collect();
+        let spread = render(&spread);
+        assert!(
+            spread.contains("# nThread 1 nGpus 1 minBytes 1024"),
+            "{spread}"
+        );
+        assert!(
+            spread
+                .contains("#  Rank  3 Group  0 Pid    103 on         n1 device  3 [host] Test CPU"),
+            "{spread}"
         );
         let data: Vec<&str> = lines
             .iter()
