@@ -168,8 +168,18 @@ pub fn sweep(min: u64, max: u64, growth: Growth) -> Result<Vec<u64>, UnitError> 
 }
 
 /// Parses `300`, `3s`, `500ms`, `5m`, `1h`, `2.5s`, and sums of parts each
-/// with its unit: `2m30s`, `1h 30m`.
+/// with its unit: `2m30s`, `1h 30m`; positive.
 pub fn parse_duration(s: &str) -> Result<Duration, UnitError> {
+    let d = parse_duration_or_zero(s)?;
+    if d.is_zero() {
+        return err(format!("duration '{s}' must be positive"));
+    }
+    Ok(d)
+}
+
+/// [`parse_duration`], zero allowed however it is written (`0`, `0s`,
+/// `0h0m`).
+pub fn parse_duration_or_zero(s: &str) -> Result<Duration, UnitError> {
     let not_one = || {
         UnitError(format!(
             "'{s}' is not a duration (expected like 30s, 500ms, 5m, 1h30m)"
@@ -207,7 +217,7 @@ pub fn parse_duration(s: &str) -> Result<Duration, UnitError> {
             "duration '{s}' is too long (at most 1e9 seconds, about 31 years)"
         ));
     }
-    if secs <= 0.0 {
+    if secs < 0.0 {
         return err(format!("duration '{s}' must be positive"));
     }
     Ok(Duration::from_secs_f64(secs))

@@ -410,6 +410,11 @@ fn bad_input_exits_2_with_a_reason_and_no_panic() {
         (&["all-reduce", "--iters", "-3"], ""),
         (&["all-reduce", "--warmup", "x"], "not a non-negative"),
         (&["all-reduce", "--timeout", "soon"], "not a duration"),
+        (&["all-reduce", "--group", "-2"], "-2 is not in 2..=64"),
+        (
+            &["all-reduce", "-R", "5"],
+            "'5' is not 0 (no registration), 1",
+        ),
         (
             &["all-gather", "--algo", "tree"],
             "not an algorithm for all-gather",

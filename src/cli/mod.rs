@@ -345,7 +345,7 @@ pub struct RunArgs {
     /// Issue N operations as one group (NCCL's group calls), timed as one:
     /// a row per operation and one for the group. On the builtin engine a
     /// group is one program per rank (one launch on a GPU).
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(2..=64))]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(2..=64), allow_negative_numbers = true)]
     pub group: Option<u16>,
     /// The group's collectives, cycled over its N operations (default: the
     /// subcommand's); without --group, one operation each.
@@ -462,7 +462,7 @@ pub struct NcclTestsArgs {
     #[arg(short = 'C', long = "report_cputime", hide = true, value_name = "0|1", value_parser = values::flag01, allow_negative_numbers = true)]
     pub report_cputime: Option<bool>,
     /// nccl-tests -R: register buffers with NCCL (0, 1 or 2).
-    #[arg(short = 'R', long = "local_register", hide = true, value_name = "0-2", value_parser = values::count, allow_negative_numbers = true)]
+    #[arg(short = 'R', long = "local_register", hide = true, value_name = "0-2", value_parser = values::register, allow_negative_numbers = true)]
     pub local_register: Option<usize>,
     /// nccl-tests -p: initialise NCCL from threads in parallel (0 or 1).
     #[arg(short = 'p', long = "parallel_init", hide = true, value_name = "0|1", value_parser = values::flag01, allow_negative_numbers = true)]

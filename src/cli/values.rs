@@ -425,20 +425,30 @@ pub fn duration(v: &str) -> Result<Duration, ValueError> {
 /// How long "never" lasts for `--timeout 0` (nccl-tests' `-T 0`): a year.
 pub const NO_TIMEOUT: Duration = Duration::from_secs(365 * 86_400);
 
-/// `--timeout`: a duration, or 0 (in any unit: `0`, `0s`, `0ms`) for none.
+/// `--timeout`: a duration, or 0 (in any unit: `0`, `0s`, `0h0m`) for none.
 pub fn timeout(v: &str) -> Result<Duration, ValueError> {
-    let t = v.trim();
-    let num = t.trim_end_matches(|c: char| c.is_ascii_alphabetic());
-    let unit = &t[num.len()..];
-    if num.trim().parse::<f64>().is_ok_and(|x| x == 0.0) && duration(&format!("1{unit}")).is_ok() {
-        return Ok(NO_TIMEOUT);
+    match crate::units::parse_duration_or_zero(v) {
+        Ok(d) if d.is_zero() => Ok(NO_TIMEOUT),
+        Ok(d) => Ok(d),
+        Err(e) => Err(ValueError(e.to_string())),
     }
-    duration(v)
 }
 
 /// A whole number, 0 included.
 pub fn count(v: &str) -> Result<usize, ValueError> {
     whole("the value", v)
+}
+
+/// nccl-tests' `-R`: 0 no registration, 1 local, 2 symmetric.
+pub fn register(v: &str) -> Result<usize, ValueError> {
+    match v.trim() {
+        "0" => Ok(0),
+        "1" => Ok(1),
+        "2" => Ok(2),
+        other => bad(format!(
+            "'{other}' is not 0 (no registration), 1 (local) or 2 (symmetric)"
+        )),
+    }
 }
 
 /// nccl-tests' 0/1 switches.
@@ -712,11 +722,22 @@ mod tests {
     }
 
     #[test]
+    fn registration_is_0_1_or_2() {
+        assert_eq!(register("0"), Ok(0));
+        assert_eq!(register(" 2 "), Ok(2));
+        for v in ["3", "5", "-1", "x", ""] {
+            assert!(register(v).is_err(), "{v}");
+        }
+    }
+
+    #[test]
     fn a_zero_timeout_in_any_unit_is_none() {
         for v in ["0", "0.0", "0s", "0ms", " 0m "] {
             assert_eq!(timeout(v), Ok(NO_TIMEOUT), "{v}");
         }
         assert_eq!(timeout("3s"), Ok(Duration::from_secs(3)));
+        assert_eq!(timeout("0h0m"), Ok(NO_TIMEOUT));
+        assert_eq!(timeout("0m 0s"), Ok(NO_TIMEOUT));
         assert!(timeout("0parsecs").is_err());
         assert!(timeout("-1s").is_err());
         assert!(timeout("abc").is_err());

@@ -241,6 +241,7 @@ fn nvrtc_usable() -> Result<(), crate::engine::exec::cuda::LoadError> {
 pub(crate) fn choose_device(s: &Sweep, node: Option<usize>) -> anyhow::Result<Chosen> {
     let mpi_world = node.is_some();
     let ranks = s.plan.ranks;
+    let ranks_n = crate::units::count_of(ranks, "rank");
     let mut gpu_list = Vec::new();
     // The GPUs the ranks use: lines for people, and name and bus id for
     // nccl-tests' device lines.
@@ -293,13 +294,13 @@ pub(crate) fn choose_device(s: &Sweep, node: Option<usize>) -> anyhow::Result<Ch
         DeviceChoice::Auto => match cuda_device::probe() {
             Ok(_) if mpi_world && s.plan.engines.contains(&Engine::Mpi) => (
                 None,
-                Some(format!("--engine mpi runs on host buffers: every process runs on the host engine ({ranks} ranks)")),
+                Some(format!("--engine mpi runs on host buffers: every process runs on the host engine ({ranks_n})")),
                 Vec::new(),
             ),
             Ok(d) if node.is_some_and(|n| n > d.devices.len()) && !s.plan.allow_shared_gpu => (
                 None,
                 Some(format!(
-                    "{} ranks on this node and {} GPU(s): running on the host engine ({ranks} ranks; --device cuda --allow-shared-gpu shares the GPUs)",
+                    "{} ranks on this node and {} GPU(s): running on the host engine ({ranks_n}; --device cuda --allow-shared-gpu shares the GPUs)",
                     node.unwrap_or(0),
                     d.devices.len()
                 )),
@@ -308,20 +309,20 @@ pub(crate) fn choose_device(s: &Sweep, node: Option<usize>) -> anyhow::Result<Ch
             Ok(d) => match nvrtc_usable() {
                 Ok(()) => {
                     let used = gpus(&d, &mut gpu_list);
-                    let note = format!("running on the CUDA engine: {} ({ranks} ranks)", used.join(", "));
+                    let note = format!("running on the CUDA engine: {} ({ranks_n})", used.join(", "));
                     (Some(GpuKind::Cuda), Some(note), used)
                 }
                 Err(why) => (
                     None,
                     Some(format!(
-                        "GPU found, but NVRTC is not usable ({why}): running on the host engine ({ranks} ranks)"
+                        "GPU found, but NVRTC is not usable ({why}): running on the host engine ({ranks_n})"
                     )),
                     Vec::new(),
                 ),
             },
             Err(why) => (
                 None,
-                Some(format!("no usable GPU ({why}): running on the host engine ({ranks} ranks)")),
+                Some(format!("no usable GPU ({why}): running on the host engine ({ranks_n})")),
                 Vec::new(),
             ),
         },
