@@ -67,6 +67,16 @@ pub fn parse_bytes(s: &str) -> Result<u64, UnitError> {
             ))
         }
     };
+    let too_large = || UnitError(format!("size '{s}' is too large"));
+    // Whole numbers exactly (a float holds 53 bits: 2^53 + 1 would read
+    // as 2^53); fractions of a unit through a float.
+    if !num.contains('.') {
+        let v: u64 = num.parse().map_err(|_| too_large())?;
+        return v
+            .checked_mul(mult)
+            .filter(|&b| b <= u64::MAX / 2)
+            .ok_or_else(too_large);
+    }
     let v: f64 = num
         .parse()
         .map_err(|_| UnitError(format!("'{num}' in '{s}' is not a number")))?;
@@ -546,6 +556,19 @@ mod tests {
         assert!(parse_bytes("12Q").unwrap_err().0.contains("unknown unit"));
         assert!(parse_bytes("M").is_err());
         assert!(parse_bytes("").is_err());
+        // Whole numbers exactly, past a float's 53 bits.
+        assert_eq!(parse_bytes("9007199254740993"), Ok((1 << 53) + 1));
+        assert_eq!(parse_bytes("9223372036854775807"), Ok(u64::MAX / 2));
+        for big in [
+            "9223372036854775808",
+            "99999999999999999999999",
+            "8589934592G",
+        ] {
+            assert!(
+                parse_bytes(big).unwrap_err().0.contains("too large"),
+                "{big}"
+            );
+        }
     }
 
     #[test]
