@@ -50,11 +50,30 @@ pub enum ParseError {
     #[error("empty file")]
     Empty,
     /// A JSONL line (1-based) that is not what it should be.
-    #[error("line {line}: {source}")]
+    #[error("line {line}: {}", in_line(.source))]
     Line {
         line: usize,
         source: serde_json::Error,
     },
+    /// The JSONL's end line, malformed.
+    #[error("line {line}: a malformed end line: {}", in_line(.source))]
+    EndLine {
+        line: usize,
+        source: serde_json::Error,
+    },
+    /// A line after the JSONL's end line.
+    #[error("line {line}: data after the end line (line {end}): a JSONL holds one run")]
+    AfterEnd { line: usize, end: usize },
+}
+
+/// serde_json's error about one JSONL line, without its `at line 1`
+/// (the line is named already): `expected value at column 149`.
+fn in_line(e: &serde_json::Error) -> String {
+    let text = e.to_string();
+    match text.rfind(" at line 1 column ") {
+        Some(i) => format!("{} at column {}", &text[..i], &text[i + 18..]),
+        None => text,
+    }
 }
 
 /// Reads a results file, checking its schema: the JSON, or the JSONL beside
@@ -136,7 +155,9 @@ fn schema_hint(schema: &str) -> &'static str {
 }
 
 fn parse_results(path: &Path, text: &str) -> Result<Results, ResultsError> {
-    let parsed = if path.extension().is_some_and(|e| e == "jsonl") {
+    let parsed = if text.trim().is_empty() {
+        Err(ParseError::Empty)
+    } else if path.extension().is_some_and(|e| e == "jsonl") {
         parse_jsonl(text)
     } else {
         serde_json::from_str::<Results>(text).map_err(ParseError::from)
@@ -287,28 +308,43 @@ struct End {
 /// writing it) is left out. Without its end line the run is unfinished
 /// (`meta.partial`, reason `unfinished`): killed, or still running.
 fn parse_jsonl(text: &str) -> Result<Results, ParseError> {
-    let mut lines = text.lines().filter(|l| !l.trim().is_empty());
-    let head: Head = serde_json::from_str(lines.next().ok_or(ParseError::Empty)?)
-        .map_err(|source| ParseError::Line { line: 1, source })?;
-    let lines: Vec<&str> = lines.collect();
+    // Line numbers as an editor shows them; blank lines are no lines.
+    let mut lines = text
+        .lines()
+        .enumerate()
+        .map(|(i, l)| (i + 1, l))
+        .filter(|(_, l)| !l.trim().is_empty());
+    let (first, head) = lines.next().ok_or(ParseError::Empty)?;
+    let head: Head = serde_json::from_str(head).map_err(|source| ParseError::Line {
+        line: first,
+        source,
+    })?;
+    let lines: Vec<(usize, &str)> = lines.collect();
     let mut rows = Vec::new();
-    let mut end = None;
-    for (i, l) in lines.iter().enumerate() {
-        if let Ok(e) = serde_json::from_str::<EndLine>(l) {
-            end = Some(e.end);
+    let mut end: Option<(usize, End)> = None;
+    for (k, &(line, l)) in lines.iter().enumerate() {
+        if let Some((at, _)) = end {
+            // A JSONL holds one run, ended once: what follows is another
+            // file appended, or an edit.
+            return Err(ParseError::AfterEnd { line, end: at });
+        }
+        // `{"end": ...}` is the end line, whole or malformed.
+        let is_end = serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(l)
+            .is_ok_and(|m| m.len() == 1 && m.contains_key("end"));
+        if is_end {
+            let e: EndLine =
+                serde_json::from_str(l).map_err(|source| ParseError::EndLine { line, source })?;
+            end = Some((line, e.end));
             continue;
         }
         match serde_json::from_str::<Row>(l) {
             Ok(r) => rows.push(r),
-            Err(_) if i + 1 == lines.len() => {}
-            Err(source) => {
-                return Err(ParseError::Line {
-                    line: i + 2,
-                    source,
-                })
-            }
+            // A torn last line: the sweep was killed while writing it.
+            Err(_) if k + 1 == lines.len() => {}
+            Err(source) => return Err(ParseError::Line { line, source }),
         }
     }
+    let end = end.map(|(_, e)| e);
     let mut meta = head.meta;
     meta.partial = match end {
         Some(e) => e.partial,
@@ -502,5 +538,25 @@ mod tests {
             .to_string()
             .starts_with("line 2:"));
         assert!(parse_jsonl("").is_err());
+        // Line numbers count blank lines; serde's own `line 1` is dropped.
+        let bad = format!("{head}\n\n{}\n{{\"bytes\": x}}\n{}\n", rows[0], rows[1]);
+        assert_eq!(
+            parse_jsonl(&bad).unwrap_err().to_string(),
+            "line 4: expected value at column 11"
+        );
+        // Rows after the end line (a second run appended) are refused, not
+        // read as this run's.
+        let appended = format!("{ended}{}\n", rows[1]);
+        assert_eq!(
+            parse_jsonl(&appended).unwrap_err().to_string(),
+            "line 4: data after the end line (line 3): a JSONL holds one run"
+        );
+        // A malformed end line is said to be one, not missing.
+        let bad_end = format!(
+            "{head}\n{}\n{{\"end\":{{\"partial\":\"hang\"}}}}\n",
+            rows[0]
+        );
+        let e = parse_jsonl(&bad_end).unwrap_err().to_string();
+        assert!(e.starts_with("line 3: a malformed end line: "), "{e}");
     }
 }
