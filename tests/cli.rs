@@ -1635,3 +1635,67 @@ fn injections_no_check_can_see_are_said_not_passed() {
         );
     }
 }
+
+/// An output that cannot be written (a full disk under the CSV) fails the
+/// run (exit 2) without costing the other outputs their rows: the JSON
+/// holds what was measured and says the run failed, and `report` says so.
+#[test]
+fn a_failed_output_keeps_the_others_and_says_the_run_failed() {
+    if !std::path::Path::new("/dev/full").exists() {
+        eprintln!("skipped: no /dev/full on this machine");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let csv = dir.path().join("full.csv");
+    std::os::unix::fs::symlink("/dev/full", &csv).unwrap();
+    let json = dir.path().join("good.json");
+    let out = collbench()
+        .args(["all-reduce", "--ranks", "2", "--sizes", "8B:1K", "-n", "2"])
+        .args(["-w", "0", "-q", "--device", "host", "--csv"])
+        .arg(&csv)
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("No space left on device"), "{err}");
+    let v = common::read_json(&json);
+    let made = rows(&v).len();
+    assert!(made >= 1, "{v}");
+    assert_eq!(v["meta"]["partial"]["reason"], "error", "{}", v["meta"]);
+    // 8 B to 1 KiB: 8 sizes, out of place and in place.
+    assert_eq!(
+        v["meta"]["partial"]["missing_rows"],
+        16 - made,
+        "{}",
+        v["meta"]
+    );
+    let out = collbench().arg("report").arg(&json).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("(run failed: an error stopped it, "),
+        "{text}"
+    );
+    // A plot that cannot be written says why in words, PNG or SVG.
+    for ext in ["png", "svg"] {
+        let plot = dir.path().join(format!("full.{ext}"));
+        std::os::unix::fs::symlink("/dev/full", &plot).unwrap();
+        let out = collbench()
+            .args(["report", "-q"])
+            .arg(&json)
+            .arg("--plot")
+            .arg(&plot)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(
+            err.contains(&format!(
+                "--plot {}: No space left on device",
+                plot.display()
+            )),
+            "{err}"
+        );
+    }
+}

@@ -725,6 +725,16 @@ pub fn world_spec(plan: &Plan, setup: &Setup, prepared: &Prepared) -> WorldSpec 
     }
 }
 
+/// The rows a sweep of `cases` makes: a row per case and placement, and
+/// for a group a row per operation and one of its own.
+pub fn expected_rows(plan: &Plan, cases: &[Case]) -> usize {
+    let per_case: usize = cases
+        .iter()
+        .map(|c| if c.group > 0 { c.group + 1 } else { 1 })
+        .sum();
+    per_case * plan.placements.len()
+}
+
 /// Runs the sweep in `worlds`; rows go to `sink` as they finish. With
 /// `mpi`, this process runs its one rank and rank 0 makes the rows.
 pub fn run(
@@ -736,12 +746,7 @@ pub fn run(
     mpi: Option<&Arc<Peers>>,
 ) -> Result<Outcome, HarnessError> {
     let cases: Arc<[Case]> = prepared.cases.into();
-    // A group makes a row per operation and one of its own.
-    let per_case: usize = cases
-        .iter()
-        .map(|c| if c.group > 0 { c.group + 1 } else { 1 })
-        .sum();
-    let expected_rows = per_case * plan.placements.len();
+    let expected_rows = expected_rows(plan, &cases);
     let local: Vec<usize> = mpi.map_or_else(|| (0..plan.ranks).collect(), |m| vec![m.rank()]);
     let recs: Vec<Arc<RankRecorder>> = local
         .iter()

@@ -72,12 +72,34 @@ impl Sink for Fanout {
     }
     fn row(&mut self, row: &Row) -> io::Result<()> {
         self.rows.push(row.clone());
-        self.sinks.iter_mut().try_for_each(|s| s.row(row))
+        every(&mut self.sinks, |s| s.row(row))
     }
     fn finish(&mut self, results: &Results) -> io::Result<()> {
-        self.sinks.iter_mut().try_for_each(|s| s.finish(results))
+        every(&mut self.sinks, |s| s.finish(results))
     }
     fn abandon(&mut self, results: &Results) -> io::Result<()> {
-        self.sinks.iter_mut().try_for_each(|s| s.abandon(results))
+        every(&mut self.sinks, |s| s.abandon(results))
+    }
+}
+
+/// `f` on every sink, even after one failed (a full disk under the CSV
+/// must not cost the JSON its rows); the failures, together.
+fn every(
+    sinks: &mut [Box<dyn Sink>],
+    mut f: impl FnMut(&mut Box<dyn Sink>) -> io::Result<()>,
+) -> io::Result<()> {
+    let mut failed: Vec<io::Error> = Vec::new();
+    for s in sinks.iter_mut() {
+        if let Err(e) = f(s) {
+            failed.push(e);
+        }
+    }
+    match failed.len() {
+        0 => Ok(()),
+        1 => Err(failed.remove(0)),
+        _ => {
+            let text: Vec<String> = failed.iter().map(ToString::to_string).collect();
+            Err(io::Error::other(text.join("; ")))
+        }
     }
 }

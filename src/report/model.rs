@@ -240,6 +240,9 @@ pub enum StopReason {
     /// Out of bounds values`, `# Avg bus bandwidth`): the test failed or
     /// the log was cut; never written by a sweep.
     Truncated,
+    /// The run failed after it started (a runtime error, an output that
+    /// could not be written; exit 2): its rows are the ones made before.
+    Error,
 }
 
 impl StopReason {
@@ -249,6 +252,7 @@ impl StopReason {
             StopReason::Hang => "hang",
             StopReason::Unfinished => "unfinished",
             StopReason::Truncated => "truncated",
+            StopReason::Error => "error",
         }
     }
 }
@@ -273,6 +277,13 @@ impl std::fmt::Display for Partial {
             return write!(
                 f,
                 "run unfinished: the log ends before the run's footer (the test failed, or the log was cut)"
+            );
+        }
+        if self.reason == StopReason::Error {
+            return write!(
+                f,
+                "run failed: an error stopped it, {} row(s) missing",
+                self.missing_rows
             );
         }
         write!(

@@ -683,7 +683,7 @@ fn sweep(coll: Option<Collective>, args: &RunArgs, probe: bool) -> anyhow::Resul
         meta.nccl = o.library.clone();
     }
     // A run stopped by a signal or a hang says so, and how much is missing.
-    meta.partial = partial_of(&result);
+    meta.partial = partial_of(&result, plan, sink.rows.len());
     let mut results = Results::new(meta, std::mem::take(&mut sink.rows));
     if let Ok(o) = result.as_mut() {
         if let Some(t) = &o.links {
@@ -908,13 +908,23 @@ fn check_paths(s: &Sweep, leader: bool, extra: &[(&str, &Path)]) -> anyhow::Resu
     Ok(())
 }
 
-/// `meta.partial` of a sweep that ended with `result`: stopped by a signal
-/// or a hang, and how much is missing. (A signal as the sweep ended:
-/// nothing is missing, but the run was interrupted all the same, as its
-/// exit code says.)
-fn partial_of(result: &Result<harness::Outcome, harness::HarnessError>) -> Option<Partial> {
+/// `meta.partial` of a sweep of `plan` that ended with `result` after
+/// making `made` rows: stopped by a signal or a hang, or failed, and how
+/// much is missing. (A signal as the sweep ended: nothing is missing, but
+/// the run was interrupted all the same, as its exit code says.)
+fn partial_of(
+    result: &Result<harness::Outcome, harness::HarnessError>,
+    plan: &Plan,
+    made: usize,
+) -> Option<Partial> {
     match result {
-        Err(e) => e.partial(),
+        Err(e) => e.partial().or_else(|| {
+            let expected = harness::expected_rows(plan, &harness::plan::cases(plan).0);
+            Some(Partial {
+                reason: StopReason::Error,
+                missing_rows: expected.saturating_sub(made),
+            })
+        }),
         Ok(_) => watchdog::signalled().then_some(Partial {
             reason: StopReason::Signal,
             missing_rows: 0,

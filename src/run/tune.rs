@@ -62,7 +62,7 @@ fn tune_inner(a: &TuneArgs) -> anyhow::Result<i32> {
     let rows = std::mem::take(&mut sink.rows);
     // The sweep's files say how it ended, as a sweep's do.
     let mut run_meta = meta.clone();
-    run_meta.partial = super::partial_of(&result);
+    run_meta.partial = super::partial_of(&result, &s.plan, rows.len());
     let results = Results::new(run_meta, rows);
     if result.as_ref().is_err_and(|e| e.partial().is_none()) {
         sink.abandon(&results).context("writing results")?;

@@ -5,7 +5,7 @@
 //! links framed; a colour bar beside it; titled with the size and verdict.
 
 use super::{gbps_text, span, verdict_text, LinkReport};
-use crate::report::plot::{PlotError, PlotKind};
+use crate::report::plot::PlotError;
 use crate::units::Bytes;
 use plotters::coord::ranged1d::{DefaultFormatting, KeyPointHint, Ranged};
 use plotters::coord::Shift;
@@ -263,28 +263,17 @@ fn svg(r: &LinkReport, nranks: usize) -> Result<String, PlotError> {
 
 /// A heatmap of the GB/s matrix, PNG or SVG by the extension of `path`.
 pub fn plot_heatmap(r: &LinkReport, nranks: usize, path: &Path) -> Result<(), PlotError> {
-    let at = |e: PlotError| PlotError::At {
-        path: path.to_path_buf(),
-        source: Box::new(e),
-    };
-    match PlotKind::of(path)? {
-        PlotKind::Svg => {
-            let text = svg(r, nranks).map_err(at)?;
-            crate::report::json::write_atomic(path, text.as_bytes()).map_err(|source| {
-                PlotError::Write {
-                    path: path.to_path_buf(),
-                    source,
-                }
-            })
-        }
-        PlotKind::Png => {
-            register().map_err(at)?;
+    crate::report::plot::write_image(
+        path,
+        Style::SIZE,
+        || svg(r, nranks),
+        |rgb| {
+            register()?;
             figure(
-                BitMapBackend::new(path, Style::SIZE).into_drawing_area(),
+                BitMapBackend::with_buffer(rgb, Style::SIZE).into_drawing_area(),
                 r,
                 nranks,
             )
-            .map_err(at)
-        }
-    }
+        },
+    )
 }

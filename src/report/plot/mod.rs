@@ -396,27 +396,60 @@ pub fn svg(sources: &[Source<'_>]) -> Result<String, PlotError> {
 
 /// Draws the figure into `path`, PNG or SVG by its extension.
 pub fn write(path: &Path, sources: &[Source<'_>]) -> Result<(), PlotError> {
+    write_image(
+        path,
+        Style::SIZE,
+        || svg(sources),
+        |rgb| {
+            register()?;
+            figure(
+                BitMapBackend::with_buffer(rgb, Style::SIZE).into_drawing_area(),
+                sources,
+            )
+        },
+    )
+}
+
+/// Writes an image of `size` to `path`, PNG or SVG by its extension:
+/// `svg` makes the SVG text, `png` draws into an RGB buffer, encoded here.
+/// Either goes through a temporary file and a rename (a failed write
+/// leaves no half image, and says why in plain words: `No space left on
+/// device`), or in place for a special file (`/dev/stdout`).
+pub fn write_image(
+    path: &Path,
+    size: (u32, u32),
+    svg: impl FnOnce() -> Result<String, PlotError>,
+    png: impl FnOnce(&mut [u8]) -> Result<(), PlotError>,
+) -> Result<(), PlotError> {
     let at = |e: PlotError| PlotError::At {
         path: path.to_path_buf(),
         source: Box::new(e),
     };
-    match PlotKind::of(path)? {
-        PlotKind::Svg => {
-            let text = svg(sources).map_err(at)?;
-            super::json::write_atomic(path, text.as_bytes()).map_err(|source| PlotError::Write {
-                path: path.to_path_buf(),
-                source,
-            })
-        }
+    let bytes = match PlotKind::of(path)? {
+        PlotKind::Svg => svg().map_err(at)?.into_bytes(),
         PlotKind::Png => {
-            register().map_err(at)?;
-            figure(
-                BitMapBackend::new(path, Style::SIZE).into_drawing_area(),
-                sources,
-            )
-            .map_err(at)
+            let (w, h) = size;
+            let mut rgb = vec![0u8; w as usize * h as usize * 3];
+            png(&mut rgb).map_err(at)?;
+            encode_png(&rgb, size).map_err(at)?
         }
-    }
+    };
+    super::json::write_atomic(path, &bytes).map_err(|source| PlotError::Write {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+/// An RGB buffer of `size` as PNG bytes.
+fn encode_png(rgb: &[u8], (w, h): (u32, u32)) -> Result<Vec<u8>, PlotError> {
+    let mut out = Vec::new();
+    let mut encoder = png::Encoder::new(&mut out, w, h);
+    encoder.set_color(png::ColorType::Rgb);
+    encoder.set_depth(png::BitDepth::Eight);
+    let mut writer = encoder.write_header().map_err(err)?;
+    writer.write_image_data(rgb).map_err(err)?;
+    writer.finish().map_err(err)?;
+    Ok(out)
 }
 
 /// Draws the plot when a sweep finishes.
