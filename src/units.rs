@@ -444,6 +444,54 @@ pub fn create_output(path: &Path) -> std::io::Result<std::fs::File> {
     }
 }
 
+/// Whether `c` would act on a terminal rather than show as itself: a
+/// control character, a bidirectional override or isolate, a line or
+/// paragraph separator, or an invisible mark (zero-width space, joiners,
+/// direction marks, the byte-order mark, the Arabic letter mark).
+pub fn is_hidden(c: char) -> bool {
+    c.is_control()
+        || matches!(
+            c,
+            '\u{200B}'..='\u{200F}'
+                | '\u{2028}'
+                | '\u{2029}'
+                | '\u{202A}'..='\u{202E}'
+                | '\u{2066}'..='\u{2069}'
+                | '\u{061C}'
+                | '\u{FEFF}'
+        )
+}
+
+/// `s` with its hidden characters ([`is_hidden`]) written as JSON's
+/// escapes (`\u001b`; every one is in the Basic Multilingual Plane, so
+/// JSON shown through here stays JSON): text from a file (a dump's field,
+/// a results file's name, a log's line) cannot move the cursor, recolour
+/// the terminal, reorder what is shown or forge a line. `lines`: newlines
+/// and tabs are kept (a message of several lines); otherwise they are
+/// escaped too (one field of a line).
+pub fn shown(s: &str, lines: bool) -> std::borrow::Cow<'_, str> {
+    let hide = |c: char| is_hidden(c) && !(lines && (c == '\n' || c == '\t'));
+    if !s.chars().any(hide) {
+        return std::borrow::Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        if hide(c) {
+            out.push_str(&format!("\\u{:04x}", c as u32));
+        } else {
+            out.push(c);
+        }
+    }
+    out.into()
+}
+
+/// [`shown`] in place, one field: a string read from a file.
+pub fn show_field(s: &mut String) {
+    if let std::borrow::Cow::Owned(t) = shown(s, false) {
+        *s = t;
+    }
+}
+
 /// `[0, 1, 3]` as `ranks 0, 1, 3` (or `rank 2`).
 pub fn ranks_text(ranks: &[usize]) -> String {
     let list: Vec<String> = ranks.iter().map(usize::to_string).collect();

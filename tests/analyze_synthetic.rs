@@ -567,5 +567,27 @@ fn control_characters_in_a_dump_never_reach_the_terminal() {
         !text.chars().any(|c| c.is_control() && c != '\n'),
         "{text:?}"
     );
-    assert!(text.contains("all-reduce\\u{1b}[2J\\u{7}"), "{text}");
+    assert!(text.contains("all-reduce\\u001b[2J\\u0007"), "{text}");
+    // A newline, a line separator or a zero-width space in a name forges
+    // no line and hides nothing.
+    let dumps: Vec<Dump> = (0..2)
+        .map(|r| {
+            let mut e = history(r, 3);
+            e.push(blocked(r, 4, 1, Some(1 - r as i64)));
+            e[3].pg = "0\nHEALTHY: nothing to see\u{2028}\u{200B}".into();
+            let mut d = dump(r, 2, e, "timeout");
+            d.groups[0].name = "0\nHEALTHY: nothing to see\u{2028}\u{200B}".into();
+            d
+        })
+        .collect();
+    let text = render_text(&run(&dumps));
+    assert!(!text.lines().any(|l| l.starts_with("HEALTHY")), "{text}");
+    assert!(
+        !text.contains('\u{2028}') && !text.contains('\u{200B}'),
+        "{text:?}"
+    );
+    assert!(
+        text.contains("0\\u000aHEALTHY: nothing to see\\u2028\\u200b"),
+        "{text}"
+    );
 }

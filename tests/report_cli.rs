@@ -2193,3 +2193,42 @@ fn w_rows(path: &Path) -> Vec<Value> {
     let v: Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
     v["rows"].as_array().cloned().unwrap_or_default()
 }
+
+/// Text in a results file (a collective's name, the host) holding an
+/// escape sequence, a newline or a line separator reaches no terminal raw
+/// and forges no line, in every text format, and the SVG plot stays XML.
+#[test]
+fn text_from_results_files_is_shown_escaped() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = sweep_json(dir.path(), "r.json");
+    let mut v: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    for r in v["rows"].as_array_mut().unwrap() {
+        r["collective"] = "x\u{1b}[31m\nFAKE LINE\u{2028}".into();
+    }
+    v["meta"]["host"] = "h\u{1b}]0;TITLE\u{7}\u{1b}[2J".into();
+    let bad = dir.path().join("bad.json");
+    std::fs::write(&bad, serde_json::to_vec(&v).unwrap()).unwrap();
+    for format in ["table", "nccl-tests", "markdown"] {
+        let o = run(&["report", "--format", format, s(&bad)]);
+        assert_eq!(o.code, 0, "{format}: {}", o.stderr);
+        let all = format!("{}{}", o.stdout, o.stderr);
+        assert!(
+            !all.chars()
+                .any(|c| c == '\u{1b}' || c == '\u{7}' || c == '\u{2028}'),
+            "{format}: {all:?}"
+        );
+        assert!(
+            !all.lines().any(|l| l.starts_with("FAKE LINE")),
+            "{format}: {all}"
+        );
+        assert!(
+            all.contains("x\\u001b[31m\\u000aFAKE LINE\\u2028"),
+            "{format}: {all}"
+        );
+    }
+    let svg = dir.path().join("p.svg");
+    let o = run(&["report", "-q", s(&bad), "--plot", s(&svg)]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let text = std::fs::read_to_string(&svg).unwrap();
+    assert!(!text.contains('\u{1b}'), "a control character in the SVG");
+}

@@ -95,7 +95,10 @@ pub fn load_paths_observed(
     for (i, file) in files.into_iter().enumerate() {
         on_file(i, total, &file);
         match load_file_within(&file, limits, &mut tree) {
-            Ok(dump) => dumps.push(dump),
+            Ok(mut dump) => {
+                dump.escape_text();
+                dumps.push(dump);
+            }
             Err(e) => loaded.unreadable.push(Unreadable {
                 path: file.display().to_string(),
                 reason: e.to_string(),
@@ -111,6 +114,11 @@ pub fn load_paths_observed(
             reason: d.reason,
         })
         .collect();
+    // A file's name, and an error quoting the file, are shown as well.
+    for u in loaded.unreadable.iter_mut().chain(&mut loaded.ignored) {
+        crate::units::show_field(&mut u.path);
+        crate::units::show_field(&mut u.reason);
+    }
     loaded
 }
 

@@ -58,6 +58,59 @@ pub struct RankDump {
     pub origin: Origin,
 }
 
+impl RankDump {
+    /// Every name the file gave, with its hidden characters escaped
+    /// ([`crate::units::shown`]): a group or collective named with an
+    /// escape sequence or a newline must neither drive the terminal nor
+    /// forge a line of the diagnosis.
+    pub fn escape_text(&mut self) {
+        use crate::units::show_field as esc;
+        let rename = |m: &mut BTreeMap<String, Vec<usize>>| {
+            *m = std::mem::take(m)
+                .into_iter()
+                .map(|(mut k, v)| {
+                    esc(&mut k);
+                    (k, v)
+                })
+                .collect();
+        };
+        rename(&mut self.groups);
+        self.group_descs = std::mem::take(&mut self.group_descs)
+            .into_iter()
+            .map(|(mut k, mut v)| {
+                esc(&mut k);
+                esc(&mut v);
+                (k, v)
+            })
+            .collect();
+        for r in &mut self.records {
+            esc(&mut r.pg);
+            esc(&mut r.op);
+            esc(&mut r.algo);
+            r.input_dtypes.iter_mut().for_each(esc);
+            r.output_dtypes.iter_mut().for_each(esc);
+            for c in &mut r.channels {
+                if let Some(w) = &mut c.waiting_on {
+                    esc(&mut w.what);
+                }
+            }
+        }
+        if let Some(reason) = &mut self.reason {
+            esc(reason);
+        }
+        let o = &mut self.origin;
+        for f in [&mut o.run_id, &mut o.host, &mut o.command]
+            .into_iter()
+            .flatten()
+        {
+            esc(f);
+        }
+        if let Some(l) = &mut o.lost {
+            esc(&mut l.how);
+        }
+    }
+}
+
 /// What a dump says about the run that wrote it (collbench dumps; PyTorch's
 /// say none of it).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

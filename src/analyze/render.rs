@@ -30,22 +30,10 @@ pub fn render_text(d: &Diagnosis) -> String {
         "ignored files (same rank read from another file)",
         &d.ignored,
     );
-    printable(&out)
-}
-
-/// `text` with every control character but the newline written as an
-/// escape: names in a dump reach the terminal, and an escape sequence in
-/// one must not drive it.
-fn printable(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        if c.is_control() && c != '\n' {
-            out.extend(c.escape_default());
-        } else {
-            out.push(c);
-        }
-    }
-    out
+    // Names in a dump reach the terminal: an escape sequence in one must
+    // not drive it (the fields were escaped as they were read; this is
+    // the last guard).
+    crate::units::shown(&out, true).into_owned()
 }
 
 /// Several runs: the overview, then each run as one run's diagnosis would be.

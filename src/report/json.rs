@@ -81,7 +81,28 @@ fn in_line(e: &serde_json::Error) -> String {
 /// one row per further line).
 pub fn read_results(path: &Path) -> Result<Results, ResultsError> {
     let text = read_text(path)?;
-    parse_results(path, &text)
+    parse_results(path, &text).map(escaped)
+}
+
+/// Results read from a file, every text in them (a collective's name, the
+/// host, the command, a log's device line) with its hidden characters
+/// escaped ([`crate::units::shown`]): a name holding an escape sequence or
+/// a newline must neither drive the terminal nor forge a line of a table,
+/// nor break an SVG plot.
+fn escaped(r: Results) -> Results {
+    fn walk(v: &mut serde_json::Value) {
+        match v {
+            serde_json::Value::String(s) => crate::units::show_field(s),
+            serde_json::Value::Array(a) => a.iter_mut().for_each(walk),
+            serde_json::Value::Object(m) => m.values_mut().for_each(walk),
+            _ => {}
+        }
+    }
+    let Ok(mut v) = serde_json::to_value(&r) else {
+        return r;
+    };
+    walk(&mut v);
+    serde_json::from_value(v).unwrap_or(r)
 }
 
 /// The most bytes a results file or log may have (a sweep of every
@@ -133,14 +154,14 @@ pub fn read_any(path: &Path) -> Result<Vec<Results>, ResultsError> {
         });
     }
     if !is_json && nccl_log::looks_like_log(&text) {
-        return nccl_log::read_log(&text, &path.display().to_string()).map_err(|source| {
-            ResultsError::Log {
+        return nccl_log::read_log(&text, &path.display().to_string())
+            .map(|runs| runs.into_iter().map(escaped).collect())
+            .map_err(|source| ResultsError::Log {
                 path: path.to_path_buf(),
                 source,
-            }
-        });
+            });
     }
-    parse_results(path, &text).map(|r| vec![r])
+    parse_results(path, &text).map(|r| vec![escaped(r)])
 }
 
 /// What a file of another of collbench's schemas is, and what reads it.

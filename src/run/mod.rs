@@ -46,30 +46,10 @@ pub(crate) fn emit(to: &mut impl Write, text: &str, line: bool) {
     };
 }
 
-/// Text for a terminal: control characters other than newline and tab, and
-/// the bidirectional overrides, shown as `\uXXXX` escapes, so that bytes
-/// from a file (a dump's field, a log's line) named in a message cannot
-/// move the cursor, recolour the terminal or reorder what is shown.
+/// Text for a terminal: hidden characters other than newline and tab
+/// escaped ([`crate::units::shown`]).
 pub(crate) fn printable(s: &str) -> std::borrow::Cow<'_, str> {
-    let hidden = |c: char| {
-        (c.is_control() && c != '\n' && c != '\t')
-            || matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
-    };
-    if !s.chars().any(hidden) {
-        return std::borrow::Cow::Borrowed(s);
-    }
-    s.chars()
-        .map(|c| {
-            if hidden(c) {
-                // JSON's escape (every hidden character is in the BMP), so
-                // that JSON printed through here stays JSON.
-                format!("\\u{:04x}", c as u32)
-            } else {
-                c.to_string()
-            }
-        })
-        .collect::<String>()
-        .into()
+    crate::units::shown(s, true)
 }
 
 mod aliases;
