@@ -557,6 +557,103 @@ fn info_json_lists_build_and_machine() {
     assert_eq!(v["libraries"].as_array().unwrap().len(), 3);
 }
 
+/// Settings a sweep refuses are named by `info` (text and JSON) in the
+/// words of the refusal, not hidden behind a machine that looks ready.
+#[test]
+fn info_names_the_settings_a_sweep_would_refuse() {
+    let bad = [
+        (
+            "COLLBENCH_BIND",
+            "garbage",
+            "COLLBENCH_BIND=\"garbage\": expected auto",
+        ),
+        (
+            "COLLBENCH_GPU_MAP",
+            "0,x",
+            "COLLBENCH_GPU_MAP: --gpu-map '0,x'",
+        ),
+        (
+            "COLLBENCH_FORCE_RELAY",
+            "maybe",
+            "COLLBENCH_FORCE_RELAY=maybe: expected 1",
+        ),
+        (
+            "COLLBENCH_MPI_IN_PLACE",
+            "maybe",
+            "COLLBENCH_MPI_IN_PLACE=maybe: expected stage",
+        ),
+        (
+            "COLLBENCH_CUDA_THREADS",
+            "abc",
+            "COLLBENCH_CUDA_THREADS=\"abc\": expected",
+        ),
+    ];
+    let env = |cmd: &mut assert_cmd::Command| {
+        for (k, v, _) in bad {
+            cmd.env(k, v);
+        }
+    };
+    let mut cmd = collbench();
+    env(&mut cmd);
+    let out = cmd.args(["info", "--json"]).output().unwrap();
+    assert!(out.status.success());
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let said: Vec<&str> = v["bad_settings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert_eq!(said.len(), bad.len(), "{said:?}");
+    for (_, _, want) in bad {
+        assert!(said.iter().any(|s| s.starts_with(want)), "{want}: {said:?}");
+    }
+    let mut cmd = collbench();
+    env(&mut cmd);
+    let out = cmd.arg("info").output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("settings:"), "{text}");
+    assert_eq!(
+        text.matches("(a sweep refuses it)").count(),
+        bad.len(),
+        "{text}"
+    );
+    // And a sweep does refuse each.
+    for (k, v, want) in bad {
+        let out = collbench()
+            .env(k, v)
+            .args([
+                "all-reduce",
+                "--ranks",
+                "2",
+                "--sizes",
+                "1K",
+                "-n",
+                "1",
+                "-w",
+                "0",
+            ])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{k}={v}: {err}");
+        assert!(err.contains(want), "{k}={v}: {err}");
+    }
+    // A clean environment: nothing to say.
+    let out = collbench()
+        .env_remove("COLLBENCH_BIND")
+        .env_remove("COLLBENCH_GPU_MAP")
+        .env_remove("COLLBENCH_FORCE_RELAY")
+        .env_remove("COLLBENCH_MPI_IN_PLACE")
+        .env_remove("COLLBENCH_CUDA_THREADS")
+        .env_remove("COLLBENCH_CUDA_COPIES")
+        .args(["info", "--json"])
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["bad_settings"], serde_json::json!([]));
+}
+
 #[test]
 fn eight_ranks_on_few_cores_finish() {
     let (code, v, err) = run_json(&[

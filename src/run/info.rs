@@ -34,6 +34,34 @@ pub struct Facts {
     pub kernels: Option<Compiled>,
     /// What `--device cuda-emu` would run on.
     pub emulated: Emulated,
+    /// Settings in the environment a sweep would refuse, each in the words
+    /// of its refusal.
+    pub bad_settings: Vec<String>,
+}
+
+/// The environment's settings a sweep refuses (exit 2), each as its
+/// refusal says: `info` names them rather than show a machine that looks
+/// ready.
+fn bad_settings() -> Vec<String> {
+    let mut bad = Vec::new();
+    if let Err(e) = crate::engine::cpus::Bind::from_env() {
+        bad.push(e);
+    }
+    if let Ok(v) = std::env::var("COLLBENCH_GPU_MAP") {
+        if let (false, Err(e)) = (v.trim().is_empty(), crate::cli::values::gpu_map(&v)) {
+            bad.push(format!("COLLBENCH_GPU_MAP: {e}"));
+        }
+    }
+    if let Err(e) = crate::launch::force_relay_setting() {
+        bad.push(e.to_string());
+    }
+    if let Err(e) = crate::engine::exec::mpi_in_place_staged() {
+        bad.push(e);
+    }
+    if let Err(e) = crate::engine::exec::cuda::launch::EnvKnobs::from_env() {
+        bad.push(e);
+    }
+    bad
 }
 
 /// The emulated device (`--device cuda-emu`): its devices' shape from
@@ -151,6 +179,7 @@ pub fn gather() -> Facts {
         gpus: cuda::device::probe(),
         kernels: None,
         emulated: Emulated::gather(),
+        bad_settings: bad_settings(),
     }
 }
 
@@ -247,6 +276,7 @@ pub fn to_json(f: &Facts) -> Value {
         },
     });
     v["emulated"] = f.emulated.to_json();
+    v["bad_settings"] = json!(f.bad_settings);
     if let Some(k) = &f.kernels {
         v["kernels"] = kernels_json(&k.report, k.note.as_deref());
     }
@@ -332,6 +362,13 @@ pub fn to_text(f: &Facts) -> String {
         }
     }
     t.add_rows(f.emulated.rows());
+    for (i, bad) in f.bad_settings.iter().enumerate() {
+        let label = if i == 0 { "settings:" } else { "" };
+        t.add_row([
+            label.to_string(),
+            on_one_line(&format!("{bad} (a sweep refuses it)")),
+        ]);
+    }
     format!(
         "collbench {}\n{}",
         env!("CARGO_PKG_VERSION"),
