@@ -476,4 +476,34 @@ fn a_wait_on_a_peer_outside_the_world_is_refused() {
         err.contains("seq 4 waits on peer -1, outside its world of 2"),
         "{err}"
     );
+    // Progress past a channel's steps, and a dead rank outside the world,
+    // are refused alike.
+    let mut past = waiting(4, 1);
+    past["channels"][0]["last_step_done"] = json!(9);
+    let mut none = waiting(4, 1);
+    none["channels"][0]["steps_total"] = json!(0);
+    none["channels"][0]["last_step_done"] = json!(0);
+    let mut lost = dump(&run, 1, entries(3, &[]));
+    lost["lost"] = json!({"rank": 5, "how": "killed by signal 9 (SIGKILL)"});
+    write(
+        dir.path(),
+        "rank0.json",
+        &dump(&run, 0, entries(3, &[past])),
+    );
+    write(dir.path(), "rank1.json", &lost);
+    write(
+        dir.path(),
+        "other.json",
+        &dump(&run, 1, entries(3, &[none])),
+    );
+    let err = analyze_paths(&[dir.path().to_path_buf()])
+        .map(|d| format!("{:?}", d.unreadable))
+        .unwrap_or_else(|e| e.to_string());
+    for want in [
+        "seq 4 channel 0: step 9 done of 6 (expected -1 to 5)",
+        "seq 4 channel 0: step 0 done of 0 (expected -1 to -1)",
+        "it says rank 5 died, outside its world of 2",
+    ] {
+        assert!(err.contains(want), "{want}: {err}");
+    }
 }

@@ -466,6 +466,10 @@ fn unreadable_results_exit_2_naming_the_file() {
     });
     let root = edited("root.json", &|v| v["rows"][0]["root"] = Value::from(-5));
     let wrong = edited("wrong.json", &|v| v["rows"][0]["wrong"] = Value::from(-7));
+    let nan = edited("nan.json", &|v| {
+        v["rows"][0]["wrong"] = Value::from(0);
+        v["rows"][0]["nan"] = Value::from(3);
+    });
     let missing = dir.path().join("missing.json");
     let svg = dir.path().join("absurd.svg");
     let csv = dir.path().join("a.csv");
@@ -521,6 +525,10 @@ fn unreadable_results_exit_2_naming_the_file() {
         (
             vec!["compare", s(&wrong), s(&a)],
             "row 1 (all-reduce 8 bytes): wrong is -7, not a count".into(),
+        ),
+        (
+            vec!["report", s(&nan)],
+            "row 1 (all-reduce 8 bytes): nan is 3 but wrong 0 (NaN/Inf elements are counted among the wrong ones)".into(),
         ),
         (
             vec!["report", s(&huge), "--format", "nccl-tests"],
@@ -1989,7 +1997,9 @@ fn report_of_wrong_rows_exits_1_naming_the_first() {
     let mut v: Value = serde_json::from_slice(&std::fs::read(&a).unwrap()).unwrap();
     let n = v["rows"].as_array().unwrap().len();
     v["rows"][3]["wrong"] = Value::from(5);
+    // A NaN is a wrong value too (`nan` counts the wrong ones not finite).
     v["rows"][5]["nan"] = Value::from(1);
+    v["rows"][5]["wrong"] = Value::from(1);
     let bad = dir.path().join("bad.json");
     std::fs::write(&bad, serde_json::to_vec(&v).unwrap()).unwrap();
     let csv = dir.path().join("bad.csv");

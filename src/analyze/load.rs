@@ -442,6 +442,38 @@ fn from_collbench(dump: Dump, run_id: Option<String>, path: &Path) -> Result<Ran
             ),
         });
     }
+    // A channel's progress within its steps: -1 before the first, the
+    // last step's index when done ("step 10 of 3" is no progress).
+    for e in &dump.entries {
+        for c in &e.channels {
+            let total = i64::try_from(c.steps_total).unwrap_or(i64::MAX);
+            if (-1..total.max(0)).contains(&c.last_step_done)
+                || (total == 0 && c.last_step_done == -1)
+            {
+                continue;
+            }
+            return Err(LoadError::Invalid {
+                format: Format::Collbench,
+                what: format!(
+                    "seq {} channel {}: step {} done of {} (expected -1 to {})",
+                    e.seq,
+                    c.channel,
+                    c.last_step_done,
+                    c.steps_total,
+                    total - 1
+                ),
+            });
+        }
+    }
+    if let Some(l) = dump.lost.as_ref().filter(|l| l.rank >= dump.world_size) {
+        return Err(LoadError::Invalid {
+            format: Format::Collbench,
+            what: format!(
+                "it says rank {} died, outside its world of {}",
+                l.rank, dump.world_size
+            ),
+        });
+    }
     let mut groups: BTreeMap<String, Vec<usize>> = dump
         .groups
         .iter()

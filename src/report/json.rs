@@ -303,6 +303,16 @@ fn check_values(r: &Results) -> Result<(), String> {
                 ));
             }
         }
+        // NaN/Inf elements are among the wrong ones: a row with more would
+        // print `#wrong 0` and pass while it holds NaN.
+        if row.wrong >= 0 && row.nan > row.wrong {
+            return Err(format!(
+                "{}: nan is {} but wrong {} (NaN/Inf elements are counted among the wrong ones)",
+                at(),
+                row.nan,
+                row.wrong
+            ));
+        }
     }
     Ok(())
 }
