@@ -412,6 +412,10 @@ fn bad_input_exits_2_with_a_reason_and_no_panic() {
         (&["all-reduce", "--timeout", "soon"], "not a duration"),
         (&["all-reduce", "--group", "-2"], "-2 is not in 2..=64"),
         (
+            &["all-reduce", "--csv", "/proc/version"],
+            "cannot write in /proc: its filesystem takes no new files",
+        ),
+        (
             &["all-reduce", "-R", "5"],
             "'5' is not 0 (no registration), 1",
         ),

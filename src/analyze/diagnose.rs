@@ -318,7 +318,10 @@ fn deaths(dumps: &BTreeMap<usize, &RankDump>) -> BTreeMap<usize, String> {
     let mut died = BTreeMap::new();
     for l in dumps.values().filter_map(|d| d.origin.lost.as_ref()) {
         // A dump's own text, kept to a line.
-        let how: String = l.how.chars().take(160).collect();
+        let mut how: String = l.how.chars().take(160).collect();
+        if how.len() < l.how.len() {
+            how.push('…');
+        }
         died.entry(l.rank).or_insert(how);
     }
     died

@@ -41,11 +41,19 @@ fn same_file(a: &Path, b: &Path) -> bool {
 /// Whether a file can be created in `dir` (tried with a probe file).
 fn writable_dir(dir: &Path) -> std::io::Result<()> {
     let probe = dir.join(format!(".collbench-probe-{}", std::process::id()));
-    std::fs::OpenOptions::new()
+    match std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
-        .open(&probe)?;
-    std::fs::remove_file(&probe)
+        .open(&probe)
+    {
+        // The folder is there, yet a file in it is "not found": a
+        // filesystem that takes no new files (/proc, /sys).
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && dir.is_dir() => Err(
+            std::io::Error::other("its filesystem takes no new files (as /proc and /sys)"),
+        ),
+        Err(e) => Err(e),
+        Ok(_) => std::fs::remove_file(&probe),
+    }
 }
 
 /// `--json FILE` also writes its rows, as they finish, to the JSONL beside

@@ -32,7 +32,8 @@ impl EmuConfig {
     /// error naming its variable.
     pub fn from_lookup(env: impl Fn(&str) -> Option<OsString>) -> Result<EmuConfig, DevError> {
         let get = |name: &str, default: u64, max: u64, size: bool| {
-            let Some(v) = env(name) else {
+            // Unset or empty: the default, as every setting of collbench's.
+            let Some(v) = env(name).filter(|v| !v.to_string_lossy().trim().is_empty()) else {
                 return Ok(default);
             };
             let s = v.to_str().map(str::trim);

@@ -229,12 +229,16 @@ fn config_from_the_environment() {
         ("COLLBENCH_EMU_SMS", "-1"),
         ("COLLBENCH_EMU_BLOCKS_PER_SM", "4.5"),
         ("COLLBENCH_EMU_MEM", "12Q"),
-        ("COLLBENCH_EMU_MEM", ""),
         ("COLLBENCH_EMU_MEM", "99999999999T"),
     ] {
         let e = cfg(&[(var, bad)]).unwrap_err();
         assert!(e.detail.contains(var), "{var}={bad}: {e}");
     }
+    // Empty is unset, as for every setting of collbench's.
+    assert_eq!(
+        cfg(&[("COLLBENCH_EMU_MEM", ""), ("COLLBENCH_EMU_SMS", " ")]).unwrap(),
+        EmuConfig::DEFAULT
+    );
     let sizes = [("8G", 8 << 30), ("8GiB", 8 << 30), ("1k", 1024), ("77", 77)];
     for (s, n) in sizes {
         assert_eq!(parse_size(s), Some(n), "{s}");
