@@ -2157,8 +2157,11 @@ fn unfinished_results_render_as_nccl_tests_text_with_dashes() {
     std::fs::write(&text, &o.stdout).unwrap();
     let o = run(&["report", s(&text), "-v"]);
     assert_eq!(o.code, 1, "{}{}", o.stdout, o.stderr);
+    // How it stopped is read back from the text: a signal, 5 rows short
+    // (not "the log ends before its footer").
     assert!(
-        o.stderr.contains("the run did not finish ("),
+        o.stderr
+            .contains("the run did not finish (run interrupted: signal, 5 row(s) missing)"),
         "{}",
         o.stderr
     );

@@ -74,6 +74,35 @@ pub struct Header {
     pub graph: Option<u64>,
 }
 
+/// How a run stopped, from what collbench's text says of it in its
+/// footer (`run interrupted: hang, 2 row(s) missing`, `run failed: an
+/// error stopped it, 15 row(s) missing`): the reason and the rows missing;
+/// `None` for any other text.
+fn stopped_partial(text: &str) -> Option<super::Partial> {
+    use super::StopReason;
+    let missing = |t: &str| -> Option<usize> {
+        let t = t.trim().strip_suffix("row(s) missing")?;
+        t.trim().rsplit([' ', ',']).next()?.parse().ok()
+    };
+    if let Some(rest) = text.strip_prefix("run interrupted: ") {
+        let (reason, tail) = rest.split_once(',')?;
+        let reason = match reason.trim() {
+            "signal" => StopReason::Signal,
+            "hang" => StopReason::Hang,
+            _ => return None,
+        };
+        return Some(super::Partial {
+            reason,
+            missing_rows: missing(tail)?,
+        });
+    }
+    let rest = text.strip_prefix("run failed: ")?;
+    Some(super::Partial {
+        reason: StopReason::Error,
+        missing_rows: missing(rest)?,
+    })
+}
+
 /// One `#  Rank  0 Group  0 Pid 123 on host device  0 [bus] NAME` line.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct RankLine {
@@ -924,10 +953,16 @@ impl LogRun {
             nccl_tests_wide: self.wide,
             agg_iters: agg as usize,
             graph: header.and_then(|h| h.graph).is_some_and(|g| g > 0),
-            // Every version prints its footer after the last row.
-            partial: (!self.finished()).then_some(super::Partial {
-                reason: super::StopReason::Truncated,
-                missing_rows: 0,
+            // Every version prints its footer after the last row; a
+            // collbench text of a run that stopped says how.
+            partial: (!self.finished()).then(|| {
+                self.stopped
+                    .as_deref()
+                    .and_then(stopped_partial)
+                    .unwrap_or(super::Partial {
+                        reason: super::StopReason::Truncated,
+                        missing_rows: 0,
+                    })
             }),
             gpus: self
                 .ranks
@@ -1482,6 +1517,32 @@ mod tests {
             .1
             .unwrap()
             .contains("gather or scatter"));
+    }
+
+    #[test]
+    fn collbench_s_account_of_a_stopped_run_reads_back() {
+        use crate::report::StopReason;
+        let p = |t| stopped_partial(t).map(|p| (p.reason, p.missing_rows));
+        assert_eq!(
+            p("run interrupted: hang, 2 row(s) missing"),
+            Some((StopReason::Hang, 2))
+        );
+        assert_eq!(
+            p("run interrupted: signal, 0 row(s) missing"),
+            Some((StopReason::Signal, 0))
+        );
+        assert_eq!(
+            p("run failed: an error stopped it, 15 row(s) missing"),
+            Some((StopReason::Error, 15))
+        );
+        for other in [
+            "run unfinished: its JSONL has no end line",
+            "run interrupted: lunch, 2 row(s) missing",
+            "run interrupted: hang, many row(s) missing",
+            "something else",
+        ] {
+            assert_eq!(p(other), None, "{other}");
+        }
     }
 
     /// A run cut before its footer (killed, or the test failed: nccl-tests
