@@ -339,9 +339,11 @@ impl CudaWorld {
                     desc.ordinal, desc.name, desc.connections, desc.connections
                 )));
             }
-            let per_rank: usize = bytes.iter().sum();
+            // Saturating: buffers past the address space must read as too
+            // large, never wrap to a small need.
+            let per_rank = bytes.iter().fold(0usize, |a, &b| a.saturating_add(b));
             let conn = rank_overhead(&opts);
-            let need = (here * (per_rank + conn)) as u64;
+            let need = (per_rank.saturating_add(conn) as u64).saturating_mul(here as u64);
             let (free, _) = d.mem_info().map_err(dev_err)?;
             tracing::debug!(
                 ordinal = desc.ordinal,
@@ -359,7 +361,7 @@ impl CudaWorld {
                     desc.ordinal,
                     desc.name,
                     crate::units::count_of(here, "rank"),
-                    crate::units::Bytes((per_rank + conn) as u64),
+                    crate::units::Bytes(per_rank.saturating_add(conn) as u64),
                     crate::units::Bytes(need),
                     crate::units::Bytes(free)
                 )));
