@@ -230,7 +230,11 @@ pub fn parse_duration_or_zero(s: &str) -> Result<Duration, UnitError> {
     if secs < 0.0 {
         return err(format!("duration '{s}' must be positive"));
     }
-    Ok(Duration::from_secs_f64(secs))
+    let d = Duration::from_secs_f64(secs);
+    if secs > 0.0 && d.is_zero() {
+        return err(format!("duration '{s}' is shorter than a nanosecond"));
+    }
+    Ok(d)
 }
 
 /// A Unix time in seconds as `YYYY-MM-DDTHH:MM:SSZ` (UTC).
@@ -420,12 +424,16 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let mut tmp = path.as_os_str().to_owned();
     tmp.push(format!(".tmp{}", std::process::id()));
     let tmp = PathBuf::from(tmp);
-    {
-        let mut f = std::fs::File::create(&tmp)?;
+    let written = std::fs::File::create(&tmp).and_then(|mut f| {
         std::io::Write::write_all(&mut f, bytes)?;
-        f.sync_all()?;
+        f.sync_all()
+    });
+    let done = written.and_then(|()| std::fs::rename(&tmp, &path));
+    if done.is_err() {
+        // A full disk leaves no half file behind.
+        let _ = std::fs::remove_file(&tmp);
     }
-    std::fs::rename(&tmp, &path)
+    done
 }
 
 /// Whether an output named `path` is this process's stdout: `-`, or

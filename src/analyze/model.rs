@@ -49,7 +49,8 @@ pub struct RankDump {
     pub records: Vec<Record>,
     /// True when the ring buffer may have dropped older records.
     pub wrapped: bool,
-    /// Why the dump was written (collbench: `timeout`, `signal`, `request`, `exit`).
+    /// Why the dump was written (collbench: `timeout`, `signal`, `request`,
+    /// `exit`, `peer-lost`).
     pub reason: Option<String>,
     /// Group descriptions where the dump gives them (PyTorch's `pg_desc`,
     /// e.g. `default_pg`, `sub_b`): name -> description.

@@ -738,6 +738,11 @@ mod tests {
         assert_eq!(timeout("3s"), Ok(Duration::from_secs(3)));
         assert_eq!(timeout("0h0m"), Ok(NO_TIMEOUT));
         assert_eq!(timeout("0m 0s"), Ok(NO_TIMEOUT));
+        // Positive but below a nanosecond: not taken for "none".
+        assert!(timeout("0.0000000001s")
+            .unwrap_err()
+            .0
+            .contains("shorter than a nanosecond"));
         assert!(timeout("0parsecs").is_err());
         assert!(timeout("-1s").is_err());
         assert!(timeout("abc").is_err());

@@ -163,10 +163,10 @@ impl HarnessError {
     }
 }
 
-/// Waits until every rank's dump of run `run_id` exists in `dir`, or `limit` passed,
-/// or a stop signal arrived while waiting (a rank process that died never
-/// dumps: the user's next Ctrl-C ends the wait). Returns the run's dumps
-/// there by then, every process's.
+/// Waits until the dump of each of `ranks` in run `run_id` exists in
+/// `dir`, or `limit` passed, or a stop signal arrived while waiting (a
+/// rank process that died never dumps: the user's next Ctrl-C ends the
+/// wait). Returns those ranks' dumps there by then, every process's.
 fn wait_for_dumps(
     dir: &std::path::Path,
     run_id: &str,
@@ -213,6 +213,9 @@ const SIGNAL_WIND_DOWN: Duration = Duration::from_millis(300);
 const WIND_DOWN: Duration = Duration::from_secs(5);
 /// How often the collector looks at the clock while it waits.
 const POLL: Duration = Duration::from_millis(10);
+/// How long a failed run of rank processes waits to hear whether a peer's
+/// process died (its parent polls its children every 10 ms).
+const LOST_NEWS: Duration = Duration::from_millis(300);
 
 /// When a stopping run stops waiting for its ranks: a signal gives them
 /// [`SIGNAL_WIND_DOWN`], an abort (hang, a failed rank) [`WIND_DOWN`].
@@ -775,6 +778,25 @@ pub fn run(
     // still winding down after a signal hold it until they have).
     drop(worlds);
     let fired = dog.stop();
+    // A rank process that died closes its connection before its parent
+    // sees it die: a wait in the launcher's barrier fails on the first, a
+    // moment before the watchdog hears of the second. A run that failed
+    // while a peer was dying stopped because it died.
+    let lost_now = || mpi.and_then(|m| m.lost_probe()).and_then(|probe| probe());
+    let fired = match (&result, fired) {
+        (Err(_), f @ (None | Some(Fired::Remote | Fired::Timeout { .. }))) => {
+            let until = Instant::now() + LOST_NEWS;
+            let mut lost = lost_now();
+            let told = mpi.is_some_and(|m| m.lost_probe().is_some());
+            while lost.is_none() && told && Instant::now() < until {
+                std::thread::sleep(POLL);
+                lost = lost_now();
+            }
+            lost.map(|(rank, how)| Fired::Lost(PeerLost { rank, how }))
+                .or(f)
+        }
+        (_, f) => f,
+    };
     let dump = |why: dump::Why| {
         if let Some(t) = &setup.abort_trigger {
             // Tell the run's other processes to stop and dump too; whole,
@@ -793,9 +815,11 @@ pub fn run(
         // and count the run's dumps, not this process's.
         // A rank whose process died never dumps: the others' are all
         // there is to wait for.
-        let ranks: Vec<usize> = (0..plan.ranks)
-            .filter(|&r| why.lost.is_none_or(|l| l.rank != r))
-            .collect();
+        let dead = why
+            .lost
+            .map(|l| l.rank)
+            .or_else(|| lost_now().map(|(r, _)| r));
+        let ranks: Vec<usize> = (0..plan.ranks).filter(|&r| dead != Some(r)).collect();
         let all = wait_for_dumps(
             &dir,
             &setup.run_info.run_id,
@@ -830,14 +854,18 @@ pub fn run(
         dumps: dump(dump::Why::new("timeout")),
         missing_rows,
     };
+    let peer_lost = |lost: PeerLost| HarnessError::PeerLost {
+        dumps: dump(dump::Why::lost(&lost)),
+        lost,
+        missing_rows,
+    };
     match (result, fired) {
         // The ranks stopped because a peer died (their waits were
         // aborted, or timed out on it as the news came).
-        (Err(_), Some(Fired::Lost(lost))) => Err(HarnessError::PeerLost {
-            dumps: dump(dump::Why::lost(&lost)),
-            lost,
-            missing_rows,
-        }),
+        (Err(_), Some(Fired::Lost(lost))) => Err(peer_lost(lost)),
+        // Rows missing with no error seen (rank 0 stops collecting reports
+        // when the world is aborted): the death stopped the run all the same.
+        (Ok(()), Some(Fired::Lost(lost))) if missing_rows > 0 => Err(peer_lost(lost)),
         (
             Err(HarnessError::Exec(
                 e @ (ExecError::Timeout { .. }

@@ -292,10 +292,15 @@ impl RankRecorder {
             .map(|(c, ch)| {
                 let peer = ch.peer.load(Ordering::Relaxed);
                 let kind = ch.kind.load(Ordering::Relaxed);
+                // Read while the rank may move on to its next operation:
+                // a step of that one never reads as past this one's steps.
+                let steps_total = ch.steps.load(Ordering::Acquire);
+                let last = ch.last_done.load(Ordering::Acquire);
+                let top = i64::try_from(steps_total).unwrap_or(i64::MAX) - 1;
                 ChannelProgress {
                     channel: c as u32,
-                    steps_total: ch.steps.load(Ordering::Relaxed),
-                    last_step_done: ch.last_done.load(Ordering::Relaxed),
+                    steps_total,
+                    last_step_done: last.clamp(-1, top.max(-1)),
                     waiting_on: (peer >= 0).then(|| Wait {
                         peer,
                         what: ["recv", "send", "drain"]
@@ -313,8 +318,10 @@ impl Observer for RankRecorder {
     fn begin(&self, steps: &[usize]) {
         let n = steps.len().min(MAX_CHANNELS);
         for (ch, &s) in self.chans.iter().zip(steps) {
-            ch.steps.store(s as u64, Ordering::Relaxed);
-            ch.last_done.store(-1, Ordering::Relaxed);
+            // No step done before the count changes (a snapshot in
+            // between reads -1 of either operation).
+            ch.last_done.store(-1, Ordering::Release);
+            ch.steps.store(s as u64, Ordering::Release);
             ch.peer.store(-1, Ordering::Relaxed);
         }
         self.used_chans.store(n as u64, Ordering::Release);

@@ -264,12 +264,15 @@ fn watch(
         if USR1.swap(false, Ordering::SeqCst) {
             act(&Fired::Request);
         }
+        // A peer's death before the trigger: the first process to stop on
+        // it writes the trigger, and the others, told of the death as it
+        // was, must not take it for a hang found elsewhere.
         let event = if signalled() {
             Some(Fired::Stop)
-        } else if let Some(e) = remote.trigger.as_deref().and_then(triggered) {
-            Some(e)
         } else if let Some(l) = remote.lost.as_ref().and_then(|probe| probe()) {
             Some(Fired::Lost(l))
+        } else if let Some(e) = remote.trigger.as_deref().and_then(triggered) {
+            Some(e)
         } else {
             let now = mono_ns();
             recs.iter()

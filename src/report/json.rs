@@ -81,7 +81,7 @@ fn in_line(e: &serde_json::Error) -> String {
 /// one row per further line).
 pub fn read_results(path: &Path) -> Result<Results, ResultsError> {
     let text = read_text(path)?;
-    parse_results(path, &text).map(escaped)
+    escaped(path, parse_results(path, &text)?)
 }
 
 /// Results read from a file, every text in them (a collective's name, the
@@ -89,7 +89,7 @@ pub fn read_results(path: &Path) -> Result<Results, ResultsError> {
 /// escaped ([`crate::units::shown`]): a name holding an escape sequence or
 /// a newline must neither drive the terminal nor forge a line of a table,
 /// nor break an SVG plot.
-fn escaped(r: Results) -> Results {
+fn escaped(path: &Path, r: Results) -> Result<Results, ResultsError> {
     fn walk(v: &mut serde_json::Value) {
         match v {
             serde_json::Value::String(s) => crate::units::show_field(s),
@@ -98,11 +98,15 @@ fn escaped(r: Results) -> Results {
             _ => {}
         }
     }
-    let Ok(mut v) = serde_json::to_value(&r) else {
-        return r;
+    // Never shown unescaped: results that do not survive the trip are
+    // refused (none that passed the checks should).
+    let invalid = |e: serde_json::Error| ResultsError::Invalid {
+        path: path.to_path_buf(),
+        why: format!("its text could not be made safe to show: {e}"),
     };
+    let mut v = serde_json::to_value(&r).map_err(invalid)?;
     walk(&mut v);
-    serde_json::from_value(v).unwrap_or(r)
+    serde_json::from_value(v).map_err(invalid)
 }
 
 /// The most bytes a results file or log may have (a sweep of every
@@ -155,13 +159,15 @@ pub fn read_any(path: &Path) -> Result<Vec<Results>, ResultsError> {
     }
     if !is_json && nccl_log::looks_like_log(&text) {
         return nccl_log::read_log(&text, &path.display().to_string())
-            .map(|runs| runs.into_iter().map(escaped).collect())
             .map_err(|source| ResultsError::Log {
                 path: path.to_path_buf(),
                 source,
-            });
+            })?
+            .into_iter()
+            .map(|r| escaped(path, r))
+            .collect();
     }
-    parse_results(path, &text).map(|r| vec![escaped(r)])
+    Ok(vec![escaped(path, parse_results(path, &text)?)?])
 }
 
 /// What a file of another of collbench's schemas is, and what reads it.

@@ -608,14 +608,31 @@ fn sweep(coll: Option<Collective>, args: &RunArgs, probe: bool) -> anyhow::Resul
     let ranks_here = mpi.as_ref().map_or(s.plan.ranks, |m| m.node_size());
     let rank_processes = mpi.is_some();
     let budget = budget(&s.plan, &chosen, ranks_here);
-    let capped = budget
-        .and_then(|b| harness::cap_sizes_to_memory(&mut s.plan, b))
-        .map(|c| warn::Warning::SizesCapped {
-            kept_max: c.kept_max,
-            dropped: c.dropped,
-            available: c.available,
-            ranks: s.plan.ranks,
-        });
+    let asked = s.plan.sizes.clone();
+    let mut cap = budget.and_then(|b| harness::cap_sizes_to_memory(&mut s.plan, b));
+    if let Some(m) = &mpi {
+        // Every rank sweeps the same sizes: as many as the rank with the
+        // least memory keeps (each measured its own node, at its moment).
+        let kept = fewest_sizes(m, s.plan.sizes.len())?;
+        if kept < s.plan.sizes.len() {
+            s.plan.sizes.truncate(kept);
+            cap = Some(harness::SizeCap {
+                kept_max: s.plan.sizes.last().copied().unwrap_or(0),
+                dropped: asked.get(kept..).unwrap_or_default().to_vec(),
+                available: cap
+                    .as_ref()
+                    .map(|c| c.available)
+                    .or_else(|| budget.and_then(|b| b.available()))
+                    .unwrap_or(0),
+            });
+        }
+    }
+    let capped = cap.map(|c| warn::Warning::SizesCapped {
+        kept_max: c.kept_max,
+        dropped: c.dropped,
+        available: c.available,
+        ranks: s.plan.ranks,
+    });
     let mut meta = meta(&s, &chosen);
     meta.notes.extend(chosen.notes.iter().cloned());
     if let Some(m) = &mpi {
@@ -1012,6 +1029,18 @@ fn refusals(all: &[Vec<u8>]) -> Option<String> {
         })
         .collect();
     Some(lines.join("\ncollbench: error: "))
+}
+
+/// The fewest sizes any rank of the world keeps (`mine`: this rank's), a
+/// collective every rank calls.
+fn fewest_sizes(m: &Peers, mine: usize) -> anyhow::Result<usize> {
+    let all = m
+        .all_gather(mine.to_string().as_bytes())
+        .context("agreeing on the sizes with the other ranks")?;
+    Ok(all
+        .iter()
+        .filter_map(|b| String::from_utf8_lossy(b).parse::<usize>().ok())
+        .fold(mine, usize::min))
 }
 
 /// Every rank's process id and host, by rank (a collective: every rank
