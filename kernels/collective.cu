@@ -665,6 +665,7 @@ CB_DEVICE bool cb_ll128_wait(CbBlock *b, const u64 *line, u32 lane, u64 seq, u32
     // sequence number in the last one; all of them read again until it is
     // this message's.
     for (;;) {
+        cb_group8_sync();
         cb_ll128_get(line + 2 * lane, w0, w1);
         if (cb_group8_all(lane != 7 || *w1 == seq)) {
             return true;
@@ -737,6 +738,9 @@ CB_DEVICE void cb_move_ll128(CbBlock *b, const CbStep *s, const CbIo &io, const 
         if (s->nsend) {
             u64 w[2] = {0, 0};
             cb_bytes(w, acc, ne * CB_SIZE);
+#if defined(__CUDACC__)
+            cb_group8_sync();
+#endif
             for (u32 k = 0; k < s->nsend; k++) {
                 cb_ll128_put(out_l[k] + line * 16 + 2 * lane, w[0], lane == 7 ? out_seq[k] : w[1],
                              lane == 7);

@@ -101,6 +101,14 @@ CB_DEVICE bool cb_group8_any(bool ok) {
     u32 lane = threadIdx.x & 31u;
     return __any_sync(0xFFu << (lane & 24u), ok);
 }
+// Brings the 8 threads of this thread's LL128 line together, so that their
+// 16-byte accesses to the line issue as one instruction: lanes that took
+// loops of different lengths (the last part is 8 bytes shorter) are not
+// otherwise promised to reconverge before it.
+CB_DEVICE void cb_group8_sync() {
+    u32 lane = threadIdx.x & 31u;
+    __syncwarp(0xFFu << (lane & 24u));
+}
 CB_DEVICE void cb_fence_system() { __threadfence_system(); }
 CB_DEVICE void cb_fence_gpu() { __threadfence(); }
 CB_DEVICE u64 cb_now_ns() {

@@ -126,22 +126,28 @@ fn every_protocol_moves_many_steps_through_small_slots() {
         return;
     }
     for proto in ["simple", "ll", "ll128"] {
+        // LL128 runs between ranks of one GPU only; the others here
+        // between GPUs too (host-mapped connections).
+        let gpus = if proto == "ll128" { "1" } else { "8" };
         for n in ["2", "3", "5"] {
-            let (code, v, err) = run(&[
-                "all",
-                "--ranks",
-                n,
-                "--algo",
-                "all",
-                "--sizes",
-                "3996B:4000B:+4",
-                "--slot-size",
-                "1K",
-                "--channels",
-                "2",
-                "--protocol",
-                proto,
-            ]);
+            let (code, v, err) = run_env(
+                &[
+                    "all",
+                    "--ranks",
+                    n,
+                    "--algo",
+                    "all",
+                    "--sizes",
+                    "3996B:4000B:+4",
+                    "--slot-size",
+                    "1K",
+                    "--channels",
+                    "2",
+                    "--protocol",
+                    proto,
+                ],
+                &[("COLLBENCH_EMU_GPUS", gpus)],
+            );
             let what = format!("--protocol {proto} on {n} ranks");
             assert_eq!(code, 0, "{what}: {err}");
             assert_clean(&v, &what);
@@ -256,53 +262,126 @@ fn every_dtype_and_operator_reduces_bit_exact() {
 
 /// LL128 (120 payload bytes a 128-byte line) at sizes that end mid-line,
 /// fill whole lines and span many, with every type's element size, and
-/// `auto` choosing it between the low-latency slot and 4 MiB.
+/// `auto` choosing it between the low-latency slot and 4 MiB, between
+/// ranks of one GPU: across GPUs (host-mapped connections, where a line
+/// can arrive torn) auto never takes it and asking for it is refused.
 #[test]
 fn ll128_lines_carry_every_size_and_auto_takes_them_in_the_middle() {
     if !have_compiler("ll128_lines_carry_every_size_and_auto_takes_them_in_the_middle") {
         return;
     }
+    let one_gpu = [("COLLBENCH_EMU_GPUS", "1")];
     for n in ["3", "8"] {
-        let (code, v, err) = run(&[
-            "all",
-            "--ranks",
-            n,
-            "--algo",
-            "all",
-            "--protocol",
-            "ll128",
-            "--dtype",
-            "int8,half,double",
-            "--sizes",
-            "120B:1080B:+240",
-            "--slot-size",
-            "4K",
-        ]);
+        let (code, v, err) = run_env(
+            &[
+                "all",
+                "--ranks",
+                n,
+                "--algo",
+                "all",
+                "--protocol",
+                "ll128",
+                "--dtype",
+                "int8,half,double",
+                "--sizes",
+                "120B:1080B:+240",
+                "--slot-size",
+                "4K",
+            ],
+            &one_gpu,
+        );
         let what = format!("ll128 on {n} ranks");
         assert_eq!(code, 0, "{what}: {err}");
         assert_clean(&v, &what);
     }
-    let dir = tempfile::tempdir().unwrap();
-    let out = collbench()
-        .args([
-            "all-reduce",
-            "--device",
-            "cuda-emu",
-            "--ranks",
-            "2",
-            "--sizes",
-            "1K:1M:x32",
-        ])
-        .args(["--iters", "1", "--warmup", "0", "-q", "--json"])
-        .arg(dir.path().join("r.json"))
-        .env("COLLBENCH_LOG", "collbench::engine=debug")
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "{err}");
+    let auto = |gpus: &str| {
+        let dir = tempfile::tempdir().unwrap();
+        let out = collbench()
+            .args([
+                "all-reduce",
+                "--device",
+                "cuda-emu",
+                "--ranks",
+                "2",
+                "--sizes",
+                "1K:1M:x32",
+            ])
+            .args(["--iters", "1", "--warmup", "0", "-q", "--json"])
+            .arg(dir.path().join("r.json"))
+            .env("COLLBENCH_LOG", "collbench::engine=debug")
+            .env("COLLBENCH_EMU_GPUS", gpus)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert_eq!(out.status.code(), Some(0), "{err}");
+        err
+    };
+    let err = auto("1");
     for proto in ["proto=LowLatency ", "proto=LowLatency128 "] {
         assert!(err.lines().any(|l| l.contains(proto)), "{proto}: {err}");
     }
+    let err = auto("2");
+    assert!(err.lines().any(|l| l.contains("proto=Simple ")), "{err}");
+    assert!(!err.contains("proto=LowLatency128 "), "{err}");
+    let (code, _, err) = run_env(
+        &[
+            "all-reduce",
+            "--ranks",
+            "2",
+            "--protocol",
+            "ll128",
+            "--sizes",
+            "1K",
+        ],
+        &[("COLLBENCH_EMU_GPUS", "2")],
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("--protocol ll128: ranks on 2 GPUs") && err.contains("torn"),
+        "{err}"
+    );
+}
+
+/// Ranks on several GPUs of one process: a connection is the receiver's
+/// device memory where the sender's GPU reaches it (the same GPU, or a peer
+/// with peer access enabled), else pinned host memory
+/// (`COLLBENCH_CUDA_P2P=off`, or GPUs without peer access); bit-exact
+/// either way, with two ranks on each GPU so that both kinds meet.
+#[test]
+fn connections_between_gpus_go_peer_to_peer_or_through_host_memory() {
+    if !have_compiler("connections_between_gpus_go_peer_to_peer_or_through_host_memory") {
+        return;
+    }
+    for (p2p, said) in [
+        ("auto", "peer_to_peer=2 of=2"),
+        ("off", "through host memory (COLLBENCH_CUDA_P2P=off)"),
+    ] {
+        let env = [
+            ("COLLBENCH_EMU_GPUS", "2"),
+            ("COLLBENCH_CUDA_P2P", p2p),
+            ("COLLBENCH_LOG", "collbench::engine=info"),
+        ];
+        let args = [
+            "all",
+            "--ranks",
+            "4",
+            "--algo",
+            "all",
+            "--sizes",
+            "1K:64K:x64",
+        ];
+        let (code, v, err) = run_env(&args, &env);
+        assert_eq!(code, 0, "COLLBENCH_CUDA_P2P={p2p}: {err}");
+        assert_clean(&v, p2p);
+        assert_eq!(pairs(&v).len(), 13, "{p2p}");
+        assert!(err.contains(said), "COLLBENCH_CUDA_P2P={p2p}: {err}");
+    }
+    let (code, _, err) = run_env(
+        &["all-reduce", "--ranks", "2", "--sizes", "1K"],
+        &[("COLLBENCH_CUDA_P2P", "on")],
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("COLLBENCH_CUDA_P2P=\"on\""), "{err}");
 }
 
 /// premulsum in the kernels: the source of a step that reads the rank's

@@ -199,12 +199,49 @@ fn processes_share_a_gpu_only_when_allowed() {
     all_clean(&json(&f2), "--gpu-map 1,0");
 }
 
+#[test]
+fn ranks_on_unevenly_shared_gpus_agree_on_auto_channels() {
+    // Ranks 0 and 2 share GPU 0, rank 1 has GPU 1 alone: on devices of one
+    // SM (4 resident blocks) each process alone would pick 1 and 2
+    // channels. The world takes the least; before, rank 1 waited for a
+    // second channel no peer made and the run hung.
+    let env = [("COLLBENCH_EMU_GPUS", "2"), ("COLLBENCH_EMU_SMS", "1")];
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("r.json");
+    let out = collbench(
+        &[
+            "all",
+            "--procs",
+            "3",
+            "--allow-shared-gpu",
+            "--device",
+            "cuda-emu",
+            "--sizes",
+            "1K:64K:x64",
+            "--iters",
+            "2",
+            "--warmup",
+            "1",
+            "--timeout",
+            "30s",
+            "-q",
+            "--json",
+            f.to_str().unwrap(),
+            "--dump-dir",
+            dir.path().join("dumps").to_str().unwrap(),
+        ],
+        &env,
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(all_clean(&json(&f), "uneven sharing") >= 18);
+}
+
 /// Arguments, environment, and what the error must say (once).
 type BadCase<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)], &'a str);
 
 #[test]
 fn bad_process_options_exit_2_with_a_reason() {
-    let cases: [BadCase; 17] = [
+    let cases: [BadCase; 18] = [
         // Refusals every rank finds are said once, by rank 0.
         (
             &[
@@ -327,6 +364,22 @@ fn bad_process_options_exit_2_with_a_reason() {
             ],
             &[("COLLBENCH_EMU_GPUS", "2")],
             "ranks [0, 2] would share GPU 0",
+        ),
+        // LL128's lines may arrive torn through CUDA IPC or host memory.
+        (
+            &[
+                "all-reduce",
+                "--procs",
+                "2",
+                "--device",
+                "cuda-emu",
+                "--sizes",
+                "1K",
+                "--protocol",
+                "ll128",
+            ],
+            &[],
+            "--protocol ll128: ranks in processes of their own",
         ),
         (
             &[

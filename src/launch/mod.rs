@@ -60,11 +60,16 @@ impl Peers {
 
     /// How many ranks run on this process's host (this one included).
     pub fn node_size(&self) -> usize {
+        self.node_rank().1
+    }
+
+    /// This rank's place on its node: (node rank, ranks on the node).
+    pub fn node_rank(&self) -> (usize, usize) {
         let hosts = match self {
             Peers::Mpi(m) => m.hosts(),
             Peers::Procs(p) => p.hosts(),
         };
-        node::node_rank(hosts, self.rank()).1
+        node::node_rank(hosts, self.rank())
     }
 
     /// The MPI world, when ranks run under MPI (`--engine mpi` needs it).

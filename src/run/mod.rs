@@ -66,6 +66,7 @@ mod tune;
 use crate::cli::plan::{self, Sweep};
 use crate::cli::{Cli, Command, DeviceChoice, FormatChoice, RunArgs, TimingChoice};
 use crate::engine::exec::cuda::device as cuda_device;
+use crate::engine::exec::cuda::launch::Here;
 use crate::engine::types::{Collective, Engine};
 use crate::harness::{self, GpuKind, GraphAsk, Plan, Setup, Timing};
 use crate::launch::{open_worlds, Peers};
@@ -607,7 +608,18 @@ fn sweep(coll: Option<Collective>, args: &RunArgs, probe: bool) -> anyhow::Resul
     // other ranks only, not the whole world's.
     let ranks_here = mpi.as_ref().map_or(s.plan.ranks, |m| m.node_size());
     let rank_processes = mpi.is_some();
-    let budget = budget(&s.plan, &chosen, ranks_here);
+    let here = match &mpi {
+        None => Here::Threads(s.plan.ranks),
+        Some(m) => {
+            let (node_rank, node_size) = m.node_rank();
+            Here::Process {
+                node_rank,
+                node_size,
+                gpu_map: s.plan.gpu_map.as_deref(),
+            }
+        }
+    };
+    let budget = budget(&s.plan, &chosen, here);
     let asked = s.plan.sizes.clone();
     let mut cap = budget.and_then(|b| harness::cap_sizes_to_memory(&mut s.plan, b));
     if let Some(m) = &mpi {
@@ -771,7 +783,7 @@ fn below_min_bw(results: &Results, plan: &Plan) -> bool {
 /// Where the sweep's buffers live and the room there: the GPUs' free
 /// memory on the CUDA engine (the most crowded device), else the host's;
 /// `None` when the devices cannot be opened (the run then says why).
-fn budget(plan: &Plan, chosen: &Chosen, ranks_here: usize) -> Option<harness::Budget> {
+fn budget(plan: &Plan, chosen: &Chosen, here: Here) -> Option<harness::Budget> {
     use crate::engine::exec::cuda::launch::{memory_budget, CudaOptions};
     let Some(kind) = chosen.gpu else {
         let b = harness::Budget::Host;
@@ -788,7 +800,7 @@ fn budget(plan: &Plan, chosen: &Chosen, ranks_here: usize) -> Option<harness::Bu
         chosen.timing,
         plan.cuda_knobs,
     );
-    let (free, ranks, extra) = memory_budget(kind, ranks_here, &opts)?;
+    let (free, ranks, extra) = memory_budget(kind, here, &opts)?;
     // A group's ways of running each hold connections of their own.
     let extra = extra * plan.group_ways() as u64;
     tracing::info!(
@@ -827,6 +839,9 @@ fn launch_procs(
     let chosen = choose_device(&s, Some(n))?;
     if let Some(kind) = chosen.gpu {
         check_node_placement(kind, &s.plan, n)?;
+        if s.plan.protocol == Some(crate::engine::exec::cuda::abi::Proto::LowLatency128) {
+            bail!(crate::engine::exec::cuda::launch::ll128_refused(true, n));
+        }
     }
     Ok(crate::launch::procs::launch(
         n,

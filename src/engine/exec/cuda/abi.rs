@@ -320,7 +320,15 @@ impl ConnShape {
     /// Bytes one connection takes in the arena: tail and head on lines of
     /// their own, then the three slot rings.
     pub fn bytes(&self) -> usize {
-        2 * FLAG_LINE + self.slots * (self.slot_bytes + self.ll_slot_bytes + self.ll128_slot_bytes)
+        self.ll128_offset() + self.slots * self.ll128_slot_bytes
+    }
+
+    /// Where the LL128 ring starts: on a 128-byte boundary, so that each
+    /// of its lines is one line of the memory system whatever the simple
+    /// slot's size (a line across two would not be seen whole).
+    fn ll128_offset(&self) -> usize {
+        (2 * FLAG_LINE + self.slots * (self.slot_bytes + self.ll_slot_bytes))
+            .next_multiple_of(LL128_LINE)
     }
 
     /// The largest step payload the low-latency protocol carries.
@@ -349,7 +357,7 @@ impl ConnShape {
             head: base + FLAG_LINE as u64,
             buf,
             ll,
-            ll128: ll + (self.slots * self.ll_slot_bytes) as u64,
+            ll128: base + self.ll128_offset() as u64,
             ll128_slot_bytes: self.ll128_slot_bytes as u64,
             slot_bytes: self.slot_bytes as u64,
             ll_slot_bytes: self.ll_slot_bytes as u64,
@@ -358,6 +366,9 @@ impl ConnShape {
         }
     }
 }
+
+/// An LL128 line: 120 payload bytes and an 8-byte sequence number.
+pub const LL128_LINE: usize = 128;
 
 /// Flags sit 128 bytes apart, so sender and receiver never share a line.
 /// The tail's line also holds each slot's message length after the tail.
@@ -511,5 +522,35 @@ mod tests {
         assert!(ins1
             .iter()
             .all(|i| i.peer == 0 && i.tail % 128 == 0 && i.head == i.tail + 128));
+    }
+
+    #[test]
+    fn ll128_lines_start_on_a_line_of_their_own_whatever_the_slot_size() {
+        // Slots of 16-byte multiples that are not 32-byte ones used to put
+        // the LL128 ring 64 bytes off a line: each of its lines in two.
+        for slot_bytes in [64, 80, 1008, 1024, 4112, 262144] {
+            let shape = ConnShape {
+                slots: 4,
+                slot_bytes,
+                ll_slot_bytes: (2 * slot_bytes).min(32 << 10),
+                ll128_slot_bytes: ConnShape::ll128_for(slot_bytes),
+            };
+            let key = ConnKey {
+                from: 0,
+                to: 1,
+                chan: 0,
+            };
+            let c = shape.conn(1 << 20, key, 0);
+            assert_eq!(c.ll128 % LL128_LINE as u64, 0, "slot {slot_bytes}");
+            // The rings follow each other and the last ends where the
+            // connection does.
+            assert!(c.ll128 >= c.ll + 4 * c.ll_slot_bytes, "slot {slot_bytes}");
+            assert!(c.ll128 < c.ll + 4 * c.ll_slot_bytes + LL128_LINE as u64);
+            assert_eq!(
+                c.ll128 + 4 * c.ll128_slot_bytes,
+                (1 << 20) + shape.bytes() as u64,
+                "slot {slot_bytes}"
+            );
+        }
     }
 }

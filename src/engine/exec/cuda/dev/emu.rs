@@ -727,6 +727,11 @@ impl Device for EmuDevice {
         true
     }
 
+    /// Every emulated device's memory is this process's: nothing to enable.
+    fn enable_peer(&self, _peer: usize) -> Result<(), DevError> {
+        Ok(())
+    }
+
     fn bus_id(&self) -> String {
         format!("emu:{}", self.desc.ordinal)
     }

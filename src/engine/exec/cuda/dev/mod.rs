@@ -176,6 +176,10 @@ pub trait Device: Send + Sync {
     /// Whether kernels on this device reach `peer`'s memory directly
     /// (peer-to-peer), `peer` being a device ordinal as this process numbers them.
     fn can_access_peer(&self, peer: usize) -> bool;
+    /// Lets kernels on this device read and write `peer`'s memory
+    /// (peer-to-peer over NVLink or PCIe), `peer` a device ordinal as this
+    /// process numbers them; already enabled is no error.
+    fn enable_peer(&self, peer: usize) -> Result<(), DevError>;
     /// A name of the physical device that every process of the node reads
     /// the same, whatever its CUDA_VISIBLE_DEVICES (the PCI bus id).
     fn bus_id(&self) -> String;

@@ -38,6 +38,9 @@ struct Tables {
     modules: HashMap<Variant, sys::CUmodule>,
     by_name: HashMap<(Variant, String), usize>,
     graphs: Vec<Option<sys::CUgraphExec>>,
+    /// Devices whose primary context this one retained to reach their
+    /// memory (peer access), released when it goes.
+    peers: Vec<sys::CUdevice>,
     /// Memory shared with other processes, by device address.
     shared: HashMap<u64, SharedMem>,
     /// The stream that zeroes memory before it is shared (made on first use).
@@ -57,14 +60,25 @@ enum SharedMem {
 /// Bytes of a CUDA IPC memory handle.
 const IPC_HANDLE: usize = 64;
 
-/// One GPU, through its primary context.
+/// One GPU, through its primary context, retained at the first call that
+/// needs it: a rank process touches only its own GPU, so the others get no
+/// context of it (each costs device memory, and a GPU in exclusive-process
+/// mode takes one process's only).
 pub struct RealDevice {
     desc: DeviceDesc,
     dev: sys::CUdevice,
-    ctx: sys::CUcontext,
+    ctx: std::sync::OnceLock<Result<Context, DevError>>,
     arch: Arch,
     t: Mutex<Tables>,
 }
+
+/// A retained primary context.
+#[derive(Clone, Copy)]
+struct Context(sys::CUcontext);
+
+// SAFETY: a context handle may be made current on any thread.
+unsafe impl Send for Context {}
+unsafe impl Sync for Context {}
 
 // SAFETY: the driver's handles may be used from any thread once the
 // context is bound, which every method does first; the tables are behind
@@ -123,9 +137,6 @@ fn open_all() -> Result<Vec<std::sync::Arc<RealDevice>>, DevError> {
     let mut out = Vec::new();
     for d in probed.devices {
         let dev = result::device::get(d.ordinal as i32).map_err(|e| err("cuDeviceGet", e))?;
-        // SAFETY: `dev` came from cuDeviceGet.
-        let ctx = unsafe { result::primary_ctx::retain(dev) }
-            .map_err(|e| err("cuDevicePrimaryCtxRetain", e))?;
         let arch: Arch = d.arch.parse().map_err(|e: kernels::ArchError| {
             DevError::new("architecture", format!("{}: {}", d.arch, e.0))
         })?;
@@ -148,7 +159,7 @@ fn open_all() -> Result<Vec<std::sync::Arc<RealDevice>>, DevError> {
                 connections,
             },
             dev,
-            ctx,
+            ctx: std::sync::OnceLock::new(),
             arch,
             t: Mutex::new(Tables::default()),
         }));
@@ -158,8 +169,18 @@ fn open_all() -> Result<Vec<std::sync::Arc<RealDevice>>, DevError> {
 
 impl RealDevice {
     fn bind(&self) -> Result<(), DevError> {
-        // SAFETY: the context was retained in `devices` and is released only on drop.
-        unsafe { result::ctx::set_current(self.ctx) }.map_err(|e| err("cuCtxSetCurrent", e))
+        let ctx = self
+            .ctx
+            .get_or_init(|| {
+                // SAFETY: `dev` came from cuDeviceGet.
+                let ctx = unsafe { result::primary_ctx::retain(self.dev) }
+                    .map_err(|e| err("cuDevicePrimaryCtxRetain", e))?;
+                tracing::debug!(ordinal = self.desc.ordinal, "GPU context retained");
+                Ok(Context(ctx))
+            })
+            .clone()?;
+        // SAFETY: the context was retained above and is released only on drop.
+        unsafe { result::ctx::set_current(ctx.0) }.map_err(|e| err("cuCtxSetCurrent", e))
     }
 
     fn tables(&self) -> Result<std::sync::MutexGuard<'_, Tables>, DevError> {
@@ -635,6 +656,29 @@ impl Device for RealDevice {
         r == sys::CUresult::CUDA_SUCCESS && can != 0
     }
 
+    fn enable_peer(&self, peer: usize) -> Result<(), DevError> {
+        if peer == self.desc.ordinal {
+            return Ok(());
+        }
+        let other = result::device::get(peer as i32).map_err(|e| err("cuDeviceGet", e))?;
+        if self.tables()?.peers.contains(&other) {
+            return Ok(());
+        }
+        self.bind()?;
+        // SAFETY: `other` came from cuDeviceGet; the retain is released on drop.
+        let peer_ctx = unsafe { result::primary_ctx::retain(other) }
+            .map_err(|e| err("cuDevicePrimaryCtxRetain", e))?;
+        self.tables()?.peers.push(other);
+        // SAFETY: this device's context is current; `peer_ctx` is live.
+        let r = unsafe { sys::cuCtxEnablePeerAccess(peer_ctx, 0) };
+        if r == sys::CUresult::CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED {
+            return Ok(());
+        }
+        check("cuCtxEnablePeerAccess", r)?;
+        tracing::debug!(ordinal = self.desc.ordinal, peer, "peer access enabled");
+        Ok(())
+    }
+
     fn bus_id(&self) -> String {
         let mut buf = [0 as std::ffi::c_char; 32];
         // SAFETY: the buffer holds 32 bytes, as passed.
@@ -696,7 +740,8 @@ impl RealDevice {
 
 impl Drop for RealDevice {
     fn drop(&mut self) {
-        if self.bind().is_err() {
+        // A device never bound has no context, and nothing of it to free.
+        if !matches!(self.ctx.get(), Some(Ok(_))) || self.bind().is_err() {
             return;
         }
         if let Ok(t) = self.t.get_mut() {
@@ -718,9 +763,12 @@ impl Drop for RealDevice {
                 for &m in t.modules.values() {
                     let _ = sys::cuModuleUnload(m);
                 }
+                for &d in &t.peers {
+                    let _ = result::primary_ctx::release(d);
+                }
             }
         }
-        // SAFETY: retained once in `devices`.
+        // SAFETY: retained once, in `bind`.
         let _ = unsafe { result::primary_ctx::release(self.dev) };
     }
 }

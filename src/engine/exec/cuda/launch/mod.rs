@@ -21,7 +21,7 @@ use crate::engine::algo::MAX_PEERS;
 use crate::engine::exec::world::{ExecError, HostWorld, MAX_CHANNELS};
 use crate::engine::observe::Observer;
 use crate::engine::transport::node::ProcessPeers;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -68,6 +68,9 @@ pub struct CudaOptions {
     /// Programs that only copy within a rank run in the kernel too
     /// (`COLLBENCH_CUDA_COPIES=kernel`), not as the device's copies.
     pub kernel_copies: bool,
+    /// Connections between GPUs go through pinned host memory even where
+    /// the GPUs reach each other peer-to-peer (`COLLBENCH_CUDA_P2P=off`).
+    pub no_p2p: bool,
 }
 
 impl CudaOptions {
@@ -105,6 +108,7 @@ impl CudaOptions {
             timing,
             proto: None,
             kernel_copies: knobs.kernel_copies,
+            no_p2p: knobs.no_p2p,
         }
     }
 }
@@ -119,6 +123,10 @@ pub struct EnvKnobs {
     /// the rank runs in the collective kernel like any other (to measure the
     /// kernel's copy); `driver` (the default): as the device's copies.
     pub kernel_copies: bool,
+    /// `COLLBENCH_CUDA_P2P=off`: connections between GPUs of one process
+    /// through pinned host memory, as where peer access is impossible;
+    /// `auto` (the default): peer-to-peer where the GPUs allow it.
+    pub no_p2p: bool,
 }
 
 impl EnvKnobs {
@@ -155,9 +163,20 @@ impl EnvKnobs {
                 ))
             }
         };
+        let no_p2p = match get("COLLBENCH_CUDA_P2P") {
+            None => false,
+            Some(v) if v.eq_ignore_ascii_case("auto") => false,
+            Some(v) if v.eq_ignore_ascii_case("off") => true,
+            Some(v) => {
+                return Err(format!(
+                    "COLLBENCH_CUDA_P2P={v:?}: expected auto or off (whether connections between GPUs go peer-to-peer where the GPUs allow it)"
+                ))
+            }
+        };
         Ok(EnvKnobs {
             threads,
             kernel_copies,
+            no_p2p,
         })
     }
 }
@@ -183,11 +202,26 @@ fn open_devices(kind: Kind) -> Result<Vec<Arc<dyn Device>>, DevError> {
     })
 }
 
-/// Room for buffers on the devices a world of `nranks` ranks of `kind`
-/// would use: (free bytes of the most crowded device, ranks on it, bytes
-/// each rank needs beyond its buffers). `None` when the devices cannot be
-/// opened (the world's own checks then say why).
-pub fn memory_budget(kind: Kind, nranks: usize, opts: &CudaOptions) -> Option<(u64, usize, u64)> {
+/// Who shares the devices a memory budget is for.
+#[derive(Clone, Copy, Debug)]
+pub enum Here<'a> {
+    /// `n` ranks of this process, round-robin over the devices.
+    Threads(usize),
+    /// This process's one rank, `node_rank` of the `node_size` ranks of its
+    /// node, on the GPU `gpu_map` (or its node rank) gives it.
+    Process {
+        node_rank: usize,
+        node_size: usize,
+        gpu_map: Option<&'a [usize]>,
+    },
+}
+
+/// Room for buffers on the devices ranks of `kind` would use: (free bytes
+/// of the most crowded device, ranks on it, bytes each rank needs beyond
+/// its buffers). A rank process looks at its own GPU only (and so opens no
+/// context on the others). `None` when the devices cannot be opened (the
+/// world's own checks then say why).
+pub fn memory_budget(kind: Kind, here: Here, opts: &CudaOptions) -> Option<(u64, usize, u64)> {
     let devices = match open_devices(kind) {
         Ok(d) => d,
         Err(e) => {
@@ -195,17 +229,34 @@ pub fn memory_budget(kind: Kind, nranks: usize, opts: &CudaOptions) -> Option<(u
             return None;
         }
     };
-    let used = devices.len().min(nranks).max(1);
-    let free = devices
-        .iter()
-        .take(used)
-        .filter_map(|d| d.mem_info().ok().map(|m| m.0))
-        .min()?;
-    let (per_device, overhead) = (nranks.div_ceil(used), rank_overhead(opts) as u64);
+    let (free, per_device) = match here {
+        Here::Threads(nranks) => {
+            let used = devices.len().min(nranks).max(1);
+            let free = devices
+                .iter()
+                .take(used)
+                .filter_map(|d| d.mem_info().ok().map(|m| m.0))
+                .min()?;
+            (free, nranks.div_ceil(used))
+        }
+        Here::Process {
+            node_rank,
+            node_size,
+            gpu_map,
+        } => {
+            // A map the world refuses is said there.
+            let placement =
+                spread::node_placement(gpu_map, node_size.max(node_rank + 1), devices.len())
+                    .ok()?;
+            let mine = *placement.get(node_rank)?;
+            let sharing = placement.iter().filter(|&&d| d == mine).count();
+            (devices.get(mine)?.mem_info().ok()?.0, sharing)
+        }
+    };
+    let overhead = rank_overhead(opts) as u64;
     tracing::debug!(
         kind = kind.name(),
-        nranks,
-        devices = used,
+        ?here,
         free_bytes = free,
         ranks_per_device = per_device,
         overhead_bytes_per_rank = overhead,
@@ -244,8 +295,12 @@ pub struct CudaWorld {
     host: Arc<HostWorld>,
     status: Mapped,
     opts: CudaOptions,
-    /// Connections live in host-mapped memory when ranks span devices.
+    /// Ranks span devices or processes: flags at system scope, no LL128.
     staged: bool,
+    /// Device pairs (sender, receiver) whose connections are the
+    /// receiver's device memory, written peer-to-peer by the sender's
+    /// kernels; other pairs of different devices use host-mapped memory.
+    peer: HashSet<(usize, usize)>,
     conns: Mutex<HashMap<ConnKey, DevPtr>>,
     /// Device allocations and mapped memory freed when the world goes.
     owned: Mutex<Vec<(usize, Owned)>>,
@@ -259,6 +314,61 @@ pub struct CudaWorld {
 enum Owned {
     Dev(DevPtr),
     Mapped(Mapped),
+}
+
+/// The pairs of `devices` (sender, receiver by index) whose connections go
+/// peer-to-peer: the sender's GPU reaches the receiver's memory and peer
+/// access could be enabled (a GPU reaches only so many peers); none with
+/// one device or `no_p2p`.
+fn peer_pairs(devices: &[Arc<dyn Device>], no_p2p: bool) -> HashSet<(usize, usize)> {
+    let mut pairs = HashSet::new();
+    if devices.len() < 2 {
+        return pairs;
+    }
+    if no_p2p {
+        tracing::info!("connections between GPUs through host memory (COLLBENCH_CUDA_P2P=off)");
+        return pairs;
+    }
+    for (a, da) in devices.iter().enumerate() {
+        for (b, db) in devices.iter().enumerate() {
+            let to = db.desc().ordinal;
+            if a == b || !da.can_access_peer(to) {
+                continue;
+            }
+            match da.enable_peer(to) {
+                Ok(()) => {
+                    pairs.insert((a, b));
+                }
+                Err(e) => tracing::info!(
+                    from = da.desc().ordinal,
+                    to,
+                    error = %e,
+                    "no peer access: connections through host memory"
+                ),
+            }
+        }
+    }
+    let all = devices.len() * (devices.len() - 1);
+    tracing::info!(
+        peer_to_peer = pairs.len(),
+        of = all,
+        "connections between GPUs: peer-to-peer where the pair allows it, else pinned host memory"
+    );
+    pairs
+}
+
+/// Why `--protocol ll128` is refused where connections are not one GPU's
+/// own memory: between rank processes (CUDA IPC or host memory), or
+/// between `gpus` GPUs of one process (host-mapped memory).
+pub fn ll128_refused(across_processes: bool, gpus: usize) -> String {
+    let how = if across_processes {
+        "ranks in processes of their own exchange through CUDA IPC or host memory".to_string()
+    } else {
+        format!("ranks on {gpus} GPUs exchange through host-mapped memory")
+    };
+    format!(
+        "--protocol ll128: {how}, where a 128-byte line can arrive in pieces and be read torn; LL128 runs between ranks sharing one GPU in one process; use --protocol ll, simple or auto"
+    )
 }
 
 impl CudaWorld {
@@ -367,15 +477,29 @@ impl CudaWorld {
                 )));
             }
         }
+        // Across GPUs or processes, connections are host memory or another
+        // GPU's: flags at system scope, and no LL128, whose 128-byte lines
+        // must reach the reader whole (NCCL runs it over NVLink only).
+        let staged = devices.len() > 1 || spread.is_some();
+        if staged && opts.proto == Some(Proto::LowLatency128) {
+            return Err(ExecError::Setup(ll128_refused(
+                spread.is_some(),
+                devices.len(),
+            )));
+        }
+        let peer = match &spread {
+            None => peer_pairs(&devices, opts.no_p2p),
+            // Across processes, CUDA IPC reaches peers (see `spread`).
+            Some(_) => HashSet::new(),
+        };
         let home = of_rank.first().copied().unwrap_or(0);
         let status = devices[home]
             .alloc_mapped(std::mem::size_of::<CbStatus>())
             .map_err(dev_err)?;
         let mut world = CudaWorld {
             kind,
-            // Across processes, connections are another process's memory
-            // (or host memory): flags at system scope.
-            staged: devices.len() > 1 || spread.is_some(),
+            staged,
+            peer,
             devices,
             of_rank,
             load,
@@ -408,7 +532,7 @@ impl CudaWorld {
 
     /// Blocks each rank's program takes with `--channels auto`: the same for
     /// every rank (their programs must match), from the most crowded
-    /// device. Where ranks share a GPU, half its resident slots, so the
+    /// device (across processes, agreed with every rank). Where ranks share a GPU, half its resident slots, so the
     /// persistent kernels never fill it and a short kernel queued ahead of
     /// another rank's blocks always finds room; a rank alone on its GPU
     /// may take every slot.
@@ -445,6 +569,19 @@ impl CudaWorld {
             // Every block is a thread: few, so the host's cores are not
             // swamped (and never more than the emulated device holds).
             blocks = blocks.min(2);
+        }
+        if let Some(sp) = &self.spread {
+            // Each process sees only its own GPU (how crowded, how large):
+            // the world takes the least.
+            let mine = blocks;
+            blocks = sp.agree_min(blocks, "auto channels")?;
+            if blocks < mine {
+                tracing::debug!(
+                    mine,
+                    agreed = blocks,
+                    "auto channels: another rank's GPU allows fewer"
+                );
+            }
         }
         tracing::info!(
             %variant,
@@ -533,7 +670,11 @@ impl CudaWorld {
         }
         let dev = self.of_rank[key.to];
         let d = &self.devices[dev];
-        let p = if self.staged {
+        let from = self.of_rank[key.from];
+        // The receiver's device memory where the sender's kernels reach it
+        // (the same GPU, or a peer), else pinned host memory both reach.
+        let direct = from == dev || self.peer.contains(&(from, dev));
+        let p = if !direct {
             let mapped = d.alloc_mapped(bytes).map_err(dev_err)?;
             self.own(dev, Owned::Mapped(mapped));
             mapped.dev
@@ -674,7 +815,8 @@ mod tests {
             k,
             Ok(EnvKnobs {
                 threads: Some(256),
-                kernel_copies: true
+                kernel_copies: true,
+                no_p2p: false,
             })
         );
         let empty = [
@@ -683,8 +825,15 @@ mod tests {
         ];
         assert_eq!(knobs(&empty), Ok(EnvKnobs::default()));
         assert_eq!(
-            knobs(&[("COLLBENCH_CUDA_COPIES", "driver")]),
+            knobs(&[
+                ("COLLBENCH_CUDA_COPIES", "driver"),
+                ("COLLBENCH_CUDA_P2P", "Auto")
+            ]),
             Ok(EnvKnobs::default())
+        );
+        assert_eq!(
+            knobs(&[("COLLBENCH_CUDA_P2P", "off")]).map(|k| k.no_p2p),
+            Ok(true)
         );
         for (var, bad) in [
             ("COLLBENCH_CUDA_THREADS", "100"),
@@ -692,6 +841,7 @@ mod tests {
             ("COLLBENCH_CUDA_THREADS", "0"),
             ("COLLBENCH_CUDA_THREADS", "lots"),
             ("COLLBENCH_CUDA_COPIES", "gpu"),
+            ("COLLBENCH_CUDA_P2P", "on"),
         ] {
             let e = knobs(&[(var, bad)]).unwrap_err();
             assert!(e.contains(var) && e.contains(bad), "{var}={bad}: {e}");

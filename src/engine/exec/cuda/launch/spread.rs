@@ -230,6 +230,29 @@ impl Spread {
         })
     }
 
+    /// The least of every rank's `n`: what each rank's own GPU allows
+    /// (auto channels) must be one number for the whole world, or the
+    /// ranks' programs differ and wait on connections no peer makes.
+    /// Collective: every rank calls it at the same point.
+    pub(super) fn agree_min(&self, n: usize, what: &str) -> Result<usize, ExecError> {
+        let all = self
+            .procs
+            .all_gather(&(n as u64).to_le_bytes())
+            .map_err(|e| setup(format!("agreeing on {what}: {e}")))?;
+        all.iter()
+            .enumerate()
+            .map(|(r, b)| {
+                let b: [u8; 8] = b
+                    .as_slice()
+                    .try_into()
+                    .map_err(|_| setup(format!("bad {what} from rank {r}")))?;
+                Ok(u64::from_le_bytes(b) as usize)
+            })
+            .try_fold(n, |least, theirs: Result<usize, ExecError>| {
+                Ok(least.min(theirs?))
+            })
+    }
+
     /// Whether any connection goes through the relay.
     pub(super) fn relayed(&self) -> bool {
         self.bridge.is_some()

@@ -282,9 +282,20 @@ impl CudaRank {
             None if t.max_step_bytes <= ll_max => {
                 (Proto::LowLatency, "every step fits the low-latency slot")
             }
-            None if op_bytes <= LL128_AUTO_MAX && t.max_step_bytes <= ll128_max => (
-                Proto::LowLatency128,
-                "a step exceeds the low-latency slot; the operation is at most 4 MiB (LL128)",
+            // LL128 only where connections are the GPU's own memory (see
+            // `CudaWorld::open`).
+            None if !self.world.staged
+                && op_bytes <= LL128_AUTO_MAX
+                && t.max_step_bytes <= ll128_max =>
+            {
+                (
+                    Proto::LowLatency128,
+                    "a step exceeds the low-latency slot; the operation is at most 4 MiB (LL128)",
+                )
+            }
+            None if self.world.staged => (
+                Proto::Simple,
+                "a step exceeds the low-latency slot; connections between GPUs or processes take no LL128",
             ),
             None => (
                 Proto::Simple,
