@@ -668,13 +668,18 @@ impl Device for RealDevice {
         // SAFETY: `other` came from cuDeviceGet; the retain is released on drop.
         let peer_ctx = unsafe { result::primary_ctx::retain(other) }
             .map_err(|e| err("cuDevicePrimaryCtxRetain", e))?;
-        self.tables()?.peers.push(other);
         // SAFETY: this device's context is current; `peer_ctx` is live.
         let r = unsafe { sys::cuCtxEnablePeerAccess(peer_ctx, 0) };
-        if r == sys::CUresult::CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED {
-            return Ok(());
+        if r != sys::CUresult::CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED {
+            if let Err(e) = check("cuCtxEnablePeerAccess", r) {
+                // Not remembered: a later world asks again, and gets the
+                // same answer rather than a pair it cannot use.
+                // SAFETY: retained just above.
+                let _ = unsafe { result::primary_ctx::release(other) };
+                return Err(e);
+            }
         }
-        check("cuCtxEnablePeerAccess", r)?;
+        self.tables()?.peers.push(other);
         tracing::debug!(ordinal = self.desc.ordinal, peer, "peer access enabled");
         Ok(())
     }

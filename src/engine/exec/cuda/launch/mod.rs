@@ -359,12 +359,12 @@ fn peer_pairs(devices: &[Arc<dyn Device>], no_p2p: bool) -> HashSet<(usize, usiz
 
 /// Why `--protocol ll128` is refused where connections are not one GPU's
 /// own memory: between rank processes (CUDA IPC or host memory), or
-/// between `gpus` GPUs of one process (host-mapped memory).
+/// between `gpus` GPUs of one process (peer GPU or host-mapped memory).
 pub fn ll128_refused(across_processes: bool, gpus: usize) -> String {
     let how = if across_processes {
         "ranks in processes of their own exchange through CUDA IPC or host memory".to_string()
     } else {
-        format!("ranks on {gpus} GPUs exchange through host-mapped memory")
+        format!("ranks on {gpus} GPUs exchange through peer GPU or host-mapped memory")
     };
     format!(
         "--protocol ll128: {how}, where a 128-byte line can arrive in pieces and be read torn; LL128 runs between ranks sharing one GPU in one process; use --protocol ll, simple or auto"
@@ -477,9 +477,10 @@ impl CudaWorld {
                 )));
             }
         }
-        // Across GPUs or processes, connections are host memory or another
-        // GPU's: flags at system scope, and no LL128, whose 128-byte lines
-        // must reach the reader whole (NCCL runs it over NVLink only).
+        // Across GPUs or processes, connections may be host memory or
+        // another GPU's: flags at system scope, and no LL128, whose 128-byte
+        // lines must reach the reader whole (NCCL runs it over NVLink only;
+        // PCIe may split them).
         let staged = devices.len() > 1 || spread.is_some();
         if staged && opts.proto == Some(Proto::LowLatency128) {
             return Err(ExecError::Setup(ll128_refused(
