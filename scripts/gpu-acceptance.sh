@@ -106,10 +106,15 @@ SH
 fi
 say() { echo "$*" | tee -a "$log"; }
 shopt -s extglob
-# Whether step NAME runs: it matches GPU_ACCEPTANCE_ONLY (when set) and the
-# budget is not spent. A step the budget leaves out is said and counted.
+# Whether GPU_ACCEPTANCE_ONLY (when set) asks for step NAME.
+wanted() {
+  [ -z "$only" ] || grep -Eq -- "$only" <<< "$1"
+}
+# Whether step NAME runs: it is wanted (or FOLLOW=1: it checks what the
+# step before it made, and runs whenever that one did) and the budget is
+# not spent. A step the budget leaves out is said and counted.
 due() {
-  if [ -n "$only" ] && ! grep -Eq -- "$only" <<< "$1"; then
+  if [ -z "${FOLLOW:-}" ] && ! wanted "$1"; then
     return 1
   fi
   if [ "$SECONDS" -ge "$budget" ]; then
@@ -117,6 +122,18 @@ due() {
     skipped+=("$1")
     return 1
   fi
+}
+# Waits for background PID to end, at most SECONDS (then kills it);
+# sets rc to its exit status.
+end_within() {
+  local pid=$1 tenths=$(($2 * 10))
+  while kill -0 "$pid" 2> /dev/null && [ "$tenths" -gt 0 ]; do
+    sleep 0.1
+    tenths=$((tenths - 1))
+  done
+  kill -0 "$pid" 2> /dev/null && kill -KILL "$pid" 2> /dev/null
+  wait "$pid"
+  rc=$?
 }
 # Seconds a step may run: STEP_LIMIT, or what is left of the budget.
 limit() {
@@ -308,21 +325,25 @@ run tune-n8 0 "$bin" tune --device cuda --ranks 8 --sizes 8B:256M:x4 --output "$
 run auto-n8 0 "$bin" all-reduce --device cuda --ranks 8 --algo all --placement out --sizes 64K:256M:x4 \
   --tuning "$out/tuning-n8.json" --json "$out/auto-n8.json" -q
 say "== an injected hang on 4 ranks: exit 3, dumps, analyze names rank 2"
-rm -rf "$out/hang-dumps"
+wanted hang && rm -rf "$out/hang-dumps"
 run hang 3 "$bin" all-reduce --device cuda --ranks 4 --inject hang:rank=2,seq=5 --timeout 3s \
   --sizes 1K:1K --dump-dir "$out/hang-dumps" -q
-run analyze 1 "$bin" analyze "$out/hang-dumps" --json
-if [ "$ran" = 1 ] && ! python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert 2 in d["culprits"], d' "$out/analyze.out" 2>>"$log"; then
-  say "FAIL analyze does not name rank 2"; fails=$((fails + 1))
+if [ "$ran" = 1 ]; then
+  FOLLOW=1 run hang-analyze 1 "$bin" analyze "$out/hang-dumps" --json
+  if [ "$ran" = 1 ] && ! python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert 2 in d["culprits"], d' "$out/hang-analyze.out" 2>>"$log"; then
+    say "FAIL hang-analyze does not name rank 2"; fails=$((fails + 1))
+  fi
 fi
 # Every rank stopped outside collectives (a lone rank's hang): no wait
 # times out, the watchdog's stopped-ranks rule fires.
 rm -rf "$out/hang-lone-dumps"
 run hang-lone 3 "$bin" all-reduce --device cuda --ranks 1 --inject hang:rank=0,seq=3 --timeout 2s \
   --sizes 1K:1K --dump-dir "$out/hang-lone-dumps" -q
-run analyze-lone 1 "$bin" analyze "$out/hang-lone-dumps" --json
-if [ "$ran" = 1 ] && ! python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["culprits"] == [0], d' "$out/analyze-lone.out" 2>>"$log"; then
-  say "FAIL analyze-lone does not name rank 0"; fails=$((fails + 1))
+if [ "$ran" = 1 ]; then
+  FOLLOW=1 run hang-lone-analyze 1 "$bin" analyze "$out/hang-lone-dumps" --json
+  if [ "$ran" = 1 ] && ! python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["culprits"] == [0], d' "$out/hang-lone-analyze.out" 2>>"$log"; then
+    say "FAIL hang-lone-analyze does not name rank 0"; fails=$((fails + 1))
+  fi
 fi
 rm -rf "$out/hang-lone-dumps"
 run nan 1 "$bin" all-reduce --device cuda --ranks 3 --inject nan:rank=1,seq=1 --sizes 1K:1K -q
@@ -343,13 +364,16 @@ fi
 say "== nccl-tests lines, by nccl-tests' binary names"
 rm -rf "$out/aliases"
 "$bin" install-aliases "$out/aliases" > /dev/null
-run nccl-tests-g1 0 "$out/aliases/all_reduce_perf" -b 8 -e 128M -f 4 -g 1
-run nccl-tests-t4 0 "$out/aliases/all_gather_perf" -b 8 -e 16M -f 4 -t 4
-for name in nccl-tests-g1 nccl-tests-t4; do
-  if [ -f "$out/$name.out" ] && ! grep -q "# Avg bus bandwidth" "$out/$name.out"; then
-    say "FAIL $name: no '# Avg bus bandwidth' line"; fails=$((fails + 1))
+# Each prints nccl-tests' footer.
+footer() {
+  if [ "$ran" = 1 ] && ! grep -q "# Avg bus bandwidth" "$out/$1.out"; then
+    say "FAIL $1: no '# Avg bus bandwidth' line"; fails=$((fails + 1))
   fi
-done
+}
+run nccl-tests-g1 0 "$out/aliases/all_reduce_perf" -b 8 -e 128M -f 4 -g 1
+footer nccl-tests-g1
+run nccl-tests-t4 0 "$out/aliases/all_gather_perf" -b 8 -e 16M -f 4 -t 4
+footer nccl-tests-t4
 rm -rf "$out/aliases"
 
 say "== SIGINT and SIGTERM in a CUDA sweep: exit 130 within a second, finished rows kept"
@@ -361,8 +385,8 @@ for sig in INT TERM; do
   sleep 4
   t0=$(date +%s%N)
   kill -"$sig" "$pid"
-  wait "$pid"
-  rc=$?
+  # A sweep that ignores the signal is killed after a while (a FAIL).
+  end_within "$pid" 10
   ms=$((($(date +%s%N) - t0) / 1000000))
   if [ "$rc" = 130 ] && [ "$ms" -lt 1500 ] && python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["rows"] and d["meta"]["partial"], d["meta"]' "$out/sig$sig.json" 2>> "$log"; then
     say "PASS SIG$sig (exit 130 after $ms ms)"
@@ -389,10 +413,10 @@ for _ in $(seq 50); do
   sleep 0.2
 done
 kill -INT "$pid" 2> /dev/null
-wait "$pid"
+end_within "$pid" 10
 mkdir -p "$out/snapshot"
 cp "$out/snapshot-dumps"/*-request1.json "$out/snapshot/" 2>> "$log"
-run snapshot 0 "$bin" analyze "$out/snapshot" --json
+FOLLOW=1 run snapshot-analyze 0 "$bin" analyze "$out/snapshot" --json
 if python3 -c '
 import glob, json, sys
 files = glob.glob(sys.argv[1] + "/*-request1.json")
