@@ -300,72 +300,8 @@ fn build_over(
         a.placement
     }
     .placements();
-    let agg = nt.agg_iters.unwrap_or(1);
-    let iters = a
-        .iters
-        .checked_mul(agg)
-        .filter(|&n| n <= MAX_ITERS)
-        .ok_or_else(|| {
-            let asked = if agg > 1 {
-                format!("-n {} x -m {agg}", a.iters)
-            } else {
-                format!("--iters {}", a.iters)
-            };
-            PlanError(format!(
-                "{asked}: too many iterations: at most {MAX_ITERS} timed operations a case (each one's time is kept)"
-            ))
-        })?;
-    for (flag, n) in [
-        ("--warmup", a.warmup),
-        ("--check-iters", a.check_iters.unwrap_or(0)),
-    ] {
-        if n > MAX_ITERS {
-            return bad(format!("{flag} {n}: at most {MAX_ITERS}"));
-        }
-    }
-    let checks_off = a.no_check || a.check_iters == Some(0);
-    if let Some(i) = a.inject.iter().find(|i| {
-        matches!(
-            i.fault,
-            crate::harness::inject::Fault::Nan | crate::harness::inject::Fault::Corrupt
-        )
-    }) {
-        if checks_off {
-            return bad(format!(
-                "--inject {i} makes wrong values for the checks to find, and checks are off (--no-check or --check-iters 0): nothing would find them"
-            ));
-        }
-    }
-    if a.check && a.check_iters == Some(0) {
-        return bad(
-            "--check asks for checks and --check-iters 0 turns them off: give one of them".into(),
-        );
-    }
-    if a.links && !a.engine.0.contains(&Engine::Builtin) {
-        return bad(
-            "--links (and `collbench links`) time the builtin engine's transfers: add builtin to --engine (NCCL's and MPI's are not seen)".into(),
-        );
-    }
-    if a.min_link_gbps.is_some() && !a.links {
-        return bad(
-            "--min-link-gbps judges links: give --links too (or run `collbench links`)".into(),
-        );
-    }
-    if a.links && ranks < 2 {
-        // A verdict of no finding would read as links that passed.
-        return bad(format!(
-            "--links (and `collbench links`) time the links between ranks: {ranks} rank has none (give --ranks 2 or more)"
-        ));
-    }
-    for i in &a.inject {
-        inject_in_world(i, ranks).map_err(|e| PlanError(e.to_string()))?;
-        if i.fault == crate::harness::inject::Fault::Nan && !a.dtype.0.iter().any(|d| d.is_float())
-        {
-            return bad(format!(
-                "--inject {i}: a NaN needs a floating-point --dtype, and this sweep has only integers"
-            ));
-        }
-    }
+    let iters = iterations(a)?;
+    check_together(a, ranks)?;
     let premul = a.op.0.contains(&ReduceOp::PreMulSum) && collectives.iter().any(|c| c.reduces());
     if premul {
         for &d in &a.dtype.0 {
@@ -374,9 +310,7 @@ fn build_over(
     }
     let (group, group_mix, collectives) = grouping(a, coll, collectives)?;
     let members: Vec<Collective> = collectives.iter().chain(&group_mix).copied().collect();
-    let v_runs = members.iter().any(|c| c.vkind().is_some());
     let rooted_runs = members.iter().any(|c| c.rooted());
-    let reduce_runs = members.iter().any(|c| c.reduces());
     // A root no rooted collective uses is only noted as unused (nccl-tests'
     // binaries take `-r` whatever they run).
     if let (RootChoice::One(root), true) = (a.root, rooted_runs) {
@@ -391,31 +325,17 @@ fn build_over(
         Some(p) => Some(std::sync::Arc::new(read_tuning(p)?)),
         None => None,
     };
-    // The sweep's collectives the table has no entry for.
-    let untuned: Vec<&str> = match &tuning {
-        Some(t) => {
-            let mut v: Vec<&str> = members
-                .iter()
-                .filter(|&&c| !t.entries.iter().any(|e| e.coll() == Some(c)))
-                .map(|c| c.name())
-                .collect();
-            v.dedup();
-            v
-        }
-        None => Vec::new(),
-    };
     for kind in members.iter().filter_map(|c| c.vkind()) {
         a.split.check(kind, ranks).map_err(PlanError)?;
     }
-    // `all --algo tree`: the collectives without such an algorithm.
-    let algo_skipped: Vec<&str> = match &a.algo {
-        AlgoArg::List(l) if collectives.len() > 1 => collectives
-            .iter()
-            .filter(|c| !l.iter().any(|x| c.algos().contains(x)))
-            .map(|c| c.name())
-            .collect(),
-        _ => Vec::new(),
-    };
+    let notes = Unused {
+        premul,
+        v_runs: members.iter().any(|c| c.vkind().is_some()),
+        reduce_runs: members.iter().any(|c| c.reduces()),
+        rooted_runs,
+        both,
+    }
+    .notes(a, &collectives, &members, tuning.as_deref(), &pace, ranks);
     let plan = Plan {
         group,
         group_mix,
@@ -491,21 +411,150 @@ fn build_over(
                 _ => None,
             })
             .collect(),
-        notes: flag_notes(a.iters, nt)
+        notes,
+    })
+}
+
+/// Timed operations a case: `--iters`, times nccl-tests' `-m`; the warm-up
+/// and checked ones bounded alike.
+fn iterations(a: &RunArgs) -> Result<usize, PlanError> {
+    let agg = a.nccl_tests.agg_iters.unwrap_or(1);
+    let iters = a
+        .iters
+        .checked_mul(agg)
+        .filter(|&n| n <= MAX_ITERS)
+        .ok_or_else(|| {
+            let asked = if agg > 1 {
+                format!("-n {} x -m {agg}", a.iters)
+            } else {
+                format!("--iters {}", a.iters)
+            };
+            PlanError(format!(
+                "{asked}: too many iterations: at most {MAX_ITERS} timed operations a case (each one's time is kept)"
+            ))
+        })?;
+    for (flag, n) in [
+        ("--warmup", a.warmup),
+        ("--check-iters", a.check_iters.unwrap_or(0)),
+    ] {
+        if n > MAX_ITERS {
+            return bad(format!("{flag} {n}: at most {MAX_ITERS}"));
+        }
+    }
+    Ok(iters)
+}
+
+/// Refuses flags that contradict each other or the world of `ranks`:
+/// wrong values injected where no check looks, `--check` with no checked
+/// iterations, `--links` without the builtin engine or a second rank,
+/// injections outside the world, a NaN for integer types only.
+fn check_together(a: &RunArgs, ranks: usize) -> Result<(), PlanError> {
+    let checks_off = a.no_check || a.check_iters == Some(0);
+    if let Some(i) = a.inject.iter().find(|i| {
+        matches!(
+            i.fault,
+            crate::harness::inject::Fault::Nan | crate::harness::inject::Fault::Corrupt
+        )
+    }) {
+        if checks_off {
+            return bad(format!(
+                "--inject {i} makes wrong values for the checks to find, and checks are off (--no-check or --check-iters 0): nothing would find them"
+            ));
+        }
+    }
+    if a.check && a.check_iters == Some(0) {
+        return bad(
+            "--check asks for checks and --check-iters 0 turns them off: give one of them".into(),
+        );
+    }
+    if a.links && !a.engine.0.contains(&Engine::Builtin) {
+        return bad(
+            "--links (and `collbench links`) time the builtin engine's transfers: add builtin to --engine (NCCL's and MPI's are not seen)".into(),
+        );
+    }
+    if a.min_link_gbps.is_some() && !a.links {
+        return bad(
+            "--min-link-gbps judges links: give --links too (or run `collbench links`)".into(),
+        );
+    }
+    if a.links && ranks < 2 {
+        // A verdict of no finding would read as links that passed.
+        return bad(format!(
+            "--links (and `collbench links`) time the links between ranks: {ranks} rank has none (give --ranks 2 or more)"
+        ));
+    }
+    for i in &a.inject {
+        inject_in_world(i, ranks).map_err(|e| PlanError(e.to_string()))?;
+        if i.fault == crate::harness::inject::Fault::Nan && !a.dtype.0.iter().any(|d| d.is_float())
+        {
+            return bad(format!(
+                "--inject {i}: a NaN needs a floating-point --dtype, and this sweep has only integers"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// What the sweep runs, for the notes on flags it leaves unused.
+struct Unused {
+    premul: bool,
+    v_runs: bool,
+    reduce_runs: bool,
+    rooted_runs: bool,
+    /// `--format nccl-tests` made both placements run.
+    both: bool,
+}
+
+impl Unused {
+    /// A line for people on each flag given that changes nothing in this
+    /// sweep, or that the sweep takes otherwise than asked.
+    fn notes(
+        &self,
+        a: &RunArgs,
+        collectives: &[Collective],
+        members: &[Collective],
+        tuning: Option<&crate::harness::tuning::Tuning>,
+        pace: &Pace,
+        ranks: usize,
+    ) -> Vec<String> {
+        // The sweep's collectives the table has no entry for.
+        let untuned: Vec<&str> = match tuning {
+            Some(t) => {
+                let mut v: Vec<&str> = members
+                    .iter()
+                    .filter(|&&c| !t.entries.iter().any(|e| e.coll() == Some(c)))
+                    .map(|c| c.name())
+                    .collect();
+                v.dedup();
+                v
+            }
+            None => Vec::new(),
+        };
+        // `all --algo tree`: the collectives without such an algorithm.
+        let algo_skipped: Vec<&str> = match &a.algo {
+            AlgoArg::List(l) if collectives.len() > 1 => collectives
+                .iter()
+                .filter(|c| !l.iter().any(|x| c.algos().contains(x)))
+                .map(|c| c.name())
+                .collect(),
+            _ => Vec::new(),
+        };
+        let nt = &a.nccl_tests;
+        flag_notes(a.iters, nt)
             .into_iter()
-            .chain((!premul && a.scalar != Scalar::default()).then(|| {
+            .chain((!self.premul && a.scalar != Scalar::default()).then(|| {
                 format!(
                     "--scalar {} is premulsum's: no premulsum runs in this sweep, so it is unused",
                     a.scalar
                 )
             }))
-            .chain((!v_runs && a.split != Split::Uniform).then(|| {
+            .chain((!self.v_runs && a.split != Split::Uniform).then(|| {
                 format!(
                     "--split {} is the v-collectives': none runs in this sweep, so it is unused",
                     a.split
                 )
             }))
-            .chain((!reduce_runs && a.op.0 != [ReduceOp::Sum]).then(|| {
+            .chain((!self.reduce_runs && a.op.0 != [ReduceOp::Sum]).then(|| {
                 format!(
                     "--op {} is the reductions' (all-reduce, reduce, reduce-scatter): none runs in this sweep, so it is unused",
                     a.op.0.iter().map(|o| o.name()).collect::<Vec<_>>().join(",")
@@ -518,7 +567,7 @@ fn build_over(
                     untuned.join(", ")
                 )
             }))
-            .chain((!rooted_runs && a.root != RootChoice::One(0)).then(|| {
+            .chain((!self.rooted_runs && a.root != RootChoice::One(0)).then(|| {
                 format!(
                     "--root {} is the rooted collectives' (broadcast, reduce, gather, scatter): none runs in this sweep, so it is unused",
                     match a.root {
@@ -548,11 +597,11 @@ fn build_over(
                     algo_skipped.join(", ")
                 )
             }))
-            .chain(both.then(|| {
+            .chain(self.both.then(|| {
                 "--format nccl-tests shows out-of-place and in-place side by side, as nccl-tests does: both run".to_string()
             }))
-            .collect(),
-    })
+            .collect()
+    }
 }
 
 /// `--group` and `--group-mix`: the group's size, its members' collectives
