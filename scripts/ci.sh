@@ -23,7 +23,9 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
 need=""
 command -v mpicc >/dev/null 2>&1 || need="$need libopenmpi-dev openmpi-bin"
-[ -n "$(ls /usr/lib/llvm-*/lib/libclang*.so* 2>/dev/null)" ] || need="$need libclang-dev"
+# bindgen needs libclang itself (libclang-cpp, which other packages bring, is not it).
+[ -n "$(ls /usr/lib/llvm-*/lib/libclang.so* /usr/lib/llvm-*/lib/libclang-[0-9]*.so* 2>/dev/null)" ] \
+  || need="$need libclang-dev"
 # The kernel emulation tests compile kernels/ with the host C++ compiler.
 command -v c++ >/dev/null 2>&1 || need="$need g++"
 command -v script >/dev/null 2>&1 || need="$need bsdutils"
