@@ -357,6 +357,134 @@ fn peer_pairs(devices: &[Arc<dyn Device>], no_p2p: bool) -> HashSet<(usize, usiz
     pairs
 }
 
+/// Where a world's ranks run: each rank's device (index into `devices`),
+/// the ranks on each device, and across processes how to reach the others.
+struct Placed {
+    of_rank: Vec<usize>,
+    load: Vec<usize>,
+    spread: Option<spread::Spread>,
+    devices: Vec<Arc<dyn Device>>,
+}
+
+/// Places `nranks` ranks on `devices`: round-robin in one process (the
+/// devices used kept), or this process's one rank on its GPU, its peers
+/// agreed with (the relay then takes the simple protocol only).
+fn place(
+    kind: Kind,
+    nranks: usize,
+    devices: Vec<Arc<dyn Device>>,
+    across: Option<Across>,
+    opts: &mut CudaOptions,
+    nccl: bool,
+) -> Result<Placed, ExecError> {
+    Ok(match across {
+        None => {
+            let of_rank: Vec<usize> = (0..nranks).map(|r| r % devices.len()).collect();
+            let used = devices.len().min(nranks);
+            tracing::info!(
+                kind = kind.name(),
+                nranks,
+                devices = used,
+                virtual_ranks = nranks > used,
+                spans_devices = used > 1,
+                threads = opts.threads,
+                "CUDA world: ranks placed round-robin on devices"
+            );
+            let devices: Vec<Arc<dyn Device>> = devices.into_iter().take(used).collect();
+            let load = (0..used)
+                .map(|i| of_rank.iter().filter(|&&x| x == i).count())
+                .collect();
+            Placed {
+                of_rank,
+                load,
+                spread: None,
+                devices,
+            }
+        }
+        Some(a) => {
+            if nccl {
+                return Err(ExecError::Setup(
+                    "--engine nccl across processes is not supported yet: run one process with --ranks N for NCCL's rows".into(),
+                ));
+            }
+            let di = spread::pick_device(&*a.procs, a.gpu_map.as_deref(), devices.len())?;
+            let sp = spread::Spread::open(a.procs, &devices, di, a.allow_shared)?;
+            if sp.relayed() {
+                opts.proto = match opts.proto {
+                    None | Some(Proto::Simple) => Some(Proto::Simple),
+                    Some(p) => {
+                        return Err(ExecError::Setup(format!(
+                            "--protocol {}: connections through the relay (to another node, or COLLBENCH_FORCE_RELAY=1) run the simple protocol only",
+                            p.name()
+                        )))
+                    }
+                };
+            }
+            let mut load = vec![0; devices.len()];
+            load[di] = sp.sharing;
+            Placed {
+                of_rank: vec![di; nranks],
+                load,
+                spread: Some(sp),
+                devices,
+            }
+        }
+    })
+}
+
+/// Refuses a layout that cannot run: more ranks on a GPU than its hardware
+/// queues (their persistent kernels could wait on each other), or buffers
+/// and connections past 90% of a device's free memory.
+fn check_devices(
+    devices: &[Arc<dyn Device>],
+    load: &[usize],
+    spread: bool,
+    bytes: [usize; 3],
+    opts: &CudaOptions,
+) -> Result<(), ExecError> {
+    for (i, d) in devices.iter().enumerate() {
+        let here = load[i];
+        if here == 0 {
+            continue;
+        }
+        let desc = d.desc();
+        if !spread && here as u32 > desc.connections {
+            return Err(ExecError::Setup(format!(
+                "{here} ranks share GPU {} ({}), more than its {} hardware queues (CUDA_DEVICE_MAX_CONNECTIONS): their persistent kernels could wait on each other forever; use --ranks {} or fewer per GPU",
+                desc.ordinal, desc.name, desc.connections, desc.connections
+            )));
+        }
+        // Saturating: buffers past the address space must read as too
+        // large, never wrap to a small need.
+        let per_rank = bytes.iter().fold(0usize, |a, &b| a.saturating_add(b));
+        let conn = rank_overhead(opts);
+        let need = (per_rank.saturating_add(conn) as u64).saturating_mul(here as u64);
+        let (free, _) = d.mem_info().map_err(dev_err)?;
+        tracing::debug!(
+            ordinal = desc.ordinal,
+            ranks = here,
+            queues = desc.connections,
+            buffer_bytes_per_rank = per_rank,
+            connection_bytes_per_rank = conn,
+            need_bytes = need,
+            free_bytes = free,
+            "device memory check (need <= 90% of free)"
+        );
+        if need > free / 10 * 9 {
+            return Err(ExecError::Setup(format!(
+                "not enough memory on GPU {} ({}): {} x {} of buffers and connections need {}, but {} is free; lower --sizes' maximum or --ranks",
+                desc.ordinal,
+                desc.name,
+                crate::units::count_of(here, "rank"),
+                crate::units::Bytes(per_rank.saturating_add(conn) as u64),
+                crate::units::Bytes(need),
+                crate::units::Bytes(free)
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// Why `--protocol ll128` is refused where connections are not one GPU's
 /// own memory: between rank processes (CUDA IPC or host memory), or
 /// between `gpus` GPUs of one process (peer GPU or host-mapped memory).
@@ -394,89 +522,13 @@ impl CudaWorld {
                 kind.name()
             )));
         }
-        let (of_rank, load, spread, devices) = match across {
-            None => {
-                let of_rank: Vec<usize> = (0..nranks).map(|r| r % devices.len()).collect();
-                let used = devices.len().min(nranks);
-                tracing::info!(
-                    kind = kind.name(),
-                    nranks,
-                    devices = used,
-                    virtual_ranks = nranks > used,
-                    staged_connections = used > 1,
-                    threads = opts.threads,
-                    "CUDA world: ranks placed round-robin on devices"
-                );
-                let devices: Vec<Arc<dyn Device>> = devices.into_iter().take(used).collect();
-                let load = (0..used)
-                    .map(|i| of_rank.iter().filter(|&&x| x == i).count())
-                    .collect();
-                (of_rank, load, None, devices)
-            }
-            Some(a) => {
-                if nccl {
-                    return Err(ExecError::Setup(
-                        "--engine nccl across processes is not supported yet: run one process with --ranks N for NCCL's rows".into(),
-                    ));
-                }
-                let di = spread::pick_device(&*a.procs, a.gpu_map.as_deref(), devices.len())?;
-                let sp = spread::Spread::open(a.procs, &devices, di, a.allow_shared)?;
-                if sp.relayed() {
-                    opts.proto = match opts.proto {
-                        None | Some(Proto::Simple) => Some(Proto::Simple),
-                        Some(p) => {
-                            return Err(ExecError::Setup(format!(
-                                "--protocol {}: connections through the relay (to another node, or COLLBENCH_FORCE_RELAY=1) run the simple protocol only",
-                                p.name()
-                            )))
-                        }
-                    };
-                }
-                let mut load = vec![0; devices.len()];
-                load[di] = sp.sharing;
-                (vec![di; nranks], load, Some(sp), devices)
-            }
-        };
-        for (i, d) in devices.iter().enumerate() {
-            let here = load[i];
-            if here == 0 {
-                continue;
-            }
-            let desc = d.desc();
-            if spread.is_none() && here as u32 > desc.connections {
-                return Err(ExecError::Setup(format!(
-                    "{here} ranks share GPU {} ({}), more than its {} hardware queues (CUDA_DEVICE_MAX_CONNECTIONS): their persistent kernels could wait on each other forever; use --ranks {} or fewer per GPU",
-                    desc.ordinal, desc.name, desc.connections, desc.connections
-                )));
-            }
-            // Saturating: buffers past the address space must read as too
-            // large, never wrap to a small need.
-            let per_rank = bytes.iter().fold(0usize, |a, &b| a.saturating_add(b));
-            let conn = rank_overhead(&opts);
-            let need = (per_rank.saturating_add(conn) as u64).saturating_mul(here as u64);
-            let (free, _) = d.mem_info().map_err(dev_err)?;
-            tracing::debug!(
-                ordinal = desc.ordinal,
-                ranks = here,
-                queues = desc.connections,
-                buffer_bytes_per_rank = per_rank,
-                connection_bytes_per_rank = conn,
-                need_bytes = need,
-                free_bytes = free,
-                "device memory check (need <= 90% of free)"
-            );
-            if need > free / 10 * 9 {
-                return Err(ExecError::Setup(format!(
-                    "not enough memory on GPU {} ({}): {} x {} of buffers and connections need {}, but {} is free; lower --sizes' maximum or --ranks",
-                    desc.ordinal,
-                    desc.name,
-                    crate::units::count_of(here, "rank"),
-                    crate::units::Bytes(per_rank.saturating_add(conn) as u64),
-                    crate::units::Bytes(need),
-                    crate::units::Bytes(free)
-                )));
-            }
-        }
+        let Placed {
+            of_rank,
+            load,
+            spread,
+            devices,
+        } = place(kind, nranks, devices, across, &mut opts, nccl)?;
+        check_devices(&devices, &load, spread.is_some(), bytes, &opts)?;
         // Across GPUs or processes, connections may be host memory or
         // another GPU's: flags at system scope, and no LL128, whose 128-byte
         // lines must reach the reader whole (NCCL runs it over NVLink only;
