@@ -1,0 +1,258 @@
+//! Where a world's ranks go and whether they fit: placement on devices
+//! (round-robin, or one rank per process), the hardware-queue and memory
+//! checks, the memory budget a sweep is cut to, which GPU pairs go
+//! peer-to-peer, and where LL128 may run.
+
+use super::*;
+
+/// Who shares the devices a memory budget is for.
+#[derive(Clone, Copy, Debug)]
+pub enum Here<'a> {
+    /// `n` ranks of this process, round-robin over the devices.
+    Threads(usize),
+    /// This process's one rank, `node_rank` of the `node_size` ranks of its
+    /// node, on the GPU `gpu_map` (or its node rank) gives it.
+    Process {
+        node_rank: usize,
+        node_size: usize,
+        gpu_map: Option<&'a [usize]>,
+    },
+}
+
+/// Room for buffers on the devices ranks of `kind` would use: (free bytes
+/// of the most crowded device, ranks on it, bytes each rank needs beyond
+/// its buffers). A rank process looks at its own GPU only (and so opens no
+/// context on the others). `None` when the devices cannot be opened (the
+/// world's own checks then say why).
+pub fn memory_budget(kind: Kind, here: Here, opts: &CudaOptions) -> Option<(u64, usize, u64)> {
+    let devices = match open_devices(kind) {
+        Ok(d) => d,
+        Err(e) => {
+            tracing::debug!(kind = kind.name(), error = %e, "memory budget: devices do not open");
+            return None;
+        }
+    };
+    let (free, per_device) = match here {
+        Here::Threads(nranks) => {
+            let used = devices.len().min(nranks).max(1);
+            let free = devices
+                .iter()
+                .take(used)
+                .filter_map(|d| d.mem_info().ok().map(|m| m.0))
+                .min()?;
+            (free, nranks.div_ceil(used))
+        }
+        Here::Process {
+            node_rank,
+            node_size,
+            gpu_map,
+        } => {
+            // A map the world refuses is said there.
+            let placement =
+                spread::node_placement(gpu_map, node_size.max(node_rank + 1), devices.len())
+                    .ok()?;
+            let mine = *placement.get(node_rank)?;
+            let sharing = placement.iter().filter(|&&d| d == mine).count();
+            (devices.get(mine)?.mem_info().ok()?.0, sharing)
+        }
+    };
+    let overhead = rank_overhead(opts) as u64;
+    tracing::debug!(
+        kind = kind.name(),
+        ?here,
+        free_bytes = free,
+        ranks_per_device = per_device,
+        overhead_bytes_per_rank = overhead,
+        "memory budget"
+    );
+    Some((free, per_device, overhead))
+}
+
+/// Device bytes a rank holds beyond its buffers: connections (an
+/// estimate: four channels of up to MAX_PEERS peers each way), tables.
+fn rank_overhead(opts: &CudaOptions) -> usize {
+    opts.shape.bytes() * 4 * MAX_PEERS + (1 << 20)
+}
+
+/// The pairs of `devices` (sender, receiver by index) whose connections go
+/// peer-to-peer: the sender's GPU reaches the receiver's memory and peer
+/// access could be enabled (a GPU reaches only so many peers); none with
+/// one device or `no_p2p`.
+pub(super) fn peer_pairs(devices: &[Arc<dyn Device>], no_p2p: bool) -> HashSet<(usize, usize)> {
+    let mut pairs = HashSet::new();
+    if devices.len() < 2 {
+        return pairs;
+    }
+    if no_p2p {
+        tracing::info!("connections between GPUs through host memory (COLLBENCH_CUDA_P2P=off)");
+        return pairs;
+    }
+    for (a, da) in devices.iter().enumerate() {
+        for (b, db) in devices.iter().enumerate() {
+            let to = db.desc().ordinal;
+            if a == b || !da.can_access_peer(to) {
+                continue;
+            }
+            match da.enable_peer(to) {
+                Ok(()) => {
+                    pairs.insert((a, b));
+                }
+                Err(e) => tracing::info!(
+                    from = da.desc().ordinal,
+                    to,
+                    error = %e,
+                    "no peer access: connections through host memory"
+                ),
+            }
+        }
+    }
+    let all = devices.len() * (devices.len() - 1);
+    tracing::info!(
+        peer_to_peer = pairs.len(),
+        of = all,
+        "connections between GPUs: peer-to-peer where the pair allows it, else pinned host memory"
+    );
+    pairs
+}
+
+/// Where a world's ranks run: each rank's device (index into `devices`),
+/// the ranks on each device, and across processes how to reach the others.
+pub(super) struct Placed {
+    pub(super) of_rank: Vec<usize>,
+    pub(super) load: Vec<usize>,
+    pub(super) spread: Option<spread::Spread>,
+    pub(super) devices: Vec<Arc<dyn Device>>,
+}
+
+/// Places `nranks` ranks on `devices`: round-robin in one process (the
+/// devices used kept), or this process's one rank on its GPU, its peers
+/// agreed with (the relay then takes the simple protocol only).
+pub(super) fn place(
+    kind: Kind,
+    nranks: usize,
+    devices: Vec<Arc<dyn Device>>,
+    across: Option<Across>,
+    opts: &mut CudaOptions,
+    nccl: bool,
+) -> Result<Placed, ExecError> {
+    Ok(match across {
+        None => {
+            let of_rank: Vec<usize> = (0..nranks).map(|r| r % devices.len()).collect();
+            let used = devices.len().min(nranks);
+            tracing::info!(
+                kind = kind.name(),
+                nranks,
+                devices = used,
+                virtual_ranks = nranks > used,
+                spans_devices = used > 1,
+                threads = opts.threads,
+                "CUDA world: ranks placed round-robin on devices"
+            );
+            let devices: Vec<Arc<dyn Device>> = devices.into_iter().take(used).collect();
+            let load = (0..used)
+                .map(|i| of_rank.iter().filter(|&&x| x == i).count())
+                .collect();
+            Placed {
+                of_rank,
+                load,
+                spread: None,
+                devices,
+            }
+        }
+        Some(a) => {
+            if nccl {
+                return Err(ExecError::Setup(
+                    "--engine nccl across processes is not supported yet: run one process with --ranks N for NCCL's rows".into(),
+                ));
+            }
+            let di = spread::pick_device(&*a.procs, a.gpu_map.as_deref(), devices.len())?;
+            let sp = spread::Spread::open(a.procs, &devices, di, a.allow_shared)?;
+            if sp.relayed() {
+                opts.proto = match opts.proto {
+                    None | Some(Proto::Simple) => Some(Proto::Simple),
+                    Some(p) => {
+                        return Err(ExecError::Setup(format!(
+                            "--protocol {}: connections through the relay (to another node, or COLLBENCH_FORCE_RELAY=1) run the simple protocol only",
+                            p.name()
+                        )))
+                    }
+                };
+            }
+            let mut load = vec![0; devices.len()];
+            load[di] = sp.sharing;
+            Placed {
+                of_rank: vec![di; nranks],
+                load,
+                spread: Some(sp),
+                devices,
+            }
+        }
+    })
+}
+
+/// Refuses a layout that cannot run: more ranks on a GPU than its hardware
+/// queues (their persistent kernels could wait on each other), or buffers
+/// and connections past 90% of a device's free memory.
+pub(super) fn check_devices(
+    devices: &[Arc<dyn Device>],
+    load: &[usize],
+    spread: bool,
+    bytes: [usize; 3],
+    opts: &CudaOptions,
+) -> Result<(), ExecError> {
+    for (i, d) in devices.iter().enumerate() {
+        let here = load[i];
+        if here == 0 {
+            continue;
+        }
+        let desc = d.desc();
+        if !spread && here as u32 > desc.connections {
+            return Err(ExecError::Setup(format!(
+                "{here} ranks share GPU {} ({}), more than its {} hardware queues (CUDA_DEVICE_MAX_CONNECTIONS): their persistent kernels could wait on each other forever; use --ranks {} or fewer per GPU",
+                desc.ordinal, desc.name, desc.connections, desc.connections
+            )));
+        }
+        // Saturating: buffers past the address space must read as too
+        // large, never wrap to a small need.
+        let per_rank = bytes.iter().fold(0usize, |a, &b| a.saturating_add(b));
+        let conn = rank_overhead(opts);
+        let need = (per_rank.saturating_add(conn) as u64).saturating_mul(here as u64);
+        let (free, _) = d.mem_info().map_err(dev_err)?;
+        tracing::debug!(
+            ordinal = desc.ordinal,
+            ranks = here,
+            queues = desc.connections,
+            buffer_bytes_per_rank = per_rank,
+            connection_bytes_per_rank = conn,
+            need_bytes = need,
+            free_bytes = free,
+            "device memory check (need <= 90% of free)"
+        );
+        if need > free / 10 * 9 {
+            return Err(ExecError::Setup(format!(
+                "not enough memory on GPU {} ({}): {} x {} of buffers and connections need {}, but {} is free; lower --sizes' maximum or --ranks",
+                desc.ordinal,
+                desc.name,
+                crate::units::count_of(here, "rank"),
+                crate::units::Bytes(per_rank.saturating_add(conn) as u64),
+                crate::units::Bytes(need),
+                crate::units::Bytes(free)
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Why `--protocol ll128` is refused where connections are not one GPU's
+/// own memory: between rank processes (CUDA IPC or host memory), or
+/// between `gpus` GPUs of one process (peer GPU or host-mapped memory).
+pub fn ll128_refused(across_processes: bool, gpus: usize) -> String {
+    let how = if across_processes {
+        "ranks in processes of their own exchange through CUDA IPC or host memory".to_string()
+    } else {
+        format!("ranks on {gpus} GPUs exchange through peer GPU or host-mapped memory")
+    };
+    format!(
+        "--protocol ll128: {how}, where a 128-byte line can arrive in pieces and be read torn; LL128 runs between ranks sharing one GPU in one process; use --protocol ll, simple or auto"
+    )
+}

@@ -1,0 +1,219 @@
+//! What a CUDA world is asked to be: the device kind, how operations are
+//! timed, the connections' shape, and the executor's knobs from the
+//! environment (validated once, named when bad).
+
+use super::super::abi::{ConnShape, Proto};
+use std::time::Duration;
+
+/// Which device implementation a world runs on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Cuda,
+    Emu,
+}
+
+impl Kind {
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Cuda => "cuda",
+            Kind::Emu => "cuda-emu",
+        }
+    }
+}
+
+/// How operations are timed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Timing {
+    /// CUDA events around every operation on the rank's stream.
+    Events,
+    /// The host clock from the first launch to the end of the wait
+    /// (nccl-tests' method), shared evenly between the operations.
+    Wall,
+}
+
+/// Tunables of the CUDA executor.
+#[derive(Clone, Copy, Debug)]
+pub struct CudaOptions {
+    pub shape: ConnShape,
+    /// Threads per block of the collective kernel (the most: see `narrow`).
+    pub threads: u32,
+    /// Operations of the line protocols with few lines launch narrower
+    /// blocks (not when `COLLBENCH_CUDA_THREADS` fixes the width).
+    pub narrow: bool,
+    pub timeout: Duration,
+    pub timing: Timing,
+    /// The protocol of every operation (None: low-latency for steps that
+    /// fit its slots, simple otherwise).
+    pub proto: Option<Proto>,
+    /// Programs that only copy within a rank run in the kernel too
+    /// (`COLLBENCH_CUDA_COPIES=kernel`), not as the device's copies.
+    pub kernel_copies: bool,
+    /// Connections between GPUs go through pinned host memory even where
+    /// the GPUs reach each other peer-to-peer (`COLLBENCH_CUDA_P2P=off`).
+    pub no_p2p: bool,
+}
+
+impl CudaOptions {
+    /// The defaults for `kind`, with simple-protocol slots of `slot_bytes`
+    /// and the environment's `knobs`.
+    pub fn new(
+        kind: Kind,
+        slot_bytes: usize,
+        timeout: Duration,
+        timing: Timing,
+        knobs: EnvKnobs,
+    ) -> CudaOptions {
+        let slot_bytes = slot_bytes.next_multiple_of(16).max(64);
+        let fixed = match kind {
+            Kind::Cuda => knobs.threads,
+            Kind::Emu => None,
+        };
+        tracing::debug!(?knobs, "CUDA executor knobs from the environment");
+        CudaOptions {
+            shape: ConnShape {
+                slots: 4,
+                slot_bytes,
+                // Half of a line is payload: the same payload as a simple slot, at most 16 KiB.
+                ll_slot_bytes: (2 * slot_bytes).min(32 << 10),
+                // The same payload as a simple slot.
+                ll128_slot_bytes: ConnShape::ll128_for(slot_bytes),
+            },
+            threads: match (kind, fixed) {
+                (Kind::Cuda, Some(t)) => t,
+                (Kind::Cuda, None) => 512,
+                (Kind::Emu, _) => 1,
+            },
+            narrow: fixed.is_none(),
+            timeout,
+            timing,
+            proto: None,
+            kernel_copies: knobs.kernel_copies,
+            no_p2p: knobs.no_p2p,
+        }
+    }
+}
+
+/// The CUDA executor's tuning knobs in the environment.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EnvKnobs {
+    /// `COLLBENCH_CUDA_THREADS`: threads per block of the collective
+    /// kernel, fixed for every operation (a multiple of 32 from 32 to 1024).
+    pub threads: Option<u32>,
+    /// `COLLBENCH_CUDA_COPIES=kernel`: a program that only copies within
+    /// the rank runs in the collective kernel like any other (to measure the
+    /// kernel's copy); `driver` (the default): as the device's copies.
+    pub kernel_copies: bool,
+    /// `COLLBENCH_CUDA_P2P=off`: connections between GPUs of one process
+    /// through pinned host memory, as where peer access is impossible;
+    /// `auto` (the default): peer-to-peer where the GPUs allow it.
+    pub no_p2p: bool,
+}
+
+impl EnvKnobs {
+    /// The knobs of this process's environment; a bad value is an error
+    /// naming its variable and what it takes (an empty one is unset).
+    pub fn from_env() -> Result<EnvKnobs, String> {
+        EnvKnobs::from_lookup(|k| std::env::var(k).ok())
+    }
+
+    pub fn from_lookup(env: impl Fn(&str) -> Option<String>) -> Result<EnvKnobs, String> {
+        let get = |k: &str| {
+            env(k)
+                .map(|v| v.trim().to_string())
+                .filter(|v| !v.is_empty())
+        };
+        let threads = match get("COLLBENCH_CUDA_THREADS") {
+            None => None,
+            Some(v) => Some(
+                v.parse::<u32>()
+                    .ok()
+                    .filter(|t| (32..=1024).contains(t) && t % 32 == 0)
+                    .ok_or_else(|| {
+                        format!("COLLBENCH_CUDA_THREADS={v:?}: expected threads per block, a multiple of 32 from 32 to 1024")
+                    })?,
+            ),
+        };
+        let kernel_copies = match get("COLLBENCH_CUDA_COPIES") {
+            None => false,
+            Some(v) if v.eq_ignore_ascii_case("kernel") => true,
+            Some(v) if v.eq_ignore_ascii_case("driver") => false,
+            Some(v) => {
+                return Err(format!(
+                    "COLLBENCH_CUDA_COPIES={v:?}: expected kernel or driver (who runs a program that only copies within its rank)"
+                ))
+            }
+        };
+        let no_p2p = match get("COLLBENCH_CUDA_P2P") {
+            None => false,
+            Some(v) if v.eq_ignore_ascii_case("auto") => false,
+            Some(v) if v.eq_ignore_ascii_case("off") => true,
+            Some(v) => {
+                return Err(format!(
+                    "COLLBENCH_CUDA_P2P={v:?}: expected auto or off (whether connections between GPUs go peer-to-peer where the GPUs allow it)"
+                ))
+            }
+        };
+        Ok(EnvKnobs {
+            threads,
+            kernel_copies,
+            no_p2p,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::EnvKnobs;
+
+    fn knobs(vars: &[(&str, &str)]) -> Result<EnvKnobs, String> {
+        EnvKnobs::from_lookup(|k| {
+            vars.iter()
+                .find(|(n, _)| *n == k)
+                .map(|(_, v)| v.to_string())
+        })
+    }
+
+    #[test]
+    fn the_environments_knobs_are_read_and_a_bad_one_is_named() {
+        assert_eq!(knobs(&[]), Ok(EnvKnobs::default()));
+        let k = knobs(&[
+            ("COLLBENCH_CUDA_THREADS", " 256 "),
+            ("COLLBENCH_CUDA_COPIES", "Kernel"),
+        ]);
+        assert_eq!(
+            k,
+            Ok(EnvKnobs {
+                threads: Some(256),
+                kernel_copies: true,
+                no_p2p: false,
+            })
+        );
+        let empty = [
+            ("COLLBENCH_CUDA_THREADS", ""),
+            ("COLLBENCH_CUDA_COPIES", " "),
+        ];
+        assert_eq!(knobs(&empty), Ok(EnvKnobs::default()));
+        assert_eq!(
+            knobs(&[
+                ("COLLBENCH_CUDA_COPIES", "driver"),
+                ("COLLBENCH_CUDA_P2P", "Auto")
+            ]),
+            Ok(EnvKnobs::default())
+        );
+        assert_eq!(
+            knobs(&[("COLLBENCH_CUDA_P2P", "off")]).map(|k| k.no_p2p),
+            Ok(true)
+        );
+        for (var, bad) in [
+            ("COLLBENCH_CUDA_THREADS", "100"),
+            ("COLLBENCH_CUDA_THREADS", "2048"),
+            ("COLLBENCH_CUDA_THREADS", "0"),
+            ("COLLBENCH_CUDA_THREADS", "lots"),
+            ("COLLBENCH_CUDA_COPIES", "gpu"),
+            ("COLLBENCH_CUDA_P2P", "on"),
+        ] {
+            let e = knobs(&[(var, bad)]).unwrap_err();
+            assert!(e.contains(var) && e.contains(bad), "{var}={bad}: {e}");
+        }
+    }
+}
