@@ -239,18 +239,15 @@ impl Spread {
             .procs
             .all_gather(&(n as u64).to_le_bytes())
             .map_err(|e| setup(format!("agreeing on {what}: {e}")))?;
-        all.iter()
-            .enumerate()
-            .map(|(r, b)| {
-                let b: [u8; 8] = b
-                    .as_slice()
-                    .try_into()
-                    .map_err(|_| setup(format!("bad {what} from rank {r}")))?;
-                Ok(u64::from_le_bytes(b) as usize)
-            })
-            .try_fold(n, |least, theirs: Result<usize, ExecError>| {
-                Ok(least.min(theirs?))
-            })
+        let mut least = n;
+        for (r, b) in all.iter().enumerate() {
+            let b: [u8; 8] = b
+                .as_slice()
+                .try_into()
+                .map_err(|_| setup(format!("bad {what} from rank {r}")))?;
+            least = least.min(u64::from_le_bytes(b) as usize);
+        }
+        Ok(least)
     }
 
     /// Whether any connection goes through the relay.
