@@ -97,9 +97,10 @@ struct CbLink {
     u64 pace;         // 1000: not slowed
 };
 
-// Why a kernel stopped early, in host-mapped memory shared by every rank of
-// a world: the first rank to give up writes it and every block of every
-// rank sees `abort` and leaves.
+// Why a kernel stopped early, in host-mapped memory, one record per GPU of
+// a world, shared by that GPU's ranks: the first of them to give up writes
+// it and every block of those ranks sees `abort` and leaves; the host sees
+// it and sets `stop` in every GPU's record.
 struct CbStatus {
     u64 abort;     // nonzero: stop
     u64 rank;      // who timed out
@@ -108,7 +109,7 @@ struct CbStatus {
     u64 peer;
     u64 kind;      // 1 receive, 2 send
     u64 waited_ns;
-    u64 pad;
+    u64 stop;      // nonzero: the host stopped the kernels (only the host writes it)
 };
 
 // Protocols.

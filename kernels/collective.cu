@@ -15,8 +15,8 @@
 // way, so a message is one store per line and no separate flag.
 //
 // Every wait gives up after `timeout_ns` or when another rank gave up
-// (status->abort): the first to give up records where, and the kernel
-// returns early. The host turns that record into the timeout error and the
+// (status->abort, or status->stop from the host): the first to give up
+// records where, and the kernel returns early. The host turns that record into the timeout error and the
 // flight recorder's last word.
 
 #define CB_WAIT_RECV 1u
@@ -36,11 +36,21 @@ struct CbBlock {
     u32 polls;
 };
 
+// Whether the kernels must stop: a rank of this GPU gave up (`abort`), or
+// the host stopped them (`stop`: another GPU's or process's rank gave up,
+// or the run ends). The two words have one writer side each: atomics on
+// host-mapped memory are atomic among one GPU's threads, not between the
+// host and a GPU or between GPUs.
+CB_DEVICE bool cb_stopping(const CbStatus *s) {
+    return (cb_ld_volatile(&s->abort) | cb_ld_volatile(&s->stop)) != 0;
+}
+
 // Records that this rank gave up waiting and tells every rank to stop.
 CB_DEVICE void cb_give_up(CbBlock *b, u32 peer, u32 kind, u64 waited) {
     CbStatus *s = b->r->status;
 #if defined(__CUDACC__)
-    // System scope: the record is host-mapped, shared by every GPU of the world.
+    // System scope: the record is host-mapped (this GPU's own; the host
+    // carries a stop to the other GPUs' records).
     unsigned long long prev = atomicCAS_system((unsigned long long *)&s->abort, 0ull, 1ull);
 #else
     u64 prev = 0;
@@ -66,7 +76,7 @@ CB_DEVICE bool cb_keep_waiting(CbBlock *b, u32 peer, u32 kind) {
         return true;
     }
     cb_pause();
-    if (b->polls % CB_ABORT_CHECK == 0 && cb_ld_volatile(&b->r->status->abort) != 0) {
+    if (b->polls % CB_ABORT_CHECK == 0 && cb_stopping(b->r->status)) {
         return false;
     }
     u64 now = cb_now_ns();

@@ -251,6 +251,7 @@ pub fn cuda_options(plan: &Plan, setup: &Setup, kind: GpuKind) -> CudaOptions {
         plan.cuda_knobs,
     );
     opts.proto = plan.protocol;
+    opts.channels = plan.channels;
     opts
 }
 

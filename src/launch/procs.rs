@@ -807,8 +807,15 @@ impl ProcessPeers for ProcsPeers {
         true
     }
     fn all_gather(&self, mine: &[u8]) -> Result<Vec<Vec<u8>>, BarrierError> {
+        self.all_gather_until(mine, &|| false)
+    }
+    fn all_gather_until(
+        &self,
+        mine: &[u8],
+        stop: &dyn Fn() -> bool,
+    ) -> Result<Vec<Vec<u8>>, BarrierError> {
         self.link
-            .gather(mine, GATHER_WAIT, &|| false)
+            .gather(mine, GATHER_WAIT, stop)
             .map_err(|e| BarrierError(e.0))
     }
     fn send(&self, to: usize, tag: i32, bytes: &[u8]) -> Result<(), BarrierError> {

@@ -288,13 +288,14 @@ pub(super) fn budget(plan: &Plan, chosen: &Chosen, here: Here) -> Option<harness
         tracing::info!(available, "memory budget: host");
         return Some(b);
     };
-    let opts = CudaOptions::new(
+    let mut opts = CudaOptions::new(
         kind,
         plan.host.slot_bytes,
         plan.timeout(),
         chosen.timing,
         plan.cuda_knobs,
     );
+    opts.channels = plan.channels;
     let (free, ranks, extra) = memory_budget(kind, here, &opts)?;
     // A group's ways of running each hold connections of their own.
     let extra = extra * plan.group_ways() as u64;

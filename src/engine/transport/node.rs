@@ -82,6 +82,16 @@ pub trait ProcessPeers: Send + Sync {
     fn maps(&self, r: usize) -> bool;
     /// Every rank's `mine` (a short record), by rank.
     fn all_gather(&self, mine: &[u8]) -> Result<Vec<Vec<u8>>, BarrierError>;
+    /// As [`all_gather`](Self::all_gather), giving up once `stop` says so
+    /// where the launcher can (MPI's gather cannot be left).
+    fn all_gather_until(
+        &self,
+        mine: &[u8],
+        stop: &dyn Fn() -> bool,
+    ) -> Result<Vec<Vec<u8>>, BarrierError> {
+        let _ = stop;
+        self.all_gather(mine)
+    }
     /// Sends a short message to rank `to` under `tag`.
     fn send(&self, to: usize, tag: i32, bytes: &[u8]) -> Result<(), BarrierError>;
     /// The next message under `tag` from any rank, if one has arrived.

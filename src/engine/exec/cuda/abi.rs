@@ -109,7 +109,10 @@ pub struct CbStatus {
     /// 1 receive, 2 send.
     pub kind: u64,
     pub waited_ns: u64,
-    pub pad: u64,
+    /// Nonzero: the host stopped the kernels. Only the host writes it;
+    /// `abort` only the GPU the record belongs to (atomics on host-mapped
+    /// memory hold among one GPU's threads, not between sides).
+    pub stop: u64,
 }
 
 #[repr(C)]

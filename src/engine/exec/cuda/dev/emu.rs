@@ -29,12 +29,27 @@ use library::{library, Library};
 use std::alloc::Layout;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::ffi::{c_int, c_void, CString};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
 /// The alignment of every allocation.
 const ALIGN: usize = 256;
+
+/// Bytes after the body of shared memory: how many other processes have it
+/// open (each open adds one, each close takes it back), so freeing it
+/// while they do is caught as CUDA would not.
+const SHARE_TRAILER: usize = 64;
+
+/// The opener count in `seg`'s trailer.
+fn openers(seg: &Segment) -> &AtomicU64 {
+    let at = seg.len() - SHARE_TRAILER;
+    // SAFETY: every shared segment is at least SHARE_TRAILER + 8 bytes
+    // (checked before opening), its body a multiple of SHARE_TRAILER, so
+    // the word is in bounds and 8-byte aligned (the mapping is page-aligned).
+    unsafe { &*(seg.as_ptr().add(at) as *const AtomicU64) }
+}
 
 /// Every emulated device of this process's configuration.
 pub fn devices() -> Result<Vec<Arc<EmuDevice>>, DevError> {
@@ -310,12 +325,13 @@ impl EmuDevice {
         Ok(())
     }
 
-    /// Keeps `seg` as shared memory of this device, addressable by copies.
+    /// Keeps `seg` as shared memory of this device, addressable by copies
+    /// (all but its trailer).
     fn keep_shared(&self, call: &str, seg: Segment) -> Result<Shared, DevError> {
         let s = Shared {
             dev: seg.as_ptr() as u64,
             host: seg.as_ptr(),
-            bytes: seg.len(),
+            bytes: seg.len().saturating_sub(SHARE_TRAILER),
         };
         lock_any(registry()).insert(s.dev, s.bytes as u64);
         lock(&self.shared, call)?.insert(s.dev, seg);
@@ -680,7 +696,8 @@ impl Device for EmuDevice {
     /// opened by peers through `/proc/<pid>/fd/<fd>` as CUDA IPC would.
     fn share(&self, bytes: usize, kind: ShareKind) -> Result<(Shared, Vec<u8>), DevError> {
         let name = format!("collbench-emu{}-ipc", self.desc.ordinal);
-        let seg = Segment::create(&name, bytes.max(64))
+        let body = bytes.max(64).next_multiple_of(SHARE_TRAILER);
+        let seg = Segment::create(&name, body + SHARE_TRAILER)
             .map_err(|e| DevError::new("share", format!("{bytes} bytes of shared memory: {e}")))?;
         let fd = seg.fd().unwrap_or(-1);
         let handle = format!("emu {} {fd} {}", std::process::id(), seg.len());
@@ -702,16 +719,33 @@ impl Device for EmuDevice {
                 .ok_or_else(bad)
         };
         let (pid, fd, len) = (num()?, num()?, num()?);
+        if (len as usize) < SHARE_TRAILER + 8 {
+            return Err(bad());
+        }
         let seg = Segment::open(pid as u32, fd as i32, len as usize)
             .map_err(|e| DevError::new("open_shared", e))?;
+        openers(&seg).fetch_add(1, Ordering::SeqCst);
         self.keep_shared("open_shared", seg)
     }
 
     fn close_shared(&self, s: Shared) -> Result<(), DevError> {
         self.idle("close_shared")?;
-        let seg = lock(&self.shared, "close_shared")?.remove(&s.dev);
-        match seg {
+        let mut shared = lock(&self.shared, "close_shared")?;
+        match shared.remove(&s.dev) {
+            // CUDA leaves freeing exported memory before every importer
+            // closed it undefined: here it is an error, and the memory stays.
+            Some(seg) if seg.fd().is_some() && openers(&seg).load(Ordering::SeqCst) > 0 => {
+                let n = openers(&seg).load(Ordering::SeqCst);
+                shared.insert(s.dev, seg);
+                Err(DevError::new(
+                    "close_shared",
+                    format!("{:#x} freed while {n} other process(es) still have it open (undefined on CUDA: cuMemFree before the importer's cuIpcCloseMemHandle)", s.dev),
+                ))
+            }
             Some(seg) => {
+                if seg.fd().is_none() {
+                    openers(&seg).fetch_sub(1, Ordering::SeqCst);
+                }
                 lock_any(registry()).remove(&s.dev);
                 drop(seg);
                 Ok(())

@@ -57,6 +57,10 @@ enum SharedMem {
     Host(Segment),
 }
 
+/// What CUDA IPC maps at a time: device allocations shared with another
+/// process are made whole granules of it.
+const IPC_GRANULE: usize = 2 << 20;
+
 /// Bytes of a CUDA IPC memory handle.
 const IPC_HANDLE: usize = 64;
 
@@ -524,9 +528,9 @@ impl Device for RealDevice {
     }
 
     fn share(&self, bytes: usize, kind: ShareKind) -> Result<(Shared, Vec<u8>), DevError> {
-        // Whole pages: host memory is registered with the driver page by page.
-        let bytes = bytes.max(256).next_multiple_of(4096);
         if kind == ShareKind::Host {
+            // Whole pages: host memory is registered with the driver page by page.
+            let bytes = bytes.max(256).next_multiple_of(4096);
             let seg = Segment::create("collbench-cuda-ipc", bytes).map_err(|e| {
                 DevError::new("share", format!("{bytes} bytes of host memory: {e}"))
             })?;
@@ -538,6 +542,10 @@ impl Device for RealDevice {
             );
             return Ok((self.register_host("share", seg)?, handle.into_bytes()));
         }
+        // A whole IPC granule: a peer that opens the handle maps the
+        // granule the allocation lies in, and must not reach this
+        // process's other allocations through it.
+        let bytes = bytes.max(256).next_multiple_of(IPC_GRANULE);
         let p = self.alloc(bytes)?;
         let zeroed = (|| {
             let made = self.tables()?.share_stream;

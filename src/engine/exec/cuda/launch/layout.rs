@@ -32,7 +32,9 @@ pub fn memory_budget(kind: Kind, here: Here, opts: &CudaOptions) -> Option<(u64,
             return None;
         }
     };
-    let (free, per_device) = match here {
+    // Free memory of the most crowded device, the ranks on it, and the
+    // overhead of each of them.
+    let (free, per_device, overhead) = match here {
         Here::Threads(nranks) => {
             let used = devices.len().min(nranks).max(1);
             let free = devices
@@ -40,7 +42,9 @@ pub fn memory_budget(kind: Kind, here: Here, opts: &CudaOptions) -> Option<(u64,
                 .take(used)
                 .filter_map(|d| d.mem_info().ok().map(|m| m.0))
                 .min()?;
-            (free, nranks.div_ceil(used))
+            let per_device = nranks.div_ceil(used);
+            let overhead = rank_overhead(opts, Some(nranks), per_device, false, &*devices[0]);
+            (free, per_device, overhead)
         }
         Here::Process {
             node_rank,
@@ -53,10 +57,13 @@ pub fn memory_budget(kind: Kind, here: Here, opts: &CudaOptions) -> Option<(u64,
                     .ok()?;
             let mine = *placement.get(node_rank)?;
             let sharing = placement.iter().filter(|&&d| d == mine).count();
-            (devices.get(mine)?.mem_info().ok()?.0, sharing)
+            let dev = devices.get(mine)?;
+            // The world's size is not known here: a channel's most peers.
+            let overhead = rank_overhead(opts, None, sharing, true, &**dev);
+            (dev.mem_info().ok()?.0, sharing, overhead)
         }
     };
-    let overhead = rank_overhead(opts) as u64;
+    let overhead = overhead as u64;
     tracing::debug!(
         kind = kind.name(),
         ?here,
@@ -68,10 +75,56 @@ pub fn memory_budget(kind: Kind, here: Here, opts: &CudaOptions) -> Option<(u64,
     Some((free, per_device, overhead))
 }
 
-/// Device bytes a rank holds beyond its buffers: connections (an
-/// estimate: four channels of up to MAX_PEERS peers each way), tables.
-fn rank_overhead(opts: &CudaOptions) -> usize {
-    opts.shape.bytes() * 4 * MAX_PEERS + (1 << 20)
+/// Device bytes a rank holds beyond its buffers, at most: its incoming
+/// connections (each the receiver's memory, kept for the world's life; a
+/// whole IPC granule each between rank processes of a GPU) and its tables.
+/// `nranks` is the world's size where known; `sharing` the ranks on the
+/// rank's device.
+fn rank_overhead(
+    opts: &CudaOptions,
+    nranks: Option<usize>,
+    sharing: usize,
+    ipc: bool,
+    dev: &dyn Device,
+) -> usize {
+    let real = dev.kind() == Kind::Cuda.name();
+    let channels = if real {
+        channels_at_most(opts, dev.desc().multiprocessors, sharing)
+    } else {
+        // The emulated device's auto takes two (a block is a thread).
+        if opts.channels > 0 {
+            opts.channels.min(MAX_CHANNELS)
+        } else {
+            2
+        }
+    };
+    connection_bytes(opts.shape.bytes(), ipc && real, nranks, channels).saturating_add(1 << 20)
+}
+
+/// Bytes of a rank's incoming connections, at most: `channels` channels,
+/// each hearing from at most MAX_PEERS ranks (or the world's other ranks),
+/// each connection `conn` bytes, a whole 2 MiB IPC granule when `ipc`.
+fn connection_bytes(conn: usize, ipc: bool, nranks: Option<usize>, channels: usize) -> usize {
+    let conn = if ipc {
+        conn.next_multiple_of(2 << 20)
+    } else {
+        conn
+    };
+    let peers = nranks.map_or(MAX_PEERS, |n| n.saturating_sub(1).min(MAX_PEERS));
+    conn.saturating_mul(peers).saturating_mul(channels)
+}
+
+/// The most channels a rank's programs take on a GPU of `sms`
+/// multiprocessors shared by `sharing` ranks: `--channels`, or what auto
+/// can give (see `CudaWorld::auto_blocks`) with every multiprocessor
+/// holding as many blocks as its 2048 threads allow.
+fn channels_at_most(opts: &CudaOptions, sms: u32, sharing: usize) -> usize {
+    if opts.channels > 0 {
+        return opts.channels.min(MAX_CHANNELS);
+    }
+    let cap = sms as usize * (2048 / opts.threads.max(32) as usize).max(1);
+    let share = if sharing <= 1 { cap } else { cap / 2 / sharing };
+    share.clamp(1, MAX_CHANNELS)
 }
 
 /// The pairs of `devices` (sender, receiver by index) whose connections go
@@ -215,7 +268,8 @@ pub(super) fn check_devices(
         // Saturating: buffers past the address space must read as too
         // large, never wrap to a small need.
         let per_rank = bytes.iter().fold(0usize, |a, &b| a.saturating_add(b));
-        let conn = rank_overhead(opts);
+        let nranks = (!spread).then(|| load.iter().sum());
+        let conn = rank_overhead(opts, nranks, here, spread, &**d);
         let need = (per_rank.saturating_add(conn) as u64).saturating_mul(here as u64);
         let (free, _) = d.mem_info().map_err(dev_err)?;
         tracing::debug!(
@@ -255,4 +309,62 @@ pub fn ll128_refused(across_processes: bool, gpus: usize) -> String {
     format!(
         "--protocol ll128: {how}, where a 128-byte line can arrive in pieces and be read torn; LL128 runs between ranks sharing one GPU in one process; use --protocol ll, simple or auto"
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn opts(channels: usize) -> CudaOptions {
+        let mut o = CudaOptions::new(
+            Kind::Cuda,
+            64 << 10,
+            Duration::from_secs(1),
+            Timing::Events,
+            EnvKnobs::default(),
+        );
+        o.channels = channels;
+        o
+    }
+
+    /// Auto takes every resident block of a GPU for a lone rank (up to
+    /// MAX_CHANNELS) and half of them, split, for ranks sharing one: the
+    /// estimate follows, where it once assumed four channels.
+    #[test]
+    fn channels_follow_the_sweep_or_what_auto_can_give() {
+        // 512 threads: at most 4 blocks per SM.
+        assert_eq!(channels_at_most(&opts(0), 132, 1), MAX_CHANNELS);
+        assert_eq!(channels_at_most(&opts(0), 132, 8), 132 * 4 / 2 / 8);
+        assert_eq!(channels_at_most(&opts(0), 1, 16), 1);
+        assert_eq!(channels_at_most(&opts(6), 132, 8), 6);
+        assert_eq!(channels_at_most(&opts(999), 132, 1), MAX_CHANNELS);
+    }
+
+    #[test]
+    fn connections_count_peers_channels_and_whole_ipc_granules() {
+        let conn = 1 << 20 | 4096;
+        // A lone rank hears from nobody.
+        assert_eq!(connection_bytes(conn, false, Some(1), 128), 0);
+        // Two ranks: one peer a channel.
+        assert_eq!(connection_bytes(conn, false, Some(2), 16), conn * 16);
+        // Eight ranks, or an unknown world: a channel's most peers.
+        assert_eq!(
+            connection_bytes(conn, false, Some(8), 16),
+            conn * MAX_PEERS * 16
+        );
+        assert_eq!(
+            connection_bytes(conn, false, None, 16),
+            conn * MAX_PEERS * 16
+        );
+        // Between processes each connection is a 2 MiB granule.
+        assert_eq!(
+            connection_bytes(conn, true, None, 128),
+            (2 << 20) * MAX_PEERS * 128
+        );
+        assert_eq!(
+            connection_bytes(usize::MAX / 2, false, None, 128),
+            usize::MAX
+        );
+    }
 }

@@ -24,9 +24,6 @@ use crate::engine::transport::node::ProcessPeers;
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
-/// `CbStatus::rank` when the host (not a rank) stopped the kernels.
-const HOST: u64 = u64::MAX;
-
 fn dev_err(e: DevError) -> ExecError {
     ExecError::Setup(format!("device: {e}"))
 }
@@ -67,7 +64,8 @@ pub struct CudaWorld {
     /// Across processes: how this process's rank reaches the others.
     spread: Option<spread::Spread>,
     host: Arc<HostWorld>,
-    status: Mapped,
+    /// Why kernels stopped, one record per device.
+    status: status::Board,
     opts: CudaOptions,
     /// Ranks span devices or processes: flags at system scope, no LL128.
     staged: bool,
@@ -137,9 +135,11 @@ impl CudaWorld {
             Some(_) => HashSet::new(),
         };
         let home = of_rank.first().copied().unwrap_or(0);
-        let status = devices[home]
-            .alloc_mapped(std::mem::size_of::<CbStatus>())
-            .map_err(dev_err)?;
+        let status = status::Board::new(
+            devices[home]
+                .alloc_mapped(devices.len() * std::mem::size_of::<CbStatus>())
+                .map_err(dev_err)?,
+        );
         let mut world = CudaWorld {
             kind,
             staged,
@@ -218,7 +218,7 @@ impl CudaWorld {
             // Each process sees only its own GPU (how crowded, how large):
             // the world takes the least.
             let mine = blocks;
-            blocks = sp.agree_min(blocks, "auto channels")?;
+            blocks = sp.agree_min(blocks, "auto channels", &self.host)?;
             if blocks < mine {
                 tracing::debug!(
                     mine,
@@ -334,33 +334,6 @@ impl CudaWorld {
         Ok(p)
     }
 
-    fn status(&self) -> CbStatus {
-        // SAFETY: the mapped status outlives the world; kernels write it
-        // with system-scope stores, so a volatile read sees them.
-        unsafe { std::ptr::read_volatile(self.status.host as *const CbStatus) }
-    }
-
-    /// Tells every kernel of the world to stop (the host gives up).
-    fn stop_kernels(&self) {
-        let p = self.status.host as *mut u64;
-        // SAFETY: `abort` is the first word of the mapped status; the
-        // kernels compare-and-swap it from 0, so use an atomic here too.
-        let abort = unsafe { &*(p as *const std::sync::atomic::AtomicU64) };
-        if abort
-            .compare_exchange(
-                0,
-                1,
-                std::sync::atomic::Ordering::SeqCst,
-                std::sync::atomic::Ordering::SeqCst,
-            )
-            .is_ok()
-        {
-            // SAFETY: the record's words follow `abort`; nobody else writes them now.
-            unsafe { std::ptr::write_volatile(p.add(1), HOST) };
-            abort.store(2, std::sync::atomic::Ordering::SeqCst);
-        }
-    }
-
     /// The rank's runner: its buffers of `bytes`, its stream and progress.
     pub fn rank(
         self: &Arc<CudaWorld>,
@@ -414,7 +387,7 @@ impl Drop for CudaWorld {
         let home = self.of_rank.first().copied().unwrap_or(0);
         if let Some(mut sp) = self.spread.take() {
             // The bridge stops before the memory it reads is freed.
-            sp.close(&self.devices[home]);
+            sp.close(&self.devices[home], self.opts.timeout);
         }
         let owned = self.owned.get_mut().map(std::mem::take).unwrap_or_default();
         for (dev, o) in owned {
@@ -424,7 +397,7 @@ impl Drop for CudaWorld {
                 Owned::Mapped(m) => d.free_mapped(m),
             };
         }
-        let _ = self.devices[home].free_mapped(self.status);
+        let _ = self.devices[home].free_mapped(self.status.memory());
     }
 }
 
@@ -434,6 +407,7 @@ mod library;
 mod options;
 mod rank;
 mod spread;
+mod status;
 use layout::{check_devices, peer_pairs, place, Placed};
 pub use layout::{ll128_refused, memory_budget, Here};
 pub use options::{CudaOptions, EnvKnobs, Kind, Timing};

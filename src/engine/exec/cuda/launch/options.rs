@@ -51,6 +51,9 @@ pub struct CudaOptions {
     /// Connections between GPUs go through pinned host memory even where
     /// the GPUs reach each other peer-to-peer (`COLLBENCH_CUDA_P2P=off`).
     pub no_p2p: bool,
+    /// Channels per rank the sweep asks for (`--channels`; 0: auto), for
+    /// the connection memory a rank may hold.
+    pub channels: usize,
 }
 
 impl CudaOptions {
@@ -89,6 +92,7 @@ impl CudaOptions {
             proto: None,
             kernel_copies: knobs.kernel_copies,
             no_p2p: knobs.no_p2p,
+            channels: 0,
         }
     }
 }

@@ -26,6 +26,13 @@ use std::time::{Duration, Instant};
 /// Tag of the messages that carry connection handles.
 const CONN_TAG: i32 = 11;
 
+/// Tag of the messages that say a peer closed a connection it opened.
+const CLOSED_TAG: i32 = 12;
+
+/// The longest a rank waits, when its world closes, for its peers to close
+/// the memory they opened of its (the world's timeout, if shorter).
+const CLOSE_WAIT: Duration = Duration::from_secs(30);
+
 /// Relay channels of CUDA connections start here, clear of the host's.
 const RELAY_CHAN_BASE: u32 = 1 << 22;
 
@@ -39,8 +46,11 @@ pub(super) struct Spread {
     pub(super) sharing: usize,
     /// Handles received for outgoing connections not asked for yet.
     received: Mutex<HashMap<ConnKey, Vec<u8>>>,
-    /// Shared memory made or opened here, closed when the world goes.
-    shared: Mutex<Vec<Shared>>,
+    /// Memory this rank made for its incoming connections and shared,
+    /// freed when the world goes, once the sender closed it.
+    made: Mutex<Vec<(ConnKey, Shared)>>,
+    /// Peers' memory this rank opened (its outgoing connections).
+    opened: Mutex<Vec<(ConnKey, Shared)>>,
     bridge: Option<Bridge>,
 }
 
@@ -225,7 +235,8 @@ impl Spread {
             kind,
             sharing: same_gpu.len(),
             received: Mutex::new(HashMap::new()),
-            shared: Mutex::new(Vec::new()),
+            made: Mutex::new(Vec::new()),
+            opened: Mutex::new(Vec::new()),
             bridge,
         })
     }
@@ -233,12 +244,21 @@ impl Spread {
     /// The least of every rank's `n`: what each rank's own GPU allows
     /// (auto channels) must be one number for the whole world, or the
     /// ranks' programs differ and wait on connections no peer makes.
-    /// Collective: every rank calls it at the same point.
-    pub(super) fn agree_min(&self, n: usize, what: &str) -> Result<usize, ExecError> {
+    /// Collective: every rank calls it at the same point; left when the
+    /// run stops (`host` aborted).
+    pub(super) fn agree_min(
+        &self,
+        n: usize,
+        what: &str,
+        host: &HostWorld,
+    ) -> Result<usize, ExecError> {
         let all = self
             .procs
-            .all_gather(&(n as u64).to_le_bytes())
-            .map_err(|e| setup(format!("agreeing on {what}: {e}")))?;
+            .all_gather_until(&(n as u64).to_le_bytes(), &|| host.aborted())
+            .map_err(|e| match host.aborted() {
+                true => ExecError::Aborted,
+                false => setup(format!("agreeing on {what}: {e}")),
+            })?;
         let mut least = n;
         for (r, b) in all.iter().enumerate() {
             let b: [u8; 8] = b
@@ -255,9 +275,9 @@ impl Spread {
         self.bridge.is_some()
     }
 
-    fn keep(&self, s: Shared) {
-        if let Ok(mut v) = self.shared.lock() {
-            v.push(s);
+    fn keep(list: &Mutex<Vec<(ConnKey, Shared)>>, key: ConnKey, s: Shared) {
+        if let Ok(mut v) = list.lock() {
+            v.push((key, s));
         }
     }
 
@@ -297,7 +317,7 @@ impl Spread {
             let (s, handle) = dev
                 .share(bytes, self.kind)
                 .map_err(|e| setup(format!("connection memory to share: {e}")))?;
-            self.keep(s);
+            Self::keep(&self.made, key, s);
             let mut msg = encode_key(key);
             msg.extend_from_slice(&handle);
             self.procs
@@ -312,7 +332,7 @@ impl Spread {
                 key.to
             ))
         })?;
-        self.keep(s);
+        Self::keep(&self.opened, key, s);
         Ok(s.dev)
     }
 
@@ -354,20 +374,58 @@ impl Spread {
         }
     }
 
-    /// Stops the bridge and closes every piece of shared memory.
-    pub(super) fn close(&mut self, dev: &Arc<dyn Device>) {
+    /// Stops the bridge, closes the peers' memory this rank opened (saying
+    /// so to each owner), then frees its own memory as its openers say they
+    /// closed it: CUDA leaves freeing exported memory that another process
+    /// still has open undefined, and a peer's kernel may still write it.
+    /// Memory whose opener does not say so within `wait` (at most
+    /// [`CLOSE_WAIT`]) stays allocated until the process exits.
+    pub(super) fn close(&mut self, dev: &Arc<dyn Device>, wait: Duration) {
         if let Some(b) = self.bridge.take() {
             b.stop();
         }
-        let shared = self
-            .shared
-            .get_mut()
-            .map(std::mem::take)
-            .unwrap_or_default();
-        for s in shared {
+        let take = |m: &mut Mutex<Vec<(ConnKey, Shared)>>| {
+            m.get_mut().map(std::mem::take).unwrap_or_default()
+        };
+        for (key, s) in take(&mut self.opened) {
             if let Err(e) = dev.close_shared(s) {
-                tracing::debug!(error = %e, "closing shared connection memory");
+                tracing::debug!(error = %e, to = key.to, chan = key.chan, "closing a peer's connection memory");
             }
+            if let Err(e) = self.procs.send(key.to, CLOSED_TAG, &encode_key(key)) {
+                tracing::debug!(error = %e, to = key.to, "saying a connection was closed");
+            }
+        }
+        let mut left: HashMap<ConnKey, Shared> = take(&mut self.made).into_iter().collect();
+        let free = |key: ConnKey, s: Shared| {
+            if let Err(e) = dev.close_shared(s) {
+                tracing::warn!(error = %e, from = key.from, chan = key.chan, "freeing shared connection memory");
+            }
+        };
+        let start = Instant::now();
+        let wait = wait.min(CLOSE_WAIT);
+        while !left.is_empty() && start.elapsed() < wait {
+            match self.procs.try_receive(CLOSED_TAG) {
+                Some((_, msg)) => {
+                    if let Some((s, key)) =
+                        decode_key(&msg).and_then(|(k, _)| Some((left.remove(&k)?, k)))
+                    {
+                        free(key, s);
+                    }
+                }
+                None => std::thread::sleep(Duration::from_micros(200)),
+            }
+        }
+        if !left.is_empty() {
+            let mut peers: Vec<usize> = left.keys().map(|k| k.from).collect();
+            peers.sort_unstable();
+            peers.dedup();
+            tracing::warn!(
+                rank = self.me,
+                connections = left.len(),
+                ?peers,
+                waited = ?start.elapsed(),
+                "connection memory kept until this process exits: the rank(s) that opened it did not say they closed it"
+            );
         }
     }
 }

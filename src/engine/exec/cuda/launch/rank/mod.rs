@@ -318,7 +318,7 @@ impl CudaRank {
             outs: base + outs_at,
             bufs: self.bufs,
             progress: self.progress.dev,
-            status: self.world.status.dev,
+            status: self.world.status.dev(self.di),
             links: self.link_records.as_ref().map_or(0, |r| r.at),
             timeout_ns: self.world.opts.timeout.as_nanos().min(u64::MAX as u128) as u64,
             rank: self.rank as u32,
@@ -385,8 +385,10 @@ impl CudaRank {
                 return failed.map_or(Ok(()), |(e, _)| Err(e));
             }
             tick(self)?;
-            if self.world.host.aborted() {
-                self.world.stop_kernels();
+            // A rank of another GPU of this process gave up: only the
+            // host carries that to this GPU's kernels.
+            if self.world.host.aborted() || self.world.status.gave_up() {
+                self.world.status.stop();
             }
             if let (Some((lib, comms)), None) = (nccl, &failed) {
                 let waited = start.elapsed();
@@ -451,15 +453,15 @@ impl CudaRank {
 
     /// The error the kernels' status record stands for, if they stopped.
     fn stopped(&self) -> Option<ExecError> {
-        let mut s = self.world.status();
+        let mut s = self.world.status.read(self.di);
         if s.abort == 0 {
-            return None;
+            return self.world.status.stopping().then_some(ExecError::Aborted);
         }
         // 1: the rank that gave up is still writing its record.
         let t = Instant::now();
         while s.abort == 1 && t.elapsed() < Duration::from_millis(200) {
             std::thread::yield_now();
-            s = self.world.status();
+            s = self.world.status.read(self.di);
         }
         if s.abort != 2 {
             return Some(ExecError::Aborted);
@@ -835,7 +837,7 @@ impl RankRunner for CudaRank {
                         continue;
                     }
                 };
-                if !me.dev.event_done(end).map_err(dev_err)? || me.world.status().abort != 0 {
+                if !me.dev.event_done(end).map_err(dev_err)? || me.world.status.stopping() {
                     break;
                 }
                 k += 1;
@@ -899,7 +901,7 @@ impl Drop for CudaRank {
         // Finish whatever is queued; memory goes with the world. Kernels
         // still running when a rank gives up would wait for it: stop them.
         if !self.pending.is_empty() || !self.dev.done(self.stream).unwrap_or(true) {
-            self.world.stop_kernels();
+            self.world.status.stop();
         }
         let _ = self.dev.sync(self.stream);
         if let Some((g, _)) = self.graph.take() {
