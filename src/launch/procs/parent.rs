@@ -1,0 +1,371 @@
+//! The parent: starts the ranks, serves as their hub (all-gathers,
+//! messages, deaths told to the others), passes stop signals on and
+//! speaks for the ranks' exit codes.
+
+use super::*;
+
+/// The exit code that speaks for all ranks: an interrupt, then a hang,
+/// then bad input, then a failed check, then anything else.
+pub(super) fn worst(codes: &[i32]) -> i32 {
+    for want in [130, 3, 2, 1] {
+        if codes.contains(&want) {
+            return want;
+        }
+    }
+    codes.iter().copied().find(|&c| c != 0).unwrap_or(0)
+}
+
+/// How a rank process ended, in words, when it died rather than exited as
+/// collbench does (0, 1, 2, 3, 130): killed by a signal, or an exit code
+/// collbench never uses (a library's `exit`, an abort handler).
+pub(super) fn died(status: &std::process::ExitStatus) -> Option<String> {
+    use std::os::unix::process::ExitStatusExt;
+    if let Some(sig) = status.signal() {
+        let core = if status.core_dumped() {
+            ", core dumped"
+        } else {
+            ""
+        };
+        return Some(match signal_name(sig) {
+            Some(name) => format!("killed by signal {sig} ({name}{core})"),
+            None => format!("killed by signal {sig}{core}"),
+        });
+    }
+    match status.code() {
+        Some(0 | 1 | 2 | 3 | 130) | None => None,
+        Some(c) => Some(format!("exited with code {c}, not one of collbench's")),
+    }
+}
+
+/// The name of a signal a process is commonly killed by.
+pub(super) fn signal_name(sig: i32) -> Option<&'static str> {
+    Some(match sig {
+        libc::SIGHUP => "SIGHUP",
+        libc::SIGINT => "SIGINT",
+        libc::SIGQUIT => "SIGQUIT",
+        libc::SIGILL => "SIGILL",
+        libc::SIGTRAP => "SIGTRAP",
+        libc::SIGABRT => "SIGABRT",
+        libc::SIGBUS => "SIGBUS",
+        libc::SIGFPE => "SIGFPE",
+        libc::SIGKILL => "SIGKILL",
+        libc::SIGUSR1 => "SIGUSR1",
+        libc::SIGSEGV => "SIGSEGV",
+        libc::SIGUSR2 => "SIGUSR2",
+        libc::SIGPIPE => "SIGPIPE",
+        libc::SIGALRM => "SIGALRM",
+        libc::SIGTERM => "SIGTERM",
+        libc::SIGXCPU => "SIGXCPU",
+        libc::SIGXFSZ => "SIGXFSZ",
+        libc::SIGSYS => "SIGSYS",
+        _ => return None,
+    })
+}
+
+/// Starts `n` rank processes running this program with the same arguments,
+/// serves them until they all exit, and returns the run's exit code.
+/// `signalled`: the stop signal the launcher got (SIGINT, SIGTERM), if any;
+/// the ranks get the same. `on_death(rank, pid, how)`: a rank's process
+/// died (see [`died`]) while the world ran; the other ranks are told.
+pub fn launch(
+    n: usize,
+    signalled: &dyn Fn() -> Option<i32>,
+    on_death: &dyn Fn(usize, u32, &str),
+) -> Result<i32, MpiError> {
+    let exe = std::env::current_exe()
+        .map_err(|e| MpiError(format!("--procs: this program's path: {e}")))?;
+    // The ranks are started under the name this program was run by: run
+    // as an nccl-tests binary (`all_reduce_perf`, a link to collbench),
+    // they read nccl-tests' flags as it did.
+    let name = std::env::args_os()
+        .next()
+        .unwrap_or_else(|| exe.clone().into_os_string());
+    let args: Vec<_> = std::env::args_os().skip(1).collect();
+    let path = std::env::temp_dir().join(format!(
+        "collbench-procs-{}-{}.sock",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos())
+    ));
+    let listener = UnixListener::bind(&path)
+        .map_err(|e| MpiError(format!("--procs: a socket at {}: {e}", path.display())))?;
+    let cleanup = Cleanup(path.clone());
+    let mut children: Vec<Child> = Vec::with_capacity(n);
+    for rank in 0..n {
+        let child = Command::new(&exe)
+            .arg0(&name)
+            .args(&args)
+            .env(ENV, format!("{rank} {n} {}", path.display()))
+            .spawn()
+            .map_err(|e| MpiError(format!("--procs: starting rank {rank}: {e}")));
+        match child {
+            Ok(c) => children.push(c),
+            Err(e) => {
+                stop_all(&mut children, libc::SIGKILL);
+                return Err(e);
+            }
+        }
+    }
+    tracing::info!(procs = n, socket = %path.display(), "--procs: rank processes started");
+    let streams = match accept_all(&listener, n, &mut children) {
+        Ok(s) => s,
+        Err(e) => {
+            stop_all(&mut children, libc::SIGTERM);
+            let codes = wait_all(&mut children, signalled, &|_, _| {});
+            tracing::info!(?codes, "--procs: the world did not form");
+            return Err(MpiError(format!("--procs: {e}")));
+        }
+    };
+    // Every rank is connected: the socket's name is no longer needed (and
+    // would outlive a parent that is killed).
+    drop(listener);
+    drop(cleanup);
+    let (tx, rx) = mpsc::channel();
+    let deaths = tx.clone();
+    let hub = std::thread::Builder::new()
+        .name("procs-hub".into())
+        .spawn(move || serve(streams, tx, rx));
+    let pids: Vec<u32> = children.iter().map(Child::id).collect();
+    let codes = wait_all(&mut children, signalled, &|rank, status| {
+        if let Some(how) = died(status) {
+            tracing::info!(rank, %how, "--procs: a rank process died");
+            on_death(rank, pids.get(rank).copied().unwrap_or(0), &how);
+            let _ = deaths.send(Event::Died(rank, how));
+        }
+    });
+    // The hub ends when every rank is gone and nothing more can come.
+    drop(deaths);
+    if let Ok(h) = hub {
+        let _ = h.join();
+    }
+    tracing::info!(?codes, "--procs: every rank exited");
+    Ok(worst(&codes))
+}
+
+/// Removes the socket file when the launch ends, however it ends.
+pub(super) struct Cleanup(PathBuf);
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+pub(super) fn stop_all(children: &mut [Child], sig: libc::c_int) {
+    for c in children.iter_mut() {
+        if matches!(c.try_wait(), Ok(None)) {
+            // SAFETY: signalling a child we started and have not reaped.
+            unsafe { libc::kill(c.id() as libc::pid_t, sig) };
+        }
+    }
+}
+
+/// Each rank's connection, by rank (a rank says which it is first).
+pub(super) fn accept_all(
+    listener: &UnixListener,
+    n: usize,
+    children: &mut [Child],
+) -> Result<Vec<UnixStream>, String> {
+    listener
+        .set_nonblocking(true)
+        .map_err(|e| format!("socket: {e}"))?;
+    let mut streams: Vec<Option<UnixStream>> = (0..n).map(|_| None).collect();
+    let start = Instant::now();
+    let mut got = 0;
+    while got < n {
+        match listener.accept() {
+            Ok((mut s, _)) => {
+                s.set_nonblocking(false)
+                    .map_err(|e| format!("socket: {e}"))?;
+                s.set_read_timeout(Some(Duration::from_secs(10)))
+                    .map_err(|e| format!("socket: {e}"))?;
+                let f = read_frame(&mut s).map_err(|e| format!("a rank's greeting: {e}"))?;
+                let r = f.a as usize;
+                if f.kind != Kind::Hello || r >= n || streams[r].is_some() {
+                    return Err(format!("a bad greeting (rank {r})"));
+                }
+                s.set_read_timeout(None)
+                    .map_err(|e| format!("socket: {e}"))?;
+                streams[r] = Some(s);
+                got += 1;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                if let Some((r, status)) = children
+                    .iter_mut()
+                    .enumerate()
+                    .find_map(|(r, c)| c.try_wait().ok().flatten().map(|s| (r, s)))
+                {
+                    return Err(format!(
+                        "rank {r} exited ({status}) before the world formed"
+                    ));
+                }
+                if start.elapsed() > CONNECT {
+                    return Err(format!(
+                        "only {got} of {n} ranks connected within {CONNECT:?}"
+                    ));
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            Err(e) => return Err(format!("socket: {e}")),
+        }
+    }
+    Ok(streams.into_iter().flatten().collect())
+}
+
+/// Waits for every child, passing a stop signal on once; their exit codes.
+/// `ended(rank, status)` hears of each as it ends.
+pub(super) fn wait_all(
+    children: &mut [Child],
+    signalled: &dyn Fn() -> Option<i32>,
+    ended: &dyn Fn(usize, &std::process::ExitStatus),
+) -> Vec<i32> {
+    let mut codes: Vec<Option<i32>> = vec![None; children.len()];
+    let mut forwarded = false;
+    while codes.iter().any(Option::is_none) {
+        for (i, c) in children.iter_mut().enumerate() {
+            if codes[i].is_some() {
+                continue;
+            }
+            match c.try_wait() {
+                Ok(Some(s)) => {
+                    use std::os::unix::process::ExitStatusExt;
+                    codes[i] = Some(s.code().unwrap_or_else(|| 128 + s.signal().unwrap_or(0)));
+                    ended(i, &s);
+                }
+                Ok(None) => {}
+                Err(_) => codes[i] = Some(1),
+            }
+        }
+        if let (false, Some(sig)) = (forwarded, signalled()) {
+            // A terminal's Ctrl-C reached the ranks already; a signal sent to
+            // the parent alone (a job manager's) reaches them now, the same.
+            forwarded = true;
+            stop_all(children, sig);
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    codes.into_iter().map(|c| c.unwrap_or(1)).collect()
+}
+
+pub(super) enum Event {
+    Frame(usize, Frame),
+    /// The rank's connection closed.
+    Gone(usize),
+    /// The rank's process died (the parent saw how).
+    Died(usize, String),
+}
+
+/// The hub: forwards messages and completes all-gathers until every rank
+/// has gone. `tx` and `rx`: its events' channel (the parent keeps a sender
+/// for [`Event::Died`]).
+pub(super) fn serve(streams: Vec<UnixStream>, tx: mpsc::Sender<Event>, rx: mpsc::Receiver<Event>) {
+    let n = streams.len();
+    let mut writers = Vec::with_capacity(n);
+    for (r, s) in streams.into_iter().enumerate() {
+        let mut reader = match s.try_clone() {
+            Ok(c) => c,
+            Err(_) => {
+                let _ = tx.send(Event::Gone(r));
+                writers.push(None);
+                continue;
+            }
+        };
+        writers.push(Some(s));
+        let tx = tx.clone();
+        let _ = std::thread::Builder::new()
+            .name(format!("procs-hub-{r}"))
+            .spawn(move || loop {
+                match read_frame(&mut reader) {
+                    Ok(f) => {
+                        if tx.send(Event::Frame(r, f)).is_err() {
+                            return;
+                        }
+                    }
+                    Err(_) => {
+                        let _ = tx.send(Event::Gone(r));
+                        return;
+                    }
+                }
+            });
+    }
+    drop(tx);
+    let mut gathers: HashMap<u32, Vec<Option<Vec<u8>>>> = HashMap::new();
+    let mut joined: Vec<u32> = vec![0; n];
+    let mut gone: Vec<bool> = vec![false; n];
+    let send = |writers: &mut Vec<Option<UnixStream>>, to: usize, kind, a, b, p: &[u8]| {
+        if let Some(w) = writers.get_mut(to).and_then(Option::as_mut) {
+            if write_frame(w, kind, a, b, p).is_err() {
+                writers[to] = None;
+            }
+        }
+    };
+    while let Ok(ev) = rx.recv() {
+        match ev {
+            Event::Frame(r, f) => match f.kind {
+                Kind::Gather => {
+                    let seq = f.a;
+                    joined[r] = joined[r].max(seq + 1);
+                    if let Some(d) = (0..n).find(|&d| gone[d] && joined[d] <= seq) {
+                        send(&mut writers, r, Kind::Failed, seq, d as u32, &[]);
+                        continue;
+                    }
+                    let slot = gathers.entry(seq).or_insert_with(|| vec![None; n]);
+                    slot[r] = Some(f.payload);
+                    if slot.iter().all(Option::is_some) {
+                        let records: Vec<Vec<u8>> = gathers
+                            .remove(&seq)
+                            .unwrap_or_default()
+                            .into_iter()
+                            .flatten()
+                            .collect();
+                        let all = encode_records(&records);
+                        for to in 0..n {
+                            send(&mut writers, to, Kind::Gathered, seq, 0, &all);
+                        }
+                    }
+                }
+                Kind::Send => {
+                    send(
+                        &mut writers,
+                        f.a as usize,
+                        Kind::Message,
+                        r as u32,
+                        f.b,
+                        &f.payload,
+                    );
+                }
+                _ => {}
+            },
+            Event::Died(r, how) => {
+                // Ranks inside a collective with it wait on its shared
+                // memory, not on the hub: tell every other rank.
+                for to in (0..n).filter(|&to| to != r) {
+                    send(&mut writers, to, Kind::Lost, r as u32, 0, how.as_bytes());
+                }
+            }
+            Event::Gone(r) => {
+                gone[r] = true;
+                writers[r] = None;
+                // Gathers it never joined cannot complete: tell who waits.
+                let stuck: Vec<u32> = gathers
+                    .iter()
+                    .filter(|(&seq, slot)| joined[r] <= seq && slot.iter().any(Option::is_some))
+                    .map(|(&seq, _)| seq)
+                    .collect();
+                for seq in stuck {
+                    if let Some(slot) = gathers.remove(&seq) {
+                        for (to, s) in slot.iter().enumerate() {
+                            if s.is_some() {
+                                send(&mut writers, to, Kind::Failed, seq, r as u32, &[]);
+                            }
+                        }
+                    }
+                }
+                if gone.iter().all(|&g| g) {
+                    return;
+                }
+            }
+        }
+    }
+}
