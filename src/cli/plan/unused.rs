@@ -1,0 +1,156 @@
+//! Notes on flags a sweep leaves unused: settings that change nothing
+//! for what it runs, and nccl-tests flags collbench accepts but does not need.
+
+use super::*;
+
+/// What the sweep runs, for the notes on flags it leaves unused.
+pub(super) struct Unused {
+    pub(super) premul: bool,
+    pub(super) v_runs: bool,
+    pub(super) reduce_runs: bool,
+    pub(super) rooted_runs: bool,
+    /// `--format nccl-tests` made both placements run.
+    pub(super) both: bool,
+}
+
+impl Unused {
+    /// A line for people on each flag given that changes nothing in this
+    /// sweep, or that the sweep takes otherwise than asked.
+    pub(super) fn notes(
+        &self,
+        a: &RunArgs,
+        collectives: &[Collective],
+        members: &[Collective],
+        tuning: Option<&crate::harness::tuning::Tuning>,
+        pace: &Pace,
+        ranks: usize,
+    ) -> Vec<String> {
+        // The sweep's collectives the table has no entry for.
+        let untuned: Vec<&str> = match tuning {
+            Some(t) => {
+                let mut v: Vec<&str> = members
+                    .iter()
+                    .filter(|&&c| !t.entries.iter().any(|e| e.coll() == Some(c)))
+                    .map(|c| c.name())
+                    .collect();
+                v.dedup();
+                v
+            }
+            None => Vec::new(),
+        };
+        // `all --algo tree`: the collectives without such an algorithm.
+        let algo_skipped: Vec<&str> = match &a.algo {
+            AlgoArg::List(l) if collectives.len() > 1 => collectives
+                .iter()
+                .filter(|c| !l.iter().any(|x| c.algos().contains(x)))
+                .map(|c| c.name())
+                .collect(),
+            _ => Vec::new(),
+        };
+        let nt = &a.nccl_tests;
+        flag_notes(a.iters, nt)
+            .into_iter()
+            .chain((!self.premul && a.scalar != Scalar::default()).then(|| {
+                format!(
+                    "--scalar {} is premulsum's: no premulsum runs in this sweep, so it is unused",
+                    a.scalar
+                )
+            }))
+            .chain((!self.v_runs && a.split != Split::Uniform).then(|| {
+                format!(
+                    "--split {} is the v-collectives': none runs in this sweep, so it is unused",
+                    a.split
+                )
+            }))
+            .chain((!self.reduce_runs && a.op.0 != [ReduceOp::Sum]).then(|| {
+                format!(
+                    "--op {} is the reductions' (all-reduce, reduce, reduce-scatter): none runs in this sweep, so it is unused",
+                    a.op.0.iter().map(|o| o.name()).collect::<Vec<_>>().join(",")
+                )
+            }))
+            .chain((!untuned.is_empty()).then(|| {
+                format!(
+                    "--tuning {}: no entry for {}: no prediction in those rows, and auto picks as without a table",
+                    a.tuning.as_deref().unwrap_or(std::path::Path::new("")).display(),
+                    untuned.join(", ")
+                )
+            }))
+            .chain((!self.rooted_runs && a.root != RootChoice::One(0)).then(|| {
+                format!(
+                    "--root {} is the rooted collectives' (broadcast, reduce, gather, scatter): none runs in this sweep, so it is unused",
+                    match a.root {
+                        RootChoice::One(r) => r.to_string(),
+                        _ => "all".to_string(),
+                    }
+                )
+            }))
+            .chain(step_unused(&a.sizes))
+            .chain(
+                pace.capped(ranks)
+                    .then(|| {
+                        format!(
+                            "--inject: the slow and slow-link rules on one link multiply past {}x: that link is slowed {}x, no more",
+                            crate::engine::transport::links::MAX_PACE,
+                            crate::engine::transport::links::MAX_PACE
+                        )
+                    }),
+            )
+            .chain((!algo_skipped.is_empty()).then(|| {
+                format!(
+                    "--algo {}: {} have no such algorithm, so they do not run",
+                    match &a.algo {
+                        AlgoArg::List(l) => names(l, |x| x.name()).replace(", ", ","),
+                        AlgoArg::Auto => "auto".into(),
+                    },
+                    algo_skipped.join(", ")
+                )
+            }))
+            .chain(self.both.then(|| {
+                "--format nccl-tests shows out-of-place and in-place side by side, as nccl-tests does: both run".to_string()
+            }))
+            .collect()
+    }
+}
+
+/// One line for each nccl-tests flag given that changes nothing here.
+pub(super) fn flag_notes(iters: usize, nt: &NcclTestsArgs) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Some(m) = nt.agg_iters.filter(|&m| m > 1) {
+        out.push(format!(
+            "-m {m}: each case times {iters} x {m} = {} operations; times are per operation",
+            iters * m
+        ));
+    }
+    if nt.blocking == Some(true) {
+        out.push("-z 1: collbench's ranks already wait for every operation of the timed loop before the next case; operations inside the loop stay back to back".into());
+    }
+    if nt.report_cputime == Some(true) {
+        out.push(
+            "-C 1: times are CUDA-event or wall-clock times, not CPU time (see --timing)".into(),
+        );
+    }
+    if nt.local_register.is_some_and(|r| r > 0) {
+        out.push("-R: buffer registration is NCCL's; collbench's engine reads peers' buffers directly where it can".into());
+    }
+    if nt.parallel_init == Some(true) {
+        out.push("-p: collbench sets its ranks up in parallel always".into());
+    }
+    if nt.stream_null == Some(true) {
+        out.push("-y 1: every rank runs on a stream of its own".into());
+    }
+    if let Some(n) = nt.run_cycles.filter(|&n| n != 1) {
+        out.push(format!(
+            "-N {n}: collbench runs the sweep once; run it again for more cycles"
+        ));
+    }
+    if nt.memory_report == Some(true) {
+        out.push("-M 1: the memory budget is in the -v logs".into());
+    }
+    if nt.unalign.is_some() {
+        out.push("-u: buffers are always aligned".into());
+    }
+    if nt.side_comp.is_some() {
+        out.push("-k: no side computation runs beside the collectives".into());
+    }
+    out
+}
