@@ -339,6 +339,68 @@ struct Predicted {
 }
 
 fn model_inner(a: &ModelArgs) -> anyhow::Result<i32> {
+    let (table, source) = model_source(a)?;
+    let sizes = plan::sizes(&a.sizes, false)?;
+    let n = a.ranks;
+    let most = crate::report::json::MAX_WORLD_SIZE;
+    if n > most {
+        bail!("--ranks {n}: the model predicts for up to {most} ranks (as results hold)");
+    }
+    let mut text = String::new();
+    let mut out = Vec::new();
+    let mut missing = Vec::new();
+    for &coll in &a.collective.0 {
+        let entries = table.candidates(coll, n, a.protocol.as_deref());
+        if entries.is_empty() {
+            let why = if a.tuning.is_some() {
+                format!("{coll}: the table has no entry for it")
+            } else {
+                format!("{coll}: a link alone predicts only the nine even collectives (the traffic of a -v one depends on its split)")
+            };
+            let _ = writeln!(text, "# {why}");
+            missing.push(why);
+            continue;
+        }
+        predict_table(&mut text, &mut out, coll, &entries, n, &sizes, &source);
+        let _ = writeln!(text, "# {}", fit_line(coll, &entries, n));
+    }
+    if out.is_empty() {
+        // Nothing predicted: an error saying why, not a table of nothing.
+        bail!(
+            "nothing to predict: {}",
+            if missing.is_empty() {
+                "no size of the sweep gives every rank an element, or no entry predicts one".into()
+            } else {
+                missing.join("; ")
+            }
+        );
+    }
+    let json = serde_json::json!({
+        "schema": "collbench.model/1",
+        "ranks": n,
+        "source": source,
+        "sizes": sizes.iter().map(|&b| Bytes(b).to_string()).collect::<Vec<_>>(),
+        "rows": out,
+    });
+    match a.json.as_deref() {
+        Some(p) if crate::units::is_stdout(p) => {
+            out!("{}", serde_json::to_string_pretty(&json)?)
+        }
+        Some(p) => {
+            out_part!("{text}");
+            crate::units::write_atomic(p, (serde_json::to_string_pretty(&json)? + "\n").as_bytes())
+                .with_context(|| format!("--json {}", p.display()))?;
+        }
+        None => out_part!("{text}"),
+    }
+    Ok(super::OK)
+}
+
+/// The table `model` predicts from, and how to name it: a fitted
+/// `--tuning` table, or a link given by `--link-gbps` and `--latency-us`;
+/// `--protocol` must be one the table has, and `--json` must not
+/// overwrite the table.
+fn model_source(a: &ModelArgs) -> anyhow::Result<(Tuning, String)> {
     let (table, source) = match (&a.tuning, a.link_gbps, a.latency_us) {
         (Some(p), _, _) => (
             plan::read_tuning(p)?,
@@ -377,130 +439,96 @@ fn model_inner(a: &ModelArgs) -> anyhow::Result<i32> {
             );
         }
     }
-    let sizes = plan::sizes(&a.sizes, false)?;
-    let n = a.ranks;
-    let most = crate::report::json::MAX_WORLD_SIZE;
-    if n > most {
-        bail!("--ranks {n}: the model predicts for up to {most} ranks (as results hold)");
+    Ok((table, source))
+}
+
+/// One collective's table of predictions: a line per size of `sizes`
+/// with each entry's time and busbw and the pick, each prediction also
+/// kept in `out`.
+fn predict_table(
+    text: &mut String,
+    out: &mut Vec<Predicted>,
+    coll: Collective,
+    entries: &[&Entry],
+    n: usize,
+    sizes: &[u64],
+    source: &str,
+) {
+    let _ = writeln!(text, "#\n# {coll} on {n} ranks, predicted from {source}");
+    let mut head = format!("# {:>12}", "size");
+    for e in entries {
+        let from = if e.ranks > 0 && e.ranks != n {
+            format!(" (fit: {} ranks)", e.ranks)
+        } else {
+            String::new()
+        };
+        let _ = write!(head, "  {:>22}", format!("{}{from}", e.algo));
     }
-    let mut text = String::new();
-    let mut out = Vec::new();
-    let mut missing = Vec::new();
-    for &coll in &a.collective.0 {
-        let entries = table.candidates(coll, n, a.protocol.as_deref());
-        if entries.is_empty() {
-            let why = if a.tuning.is_some() {
-                format!("{coll}: the table has no entry for it")
-            } else {
-                format!("{coll}: a link alone predicts only the nine even collectives (the traffic of a -v one depends on its split)")
-            };
-            let _ = writeln!(text, "# {why}");
-            missing.push(why);
+    let _ = writeln!(text, "{head}  pick");
+    let _ = writeln!(
+        text,
+        "# {:>12}{}",
+        "(B)",
+        "  time (us) busbw (GB/s)".repeat(entries.len())
+    );
+    for &b in sizes {
+        let counts = coll.counts(b, 1, n);
+        if counts.block == 0 {
             continue;
         }
-        let _ = writeln!(text, "#\n# {coll} on {n} ranks, predicted from {source}");
-        let mut head = format!("# {:>12}", "size");
-        for e in &entries {
-            let from = if e.ranks > 0 && e.ranks != n {
-                format!(" (fit: {} ranks)", e.ranks)
-            } else {
-                String::new()
-            };
-            let _ = write!(head, "  {:>22}", format!("{}{from}", e.algo));
-        }
-        let _ = writeln!(text, "{head}  pick");
-        let _ = writeln!(
-            text,
-            "# {:>12}{}",
-            "(B)",
-            "  time (us) busbw (GB/s)".repeat(entries.len())
-        );
-        for &b in &sizes {
-            let counts = coll.counts(b, 1, n);
-            if counts.block == 0 {
-                continue;
-            }
-            let preds: Vec<Option<f64>> = entries.iter().map(|e| e.predict(n, b)).collect();
-            let best = preds
-                .iter()
-                .enumerate()
-                .filter_map(|(i, p)| Some((i, (*p)?)))
-                .min_by(|x, y| x.1.total_cmp(&y.1))
-                .map(|(i, _)| i);
-            let mut line = format!("  {b:>12}");
-            for (i, (e, p)) in entries.iter().zip(&preds).enumerate() {
-                let Some(us) = *p else {
-                    let _ = write!(line, "  {:>22}", "-");
-                    continue;
-                };
-                let busbw = b as f64 / (us * 1e3) * coll.busbw_factor(n);
-                let _ = write!(line, "  {us:>10.2} {busbw:>11.2}");
-                out.push(Predicted {
-                    collective: coll.name().into(),
-                    algo: e.algo.clone(),
-                    bytes: b,
-                    predicted_us: us,
-                    busbw_gbps: busbw,
-                    pick: best == Some(i),
-                });
-            }
-            let pick = best.map_or("-", |i| entries[i].algo.as_str());
-            let _ = writeln!(text, "{line}  {pick}");
-        }
-        // Where the fit's traffic factors take it, in one line.
-        let lines: Vec<String> = entries
+        let preds: Vec<Option<f64>> = entries.iter().map(|e| e.predict(n, b)).collect();
+        let best = preds
             .iter()
-            .filter_map(|e| {
-                let algo = e.algo()?;
-                let hops = format!(
-                    "{} {} hops x {:.2} us",
-                    e.algo,
-                    cost::hops(coll, algo, n),
-                    e.latency_us
-                );
-                // A fit whose sizes were all latency-bound has no bandwidth
-                // (its times do not grow with size): said, not "0.0 GB/s".
-                Some(if e.bandwidth.is_empty() {
-                    format!("{hops}, latency only (no size of the fit was bandwidth-bound)")
-                } else {
-                    format!(
-                        "{hops}, {:.2} x bytes at up to {:.1} GB/s",
-                        cost::traffic(coll, algo, n),
-                        e.peak_gbps()
-                    )
-                })
-            })
-            .collect();
-        let _ = writeln!(text, "# {}", lines.join("; "));
+            .enumerate()
+            .filter_map(|(i, p)| Some((i, (*p)?)))
+            .min_by(|x, y| x.1.total_cmp(&y.1))
+            .map(|(i, _)| i);
+        let mut line = format!("  {b:>12}");
+        for (i, (e, p)) in entries.iter().zip(&preds).enumerate() {
+            let Some(us) = *p else {
+                let _ = write!(line, "  {:>22}", "-");
+                continue;
+            };
+            let busbw = b as f64 / (us * 1e3) * coll.busbw_factor(n);
+            let _ = write!(line, "  {us:>10.2} {busbw:>11.2}");
+            out.push(Predicted {
+                collective: coll.name().into(),
+                algo: e.algo.clone(),
+                bytes: b,
+                predicted_us: us,
+                busbw_gbps: busbw,
+                pick: best == Some(i),
+            });
+        }
+        let pick = best.map_or("-", |i| entries[i].algo.as_str());
+        let _ = writeln!(text, "{line}  {pick}");
     }
-    if out.is_empty() {
-        // Nothing predicted: an error saying why, not a table of nothing.
-        bail!(
-            "nothing to predict: {}",
-            if missing.is_empty() {
-                "no size of the sweep gives every rank an element, or no entry predicts one".into()
+}
+
+/// Where each fit's traffic factors take it, in one line.
+fn fit_line(coll: Collective, entries: &[&Entry], n: usize) -> String {
+    entries
+        .iter()
+        .filter_map(|e| {
+            let algo = e.algo()?;
+            let hops = format!(
+                "{} {} hops x {:.2} us",
+                e.algo,
+                cost::hops(coll, algo, n),
+                e.latency_us
+            );
+            // A fit whose sizes were all latency-bound has no bandwidth
+            // (its times do not grow with size): said, not "0.0 GB/s".
+            Some(if e.bandwidth.is_empty() {
+                format!("{hops}, latency only (no size of the fit was bandwidth-bound)")
             } else {
-                missing.join("; ")
-            }
-        );
-    }
-    let json = serde_json::json!({
-        "schema": "collbench.model/1",
-        "ranks": n,
-        "source": source,
-        "sizes": sizes.iter().map(|&b| Bytes(b).to_string()).collect::<Vec<_>>(),
-        "rows": out,
-    });
-    match a.json.as_deref() {
-        Some(p) if crate::units::is_stdout(p) => {
-            out!("{}", serde_json::to_string_pretty(&json)?)
-        }
-        Some(p) => {
-            out_part!("{text}");
-            crate::units::write_atomic(p, (serde_json::to_string_pretty(&json)? + "\n").as_bytes())
-                .with_context(|| format!("--json {}", p.display()))?;
-        }
-        None => out_part!("{text}"),
-    }
-    Ok(super::OK)
+                format!(
+                    "{hops}, {:.2} x bytes at up to {:.1} GB/s",
+                    cost::traffic(coll, algo, n),
+                    e.peak_gbps()
+                )
+            })
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
 }
