@@ -165,11 +165,27 @@ impl LogRun {
             (true, Err(_)) => (String::new(), None),
             (_, known) => known?,
         };
+        let rows = self.rows_as(&collective);
+        let mut notes = vec![format!(
+            "read from the nccl-tests log {source} (run {} of {of}, line {})",
+            index + 1,
+            self.lines.start + 1
+        )];
+        if let Some(h) = &self.header {
+            notes.push(format!("nccl-tests header: {}", h.line));
+        }
+        notes.extend(guessed);
+        notes.extend(self.ending_notes());
+        Ok(Results::new(self.meta(&collective, notes), rows))
+    }
+
+    /// The run's rows as collbench's, out-of-place then in-place.
+    fn rows_as(&self, collective: &str) -> Vec<Row> {
         let mut rows = Vec::with_capacity(self.rows.len() * 2);
         for r in &self.rows {
             for (placement, c) in [("out", &r.out), ("in", &r.inplace)] {
                 rows.push(Row {
-                    collective: collective.clone(),
+                    collective: collective.to_string(),
                     engine: ENGINE.into(),
                     algo: ALGO.into(),
                     dtype: dtype_name(&r.dtype),
@@ -211,33 +227,33 @@ impl LogRun {
                 });
             }
         }
+        rows
+    }
+
+    /// How the run failed or stopped, if it did.
+    fn ending_notes(&self) -> impl Iterator<Item = String> + '_ {
+        let failed = self.failure.iter().map(|f| format!("the test failed: {f}"));
+        let stopped = self
+            .stopped
+            .iter()
+            .map(|s| format!("the run did not finish: {s}"));
+        failed.chain(stopped)
+    }
+
+    /// The results' meta for the run of `collective`, with `notes`.
+    fn meta(&self, collective: &str, notes: Vec<String>) -> Meta {
         let mut hosts: Vec<&str> = Vec::new();
         for r in &self.ranks {
             if !hosts.contains(&r.host.as_str()) {
                 hosts.push(&r.host);
             }
         }
-        let mut notes = vec![format!(
-            "read from the nccl-tests log {source} (run {} of {of}, line {})",
-            index + 1,
-            self.lines.start + 1
-        )];
-        if let Some(h) = &self.header {
-            notes.push(format!("nccl-tests header: {}", h.line));
-        }
-        notes.extend(guessed);
-        notes.extend(self.failure.iter().map(|f| format!("the test failed: {f}")));
-        notes.extend(
-            self.stopped
-                .iter()
-                .map(|s| format!("the run did not finish: {s}")),
-        );
         let header = self.header.as_ref();
         let agg = header
             .and_then(|h| h.agg_iters)
             .filter(|&m| (1..=1 << 20).contains(&m))
             .unwrap_or(1);
-        let meta = Meta {
+        Meta {
             version: self
                 .version
                 .as_ref()
@@ -245,7 +261,7 @@ impl LogRun {
             command: self
                 .binary
                 .clone()
-                .unwrap_or_else(|| crate::report::nccl::perf_binary(&collective)),
+                .unwrap_or_else(|| crate::report::nccl::perf_binary(collective)),
             host: hosts.join(","),
             started_at: String::new(),
             world_size: self.world_size(),
@@ -306,8 +322,7 @@ impl LogRun {
                 .collect(),
             // Its device lines, kept as printed, show each rank's process.
             processes: Vec::new(),
-        };
-        Ok(Results::new(meta, rows))
+        }
     }
 }
 
