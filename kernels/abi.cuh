@@ -135,7 +135,7 @@ struct CbRank {
     const CbConn *outs;
     u8 *bufs[3];            // send (or only) buffer, receive buffer, scratch
     CbProgress *progress;   // one per channel, host-mapped
-    CbStatus *status;       // host-mapped, shared by the world
+    CbStatus *status;       // host-mapped, one per GPU of the world
     CbLink *links;          // one per entry of ins, or null: not measured
     u64 timeout_ns;         // how long any one wait may last
     u32 rank;

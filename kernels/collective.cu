@@ -22,7 +22,7 @@
 #define CB_WAIT_RECV 1u
 #define CB_WAIT_SEND 2u
 #define CB_POLL_CHECK 1024u
-// The world's status is host-mapped memory: every thread of a low-latency
+// A GPU's status record is host-mapped memory: every thread of a low-latency
 // wait polls, so it is read only every this many polls (a read crosses
 // PCIe); the clock, a register, is read every CB_POLL_CHECK.
 #define CB_ABORT_CHECK (16u * CB_POLL_CHECK)

@@ -7,6 +7,7 @@ use crate::engine::exec::mem;
 use crate::engine::transport::inproc::Fifo;
 use crate::engine::types::Engine;
 use crate::units::Bytes;
+use std::collections::HashSet;
 
 /// Checks that the sweep's buffers fit in memory before anything is allocated.
 pub fn check_memory(plan: &Plan, cases: &[Case]) -> Result<(), HarnessError> {
@@ -48,10 +49,32 @@ impl HostFifos {
     }
 }
 
-/// Counts the FIFOs the host world makes for `cases`: the connections of
-/// every rank's program (generated with one step per block, which changes
-/// no connection), per collective, algorithm and root at its largest counts.
+/// Counts the FIFOs the host world makes for `cases`: one per connection
+/// of the sweep's programs (see `links`), on the plan's channels.
 pub fn host_fifos(plan: &Plan, cases: &[Case]) -> HostFifos {
+    HostFifos {
+        links: links(plan, cases, plan.channels.max(1)).len(),
+        bytes_each: Fifo::region_bytes(plan.host.slots, plan.host.slot_bytes) as u64,
+    }
+}
+
+/// The most ranks one rank hears from on a channel, over the programs of
+/// `cases` (two channels generated, so an algorithm that gives channels
+/// different peers counts both): what a CUDA rank's incoming connections
+/// grow by with each channel.
+pub fn peers_per_channel(plan: &Plan, cases: &[Case]) -> usize {
+    let mut heard = std::collections::HashMap::<usize, usize>::new();
+    for (_, to, _) in links(plan, cases, 2) {
+        *heard.entry(to).or_default() += 1;
+    }
+    heard.values().copied().max().unwrap_or(0).div_ceil(2)
+}
+
+/// The connections (sender, receiver, channel) the programs of `cases`
+/// use on `channels` channels: every rank's program (generated with one
+/// step per block, which changes no connection), per collective,
+/// algorithm and root at its largest counts.
+fn links(plan: &Plan, cases: &[Case], channels: usize) -> HashSet<(usize, usize, usize)> {
     use crate::engine::algo::{generate, Spec};
     let mut largest: Vec<&Case> = Vec::new();
     for c in cases.iter().filter(|c| c.engine == Engine::Builtin) {
@@ -66,8 +89,7 @@ pub fn host_fifos(plan: &Plan, cases: &[Case]) -> HostFifos {
         }
     }
     let n = plan.ranks;
-    let channels = plan.channels.max(1);
-    let mut links = std::collections::HashSet::new();
+    let mut links = HashSet::new();
     for c in largest {
         let members = plan.members(c);
         let chunk = members
@@ -103,10 +125,7 @@ pub fn host_fifos(plan: &Plan, cases: &[Case]) -> HostFifos {
             }
         }
     }
-    HostFifos {
-        links: links.len(),
-        bytes_each: Fifo::region_bytes(plan.host.slots, plan.host.slot_bytes) as u64,
-    }
+    links
 }
 
 /// Checks that the sweep's buffers fit `budget`.

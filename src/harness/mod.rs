@@ -13,7 +13,8 @@ pub mod tuning;
 pub use crate::engine::exec::cuda::launch::{Kind as GpuKind, Timing};
 pub use crate::recorder::DEFAULT_ENTRIES as DEFAULT_FR_ENTRIES;
 pub use memory::{
-    cap_sizes_to_memory, check_budget, check_memory, host_fifos, Budget, HostFifos, SizeCap,
+    cap_sizes_to_memory, check_budget, check_memory, host_fifos, peers_per_channel, Budget,
+    HostFifos, SizeCap,
 };
 pub use plan::{AlgoChoice, Case, GraphAsk, Plan, RankTime, RootChoice, Setup};
 pub use rows::LinkTable;
@@ -263,7 +264,11 @@ pub fn world_spec(plan: &Plan, setup: &Setup, prepared: &Prepared) -> WorldSpec 
         channels: plan.channels,
         ways: plan.group_ways(),
         bufs: rank::buffer_bytes(plan, &prepared.cases),
-        gpu: setup.gpu.map(|k| (k, cuda_options(plan, setup, k))),
+        gpu: setup.gpu.map(|k| {
+            let mut opts = cuda_options(plan, setup, k);
+            opts.peers = peers_per_channel(plan, &prepared.cases);
+            (k, opts)
+        }),
         nccl: plan.engines.contains(&Engine::Nccl),
         gpu_map: plan.gpu_map.clone(),
         allow_shared_gpu: plan.allow_shared_gpu,

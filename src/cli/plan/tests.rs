@@ -270,3 +270,27 @@ fn options_are_checked_against_each_other() {
     assert_eq!(s.plan.sizes, vec![1024, 2048, 4096]);
     assert_eq!(s.plan.check_iters, 0);
 }
+
+/// What a CUDA rank's connections grow by per channel follows the sweep's
+/// algorithms: a ring hears from one rank a channel, all-to-all and a
+/// direct all-reduce from every other rank.
+#[test]
+fn peers_per_channel_follow_the_sweeps_algorithms() {
+    let peers = |coll, flags: &[&str]| {
+        let s = build(Some(coll), &parse(flags), None).unwrap();
+        let (cases, _) = crate::harness::plan::cases(&s.plan);
+        crate::harness::peers_per_channel(&s.plan, &cases)
+    };
+    let ring = ["--ranks", "8", "--sizes", "1M", "--algo", "ring"];
+    assert_eq!(peers(Collective::AllReduce, &ring), 1);
+    let direct = ["--ranks", "8", "--sizes", "1M", "--algo", "direct"];
+    assert_eq!(peers(Collective::AllReduce, &direct), 7);
+    assert_eq!(
+        peers(Collective::AllToAll, &["--ranks", "8", "--sizes", "1M"]),
+        7
+    );
+    assert_eq!(
+        peers(Collective::AllReduce, &["--ranks", "1", "--sizes", "1M"]),
+        0
+    );
+}

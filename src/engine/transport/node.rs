@@ -98,6 +98,11 @@ pub trait ProcessPeers: Send + Sync {
     fn try_receive(&self, tag: i32) -> Option<(usize, Vec<u8>)>;
     /// The relay to ranks this process does not map (None: it maps all).
     fn relay(&self) -> Option<Arc<dyn Relay>>;
+    /// A rank whose process the launcher saw die, if any (None where the
+    /// launcher does not tell).
+    fn lost(&self) -> Option<usize> {
+        None
+    }
 
     /// This process's index among the ranks of its host, and their count.
     fn node_rank(&self) -> (usize, usize) {

@@ -330,4 +330,7 @@ impl ProcessPeers for ProcsPeers {
     fn relay(&self) -> Option<Arc<dyn Relay>> {
         None
     }
+    fn lost(&self) -> Option<usize> {
+        Some(self.link.state.lock().ok()?.lost.as_ref()?.0)
+    }
 }

@@ -98,19 +98,26 @@ fn rank_overhead(
             2
         }
     };
-    connection_bytes(opts.shape.bytes(), ipc && real, nranks, channels).saturating_add(1 << 20)
+    // The sweep's programs say how many peers a channel hears from (a ring
+    // one, a direct all-reduce or all-to-all every other rank); unknown,
+    // every other rank of the world, or a channel's most in one step.
+    let peers = match (opts.peers, nranks) {
+        (0, Some(n)) => n.saturating_sub(1),
+        (0, None) => MAX_PEERS,
+        (p, _) => p,
+    };
+    connection_bytes(opts.shape.bytes(), ipc && real, peers, channels).saturating_add(1 << 20)
 }
 
 /// Bytes of a rank's incoming connections, at most: `channels` channels,
-/// each hearing from at most MAX_PEERS ranks (or the world's other ranks),
-/// each connection `conn` bytes, a whole 2 MiB IPC granule when `ipc`.
-fn connection_bytes(conn: usize, ipc: bool, nranks: Option<usize>, channels: usize) -> usize {
+/// each hearing from `peers` ranks, each connection `conn` bytes, a whole
+/// 2 MiB IPC granule when `ipc`.
+fn connection_bytes(conn: usize, ipc: bool, peers: usize, channels: usize) -> usize {
     let conn = if ipc {
         conn.next_multiple_of(2 << 20)
     } else {
         conn
     };
-    let peers = nranks.map_or(MAX_PEERS, |n| n.saturating_sub(1).min(MAX_PEERS));
     conn.saturating_mul(peers).saturating_mul(channels)
 }
 
@@ -345,26 +352,12 @@ mod tests {
     fn connections_count_peers_channels_and_whole_ipc_granules() {
         let conn = 1 << 20 | 4096;
         // A lone rank hears from nobody.
-        assert_eq!(connection_bytes(conn, false, Some(1), 128), 0);
-        // Two ranks: one peer a channel.
-        assert_eq!(connection_bytes(conn, false, Some(2), 16), conn * 16);
-        // Eight ranks, or an unknown world: a channel's most peers.
-        assert_eq!(
-            connection_bytes(conn, false, Some(8), 16),
-            conn * MAX_PEERS * 16
-        );
-        assert_eq!(
-            connection_bytes(conn, false, None, 16),
-            conn * MAX_PEERS * 16
-        );
+        assert_eq!(connection_bytes(conn, false, 0, 128), 0);
+        // A ring: one peer a channel; a direct all-reduce on 8: seven.
+        assert_eq!(connection_bytes(conn, false, 1, 16), conn * 16);
+        assert_eq!(connection_bytes(conn, false, 7, 16), conn * 7 * 16);
         // Between processes each connection is a 2 MiB granule.
-        assert_eq!(
-            connection_bytes(conn, true, None, 128),
-            (2 << 20) * MAX_PEERS * 128
-        );
-        assert_eq!(
-            connection_bytes(usize::MAX / 2, false, None, 128),
-            usize::MAX
-        );
+        assert_eq!(connection_bytes(conn, true, 7, 128), (2 << 20) * 7 * 128);
+        assert_eq!(connection_bytes(usize::MAX / 2, false, 4, 128), usize::MAX);
     }
 }

@@ -54,6 +54,9 @@ pub struct CudaOptions {
     /// Channels per rank the sweep asks for (`--channels`; 0: auto), for
     /// the connection memory a rank may hold.
     pub channels: usize,
+    /// The most ranks one rank hears from on a channel over the sweep's
+    /// programs (0: unknown, taken as every other rank).
+    pub peers: usize,
 }
 
 impl CudaOptions {
@@ -93,6 +96,7 @@ impl CudaOptions {
             kernel_copies: knobs.kernel_copies,
             no_p2p: knobs.no_p2p,
             channels: 0,
+            peers: 0,
         }
     }
 }

@@ -26,7 +26,9 @@ use std::time::{Duration, Instant};
 /// Tag of the messages that carry connection handles.
 const CONN_TAG: i32 = 11;
 
-/// Tag of the messages that say a peer closed a connection it opened.
+/// Tag of the messages that say a peer closed a connection it opened (or
+/// never opened it). They name the connection only: a process holds one
+/// spread world, so a word cannot reach another world's memory.
 const CLOSED_TAG: i32 = 12;
 
 /// The longest a rank waits, when its world closes, for its peers to close
@@ -327,6 +329,8 @@ impl Spread {
         }
         let handle = self.handle_for(key, host, timeout)?;
         let s = dev.open_shared(&handle).map_err(|e| {
+            // Not opened: the owner need not wait for this rank to close it.
+            self.say_closed(key);
             setup(format!(
                 "opening rank {}'s connection memory (CUDA IPC): {e}",
                 key.to
@@ -334,6 +338,13 @@ impl Spread {
         })?;
         Self::keep(&self.opened, key, s);
         Ok(s.dev)
+    }
+
+    /// Tells the owner of `key`'s memory that this rank does not hold it.
+    fn say_closed(&self, key: ConnKey) {
+        if let Err(e) = self.procs.send(key.to, CLOSED_TAG, &encode_key(key)) {
+            tracing::debug!(error = %e, to = key.to, "saying a connection was closed");
+        }
     }
 
     /// Waits for the receiver's handle of `key`, keeping others that come first.
@@ -388,12 +399,28 @@ impl Spread {
             m.get_mut().map(std::mem::take).unwrap_or_default()
         };
         for (key, s) in take(&mut self.opened) {
-            if let Err(e) = dev.close_shared(s) {
-                tracing::debug!(error = %e, to = key.to, chan = key.chan, "closing a peer's connection memory");
+            match dev.close_shared(s) {
+                Ok(()) => self.say_closed(key),
+                // Still mapped here: the owner must keep it (and says so).
+                Err(e) => {
+                    tracing::warn!(error = %e, to = key.to, chan = key.chan, "closing a peer's connection memory")
+                }
             }
-            if let Err(e) = self.procs.send(key.to, CLOSED_TAG, &encode_key(key)) {
-                tracing::debug!(error = %e, to = key.to, "saying a connection was closed");
+        }
+        // Handles that came and were never opened (this rank stopped
+        // first): their owners need not wait either.
+        while let Some((_, msg)) = self.procs.try_receive(CONN_TAG) {
+            if let Some((k, _)) = decode_key(&msg) {
+                self.say_closed(k);
             }
+        }
+        let unopened: Vec<ConnKey> = self
+            .received
+            .get_mut()
+            .map(|m| m.drain().map(|(k, _)| k).collect())
+            .unwrap_or_default();
+        for k in unopened {
+            self.say_closed(k);
         }
         let mut left: HashMap<ConnKey, Shared> = take(&mut self.made).into_iter().collect();
         let free = |key: ConnKey, s: Shared| {
@@ -404,6 +431,19 @@ impl Spread {
         let start = Instant::now();
         let wait = wait.min(CLOSE_WAIT);
         while !left.is_empty() && start.elapsed() < wait {
+            // A rank whose process died holds nothing any more.
+            if let Some(dead) = self.procs.lost() {
+                for k in left
+                    .keys()
+                    .filter(|k| k.from == dead)
+                    .copied()
+                    .collect::<Vec<_>>()
+                {
+                    if let Some(s) = left.remove(&k) {
+                        free(k, s);
+                    }
+                }
+            }
             match self.procs.try_receive(CLOSED_TAG) {
                 Some((_, msg)) => {
                     if let Some((s, key)) =

@@ -29,6 +29,7 @@ impl Board {
     }
 
     fn record(&self, di: usize) -> *mut CbStatus {
+        debug_assert!(di < self.len(), "status record {di} of {}", self.len());
         // SAFETY: the memory holds `len()` records; an index past them is
         // clamped to the last (the world makes one per device).
         unsafe { (self.memory.host as *mut CbStatus).add(di.min(self.len().saturating_sub(1))) }
@@ -36,6 +37,8 @@ impl Board {
 
     /// Device `di`'s record as its kernels address it.
     pub(super) fn dev(&self, di: usize) -> DevPtr {
+        debug_assert!(di < self.len(), "status record {di} of {}", self.len());
+        let di = di.min(self.len().saturating_sub(1));
         self.memory.dev + (di * std::mem::size_of::<CbStatus>()) as u64
     }
 

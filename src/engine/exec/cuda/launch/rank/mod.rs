@@ -30,7 +30,7 @@ pub(super) struct Loaded {
     /// leaves the channels after it empty, and their blocks would only cost
     /// launch time).
     pub(super) grid: u32,
-    /// Threads per block of the launch ([`launch_width`]).
+    /// Threads per block of the launch ([`load::launch_width`]).
     pub(super) threads: u32,
     pub(super) step_counts: Vec<usize>,
     /// Primitive names of every step, per channel (for timeout messages).
