@@ -202,9 +202,18 @@ fn make_rows(
             row
         })
         .collect();
-    let mut g = make_row(plan, setup, case, placement, reports, &|r| {
+    let g = make_row(plan, setup, case, placement, reports, &|r| {
         r.verdict.as_ref()
     });
+    let g = group_row(plan, case, &members, &rows, g);
+    rows.push(g);
+    rows
+}
+
+/// The group's own row from `g` (its time and checks as one case) and its
+/// operations' `rows`: sizes and bus bytes summed over `members`, its
+/// algorithm (one, or "mixed"), every operation's wrong values.
+fn group_row(plan: &Plan, case: &Case, members: &[Case], rows: &[Row], mut g: Row) -> Row {
     let time_s = g.time_us * 1e-6;
     let per_s = |b: f64| if time_s > 0.0 { b / time_s / 1e9 } else { 0.0 };
     let bytes: u64 = members.iter().map(|m| m.bytes).sum();
@@ -213,7 +222,7 @@ fn make_rows(
         .map(|m| m.bytes as f64 * m.coll.busbw_factor(plan.ranks))
         .sum();
     let mut algos: Vec<&str> = Vec::new();
-    for m in &members {
+    for m in members {
         if !algos.contains(&m.algo.name()) {
             algos.push(m.algo.name());
         }
@@ -263,8 +272,7 @@ fn make_rows(
     g.members = members.iter().map(|m| m.coll.name().to_string()).collect();
     g.predicted_us = None;
     g.auto_pick = None;
-    rows.push(g);
-    rows
+    g
 }
 
 /// Time: the ranks' mean iterations combined as `plan.rank_time` says; stats over the per-iteration
@@ -314,23 +322,7 @@ fn make_row(
             each.sum::<u64>() as i64
         }
     };
-    let first_error = reports
-        .iter()
-        .filter_map(|r| verdict(r)?.first.as_ref())
-        .next()
-        .map(|b| {
-            let mut text = format!(
-                "rank {} element {}: expected {}, got {}",
-                b.rank, b.index, b.expected, b.got
-            );
-            if reports
-                .iter()
-                .any(|r| verdict(r).is_some_and(|v| v.nan > 0))
-            {
-                text.push_str(&nan_source(reports));
-            }
-            text
-        });
+    let first_error = first_error(reports, verdict);
     let builtin = case.engine == Engine::Builtin;
     Row {
         // A prediction past what results hold (11 days: a table of a slow
@@ -390,6 +382,30 @@ fn make_row(
         per_rank_us,
         first_error,
     }
+}
+
+/// The first bad element any rank found, and where a NaN came from.
+fn first_error(
+    reports: &[Report],
+    verdict: &dyn Fn(&Report) -> Option<&crate::check::Verdict>,
+) -> Option<String> {
+    reports
+        .iter()
+        .filter_map(|r| verdict(r)?.first.as_ref())
+        .next()
+        .map(|b| {
+            let mut text = format!(
+                "rank {} element {}: expected {}, got {}",
+                b.rank, b.index, b.expected, b.got
+            );
+            if reports
+                .iter()
+                .any(|r| verdict(r).is_some_and(|v| v.nan > 0))
+            {
+                text.push_str(&nan_source(reports));
+            }
+            text
+        })
 }
 
 #[cfg(test)]
