@@ -827,3 +827,50 @@ fn a_dead_rank_process_stops_its_peers_at_once() {
     assert_eq!(status.code(), Some(130), "{status:?}");
     assert!(t.elapsed() < Duration::from_secs(8), "{:?}", t.elapsed());
 }
+
+/// On the emulated GPU, a rank killed while its peer's kernel waits on it:
+/// the peer stops at once, and when its world closes it frees the memory
+/// the dead rank had opened without waiting for a word that cannot come
+/// (the launcher saw the death); nothing is kept or freed out of order.
+#[test]
+fn a_dead_rank_process_on_the_emulated_gpu_leaves_no_wait_at_close() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("r.json");
+    let dumps = dir.path().join("dumps-dead-emu");
+    let err = dir.path().join("err.txt");
+    let mut parent = Command::new(assert_cmd::cargo::cargo_bin("collbench"))
+        .args(["all-reduce", "--procs", "2", "--device", "cuda-emu"])
+        .args(["--sizes", "8B:64", "-n", "2", "-w", "0", "-T", "0"])
+        .args(["--inject", "delay:rank=1,seq=5,ms=60000", "--dump-dir"])
+        .arg(&dumps)
+        .arg("--json")
+        .arg(&f)
+        .env_remove("COLLBENCH_FORCE_RELAY")
+        .env(WARN.0, WARN.1)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&err).unwrap())
+        .spawn()
+        .unwrap();
+    wait_for_a_row(&f);
+    let rank1 = rank_pid(1, "dumps-dead-emu");
+    let t = Instant::now();
+    // SAFETY: signalling a process this test's run started.
+    unsafe { libc::kill(rank1, libc::SIGKILL) };
+    let status = wait_within(&mut parent, Duration::from_secs(40));
+    let said = std::fs::read_to_string(&err).unwrap();
+    assert_eq!(status.code(), Some(3), "{status:?}: {said}");
+    // Waiting for the dead rank's word would hold the world's close until
+    // the watchdog gave up on it (10 s: "the run did not stop").
+    assert!(
+        t.elapsed() < Duration::from_secs(5),
+        "{:?}: {said}",
+        t.elapsed()
+    );
+    assert!(
+        said.contains("rank 1's process died (killed by signal 9 (SIGKILL)): the run stopped;"),
+        "{said}"
+    );
+    for bad in ["still have it open", "connection memory kept"] {
+        assert!(!said.contains(bad), "{bad}: {said}");
+    }
+}

@@ -29,7 +29,7 @@ use library::{library, Library};
 use std::alloc::Layout;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::ffi::{c_int, c_void, CString};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::thread::JoinHandle;
 use std::time::Instant;
@@ -37,18 +37,32 @@ use std::time::Instant;
 /// The alignment of every allocation.
 const ALIGN: usize = 256;
 
-/// Bytes after the body of shared memory: how many other processes have it
-/// open (each open adds one, each close takes it back), so freeing it
-/// while they do is caught as CUDA would not.
-const SHARE_TRAILER: usize = 64;
+/// Bytes after the body of shared memory: the pids of the other processes
+/// that have it open (a slot each, 0 when free), so freeing it while one of
+/// them (still alive: a process that dies closes what it had, as on CUDA)
+/// does is caught, as CUDA would not.
+const SHARE_TRAILER: usize = 128;
 
-/// The opener count in `seg`'s trailer.
-fn openers(seg: &Segment) -> &AtomicU64 {
+/// The opener slots in `seg`'s trailer.
+fn openers(seg: &Segment) -> &[AtomicU32] {
     let at = seg.len() - SHARE_TRAILER;
-    // SAFETY: every shared segment is at least SHARE_TRAILER + 8 bytes
-    // (checked before opening), its body a multiple of SHARE_TRAILER, so
-    // the word is in bounds and 8-byte aligned (the mapping is page-aligned).
-    unsafe { &*(seg.as_ptr().add(at) as *const AtomicU64) }
+    // SAFETY: every shared segment's length is its body, a multiple of
+    // SHARE_TRAILER, plus the trailer (checked before opening), so the
+    // slots are in bounds and 4-byte aligned (the mapping is page-aligned);
+    // other processes touch them only atomically.
+    unsafe {
+        std::slice::from_raw_parts(seg.as_ptr().add(at) as *const AtomicU32, SHARE_TRAILER / 4)
+    }
+}
+
+/// The processes, still alive, that have `seg` open.
+fn live_openers(seg: &Segment) -> Vec<u32> {
+    openers(seg)
+        .iter()
+        .map(|p| p.load(Ordering::SeqCst))
+        // SAFETY: signal 0 only checks that the process exists.
+        .filter(|&p| p != 0 && unsafe { libc::kill(p as i32, 0) } == 0)
+        .collect()
 }
 
 /// Every emulated device of this process's configuration.
@@ -719,12 +733,21 @@ impl Device for EmuDevice {
                 .ok_or_else(bad)
         };
         let (pid, fd, len) = (num()?, num()?, num()?);
-        if (len as usize) < SHARE_TRAILER + 8 {
+        if (len as usize) < 2 * SHARE_TRAILER || len as usize % SHARE_TRAILER != 0 {
             return Err(bad());
         }
         let seg = Segment::open(pid as u32, fd as i32, len as usize)
             .map_err(|e| DevError::new("open_shared", e))?;
-        openers(&seg).fetch_add(1, Ordering::SeqCst);
+        let me = std::process::id();
+        if !openers(&seg).iter().any(|p| {
+            p.compare_exchange(0, me, Ordering::SeqCst, Ordering::SeqCst)
+                .is_ok()
+        }) {
+            return Err(DevError::new(
+                "open_shared",
+                format!("more than {} processes open {text}", SHARE_TRAILER / 4),
+            ));
+        }
         self.keep_shared("open_shared", seg)
     }
 
@@ -734,17 +757,23 @@ impl Device for EmuDevice {
         match shared.remove(&s.dev) {
             // CUDA leaves freeing exported memory before every importer
             // closed it undefined: here it is an error, and the memory stays.
-            Some(seg) if seg.fd().is_some() && openers(&seg).load(Ordering::SeqCst) > 0 => {
-                let n = openers(&seg).load(Ordering::SeqCst);
+            Some(seg) if seg.fd().is_some() && !live_openers(&seg).is_empty() => {
+                let pids = live_openers(&seg);
                 shared.insert(s.dev, seg);
                 Err(DevError::new(
                     "close_shared",
-                    format!("{:#x} freed while {n} other process(es) still have it open (undefined on CUDA: cuMemFree before the importer's cuIpcCloseMemHandle)", s.dev),
+                    format!("{:#x} freed while process(es) {pids:?} still have it open (undefined on CUDA: cuMemFree before the importer's cuIpcCloseMemHandle)", s.dev),
                 ))
             }
             Some(seg) => {
                 if seg.fd().is_none() {
-                    openers(&seg).fetch_sub(1, Ordering::SeqCst);
+                    let me = std::process::id();
+                    if let Some(p) = openers(&seg)
+                        .iter()
+                        .find(|p| p.load(Ordering::SeqCst) == me)
+                    {
+                        p.store(0, Ordering::SeqCst);
+                    }
                 }
                 lock_any(registry()).remove(&s.dev);
                 drop(seg);
