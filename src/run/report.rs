@@ -111,15 +111,45 @@ pub fn report(a: &ReportArgs) -> i32 {
     if let Err(e) = super::paths::check_outputs(&outputs, &a.files) {
         return fail(e);
     }
+    let (files, labels) = match read_files(&a.files) {
+        Ok(f) => f,
+        Err(e) => return fail(e),
+    };
+    if format == Format::NcclTests && !a.out.quiet {
+        if let Err(e) = both_placements(&files) {
+            return fail(e);
+        }
+    }
+    if !a.out.quiet {
+        print_text(a, format, &files);
+    }
+    for (name, r) in &files {
+        for w in warn::scan(&r.rows) {
+            say!("collbench: warning: {name}: {w}");
+        }
+        // -v: what the run (or the reading of a log) noted, such as a
+        // collective guessed from an older log's layout.
+        if a.out.verbose > 0 {
+            for n in &r.meta.notes {
+                say!("collbench: note: {name}: {n}");
+            }
+        }
+    }
+    if let Err(e) = write_outputs(a, &files, &labels) {
+        return fail(e);
+    }
+    exit_code(&files)
+}
+
+/// Every run of every file, each named (a file of several runs names the
+/// run) and labelled for a plot's legend.
+#[allow(clippy::type_complexity)] // the runs and their labels, in one order
+fn read_files(paths: &[PathBuf]) -> Result<(Vec<(String, Results)>, Vec<String>), String> {
     let mut files = Vec::new();
-    let nccl_text = format == Format::NcclTests;
     let mut labels = Vec::new();
-    let file_labels = self::labels(&a.files.iter().map(PathBuf::as_path).collect::<Vec<_>>());
-    for (path, file_label) in a.files.iter().zip(&file_labels) {
-        let runs = match read_any(path) {
-            Ok(r) => r,
-            Err(e) => return fail(e),
-        };
+    let file_labels = self::labels(&paths.iter().map(PathBuf::as_path).collect::<Vec<_>>());
+    for (path, file_label) in paths.iter().zip(&file_labels) {
+        let runs = read_any(path).map_err(|e| e.to_string())?;
         let n = runs.len();
         for (i, r) in runs.into_iter().enumerate() {
             let name = if n > 1 {
@@ -140,38 +170,35 @@ pub fn report(a: &ReportArgs) -> i32 {
             });
         }
     }
-    if nccl_text && !a.out.quiet {
-        // nccl-tests' text has both placements on every line, never a dash.
-        if let Some((name, only)) = files.iter().find_map(|(name, r)| {
-            // A run without rows (a log's run that failed before its
-            // first) has no placement to lack; one stopped in its first
-            // case has its dashes, as its sweep printed them.
-            let p = nccl_tests_placements(r);
-            (p.len() < 2 && !r.rows.is_empty()).then(|| (name, p.join(", ")))
-        }) {
-            return fail(format!(
-                "{name}: --format nccl-tests needs out-of-place and in-place rows, and this file has only {}; use --format table",
-                if only.is_empty() { "none".into() } else { only }
-            ));
-        }
+    Ok((files, labels))
+}
+
+/// `--format nccl-tests`: every run with rows has both placements
+/// (nccl-tests' text has both on every line, never a dash).
+fn both_placements(files: &[(String, Results)]) -> Result<(), String> {
+    if let Some((name, only)) = files.iter().find_map(|(name, r)| {
+        // A run without rows (a log's run that failed before its
+        // first) has no placement to lack; one stopped in its first
+        // case has its dashes, as its sweep printed them.
+        let p = nccl_tests_placements(r);
+        (p.len() < 2 && !r.rows.is_empty()).then(|| (name, p.join(", ")))
+    }) {
+        return Err(format!(
+            "{name}: --format nccl-tests needs out-of-place and in-place rows, and this file has only {}; use --format table",
+            if only.is_empty() { "none".into() } else { only }
+        ));
     }
-    if !a.out.quiet {
-        print_text(a, format, &files);
-    }
-    for (name, r) in &files {
-        for w in warn::scan(&r.rows) {
-            say!("collbench: warning: {name}: {w}");
-        }
-        // -v: what the run (or the reading of a log) noted, such as a
-        // collective guessed from an older log's layout.
-        if a.out.verbose > 0 {
-            for n in &r.meta.notes {
-                say!("collbench: note: {name}: {n}");
-            }
-        }
-    }
+    Ok(())
+}
+
+/// `--csv` and `--plot` (the runs overlaid, each labelled, when several).
+fn write_outputs(
+    a: &ReportArgs,
+    files: &[(String, Results)],
+    labels: &[String],
+) -> Result<(), String> {
     if let Some(p) = &a.out.csv {
-        if let Err(e) = write_csv(p, &files) {
+        if let Err(e) = write_csv(p, files) {
             // A closed stdout (`--csv - | head`) ends the CSV, as it ends
             // the text: not an error worth failing the rest for.
             let closed = crate::units::is_stdout(p)
@@ -180,7 +207,7 @@ pub fn report(a: &ReportArgs) -> i32 {
                         .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
                 });
             if !closed {
-                return fail(super::one_line(&e));
+                return Err(super::one_line(&e));
             }
         }
     }
@@ -188,21 +215,26 @@ pub fn report(a: &ReportArgs) -> i32 {
         let overlay = files.len() > 1;
         let sources: Vec<Source<'_>> = labels
             .iter()
-            .zip(&files)
+            .zip(files)
             .map(|(l, (_, results))| Source {
                 label: overlay.then(|| l.clone()),
                 results,
             })
             .collect();
         if let Err(e) = plot::write(p, &sources) {
-            return fail(e);
+            return Err(e.to_string());
         }
     }
+    Ok(())
+}
+
+/// The exit code the runs call for, each run that failed said once.
+fn exit_code(files: &[(String, Results)]) -> i32 {
     // Rows with wrong values fail as the sweep that made them did (exit 1),
     // so a script rendering saved results or a log still sees them; so
     // does a run that did not finish (interrupted, hung, cut short).
     let mut code = OK;
-    for (name, r) in &files {
+    for (name, r) in files {
         if let Some(p) = &r.meta.partial {
             say!("collbench: {name}: the run did not finish ({p})");
             code = CHECK_FAILED;
