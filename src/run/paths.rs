@@ -94,102 +94,119 @@ pub fn check_outputs(outputs: &[(&str, &Path)], inputs: &[impl AsRef<Path>]) -> 
         .filter(|(_, p)| p.as_os_str() != "-")
         .chain(jsonl.iter().map(|(f, p)| (f.as_str(), p.as_path())))
         .collect();
-    for (i, (flag, path)) in files.iter().enumerate() {
-        let r = resolved(path);
-        if let Some(input) = inputs
-            .iter()
-            .map(AsRef::as_ref)
-            .find(|i| same_file(i, path))
-        {
-            bail!(
-                "{flag} {}: that is an input of this command ({}); write the output elsewhere",
-                path.display(),
-                input.display()
-            );
-        }
-        if let Some((other, _)) = files[..i].iter().find(|(_, q)| same_file(q, path)) {
-            bail!(
-                "{other} and {flag} both write {}: give each its own file",
-                path.display()
-            );
-        }
-        if path.is_dir() {
-            bail!("{flag} {}: is a folder; name a file", path.display());
-        }
-        if path.as_os_str().as_encoded_bytes().ends_with(b"/") {
-            bail!(
-                "{flag} {}: a name ending in / is a folder's; name a file",
-                path.display()
-            );
-        }
-        let target = match out_target(path) {
-            OutTarget::Fd(fd) => {
-                // A descriptor (`/dev/stdout`): written through, in place.
-                if let Some(Err(e)) = crate::units::open_in_place(path) {
-                    bail!(
-                        "{flag} {}: cannot write descriptor {fd}: {e}",
-                        path.display()
-                    );
-                }
-                continue;
-            }
-            OutTarget::Special(p) => p,
-            OutTarget::File(target) => target,
-        };
-        if target.as_path() != *path && target.is_dir() {
-            bail!(
-                "{flag} {}: links to the folder {}; name a file",
-                path.display(),
-                target.display()
-            );
-        }
-        if crate::report::json::is_special(&target) {
-            // A device or FIFO (`/dev/null`): written in place. Opened
-            // without waiting: a FIFO nobody reads would block the open
-            // past every signal.
-            use std::os::unix::fs::OpenOptionsExt;
-            let opened = std::fs::OpenOptions::new()
-                .write(true)
-                .custom_flags(libc::O_NONBLOCK)
-                .open(&target);
-            match opened {
-                Err(e) if e.raw_os_error() == Some(libc::ENXIO) => bail!(
-                    "{flag} {}: a FIFO no process reads: start its reader first",
+    for (i, &(flag, path)) in files.iter().enumerate() {
+        check_output(flag, path, inputs, &files[..i])?;
+    }
+    Ok(())
+}
+
+/// One output of [`check_outputs`]: none of `inputs`, none of the
+/// `earlier` outputs, a file (or a descriptor, device or FIFO written in
+/// place) in a folder that exists and takes writes.
+fn check_output(
+    flag: &str,
+    path: &Path,
+    inputs: &[impl AsRef<Path>],
+    earlier: &[(&str, &Path)],
+) -> anyhow::Result<()> {
+    let r = resolved(path);
+    if let Some(input) = inputs
+        .iter()
+        .map(AsRef::as_ref)
+        .find(|i| same_file(i, path))
+    {
+        bail!(
+            "{flag} {}: that is an input of this command ({}); write the output elsewhere",
+            path.display(),
+            input.display()
+        );
+    }
+    if let Some((other, _)) = earlier.iter().find(|(_, q)| same_file(q, path)) {
+        bail!(
+            "{other} and {flag} both write {}: give each its own file",
+            path.display()
+        );
+    }
+    if path.is_dir() {
+        bail!("{flag} {}: is a folder; name a file", path.display());
+    }
+    if path.as_os_str().as_encoded_bytes().ends_with(b"/") {
+        bail!(
+            "{flag} {}: a name ending in / is a folder's; name a file",
+            path.display()
+        );
+    }
+    let target = match out_target(path) {
+        OutTarget::Fd(fd) => {
+            // A descriptor (`/dev/stdout`): written through, in place.
+            if let Some(Err(e)) = crate::units::open_in_place(path) {
+                bail!(
+                    "{flag} {}: cannot write descriptor {fd}: {e}",
                     path.display()
-                ),
-                Err(e) => bail!("{flag} {}: cannot write it: {e}", path.display()),
-                Ok(_) => {}
+                );
             }
-            continue;
+            return Ok(());
         }
-        // Where the file will be: at the end of its links.
-        let r = if target.as_path() == *path {
-            r
-        } else {
-            resolved(&target)
-        };
-        let dir = r
-            .parent()
-            .map_or_else(|| PathBuf::from("."), Path::to_path_buf);
-        if !dir.is_dir() {
-            bail!(
-                "{flag} {}: the folder {} does not exist",
-                path.display(),
-                dir.display()
-            );
+        OutTarget::Special(p) => p,
+        OutTarget::File(target) => target,
+    };
+    if target.as_path() != path && target.is_dir() {
+        bail!(
+            "{flag} {}: links to the folder {}; name a file",
+            path.display(),
+            target.display()
+        );
+    }
+    if crate::report::json::is_special(&target) {
+        return special_writable(flag, path, &target);
+    }
+    // Where the file will be: at the end of its links.
+    let r = if target.as_path() == path {
+        r
+    } else {
+        resolved(&target)
+    };
+    let dir = r
+        .parent()
+        .map_or_else(|| PathBuf::from("."), Path::to_path_buf);
+    if !dir.is_dir() {
+        bail!(
+            "{flag} {}: the folder {} does not exist",
+            path.display(),
+            dir.display()
+        );
+    }
+    if let Err(e) = writable_dir(&dir) {
+        bail!(
+            "{flag} {}: cannot write in {}: {e}",
+            path.display(),
+            dir.display()
+        );
+    }
+    if path.exists() {
+        if let Err(e) = std::fs::OpenOptions::new().append(true).open(path) {
+            bail!("{flag} {}: cannot write it: {e}", path.display());
         }
-        if let Err(e) = writable_dir(&dir) {
-            bail!(
-                "{flag} {}: cannot write in {}: {e}",
-                path.display(),
-                dir.display()
-            );
-        }
-        if path.exists() {
-            if let Err(e) = std::fs::OpenOptions::new().append(true).open(path) {
-                bail!("{flag} {}: cannot write it: {e}", path.display());
-            }
-        }
+    }
+    Ok(())
+}
+
+/// A device or FIFO output (`/dev/null`), written in place: it opens for
+/// writing without waiting (a FIFO nobody reads would block the open past
+/// every signal).
+fn special_writable(flag: &str, path: &Path, target: &Path) -> anyhow::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let opened = std::fs::OpenOptions::new()
+        .write(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(target);
+    match opened {
+        Err(e) if e.raw_os_error() == Some(libc::ENXIO) => bail!(
+            "{flag} {}: a FIFO no process reads: start its reader first",
+            path.display()
+        ),
+        Err(e) => bail!("{flag} {}: cannot write it: {e}", path.display()),
+        Ok(_) => {}
     }
     Ok(())
 }
