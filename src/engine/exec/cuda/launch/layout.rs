@@ -184,17 +184,18 @@ pub(super) struct Placed {
     pub(super) devices: Vec<Arc<dyn Device>>,
 }
 
-/// Places `nranks` ranks on `devices`: round-robin in one process (the
-/// devices used kept), or this process's one rank on its GPU, its peers
-/// agreed with (the relay then takes the simple protocol only).
+/// Places the ranks of `host` on `devices`: round-robin in one process
+/// (the devices used kept), or this process's one rank on its GPU, its
+/// peers agreed with (the relay then takes the simple protocol only).
 pub(super) fn place(
     kind: Kind,
-    nranks: usize,
+    host: &HostWorld,
     devices: Vec<Arc<dyn Device>>,
     across: Option<Across>,
     opts: &mut CudaOptions,
     nccl: bool,
 ) -> Result<Placed, ExecError> {
+    let nranks = host.nranks();
     Ok(match across {
         None => {
             let of_rank: Vec<usize> = (0..nranks).map(|r| r % devices.len()).collect();
@@ -226,7 +227,7 @@ pub(super) fn place(
                 ));
             }
             let di = spread::pick_device(&*a.procs, a.gpu_map.as_deref(), devices.len())?;
-            let sp = spread::Spread::open(a.procs, &devices, di, a.allow_shared)?;
+            let sp = spread::Spread::open(a.procs, &devices, di, a.allow_shared, host)?;
             if sp.relayed() {
                 opts.proto = match opts.proto {
                     None | Some(Proto::Simple) => Some(Proto::Simple),

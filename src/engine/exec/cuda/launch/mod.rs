@@ -99,7 +99,6 @@ impl CudaWorld {
         nccl: bool,
         across: Option<Across>,
     ) -> Result<Arc<CudaWorld>, ExecError> {
-        let nranks = host.nranks();
         let mut opts = opts;
         let devices = open_devices(kind).map_err(|e| match kind {
             Kind::Cuda => ExecError::Setup(format!("--device cuda: no usable GPU ({})", e.detail)),
@@ -116,7 +115,7 @@ impl CudaWorld {
             load,
             spread,
             devices,
-        } = place(kind, nranks, devices, across, &mut opts, nccl)?;
+        } = place(kind, &host, devices, across, &mut opts, nccl)?;
         check_devices(&devices, &load, spread.is_some(), bytes, &opts)?;
         // Across GPUs or processes, connections may be host memory or
         // another GPU's: flags at system scope, and no LL128, whose 128-byte

@@ -146,12 +146,14 @@ pub(super) fn pick_device(
 
 impl Spread {
     /// Agrees with every rank on who runs where; refuses ranks sharing a
-    /// GPU unless `allow_shared`. `dev` is this rank's device (index `di`).
+    /// GPU unless `allow_shared`. `dev` is this rank's device (index `di`);
+    /// the agreement is left when the run stops (`host` aborted).
     pub(super) fn open(
         procs: Arc<dyn ProcessPeers>,
         devices: &[Arc<dyn Device>],
         di: usize,
         allow_shared: bool,
+        host: &HostWorld,
     ) -> Result<Spread, ExecError> {
         let me = procs.rank();
         let dev = &devices[di];
@@ -161,8 +163,11 @@ impl Spread {
             ordinal: dev.desc().ordinal,
         };
         let cards = procs
-            .all_gather(mine.encode().as_bytes())
-            .map_err(|e| setup(format!("exchanging GPU placement: {e}")))?
+            .all_gather_until(mine.encode().as_bytes(), &|| host.aborted())
+            .map_err(|e| match host.aborted() {
+                true => ExecError::Aborted,
+                false => setup(format!("exchanging GPU placement: {e}")),
+            })?
             .iter()
             .enumerate()
             .map(|(r, b)| {
