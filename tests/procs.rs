@@ -733,6 +733,39 @@ fn wait_within(child: &mut std::process::Child, limit: Duration) -> std::process
     }
 }
 
+/// A 2-process all-reduce on `device` whose rank 1 sits 60 s in its second
+/// row (no timeout, `-T 0`), killed there once the first row is out: the
+/// parent (its stderr in `err`), when rank 1 was killed, and its pid.
+fn kill_rank_1_mid_run(
+    device: &str,
+    dumps: &std::path::Path,
+    f: &std::path::Path,
+    err: &std::path::Path,
+    env: &[(&str, &str)],
+) -> (std::process::Child, Instant, i32) {
+    let mut cmd = Command::new(assert_cmd::cargo::cargo_bin("collbench"));
+    cmd.args(["all-reduce", "--procs", "2", "--device", device])
+        .args(["--sizes", "8B:64", "-n", "2", "-w", "0", "-T", "0"])
+        .args(["--inject", "delay:rank=1,seq=5,ms=60000", "--dump-dir"])
+        .arg(dumps)
+        .arg("--json")
+        .arg(f)
+        .env_remove("COLLBENCH_FORCE_RELAY")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(err).unwrap());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let parent = cmd.spawn().unwrap();
+    wait_for_a_row(f);
+    let needle = dumps.file_name().unwrap().to_str().unwrap();
+    let rank1 = rank_pid(1, needle);
+    let t = Instant::now();
+    // SAFETY: signalling a process this test's run started.
+    unsafe { libc::kill(rank1, libc::SIGKILL) };
+    (parent, t, rank1)
+}
+
 /// A rank process that dies (SIGKILL) mid-collective never dumps, and its
 /// peer waits on its shared memory, where no timeout is set (`-T 0`)
 /// forever: the parent sees the death and tells the peer, which stops at
@@ -745,24 +778,7 @@ fn a_dead_rank_process_stops_its_peers_at_once() {
     let f = dir.path().join("r.json");
     let dumps = dir.path().join("dumps-dead");
     let err = dir.path().join("err.txt");
-    let mut parent = Command::new(assert_cmd::cargo::cargo_bin("collbench"))
-        .args(["all-reduce", "--procs", "2", "--device", "host"])
-        .args(["--sizes", "8B:64", "-n", "2", "-w", "0", "-T", "0"])
-        // Rank 1 sits 60 s in its second row: it is killed there.
-        .args(["--inject", "delay:rank=1,seq=5,ms=60000", "--dump-dir"])
-        .arg(&dumps)
-        .arg("--json")
-        .arg(&f)
-        .env_remove("COLLBENCH_FORCE_RELAY")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::fs::File::create(&err).unwrap())
-        .spawn()
-        .unwrap();
-    wait_for_a_row(&f);
-    let rank1 = rank_pid(1, "dumps-dead");
-    let t = Instant::now();
-    // SAFETY: signalling a process this test's run started.
-    unsafe { libc::kill(rank1, libc::SIGKILL) };
+    let (mut parent, t, rank1) = kill_rank_1_mid_run("host", &dumps, &f, &err, &[]);
     let status = wait_within(&mut parent, Duration::from_secs(20));
     assert_eq!(status.code(), Some(3), "{status:?}");
     assert!(t.elapsed() < Duration::from_secs(15), "{:?}", t.elapsed());
@@ -836,26 +852,9 @@ fn a_dead_rank_process_stops_its_peers_at_once() {
 fn a_dead_rank_process_on_the_emulated_gpu_leaves_no_wait_at_close() {
     let dir = tempfile::tempdir().unwrap();
     let f = dir.path().join("r.json");
-    let dumps = dir.path().join("dumps-dead-emu");
+    let dumps = dir.path().join("dumps-emu-killed");
     let err = dir.path().join("err.txt");
-    let mut parent = Command::new(assert_cmd::cargo::cargo_bin("collbench"))
-        .args(["all-reduce", "--procs", "2", "--device", "cuda-emu"])
-        .args(["--sizes", "8B:64", "-n", "2", "-w", "0", "-T", "0"])
-        .args(["--inject", "delay:rank=1,seq=5,ms=60000", "--dump-dir"])
-        .arg(&dumps)
-        .arg("--json")
-        .arg(&f)
-        .env_remove("COLLBENCH_FORCE_RELAY")
-        .env(WARN.0, WARN.1)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::fs::File::create(&err).unwrap())
-        .spawn()
-        .unwrap();
-    wait_for_a_row(&f);
-    let rank1 = rank_pid(1, "dumps-dead-emu");
-    let t = Instant::now();
-    // SAFETY: signalling a process this test's run started.
-    unsafe { libc::kill(rank1, libc::SIGKILL) };
+    let (mut parent, t, _) = kill_rank_1_mid_run("cuda-emu", &dumps, &f, &err, &[WARN]);
     let status = wait_within(&mut parent, Duration::from_secs(40));
     let said = std::fs::read_to_string(&err).unwrap();
     assert_eq!(status.code(), Some(3), "{status:?}: {said}");
