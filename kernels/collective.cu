@@ -772,9 +772,9 @@ CB_DEVICE void cb_time_links(const CbRank *r, const CbStep *s, u64 room, u64 dat
     u64 done = cb_now_ns();
     if (pace > 1000) {
         // A bare clock loop: a pause (a sleep on the emulated device) would
-        // overshoot short steps many times over.
+        // overshoot short steps many times over. Left when the kernels stop.
         u64 until = data + (done - data) * pace / 1000;
-        while (cb_now_ns() < until) {
+        while (cb_now_ns() < until && !cb_stopping(r->status)) {
         }
         done = cb_now_ns();
     }

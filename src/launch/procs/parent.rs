@@ -111,6 +111,9 @@ pub fn launch(
     let streams = match accept_all(&listener, n, &mut children) {
         Ok(s) => s,
         Err(e) => {
+            // No rank may join late (and wait for a world that will not form).
+            drop(listener);
+            drop(cleanup);
             stop_all(&mut children, libc::SIGTERM);
             let codes = wait_all(&mut children, signalled, &|_, _| {});
             tracing::info!(?codes, "--procs: the world did not form");

@@ -386,7 +386,13 @@ impl Drop for CudaWorld {
         let home = self.of_rank.first().copied().unwrap_or(0);
         if let Some(mut sp) = self.spread.take() {
             // The bridge stops before the memory it reads is freed.
-            sp.close(&self.devices[home], self.opts.timeout);
+            // A run that stopped exits soon and its peers may be parked:
+            // memory not yet closed by its opener is kept, not waited for.
+            let wait = match self.host.aborted() {
+                true => std::time::Duration::ZERO,
+                false => self.opts.timeout,
+            };
+            sp.close(&self.devices[home], wait);
         }
         let owned = self.owned.get_mut().map(std::mem::take).unwrap_or_default();
         for (dev, o) in owned {

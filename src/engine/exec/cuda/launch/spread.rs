@@ -395,7 +395,9 @@ impl Spread {
     /// closed it: CUDA leaves freeing exported memory that another process
     /// still has open undefined, and a peer's kernel may still write it.
     /// Memory whose opener does not say so within `wait` (at most
-    /// [`CLOSE_WAIT`]) stays allocated until the process exits.
+    /// [`CLOSE_WAIT`]; zero when the run stopped: the words already here
+    /// are taken, and no more waited for) stays allocated until the
+    /// process exits.
     pub(super) fn close(&mut self, dev: &Arc<dyn Device>, wait: Duration) {
         if let Some(b) = self.bridge.take() {
             b.stop();
@@ -435,7 +437,7 @@ impl Spread {
         };
         let start = Instant::now();
         let wait = wait.min(CLOSE_WAIT);
-        while !left.is_empty() && start.elapsed() < wait {
+        while !left.is_empty() {
             // A rank whose process died holds nothing any more.
             if let Some(dead) = self.procs.lost() {
                 for k in left
@@ -457,10 +459,18 @@ impl Spread {
                         free(key, s);
                     }
                 }
+                // Every word already here taken, and the time is up.
+                None if start.elapsed() >= wait => break,
                 None => std::thread::sleep(Duration::from_micros(200)),
             }
         }
-        if !left.is_empty() {
+        if !left.is_empty() && wait.is_zero() {
+            tracing::debug!(
+                rank = self.me,
+                connections = left.len(),
+                "the run stopped: connection memory its openers still hold is kept until this process exits"
+            );
+        } else if !left.is_empty() {
             let mut peers: Vec<usize> = left.keys().map(|k| k.from).collect();
             peers.sort_unstable();
             peers.dedup();
