@@ -61,7 +61,14 @@ impl ProcessPeers for MpiPeers {
         maps(&self.hosts, self.rank, r, self.force_relay)
     }
     fn all_gather(&self, mine: &[u8]) -> Result<Vec<Vec<u8>>, BarrierError> {
-        all_gather(&self.world, self.size, mine).map_err(|e| BarrierError(e.0))
+        self.all_gather_until(mine, &|| false)
+    }
+    fn all_gather_until(
+        &self,
+        mine: &[u8],
+        stop: &dyn Fn() -> bool,
+    ) -> Result<Vec<Vec<u8>>, BarrierError> {
+        all_gather(&self.world, self.size, mine, stop).map_err(|e| BarrierError(e.0))
     }
     fn send(&self, to: usize, tag: i32, bytes: &[u8]) -> Result<(), BarrierError> {
         send(&self.world, to, tag, bytes);
@@ -135,7 +142,7 @@ impl Mpi {
 
     /// Every rank's `mine` (at most [`RECORD`] bytes), by rank.
     pub fn all_gather(&self, mine: &[u8]) -> Result<Vec<Vec<u8>>, MpiError> {
-        all_gather(&self.world, self.size, mine)
+        all_gather(&self.world, self.size, mine, &|| false)
     }
 
     /// The relay to the ranks of other hosts, if there are any (all ranks
@@ -252,25 +259,68 @@ impl Mpi {
     }
 }
 
-fn all_gather(world: &Comm, size: usize, mine: &[u8]) -> Result<Vec<Vec<u8>>, MpiError> {
+/// How long an all-gather waits for every rank (a setup step: the ranks
+/// arrive within seconds, or one of them is gone).
+const GATHER_WAIT: Duration = Duration::from_secs(600);
+
+/// Every rank's `mine` (at most [`RECORD`] - 2 bytes), by rank: a
+/// non-blocking all-gather tested until it completes, `stop` says so or
+/// [`GATHER_WAIT`] passes (then the request is left to the ending process,
+/// with its buffers).
+fn all_gather(
+    world: &Comm,
+    size: usize,
+    mine: &[u8],
+    stop: &dyn Fn() -> bool,
+) -> Result<Vec<Vec<u8>>, MpiError> {
     if mine.len() > RECORD - 2 {
         return Err(MpiError(format!(
             "bootstrap record of {} bytes is too long",
             mine.len()
         )));
     }
-    let mut send = [0u8; RECORD];
+    let mut send = vec![0u8; RECORD];
     send[..2].copy_from_slice(&(mine.len() as u16).to_le_bytes());
     send[2..2 + mine.len()].copy_from_slice(mine);
-    let mut all = vec![0u8; RECORD * size];
-    world.0.all_gather_into(&send[..], &mut all[..]);
-    Ok(all
+    // A request that may be left running needs buffers that outlive it.
+    let send: &'static [u8] = Box::leak(send.into_boxed_slice());
+    let all: &'static mut [u8] = Box::leak(vec![0u8; RECORD * size].into_boxed_slice());
+    let mut req = world
+        .0
+        .immediate_all_gather_into(mpi::request::StaticScope, send, all);
+    let start = Instant::now();
+    let all: &'static [u8] = loop {
+        match req.test_with_data() {
+            Ok((_, all)) => break all,
+            Err(r) => req = r,
+        }
+        let why = if stop() {
+            "aborted".to_string()
+        } else if start.elapsed() > GATHER_WAIT {
+            format!("MPI all-gather waited {:?}", start.elapsed())
+        } else {
+            std::thread::yield_now();
+            continue;
+        };
+        // The request cannot be cancelled; the process is ending.
+        std::mem::forget(req);
+        return Err(MpiError(why));
+    };
+    let records = all
         .chunks(RECORD)
         .map(|c| {
             let n = u16::from_le_bytes([c[0], c[1]]) as usize;
             c[2..2 + n.min(RECORD - 2)].to_vec()
         })
-        .collect())
+        .collect();
+    // SAFETY: both came from Box::leak above, and the completed request
+    // (consumed by `test_with_data`) no longer uses them; `all` is not
+    // read again.
+    unsafe {
+        drop(Box::from_raw(send as *const [u8] as *mut [u8]));
+        drop(Box::from_raw(all as *const [u8] as *mut [u8]));
+    }
+    Ok(records)
 }
 
 fn send(world: &Comm, to: usize, tag: i32, bytes: &[u8]) {

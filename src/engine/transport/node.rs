@@ -83,7 +83,7 @@ pub trait ProcessPeers: Send + Sync {
     /// Every rank's `mine` (a short record), by rank.
     fn all_gather(&self, mine: &[u8]) -> Result<Vec<Vec<u8>>, BarrierError>;
     /// As [`all_gather`](Self::all_gather), giving up once `stop` says so
-    /// where the launcher can (MPI's gather cannot be left).
+    /// (where the launcher can: both of ours do).
     fn all_gather_until(
         &self,
         mine: &[u8],
