@@ -402,10 +402,20 @@ impl Spread {
         if let Some(b) = self.bridge.take() {
             b.stop();
         }
-        let take = |m: &mut Mutex<Vec<(ConnKey, Shared)>>| {
-            m.get_mut().map(std::mem::take).unwrap_or_default()
-        };
-        for (key, s) in take(&mut self.opened) {
+        self.close_opened(dev);
+        let made = self.made.get_mut().map(std::mem::take).unwrap_or_default();
+        self.free_made(dev, made, wait);
+    }
+
+    /// Closes the peers' memory this rank opened and says so to each
+    /// owner, as for the handles that came and were never opened.
+    fn close_opened(&mut self, dev: &Arc<dyn Device>) {
+        let opened = self
+            .opened
+            .get_mut()
+            .map(std::mem::take)
+            .unwrap_or_default();
+        for (key, s) in opened {
             match dev.close_shared(s) {
                 Ok(()) => self.say_closed(key),
                 // Still mapped here: the owner must keep it (and says so).
@@ -429,7 +439,12 @@ impl Spread {
         for k in unopened {
             self.say_closed(k);
         }
-        let mut left: HashMap<ConnKey, Shared> = take(&mut self.made).into_iter().collect();
+    }
+
+    /// Frees the memory this rank `made` as its openers say they closed it
+    /// (or are gone), for at most `wait` (see [`Spread::close`]).
+    fn free_made(&self, dev: &Arc<dyn Device>, made: Vec<(ConnKey, Shared)>, wait: Duration) {
+        let mut left: HashMap<ConnKey, Shared> = made.into_iter().collect();
         let free = |key: ConnKey, s: Shared| {
             if let Err(e) = dev.close_shared(s) {
                 tracing::warn!(error = %e, from = key.from, chan = key.chan, "freeing shared connection memory");
