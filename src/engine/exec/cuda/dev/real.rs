@@ -59,7 +59,7 @@ enum SharedMem {
 
 /// What CUDA IPC maps at a time: device allocations shared with another
 /// process are made whole granules of it.
-const IPC_GRANULE: usize = 2 << 20;
+pub(crate) const IPC_GRANULE: usize = 2 << 20;
 
 /// Bytes of a CUDA IPC memory handle.
 const IPC_HANDLE: usize = 64;

@@ -88,15 +88,10 @@ fn rank_overhead(
     dev: &dyn Device,
 ) -> usize {
     let real = dev.kind() == Kind::Cuda.name();
-    let channels = if real {
-        channels_at_most(opts, dev.desc().multiprocessors, sharing)
-    } else {
+    let channels = match (opts.channels, real) {
         // The emulated device's auto takes two (a block is a thread).
-        if opts.channels > 0 {
-            opts.channels.min(MAX_CHANNELS)
-        } else {
-            2
-        }
+        (0, false) => 2,
+        _ => channels_at_most(opts, dev.desc().multiprocessors, sharing),
     };
     // The sweep's programs say how many peers a channel hears from (a ring
     // one, a direct all-reduce or all-to-all every other rank); unknown,
@@ -114,7 +109,7 @@ fn rank_overhead(
 /// 2 MiB IPC granule when `ipc`.
 fn connection_bytes(conn: usize, ipc: bool, peers: usize, channels: usize) -> usize {
     let conn = if ipc {
-        conn.next_multiple_of(2 << 20)
+        conn.next_multiple_of(super::super::dev::real::IPC_GRANULE)
     } else {
         conn
     };
