@@ -737,14 +737,15 @@ fn wait_within(child: &mut std::process::Child, limit: Duration) -> std::process
 }
 
 /// A 2-process all-reduce on `device` whose rank 1 sits 60 s in its second
-/// row (no timeout, `-T 0`), killed there once the first row is out: the
-/// parent (its stderr in `err`), when rank 1 was killed, and its pid.
-fn kill_rank_1_mid_run(
+/// row (no timeout, `-T 0`), sent `sig` there once the first row is out:
+/// the parent (its stderr in `err`), when rank 1 got it, and its pid.
+fn signal_rank_1_mid_run(
     device: &str,
     dumps: &std::path::Path,
     f: &std::path::Path,
     err: &std::path::Path,
     env: &[(&str, &str)],
+    sig: i32,
 ) -> (std::process::Child, Instant, i32) {
     let mut cmd = Command::new(assert_cmd::cargo::cargo_bin("collbench"));
     cmd.args(["all-reduce", "--procs", "2", "--device", device])
@@ -765,7 +766,7 @@ fn kill_rank_1_mid_run(
     let rank1 = rank_pid(1, needle);
     let t = Instant::now();
     // SAFETY: signalling a process this test's run started.
-    unsafe { libc::kill(rank1, libc::SIGKILL) };
+    unsafe { libc::kill(rank1, sig) };
     (parent, t, rank1)
 }
 
@@ -781,7 +782,8 @@ fn a_dead_rank_process_stops_its_peers_at_once() {
     let f = dir.path().join("r.json");
     let dumps = dir.path().join("dumps-dead");
     let err = dir.path().join("err.txt");
-    let (mut parent, t, rank1) = kill_rank_1_mid_run("host", &dumps, &f, &err, &[]);
+    let (mut parent, t, rank1) =
+        signal_rank_1_mid_run("host", &dumps, &f, &err, &[], libc::SIGKILL);
     let status = wait_within(&mut parent, Duration::from_secs(20));
     assert_eq!(status.code(), Some(3), "{status:?}");
     assert!(t.elapsed() < Duration::from_secs(15), "{:?}", t.elapsed());
@@ -857,7 +859,8 @@ fn a_dead_rank_process_on_the_emulated_gpu_leaves_no_wait_at_close() {
     let f = dir.path().join("r.json");
     let dumps = dir.path().join("dumps-emu-killed");
     let err = dir.path().join("err.txt");
-    let (mut parent, t, _) = kill_rank_1_mid_run("cuda-emu", &dumps, &f, &err, &[WARN]);
+    let (mut parent, t, _) =
+        signal_rank_1_mid_run("cuda-emu", &dumps, &f, &err, &[WARN], libc::SIGKILL);
     let status = wait_within(&mut parent, Duration::from_secs(40));
     let said = std::fs::read_to_string(&err).unwrap();
     assert_eq!(status.code(), Some(3), "{status:?}: {said}");
@@ -875,4 +878,34 @@ fn a_dead_rank_process_on_the_emulated_gpu_leaves_no_wait_at_close() {
     for bad in ["still have it open", "connection memory kept"] {
         assert!(!said.contains(bad), "{bad}: {said}");
     }
+}
+
+/// A rank that cannot take the stop signal (stopped here; a rank stuck in
+/// a driver call alike) is killed by the parent once its grace has passed
+/// (20 s): the run still ends, 130, and the death is said.
+#[test]
+fn a_rank_that_cannot_stop_is_killed_after_the_signals_grace() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("r.json");
+    let dumps = dir.path().join("dumps-frozen");
+    let err = dir.path().join("err.txt");
+    let (mut parent, _, rank1) =
+        signal_rank_1_mid_run("host", &dumps, &f, &err, &[], libc::SIGSTOP);
+    let t = Instant::now();
+    // SAFETY: signalling our own child, not yet waited for.
+    unsafe { libc::kill(parent.id() as i32, libc::SIGTERM) };
+    let status = wait_within(&mut parent, Duration::from_secs(60));
+    let said = std::fs::read_to_string(&err).unwrap();
+    assert_eq!(status.code(), Some(130), "{status:?}: {said}");
+    let took = t.elapsed();
+    assert!(
+        took > Duration::from_secs(15) && took < Duration::from_secs(40),
+        "{took:?}: {said}"
+    );
+    assert!(
+        said.contains(&format!(
+            "rank 1's process (pid {rank1}) died: killed by signal 9 (SIGKILL)"
+        )),
+        "{said}"
+    );
 }

@@ -218,13 +218,19 @@ pub(super) fn accept_all(
 
 /// Waits for every child, passing a stop signal on once; their exit codes.
 /// `ended(rank, status)` hears of each as it ends.
+/// How long ranks have to stop after a stop signal before the parent kills
+/// them: longer than a rank's own wind-down (the watchdog's 10 s of grace,
+/// then its dumps).
+const SIGNAL_GRACE: Duration = Duration::from_secs(20);
+
 pub(super) fn wait_all(
     children: &mut [Child],
     signalled: &dyn Fn() -> Option<i32>,
     ended: &dyn Fn(usize, &std::process::ExitStatus),
 ) -> Vec<i32> {
     let mut codes: Vec<Option<i32>> = vec![None; children.len()];
-    let mut forwarded = false;
+    let mut forwarded: Option<Instant> = None;
+    let mut killed = false;
     while codes.iter().any(Option::is_none) {
         for (i, c) in children.iter_mut().enumerate() {
             if codes[i].is_some() {
@@ -240,11 +246,30 @@ pub(super) fn wait_all(
                 Err(_) => codes[i] = Some(1),
             }
         }
-        if let (false, Some(sig)) = (forwarded, signalled()) {
+        if let (None, Some(sig)) = (forwarded, signalled()) {
             // A terminal's Ctrl-C reached the ranks already; a signal sent to
             // the parent alone (a job manager's) reaches them now, the same.
-            forwarded = true;
+            forwarded = Some(Instant::now());
             stop_all(children, sig);
+        }
+        // A rank that outlives the signal by more than its own wind-down
+        // (stuck in a driver call, or stopped) is killed: the run ends.
+        if let (Some(at), false) = (forwarded, killed) {
+            if at.elapsed() > SIGNAL_GRACE {
+                killed = true;
+                let left: Vec<usize> = (0..children.len())
+                    .filter(|&i| codes[i].is_none())
+                    .collect();
+                // Their deaths are said as any rank's (killed by SIGKILL).
+                tracing::warn!(
+                    ranks = ?left,
+                    grace_s = SIGNAL_GRACE.as_secs(),
+                    "--procs: rank(s) still running after the stop signal: killed"
+                );
+                for &i in &left {
+                    let _ = children[i].kill();
+                }
+            }
         }
         std::thread::sleep(Duration::from_millis(10));
     }
