@@ -266,7 +266,7 @@ pub fn world_spec(plan: &Plan, setup: &Setup, prepared: &Prepared) -> WorldSpec 
         bufs: rank::buffer_bytes(plan, &prepared.cases),
         gpu: setup.gpu.map(|k| {
             let mut opts = cuda_options(plan, setup, k);
-            opts.peers = peers_per_channel(plan, &prepared.cases);
+            opts.peers = Some(peers_per_channel(plan, &prepared.cases));
             (k, opts)
         }),
         nccl: plan.engines.contains(&Engine::Nccl),

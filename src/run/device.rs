@@ -296,7 +296,10 @@ pub(super) fn budget(plan: &Plan, chosen: &Chosen, here: Here) -> Option<harness
         plan.cuda_knobs,
     );
     opts.channels = plan.channels;
-    opts.peers = harness::peers_per_channel(plan, &crate::harness::plan::cases(plan).0);
+    opts.peers = Some(harness::peers_per_channel(
+        plan,
+        &crate::harness::plan::cases(plan).0,
+    ));
     let (free, ranks, extra) = memory_budget(kind, here, &opts)?;
     // A group's ways of running each hold connections of their own.
     let extra = extra * plan.group_ways() as u64;

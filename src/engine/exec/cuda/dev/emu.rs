@@ -754,15 +754,20 @@ impl Device for EmuDevice {
     fn close_shared(&self, s: Shared) -> Result<(), DevError> {
         self.idle("close_shared")?;
         let mut shared = lock(&self.shared, "close_shared")?;
+        // Made here: the processes that still have it open, if any.
+        let holders = shared
+            .get(&s.dev)
+            .filter(|seg| seg.fd().is_some())
+            .map(live_openers)
+            .unwrap_or_default();
         match shared.remove(&s.dev) {
             // CUDA leaves freeing exported memory before every importer
             // closed it undefined: here it is an error, and the memory stays.
-            Some(seg) if seg.fd().is_some() && !live_openers(&seg).is_empty() => {
-                let pids = live_openers(&seg);
+            Some(seg) if !holders.is_empty() => {
                 shared.insert(s.dev, seg);
                 Err(DevError::new(
                     "close_shared",
-                    format!("{:#x} freed while process(es) {pids:?} still have it open (undefined on CUDA: cuMemFree before the importer's cuIpcCloseMemHandle)", s.dev),
+                    format!("{:#x} freed while process(es) {holders:?} still have it open (undefined on CUDA: cuMemFree before the importer's cuIpcCloseMemHandle)", s.dev),
                 ))
             }
             Some(seg) => {

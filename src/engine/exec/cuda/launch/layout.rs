@@ -96,11 +96,9 @@ fn rank_overhead(
     // The sweep's programs say how many peers a channel hears from (a ring
     // one, a direct all-reduce or all-to-all every other rank); unknown,
     // every other rank of the world, or a channel's most in one step.
-    let peers = match (opts.peers, nranks) {
-        (0, Some(n)) => n.saturating_sub(1),
-        (0, None) => MAX_PEERS,
-        (p, _) => p,
-    };
+    let peers = opts
+        .peers
+        .unwrap_or_else(|| nranks.map_or(MAX_PEERS, |n| n.saturating_sub(1)));
     connection_bytes(opts.shape.bytes(), ipc && real, peers, channels).saturating_add(1 << 20)
 }
 

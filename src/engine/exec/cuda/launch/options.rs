@@ -55,8 +55,8 @@ pub struct CudaOptions {
     /// the connection memory a rank may hold.
     pub channels: usize,
     /// The most ranks one rank hears from on a channel over the sweep's
-    /// programs (0: unknown, taken as every other rank).
-    pub peers: usize,
+    /// programs (None: unknown, taken as every other rank).
+    pub peers: Option<usize>,
 }
 
 impl CudaOptions {
@@ -96,7 +96,7 @@ impl CudaOptions {
             kernel_copies: knobs.kernel_copies,
             no_p2p: knobs.no_p2p,
             channels: 0,
-            peers: 0,
+            peers: None,
         }
     }
 }
