@@ -179,6 +179,62 @@ fn a_hang_in_one_process_is_dumped_by_every_process_and_diagnosed() {
     assert_eq!(v["findings"][0]["seq"], 4, "{v}");
 }
 
+/// A rank that stops between operations while its peer sets the next one
+/// up: rank 1 never enters collective 4 (the last of the 8 B gather to it,
+/// which rank 0 finishes alone), and the 1 MiB gather that follows asks
+/// for a connection (channel 1) rank 0 has not used. Its wait for rank 1's
+/// memory times out: a hang, dumped by both processes, exit 3, and
+/// `analyze` names rank 1 at seq 4. It was a setup error of
+/// rank 0 without dumps, the run ending only when rank 1's watchdog gave
+/// up on its stall, at twice the timeout.
+#[test]
+fn a_peer_that_never_sends_its_connection_memory_is_a_hang() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().join("dumps");
+    let out = collbench(
+        &[
+            "gather",
+            "--procs",
+            "2",
+            "--device",
+            "cuda-emu",
+            "--root",
+            "1",
+            "--sizes",
+            "8B:1M:x131072",
+            "--warmup",
+            "0",
+            "--iters",
+            "1",
+            "--check-iters",
+            "1",
+            "--inject",
+            "hang:rank=1,seq=4",
+            "--timeout",
+            "3s",
+            "--dump-dir",
+            d.to_str().unwrap(),
+            "-q",
+        ],
+        &[],
+    );
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(
+        err.contains("hang detected: rank 0 waited")
+            && err.contains("(timeout) for rank 1's connection memory (channel 1)")
+            && err.contains("; 2 flight-recorder dump(s) in "),
+        "{err}"
+    );
+    let out = Command::new(assert_cmd::cargo::cargo_bin("collbench"))
+        .args(["analyze", d.to_str().unwrap(), "--json"])
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["culprits"], serde_json::json!([1]), "{v}");
+    assert_eq!(v["findings"][0]["seq"], 4, "{v}");
+}
+
 #[test]
 fn processes_share_a_gpu_only_when_allowed() {
     let env = [("COLLBENCH_EMU_GPUS", "2")];

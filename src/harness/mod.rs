@@ -439,10 +439,19 @@ fn run_ranks(
             collect(plan, setup, cases, &mut next, sink, outcome)
         }
         Some(m) if m.rank() == 0 => {
-            let total = cases.len() * plan.placements.len() * plan.ranks;
-            let mut seen = 0;
-            let mut next = || poll_reports(m, &rx, world, total, &mut seen);
-            collect(plan, setup, cases, &mut next, sink, outcome)
+            let mut peers = PeerReports {
+                total: cases.len() * plan.placements.len() * plan.ranks,
+                seen: 0,
+                wait: plan.timeout(),
+                local_done: None,
+                failed: None,
+            };
+            let mut next = || peers.next(m, &rx, world);
+            let collected = collect(plan, setup, cases, &mut next, sink, outcome);
+            match peers.failed {
+                Some(why) => collected.and(Err(HarnessError::Reports(why))),
+                None => collected,
+            }
         }
         Some(m) => forward_reports(m, &rx, &mut wind),
     };
@@ -494,33 +503,74 @@ fn next_report(rx: &mpsc::Receiver<Report>, wind: &mut WindDown) -> Option<Repor
     }
 }
 
-/// Rank 0 of an MPI world: the next report, its own or a peer's; None
-/// when all have come or the run stopped.
-fn poll_reports(
-    m: &Peers,
-    rx: &mpsc::Receiver<Report>,
-    world: &HostWorld,
+/// What rank 0 of an MPI world has collected of the ranks' reports.
+struct PeerReports {
+    /// Reports the sweep makes, of every rank.
     total: usize,
-    seen: &mut usize,
-) -> Option<Report> {
-    while *seen < total {
-        let got = match rx.try_recv() {
-            Ok(r) => Some(r),
-            Err(mpsc::TryRecvError::Disconnected) if world.aborted() => return None,
-            Err(_) => m
-                .try_receive(REPORT_TAG)
-                .and_then(|(_, bytes)| serde_json::from_slice(&bytes).ok()),
-        };
-        if let Some(r) = got {
-            *seen += 1;
-            return Some(r);
+    seen: usize,
+    /// How long the reports still missing once this process's rank has
+    /// finished may take: every rank passed the sweep's last barrier, so
+    /// theirs are on their way.
+    wait: Duration,
+    local_done: Option<Instant>,
+    /// Why collecting stopped short of the sweep (the world is aborted).
+    failed: Option<String>,
+}
+
+impl PeerReports {
+    /// The next report, this process's rank's or a peer's; None when all
+    /// have come, the run stopped, or collecting failed (`failed` says why).
+    fn next(
+        &mut self,
+        m: &Peers,
+        rx: &mpsc::Receiver<Report>,
+        world: &HostWorld,
+    ) -> Option<Report> {
+        while self.seen < self.total {
+            let got = match rx.try_recv() {
+                Ok(r) => Some(r),
+                Err(e) => {
+                    if e == mpsc::TryRecvError::Disconnected {
+                        self.local_done.get_or_insert_with(Instant::now);
+                    }
+                    match m.try_receive(REPORT_TAG) {
+                        Some((from, bytes)) => match serde_json::from_slice(&bytes) {
+                            Ok(r) => Some(r),
+                            Err(e) => {
+                                return self.fail(
+                                    world,
+                                    format!("rank {from}'s report could not be read: {e}"),
+                                )
+                            }
+                        },
+                        None => None,
+                    }
+                }
+            };
+            if let Some(r) = got {
+                self.seen += 1;
+                return Some(r);
+            }
+            if world.aborted() {
+                return None;
+            }
+            if self.local_done.is_some_and(|t| t.elapsed() > self.wait) {
+                let why = format!(
+                    "{} of {} rank reports came; the others did not come within {:?} of the sweep's end",
+                    self.seen, self.total, self.wait
+                );
+                return self.fail(world, why);
+            }
+            std::thread::sleep(Duration::from_micros(100));
         }
-        if world.aborted() {
-            return None;
-        }
-        std::thread::sleep(Duration::from_micros(100));
+        None
     }
-    None
+
+    fn fail(&mut self, world: &HostWorld, why: String) -> Option<Report> {
+        self.failed = Some(why);
+        world.abort();
+        None
+    }
 }
 
 /// Ranks other than 0 of an MPI world send their reports to rank 0.

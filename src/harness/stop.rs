@@ -62,6 +62,9 @@ pub enum HarnessError {
     Sink(#[from] std::io::Error),
     #[error("encoding a report for rank 0: {0}")]
     Encode(serde_json::Error),
+    /// Rank 0 of an MPI world could not collect every rank's reports.
+    #[error("collecting the ranks' rows on rank 0: {0}")]
+    Reports(String),
 }
 
 /// A hang that another process of the run found.
@@ -262,14 +265,9 @@ impl Ending<'_> {
             // Rows missing with no error seen (rank 0 stops collecting reports
             // when the world is aborted): the death stopped the run all the same.
             (Ok(()), Some(Fired::Lost(lost))) if missing_rows > 0 => Err(peer_lost(lost)),
-            (
-                Err(HarnessError::Exec(
-                    e @ (ExecError::Timeout { .. }
-                    | ExecError::BarrierTimeout { .. }
-                    | ExecError::CollectiveTimeout { .. }),
-                )),
-                _,
-            ) => Err(hang(format!("hang detected: {e}"))),
+            (Err(HarnessError::Exec(e)), _) if e.is_timeout() => {
+                Err(hang(format!("hang detected: {e}")))
+            }
             (_, Some(Fired::Timeout { rank, seq, waited })) => Err(hang(format!(
                 "hang detected: rank {rank}'s collective {seq} ran {waited:?}, past the timeout"
             ))),

@@ -104,7 +104,11 @@ pub(super) fn stuck(dir: &Path, signal: bool, written: &harness::Dumps) {
         ),
         Err(why) => say!("collbench: {what} and the run did not stop; {why}"),
     });
-    std::process::exit(code);
+    // Not `exit`: the libraries' exit handlers (the CUDA runtime's inside
+    // NCCL, MPI's) may wait on the very kernel or request that hung. Rows
+    // already printed went out whole (stdout is flushed at each line).
+    // SAFETY: ends the process at once; nothing runs after it.
+    unsafe { libc::_exit(code) }
 }
 
 /// A SIGUSR1 snapshot was written (the run goes on): where each file is,

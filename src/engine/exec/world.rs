@@ -76,6 +76,15 @@ pub enum ExecError {
         call: &'static str,
         waited: Duration,
     },
+    /// A wait on other processes' ranks while setting an operation up
+    /// that did not end within the timeout.
+    #[error("rank {rank} waited {waited:?} (timeout) for {what}")]
+    SetupTimeout {
+        rank: usize,
+        /// What was awaited, e.g. `rank 1's connection memory (channel 2)`.
+        what: String,
+        waited: Duration,
+    },
     #[error("stopped because another rank failed")]
     Aborted,
     #[error("{0}")]
@@ -86,6 +95,20 @@ pub enum ExecError {
     /// An MPI call failed (the `mpi` engine).
     #[error("MPI: {0}")]
     Mpi(String),
+}
+
+impl ExecError {
+    /// A wait on a peer that gave up at the timeout: the run hung (the
+    /// harness dumps the flight recorders and ends with exit code 3).
+    pub fn is_timeout(&self) -> bool {
+        matches!(
+            self,
+            ExecError::Timeout { .. }
+                | ExecError::BarrierTimeout { .. }
+                | ExecError::CollectiveTimeout { .. }
+                | ExecError::SetupTimeout { .. }
+        )
+    }
 }
 
 /// The ranks of one run and how they reach each other.

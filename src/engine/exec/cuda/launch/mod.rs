@@ -217,7 +217,7 @@ impl CudaWorld {
             // Each process sees only its own GPU (how crowded, how large):
             // the world takes the least.
             let mine = blocks;
-            blocks = sp.agree_min(blocks, "auto channels", &self.host)?;
+            blocks = sp.agree_min(blocks, "auto channels", &self.host, self.opts.timeout)?;
             if blocks < mine {
                 tracing::debug!(
                     mine,

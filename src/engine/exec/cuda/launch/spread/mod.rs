@@ -12,15 +12,15 @@
 //! the relay delivers and the slot is free. Such worlds run the simple
 //! protocol, whose slots carry their length beside the tail.
 
-use super::super::abi::{ConnKey, ConnShape, FLAG_LINE, MAX_SLOTS};
+mod bridge;
+
+use super::super::abi::{ConnKey, ConnShape};
 use super::super::dev::{DevPtr, Device, Mapped, ShareKind, Shared};
 use crate::engine::exec::world::{ExecError, HostWorld};
-use crate::engine::transport::inproc::Fifo;
-use crate::engine::transport::node::{serve_until, ProcessPeers, Relay};
+use crate::engine::transport::node::ProcessPeers;
+use bridge::Bridge;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// Tag of the messages that carry connection handles.
@@ -252,19 +252,33 @@ impl Spread {
     /// (auto channels) must be one number for the whole world, or the
     /// ranks' programs differ and wait on connections no peer makes.
     /// Collective: every rank calls it at the same point; left when the
-    /// run stops (`host` aborted).
+    /// run stops (`host` aborted), and after `timeout` (a hang: a rank that
+    /// never comes stopped between operations, where no watchdog sees it).
     pub(super) fn agree_min(
         &self,
         n: usize,
         what: &str,
         host: &HostWorld,
+        timeout: Duration,
     ) -> Result<usize, ExecError> {
+        let start = Instant::now();
         let all = self
             .procs
-            .all_gather_until(&(n as u64).to_le_bytes(), &|| host.aborted())
-            .map_err(|e| match host.aborted() {
-                true => ExecError::Aborted,
-                false => setup(format!("agreeing on {what}: {e}")),
+            .all_gather_until(&(n as u64).to_le_bytes(), &|| {
+                host.aborted() || start.elapsed() > timeout
+            })
+            .map_err(|e| {
+                if host.aborted() {
+                    ExecError::Aborted
+                } else if start.elapsed() > timeout {
+                    ExecError::SetupTimeout {
+                        rank: self.me,
+                        what: format!("every rank's {what}: is every rank still running?"),
+                        waited: start.elapsed(),
+                    }
+                } else {
+                    setup(format!("agreeing on {what}: {e}"))
+                }
             })?;
         let mut least = n;
         for (r, b) in all.iter().enumerate() {
@@ -367,9 +381,8 @@ impl Spread {
             }
             match self.procs.try_receive(CONN_TAG) {
                 Some((_, msg)) => {
-                    let (k, h) = decode_key(&msg).ok_or_else(|| {
-                        setup("a malformed connection handle came from a peer")
-                    })?;
+                    let (k, h) = decode_key(&msg)
+                        .ok_or_else(|| setup("a malformed connection handle came from a peer"))?;
                     self.received
                         .lock()
                         .map_err(|_| poisoned())?
@@ -377,13 +390,14 @@ impl Spread {
                 }
                 None if host.aborted() => return Err(ExecError::Aborted),
                 None if start.elapsed() > timeout => {
-                    return Err(setup(format!(
-                        "rank {} waited {:?} for rank {}'s connection memory (channel {}): is that rank still running?",
-                        self.me,
-                        start.elapsed(),
-                        key.to,
-                        key.chan
-                    )))
+                    return Err(ExecError::SetupTimeout {
+                        rank: self.me,
+                        what: format!(
+                            "rank {}'s connection memory (channel {}): is that rank still running?",
+                            key.to, key.chan
+                        ),
+                        waited: start.elapsed(),
+                    })
                 }
                 None => std::thread::sleep(Duration::from_micros(50)),
             }
@@ -521,296 +535,5 @@ fn decode_key(b: &[u8]) -> Option<(ConnKey, &[u8])> {
     ))
 }
 
-/// One relayed connection end: its memory (host-mapped) and the FIFO the
-/// relay serves.
-struct Route {
-    base: *mut u8,
-    fifo: Arc<Fifo>,
-    outgoing: bool,
-    slots: u64,
-    slot_bytes: usize,
-    /// Messages moved so far.
-    moved: u64,
-}
-
-// SAFETY: the route's memory is host-mapped memory of the world, alive
-// until the bridge stops (the world stops it before freeing); only the
-// bridge thread touches a route.
-unsafe impl Send for Route {}
-
-impl Route {
-    fn flag(&self, at: usize) -> &AtomicU64 {
-        // SAFETY: tail (0), head (FLAG_LINE) and the length words lie in the
-        // connection's first two lines, 8-byte aligned; the kernel accesses
-        // them atomically too.
-        unsafe { &*(self.base.add(at) as *const AtomicU64) }
-    }
-
-    fn slot(&self, seq: u64) -> *mut u8 {
-        let i = (seq % self.slots) as usize;
-        // SAFETY: the simple ring follows the two flag lines.
-        unsafe { self.base.add(2 * FLAG_LINE + i * self.slot_bytes) }
-    }
-
-    /// Moves one message if it can; says whether it did.
-    fn step(&mut self) -> bool {
-        if self.outgoing {
-            // The kernel posted message `moved`? Copy it out to the relay.
-            if self.flag(0).load(Ordering::Acquire) <= self.moved || !self.fifo.can_send() {
-                return false;
-            }
-            let i = (self.moved % self.slots) as usize;
-            let len = (self.flag(8 * (1 + i)).load(Ordering::Relaxed) as usize)
-                .min(self.slot_bytes)
-                .min(self.fifo.slot_bytes());
-            let dst = self.fifo.send_buffer(len);
-            // SAFETY: the slot holds `len` posted bytes the kernel no longer
-            // writes until head moves; the FIFO's buffer holds slot_bytes.
-            unsafe { std::ptr::copy_nonoverlapping(self.slot(self.moved), dst, len) };
-            self.fifo.post(len, None);
-            self.moved += 1;
-            self.flag(FLAG_LINE).store(self.moved, Ordering::Release);
-        } else {
-            // A message arrived and the kernel freed the slot? Fill it.
-            let head = self.flag(FLAG_LINE).load(Ordering::Acquire);
-            if self.moved - head >= self.slots {
-                return false;
-            }
-            let Some(m) = self.fifo.peek() else {
-                return false;
-            };
-            let len = m.len.min(self.slot_bytes);
-            // SAFETY: the slot is free (head says so) and holds slot_bytes.
-            unsafe { std::ptr::copy_nonoverlapping(m.ptr, self.slot(self.moved), len) };
-            self.fifo.release();
-            self.moved += 1;
-            self.flag(0).store(self.moved, Ordering::Release);
-        }
-        true
-    }
-}
-
-/// The thread that moves relayed connections' slots.
-struct Bridge {
-    relay: Arc<dyn Relay>,
-    routes: Arc<Mutex<Vec<Route>>>,
-    stop: Arc<AtomicBool>,
-    handle: Option<JoinHandle<()>>,
-}
-
-impl Bridge {
-    fn start(relay: Arc<dyn Relay>) -> Result<Bridge, String> {
-        let routes: Arc<Mutex<Vec<Route>>> = Arc::default();
-        let stop = Arc::new(AtomicBool::new(false));
-        let (r, s) = (Arc::clone(&routes), Arc::clone(&stop));
-        let handle = std::thread::Builder::new()
-            .name("cuda-bridge".into())
-            .spawn(move || run(&r, &s))
-            .map_err(|e| format!("starting the CUDA relay bridge: {e}"))?;
-        Ok(Bridge {
-            relay,
-            routes,
-            stop,
-            handle: Some(handle),
-        })
-    }
-
-    fn add(&self, m: Mapped, key: ConnKey, me: usize, shape: &ConnShape) -> Result<(), ExecError> {
-        if shape.slots > MAX_SLOTS {
-            return Err(setup(format!(
-                "{} slots per connection: the relay bridge handles at most {MAX_SLOTS}",
-                shape.slots
-            )));
-        }
-        let fifo = Arc::new(
-            Fifo::new(shape.slots, shape.slot_bytes)
-                .map_err(|e| setup(format!("relay FIFO: {e}")))?,
-        );
-        let outgoing = key.from == me;
-        let peer = if outgoing { key.to } else { key.from };
-        self.relay.add(
-            Arc::clone(&fifo),
-            peer,
-            RELAY_CHAN_BASE + key.chan,
-            outgoing,
-        );
-        tracing::debug!(
-            from = key.from,
-            to = key.to,
-            chan = key.chan,
-            "CUDA connection through the relay"
-        );
-        let route = Route {
-            base: m.host,
-            fifo,
-            outgoing,
-            slots: shape.slots as u64,
-            slot_bytes: shape.slot_bytes,
-            moved: 0,
-        };
-        self.routes
-            .lock()
-            .map_err(|_| setup("relay bridge poisoned"))?
-            .push(route);
-        Ok(())
-    }
-
-    fn stop(mut self) {
-        self.stop.store(true, Ordering::SeqCst);
-        if let Some(h) = self.handle.take() {
-            let _ = h.join();
-        }
-    }
-}
-
-fn run(routes: &Mutex<Vec<Route>>, stop: &AtomicBool) {
-    serve_until(stop, || {
-        let mut routes = routes.lock().unwrap_or_else(|e| e.into_inner());
-        routes.iter_mut().fold(false, |m, r| r.step() | m)
-    });
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Every rank of a node judges the whole map, in one order: the
-    /// list's length, then the first GPU that is not there; sharing is
-    /// found on the placement, default or mapped.
-    #[test]
-    fn a_node_placement_is_judged_whole() {
-        assert_eq!(node_placement(None, 5, 2).unwrap(), [0, 1, 0, 1, 0]);
-        assert_eq!(
-            node_placement(Some(&[2, 0, 1, 7]), 3, 3).unwrap(),
-            [2, 0, 1]
-        );
-        // Ranks 0 and 1 alike would have said different things before.
-        let short = node_placement(Some(&[9]), 2, 8).unwrap_err();
-        assert!(
-            short.contains("lists 1 GPU(s), but this node runs 2"),
-            "{short}"
-        );
-        let missing = node_placement(Some(&[0, 9, 8]), 3, 8).unwrap_err();
-        assert!(missing.contains("GPU 9 for node rank 1"), "{missing}");
-        assert!(missing.contains("sees 8 GPU(s) (0..7)"), "{missing}");
-        assert_eq!(first_shared(&[0, 1, 2]), None);
-        assert_eq!(first_shared(&[1, 0, 1, 0]), Some((1, vec![0, 2])));
-        let said = shared_gpu_refusal(&[0, 2], 1);
-        assert!(
-            said.starts_with("ranks [0, 2] would share GPU 1:"),
-            "{said}"
-        );
-    }
-
-    #[test]
-    fn connection_keys_survive_their_message() {
-        let k = ConnKey {
-            from: 3,
-            to: 70000,
-            chan: 513,
-        };
-        let mut msg = encode_key(k);
-        msg.extend_from_slice(b"emu 1 2 3");
-        let (back, handle) = decode_key(&msg).unwrap();
-        assert_eq!(back, k);
-        assert_eq!(handle, b"emu 1 2 3");
-        assert!(decode_key(&msg[..19]).is_none());
-    }
-
-    /// A sender's connection memory, the bridge's two routes joined by one
-    /// FIFO (the relay's part, skipped), and a receiver's memory: played as
-    /// the kernels would, in a scrambled order, every message arrives in
-    /// order with its length, and no side ever overruns the other.
-    #[test]
-    fn the_bridge_moves_slots_with_their_lengths_in_order() {
-        let shape = ConnShape {
-            slots: 4,
-            slot_bytes: 256,
-            ll_slot_bytes: 512,
-            ll128_slot_bytes: 384,
-        };
-        let words = shape.bytes() / 8 + 1;
-        let (mut send_mem, mut recv_mem) = (vec![0u64; words], vec![0u64; words]);
-        let fifo = Arc::new(Fifo::new(shape.slots, shape.slot_bytes).unwrap());
-        let route = |mem: &mut Vec<u64>, outgoing: bool| Route {
-            base: mem.as_mut_ptr() as *mut u8,
-            fifo: Arc::clone(&fifo),
-            outgoing,
-            slots: shape.slots as u64,
-            slot_bytes: shape.slot_bytes,
-            moved: 0,
-        };
-        let mut out = route(&mut send_mem, true);
-        let mut inc = route(&mut recv_mem, false);
-        let len_of = |i: u64| ((i * 37) % 256 + 1) as usize;
-        let (total, mut sent, mut got) = (60u64, 0u64, 0u64);
-        let mut rng = 12345u64;
-        while got < total {
-            rng = rng
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            match rng >> 62 {
-                0 if sent < total => {
-                    // The sending kernel: room while tail - head < slots.
-                    let (tail, head) = (
-                        out.flag(0).load(Ordering::Relaxed),
-                        out.flag(FLAG_LINE).load(Ordering::Acquire),
-                    );
-                    assert!(tail - head <= shape.slots as u64);
-                    if tail - head < shape.slots as u64 {
-                        let len = len_of(sent);
-                        // SAFETY: the slot is the sender's until head passes it.
-                        unsafe { std::ptr::write_bytes(out.slot(tail), sent as u8, len) };
-                        out.flag(8 * (1 + (tail % 4) as usize))
-                            .store(len as u64, Ordering::Relaxed);
-                        out.flag(0).store(tail + 1, Ordering::Release);
-                        sent += 1;
-                    }
-                }
-                1 => {
-                    out.step();
-                }
-                2 => {
-                    // The relay carries exactly the posted length.
-                    if let Some(m) = fifo.peek() {
-                        assert_eq!(m.len, len_of(inc.moved), "message {}", inc.moved);
-                    }
-                    inc.step();
-                }
-                _ => {
-                    // The receiving kernel: a message while tail > head.
-                    let (tail, head) = (
-                        inc.flag(0).load(Ordering::Acquire),
-                        inc.flag(FLAG_LINE).load(Ordering::Relaxed),
-                    );
-                    assert!(tail - head <= shape.slots as u64);
-                    if tail > head {
-                        let len = len_of(head);
-                        // SAFETY: the slot holds the message until head moves.
-                        let bytes = unsafe { std::slice::from_raw_parts(inc.slot(head), len) };
-                        assert!(bytes.iter().all(|&b| b == head as u8), "message {head}");
-                        inc.flag(FLAG_LINE).store(head + 1, Ordering::Release);
-                        got += 1;
-                    }
-                }
-            }
-        }
-        assert_eq!(
-            (sent, got, out.moved, inc.moved),
-            (total, total, total, total)
-        );
-        assert!(fifo.drained());
-    }
-
-    #[test]
-    fn placement_cards_round_trip() {
-        let c = Card {
-            host: "node 7".into(),
-            bus: "0000:1b:00.0".into(),
-            ordinal: 3,
-        };
-        let d = Card::decode(c.encode().as_bytes()).unwrap();
-        assert_eq!((d.host, d.bus, d.ordinal), (c.host, c.bus, c.ordinal));
-        assert!(Card::decode(b"x y").is_none());
-    }
-}
+mod tests;
