@@ -1613,6 +1613,60 @@ fn readers_are_bounded_and_refuse_empty_results() {
     }
 }
 
+/// A sweep that hung before its first row writes results with no rows and
+/// `meta.partial`: `report` and `compare` fail it as a run that did not
+/// finish (exit 1), as they do one that stopped later, not as a file they
+/// cannot read (2: a CI gate would blame the tool for the hang).
+#[test]
+fn a_run_that_hung_before_its_first_row_fails_as_unfinished() {
+    let dir = tempfile::tempdir().unwrap();
+    let hung = dir.path().join("h.json");
+    let out = collbench()
+        .args(["all-reduce", "--ranks", "2", "--sizes", "8B:64B"])
+        .args(["--inject", "hang:rank=1,seq=1", "--timeout", "1s", "-q"])
+        .arg("--dump-dir")
+        .arg(dir.path().join("dumps"))
+        .arg("--json")
+        .arg(&hung)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let base = sweep_json(dir.path(), "a.json");
+    let report = collbench().arg("report").arg(&hung).output().unwrap();
+    let err = String::from_utf8_lossy(&report.stderr);
+    assert_eq!(report.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("the run did not finish (run interrupted: hang"),
+        "{err}"
+    );
+    let compare = collbench()
+        .arg("compare")
+        .arg(&base)
+        .arg(&hung)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&compare.stderr);
+    assert_eq!(compare.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("the candidate did not finish (run interrupted: hang")
+            && err.contains("before its first row"),
+        "{err}"
+    );
+    // As a baseline it leaves nothing to compare: exit 2.
+    let compare = collbench()
+        .arg("compare")
+        .arg(&hung)
+        .arg(&base)
+        .output()
+        .unwrap();
+    assert_eq!(compare.status.code(), Some(2));
+}
+
 #[test]
 fn no_output_overwrites_an_input_and_nothing_runs_first() {
     let dir = tempfile::tempdir().unwrap();

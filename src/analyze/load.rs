@@ -408,72 +408,10 @@ fn describe(bytes: &[u8]) -> String {
 
 /// collbench's own dump into the model.
 fn from_collbench(dump: Dump, run_id: Option<String>, path: &Path) -> Result<RankDump, LoadError> {
-    let too_many = |r: &usize| *r > MAX_RANKS;
-    if too_many(&dump.world_size) || dump.groups.iter().flat_map(|g| &g.ranks).any(too_many) {
-        return Err(LoadError::Invalid {
-            format: Format::Collbench,
-            what: format!("it names ranks beyond the limit of {MAX_RANKS}"),
-        });
-    }
-    if dump.rank >= dump.world_size {
-        return Err(LoadError::Invalid {
-            format: Format::Collbench,
-            what: format!(
-                "rank {} is outside its world of {}",
-                dump.rank, dump.world_size
-            ),
-        });
-    }
-    // A peer outside the world would be named as what a rank waited for.
-    let waits = dump.entries.iter().flat_map(|e| {
-        e.channels
-            .iter()
-            .filter_map(|c| c.waiting_on.as_ref().map(|w| (e.seq, w.peer)))
-    });
-    for (seq, peer) in waits {
-        if usize::try_from(peer).is_ok_and(|p| p < dump.world_size) {
-            continue;
-        }
-        return Err(LoadError::Invalid {
-            format: Format::Collbench,
-            what: format!(
-                "seq {seq} waits on peer {peer}, outside its world of {}",
-                dump.world_size
-            ),
-        });
-    }
-    // A channel's progress within its steps: -1 before the first, the
-    // last step's index when done ("step 10 of 3" is no progress).
-    for e in &dump.entries {
-        for c in &e.channels {
-            let total = i64::try_from(c.steps_total).unwrap_or(i64::MAX);
-            if (-1..total.max(0)).contains(&c.last_step_done)
-                || (total == 0 && c.last_step_done == -1)
-            {
-                continue;
-            }
-            return Err(LoadError::Invalid {
-                format: Format::Collbench,
-                what: format!(
-                    "seq {} channel {}: step {} done of {} (expected -1 to {})",
-                    e.seq,
-                    c.channel,
-                    c.last_step_done,
-                    c.steps_total,
-                    total - 1
-                ),
-            });
-        }
-    }
-    if let Some(l) = dump.lost.as_ref().filter(|l| l.rank >= dump.world_size) {
-        return Err(LoadError::Invalid {
-            format: Format::Collbench,
-            what: format!(
-                "it says rank {} died, outside its world of {}",
-                l.rank, dump.world_size
-            ),
-        });
-    }
+    check_collbench(&dump).map_err(|what| LoadError::Invalid {
+        format: Format::Collbench,
+        what,
+    })?;
     let mut groups: BTreeMap<String, Vec<usize>> = dump
         .groups
         .iter()
@@ -520,6 +458,64 @@ fn from_collbench(dump: Dump, run_id: Option<String>, path: &Path) -> Result<Ran
             lost: dump.lost,
         },
     })
+}
+
+/// What makes collbench's dump `dump` unusable, if anything: ranks beyond
+/// the limit or outside its world (its own, a peer waited on, a dead one),
+/// a channel's progress outside its steps.
+fn check_collbench(dump: &Dump) -> Result<(), String> {
+    let too_many = |r: &usize| *r > MAX_RANKS;
+    if too_many(&dump.world_size) || dump.groups.iter().flat_map(|g| &g.ranks).any(too_many) {
+        return Err(format!("it names ranks beyond the limit of {MAX_RANKS}"));
+    }
+    if dump.rank >= dump.world_size {
+        return Err(format!(
+            "rank {} is outside its world of {}",
+            dump.rank, dump.world_size
+        ));
+    }
+    // A peer outside the world would be named as what a rank waited for.
+    let waits = dump.entries.iter().flat_map(|e| {
+        e.channels
+            .iter()
+            .filter_map(|c| c.waiting_on.as_ref().map(|w| (e.seq, w.peer)))
+    });
+    for (seq, peer) in waits {
+        if usize::try_from(peer).is_ok_and(|p| p < dump.world_size) {
+            continue;
+        }
+        return Err(format!(
+            "seq {seq} waits on peer {peer}, outside its world of {}",
+            dump.world_size
+        ));
+    }
+    // A channel's progress within its steps: -1 before the first, the
+    // last step's index when done ("step 10 of 3" is no progress).
+    for e in &dump.entries {
+        for c in &e.channels {
+            let total = i64::try_from(c.steps_total).unwrap_or(i64::MAX);
+            if (-1..total.max(0)).contains(&c.last_step_done)
+                || (total == 0 && c.last_step_done == -1)
+            {
+                continue;
+            }
+            return Err(format!(
+                "seq {} channel {}: step {} done of {} (expected -1 to {})",
+                e.seq,
+                c.channel,
+                c.last_step_done,
+                c.steps_total,
+                total - 1
+            ));
+        }
+    }
+    if let Some(l) = dump.lost.as_ref().filter(|l| l.rank >= dump.world_size) {
+        return Err(format!(
+            "it says rank {} died, outside its world of {}",
+            l.rank, dump.world_size
+        ));
+    }
+    Ok(())
 }
 
 /// Collectives whose root every rank must agree on (for the others, collbench's

@@ -378,14 +378,60 @@ fn run_ranks(
     outcome: &mut Outcome,
 ) -> Result<(), HarnessError> {
     let (tx, rx) = mpsc::channel::<Report>();
-    let bytes = rank::buffer_bytes(plan, cases);
     let world = &worlds.host;
+    let handles = spawn_ranks(plan, setup, cases, worlds, recs, mpi, &tx);
+    drop(tx);
+    let mut wind = WindDown::new(world, dog);
+    let collected = match mpi {
+        None => {
+            let mut next = || next_report(&rx, &mut wind);
+            collect(plan, setup, cases, &mut next, sink, outcome)
+        }
+        Some(m) if m.rank() == 0 => {
+            let mut peers = PeerReports {
+                total: cases.len() * plan.placements.len() * plan.ranks,
+                seen: 0,
+                wait: plan.timeout().max(Duration::from_secs(10)),
+                quiet_since: None,
+                failed: None,
+            };
+            let mut next = || peers.next(m, &rx, world);
+            let collected = collect(plan, setup, cases, &mut next, sink, outcome);
+            match peers.failed {
+                Some(why) => collected.and(Err(HarnessError::Reports(why))),
+                None => collected,
+            }
+        }
+        Some(m) => forward_reports(m, &rx, &mut wind),
+    };
+    if collected.is_err() {
+        world.abort();
+    }
+    let first = join_ranks(handles, &mut wind);
+    collected?;
+    first.map_or(Ok(()), |e| Err(HarnessError::Exec(e)))
+}
+
+type RankThread = std::io::Result<std::thread::JoinHandle<Result<(), ExecError>>>;
+
+/// Starts a thread for each of this process's ranks (`recs`), each
+/// sending its reports on `tx`; a rank that fails aborts the world.
+fn spawn_ranks(
+    plan: &Plan,
+    setup: &Setup,
+    cases: &Arc<[Case]>,
+    worlds: &Worlds,
+    recs: &[Arc<RankRecorder>],
+    mpi: Option<&Arc<Peers>>,
+    tx: &mpsc::Sender<Report>,
+) -> Vec<RankThread> {
+    let world = &worlds.host;
+    let bytes = rank::buffer_bytes(plan, cases);
     // Rank threads own what they use: a stopping run may leave without
     // them (see `WindDown`), and what they still read must outlive it.
     let (plan_a, setup_a) = (Arc::new(plan.clone()), Arc::new(setup.clone()));
     let cpus = rank_cpus(plan, setup, recs.len());
-    let handles: Vec<_> = recs
-        .iter()
+    recs.iter()
         .enumerate()
         .map(|(i, rec)| {
             let r = rec.rank;
@@ -430,34 +476,13 @@ fn run_ranks(
                     res
                 })
         })
-        .collect();
-    drop(tx);
-    let mut wind = WindDown::new(world, dog);
-    let collected = match mpi {
-        None => {
-            let mut next = || next_report(&rx, &mut wind);
-            collect(plan, setup, cases, &mut next, sink, outcome)
-        }
-        Some(m) if m.rank() == 0 => {
-            let mut peers = PeerReports {
-                total: cases.len() * plan.placements.len() * plan.ranks,
-                seen: 0,
-                wait: plan.timeout(),
-                local_done: None,
-                failed: None,
-            };
-            let mut next = || peers.next(m, &rx, world);
-            let collected = collect(plan, setup, cases, &mut next, sink, outcome);
-            match peers.failed {
-                Some(why) => collected.and(Err(HarnessError::Reports(why))),
-                None => collected,
-            }
-        }
-        Some(m) => forward_reports(m, &rx, &mut wind),
-    };
-    if collected.is_err() {
-        world.abort();
-    }
+        .collect()
+}
+
+/// Waits for the rank threads, but once the run is stopping no longer
+/// than its wind-down (a rank still running then is left behind); the
+/// error that stopped the run: the first that is not an abort, if any.
+fn join_ranks(handles: Vec<RankThread>, wind: &mut WindDown) -> Option<ExecError> {
     let mut first: Option<ExecError> = None;
     for h in handles {
         let res = match h {
@@ -483,8 +508,7 @@ fn run_ranks(
             }
         }
     }
-    collected?;
-    first.map_or(Ok(()), |e| Err(HarnessError::Exec(e)))
+    first
 }
 
 /// The next rank report of a one-process run; `None` when every rank has
@@ -508,11 +532,13 @@ struct PeerReports {
     /// Reports the sweep makes, of every rank.
     total: usize,
     seen: usize,
-    /// How long the reports still missing once this process's rank has
-    /// finished may take: every rank passed the sweep's last barrier, so
-    /// theirs are on their way.
+    /// How long rank 0 waits for the next report once its own rank has
+    /// finished: every rank passed the sweep's last barrier, so theirs are
+    /// on their way (the run's timeout, 10 s at least: that sizes waits in
+    /// collectives, not rows on their way while rank 0 prints).
     wait: Duration,
-    local_done: Option<Instant>,
+    /// When rank 0's own rank had finished and a report last came since.
+    quiet_since: Option<Instant>,
     /// Why collecting stopped short of the sweep (the world is aborted).
     failed: Option<String>,
 }
@@ -531,7 +557,7 @@ impl PeerReports {
                 Ok(r) => Some(r),
                 Err(e) => {
                     if e == mpsc::TryRecvError::Disconnected {
-                        self.local_done.get_or_insert_with(Instant::now);
+                        self.quiet_since.get_or_insert_with(Instant::now);
                     }
                     match m.try_receive(REPORT_TAG) {
                         Some((from, bytes)) => match serde_json::from_slice(&bytes) {
@@ -549,14 +575,17 @@ impl PeerReports {
             };
             if let Some(r) = got {
                 self.seen += 1;
+                if let Some(t) = self.quiet_since.as_mut() {
+                    *t = Instant::now();
+                }
                 return Some(r);
             }
             if world.aborted() {
                 return None;
             }
-            if self.local_done.is_some_and(|t| t.elapsed() > self.wait) {
+            if self.quiet_since.is_some_and(|t| t.elapsed() > self.wait) {
                 let why = format!(
-                    "{} of {} rank reports came; the others did not come within {:?} of the sweep's end",
+                    "{} of {} rank reports came; no other came for {:?} after every rank had finished",
                     self.seen, self.total, self.wait
                 );
                 return self.fail(world, why);

@@ -61,14 +61,16 @@ impl ProcessPeers for MpiPeers {
         maps(&self.hosts, self.rank, r, self.force_relay)
     }
     fn all_gather(&self, mine: &[u8]) -> Result<Vec<Vec<u8>>, BarrierError> {
-        self.all_gather_until(mine, &|| false)
+        self.all_gather_until(mine, None, &|| false)
     }
     fn all_gather_until(
         &self,
         mine: &[u8],
+        limit: Option<Duration>,
         stop: &dyn Fn() -> bool,
     ) -> Result<Vec<Vec<u8>>, BarrierError> {
-        all_gather(&self.world, self.size, mine, stop).map_err(|e| BarrierError(e.0))
+        let limit = limit.unwrap_or(GATHER_WAIT);
+        all_gather(&self.world, self.size, mine, limit, stop).map_err(|e| BarrierError(e.0))
     }
     fn send(&self, to: usize, tag: i32, bytes: &[u8]) -> Result<(), BarrierError> {
         send(&self.world, to, tag, bytes);
@@ -142,7 +144,7 @@ impl Mpi {
 
     /// Every rank's `mine` (at most [`RECORD`] bytes), by rank.
     pub fn all_gather(&self, mine: &[u8]) -> Result<Vec<Vec<u8>>, MpiError> {
-        all_gather(&self.world, self.size, mine, &|| false)
+        all_gather(&self.world, self.size, mine, GATHER_WAIT, &|| false)
     }
 
     /// The relay to the ranks of other hosts, if there are any (all ranks
@@ -265,12 +267,13 @@ const GATHER_WAIT: Duration = Duration::from_secs(600);
 
 /// Every rank's `mine` (at most [`RECORD`] - 2 bytes), by rank: a
 /// non-blocking all-gather tested until it completes, `stop` says so or
-/// [`GATHER_WAIT`] passes (then the request is left to the ending process,
-/// with its buffers).
+/// `limit` passes (then the request is left to the ending process, with
+/// its buffers).
 fn all_gather(
     world: &Comm,
     size: usize,
     mine: &[u8],
+    limit: Duration,
     stop: &dyn Fn() -> bool,
 ) -> Result<Vec<Vec<u8>>, MpiError> {
     if mine.len() > RECORD - 2 {
@@ -296,7 +299,7 @@ fn all_gather(
         }
         let why = if stop() {
             "aborted".to_string()
-        } else if start.elapsed() > GATHER_WAIT {
+        } else if start.elapsed() > limit {
             format!("MPI all-gather waited {:?}", start.elapsed())
         } else {
             std::thread::yield_now();

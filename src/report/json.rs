@@ -38,7 +38,7 @@ pub enum ResultsError {
     TooLarge { path: PathBuf, limit: u64 },
     #[error("{}: not a valid collbench results file: {why}", path.display())]
     Invalid { path: PathBuf, why: String },
-    #[error("{}: has no rows (an empty sweep, or one interrupted before its first row)", path.display())]
+    #[error("{}: has no rows (an empty sweep)", path.display())]
     NoRows { path: PathBuf },
 }
 
@@ -213,7 +213,9 @@ fn parse_results(path: &Path, text: &str) -> Result<Results, ResultsError> {
             schema: r.schema,
         });
     }
-    if r.rows.is_empty() {
+    // A run that stopped before its first row says so in its meta: read,
+    // it fails as a run that did not finish (exit 1), not as a bad file.
+    if r.rows.is_empty() && r.meta.partial.is_none() {
         return Err(ResultsError::NoRows {
             path: path.to_path_buf(),
         });

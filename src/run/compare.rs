@@ -25,6 +25,14 @@ pub fn compare(a: &CompareArgs) -> i32 {
     let c = judge(&base, &cand, pct);
     let (b, k) = (a.baseline.display(), a.candidate.display());
     let matched_on = c.matched_on(&b.to_string(), &k.to_string());
+    let stopped_early = cand.iter().all(|r| r.rows.is_empty());
+    if let (true, Some(p)) = (
+        stopped_early,
+        cand.iter().find_map(|r| r.meta.partial.as_ref()),
+    ) {
+        say!("collbench: error: the candidate did not finish ({p}) before its first row: a run that did not finish does not pass");
+        return CHECK_FAILED;
+    }
     if c.pairs.is_empty() {
         return fail(format!(
             "nothing to compare: no row of {k} matches a row of {b} (rows {matched_on})"

@@ -90,12 +90,12 @@ pub(super) fn sweep(coll: Option<Collective>, args: &RunArgs, probe: bool) -> an
     let mut sink = sinks(s, leader)?;
     sink.start(&meta).context("writing results")?;
     let mut result = execute_prepared(plan, &setup, prepared, &mut sink, mpi.as_ref());
-    if result
-        .as_ref()
-        .is_err_and(|e| e.is_hang() || e.is_interrupt())
-    {
-        // Requests of the hung collective are still pending: MPI_Finalize
-        // could wait on them forever, so this process leaves without it.
+    if result.as_ref().is_err_and(|e| {
+        e.is_hang() || e.is_interrupt() || matches!(e, harness::HarnessError::Reports(_))
+    }) {
+        // Requests of the hung collective (or of the ranks rank 0 stopped
+        // when their reports failed) are still pending: MPI_Finalize could
+        // wait on them forever, so this process leaves without it.
         let _ = std::mem::ManuallyDrop::new(mpi);
     }
     meta.notes.extend(capped.iter().map(|w| w.to_string()));

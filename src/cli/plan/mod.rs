@@ -211,36 +211,18 @@ fn build_over(
     let iters = iterations(a)?;
     check_together(a, ranks)?;
     let premul = a.op.0.contains(&ReduceOp::PreMulSum) && collectives.iter().any(|c| c.reduces());
-    if premul {
-        for &d in &a.dtype.0 {
-            crate::harness::plan::premul_fits(d, a.scalar).map_err(PlanError)?;
-        }
-    }
     let (group, group_mix, collectives) = grouping(a, coll, collectives)?;
     let members: Vec<Collective> = collectives.iter().chain(&group_mix).copied().collect();
-    let rooted_runs = members.iter().any(|c| c.rooted());
-    // A root no rooted collective uses is only noted as unused (nccl-tests'
-    // binaries take `-r` whatever they run).
-    if let (RootChoice::One(root), true) = (a.root, rooted_runs) {
-        if root >= ranks {
-            return bad(format!(
-                "--root {root} is outside the {ranks} ranks (0..={})",
-                ranks - 1
-            ));
-        }
-    }
+    check_members(a, &members, ranks, premul)?;
     let tuning = match &a.tuning {
         Some(p) => Some(std::sync::Arc::new(read_tuning(p)?)),
         None => None,
     };
-    for kind in members.iter().filter_map(|c| c.vkind()) {
-        a.split.check(kind, ranks).map_err(PlanError)?;
-    }
     let notes = Unused {
         premul,
         v_runs: members.iter().any(|c| c.vkind().is_some()),
         reduce_runs: members.iter().any(|c| c.reduces()),
-        rooted_runs,
+        rooted_runs: members.iter().any(|c| c.rooted()),
         both,
     }
     .notes(a, &collectives, &members, tuning.as_deref(), &pace, ranks);
@@ -270,15 +252,7 @@ fn build_over(
         },
         channels: a.channels.count(),
         seed: a.seed,
-        host: HostOptions {
-            slot_bytes: a.slot_size,
-            timeout: a.timeout,
-            link_timing: a.links,
-            pace: pace.clone(),
-            // A bad value stops the run here, before anything runs.
-            bind: crate::engine::cpus::Bind::from_env().map_err(PlanError)?,
-            ..HostOptions::default()
-        },
+        host: host_options(a, pace)?,
         fr_entries: a.fr_entries,
         dump_dir: a.dump_dir.clone(),
         injects: a.inject.clone(),
@@ -289,7 +263,7 @@ fn build_over(
         },
         protocol: a.protocol.proto(),
         links_from: None,
-        tuning: tuning.clone(),
+        tuning,
         engines: a.engine.0.clone(),
         collectives,
         gpu_map: gpu_map(a)?,
@@ -310,17 +284,64 @@ fn build_over(
         quiet: a.out.quiet,
         verbose: a.out.verbose,
         min_link_gbps: a.min_link_gbps,
-        inputs: a
-            .tuning
-            .iter()
-            .cloned()
-            .chain(match a.split {
-                Split::Weights { name, .. } => Some(PathBuf::from(name)),
-                _ => None,
-            })
-            .collect(),
+        inputs: inputs(a),
         notes,
     })
+}
+
+/// What the sweep's collectives (`members`, grouped ones included) ask
+/// of the settings: a premulsum scalar every type can hold, a root among
+/// the ranks where a rooted collective runs (elsewhere it is only noted
+/// unused: nccl-tests' binaries take `-r` whatever they run), and an
+/// uneven split that fits the v collectives.
+fn check_members(
+    a: &RunArgs,
+    members: &[Collective],
+    ranks: usize,
+    premul: bool,
+) -> Result<(), PlanError> {
+    if premul {
+        for &d in &a.dtype.0 {
+            crate::harness::plan::premul_fits(d, a.scalar).map_err(PlanError)?;
+        }
+    }
+    if let (RootChoice::One(root), true) = (a.root, members.iter().any(|c| c.rooted())) {
+        if root >= ranks {
+            return bad(format!(
+                "--root {root} is outside the {ranks} ranks (0..={})",
+                ranks - 1
+            ));
+        }
+    }
+    for kind in members.iter().filter_map(|c| c.vkind()) {
+        a.split.check(kind, ranks).map_err(PlanError)?;
+    }
+    Ok(())
+}
+
+/// The host engine's options from the flags, with the links `pace` slows.
+fn host_options(a: &RunArgs, pace: Pace) -> Result<HostOptions, PlanError> {
+    Ok(HostOptions {
+        slot_bytes: a.slot_size,
+        timeout: a.timeout,
+        link_timing: a.links,
+        pace,
+        // A bad value stops the run here, before anything runs.
+        bind: crate::engine::cpus::Bind::from_env().map_err(PlanError)?,
+        ..HostOptions::default()
+    })
+}
+
+/// The files the sweep reads (a tuning table, a weights file).
+fn inputs(a: &RunArgs) -> Vec<PathBuf> {
+    a.tuning
+        .iter()
+        .cloned()
+        .chain(match a.split {
+            Split::Weights { name, .. } => Some(PathBuf::from(name)),
+            _ => None,
+        })
+        .collect()
 }
 
 /// Timed operations a case: `--iters`, times nccl-tests' `-m`; the warm-up

@@ -83,13 +83,15 @@ pub trait ProcessPeers: Send + Sync {
     /// Every rank's `mine` (a short record), by rank.
     fn all_gather(&self, mine: &[u8]) -> Result<Vec<Vec<u8>>, BarrierError>;
     /// As [`all_gather`](Self::all_gather), giving up once `stop` says so
-    /// (where the launcher can: both of ours do).
+    /// or after `limit` (None: the launcher's own, minutes), where the
+    /// launcher can: both of ours do.
     fn all_gather_until(
         &self,
         mine: &[u8],
+        limit: Option<Duration>,
         stop: &dyn Fn() -> bool,
     ) -> Result<Vec<Vec<u8>>, BarrierError> {
-        let _ = stop;
+        let _ = (limit, stop);
         self.all_gather(mine)
     }
     /// Sends a short message to rank `to` under `tag`.

@@ -308,15 +308,16 @@ impl ProcessPeers for ProcsPeers {
         true
     }
     fn all_gather(&self, mine: &[u8]) -> Result<Vec<Vec<u8>>, BarrierError> {
-        self.all_gather_until(mine, &|| false)
+        self.all_gather_until(mine, None, &|| false)
     }
     fn all_gather_until(
         &self,
         mine: &[u8],
+        limit: Option<Duration>,
         stop: &dyn Fn() -> bool,
     ) -> Result<Vec<Vec<u8>>, BarrierError> {
         self.link
-            .gather(mine, GATHER_WAIT, stop)
+            .gather(mine, limit.unwrap_or(GATHER_WAIT), stop)
             .map_err(|e| BarrierError(e.0))
     }
     fn send(&self, to: usize, tag: i32, bytes: &[u8]) -> Result<(), BarrierError> {

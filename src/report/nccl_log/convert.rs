@@ -265,7 +265,7 @@ impl LogRun {
             host: hosts.join(","),
             started_at: String::new(),
             world_size: self.world_size(),
-            device: "cuda".into(),
+            device: device_of(&self.ranks).into(),
             devices: self
                 .ranks
                 .iter()
@@ -323,6 +323,20 @@ impl LogRun {
             // Its device lines, kept as printed, show each rank's process.
             processes: Vec::new(),
         }
+    }
+}
+
+/// The device a log's ranks ran on, as results name it: collbench's own
+/// text writes the host engine's ranks as `[host]` and the emulated GPUs'
+/// bus ids as `emu:...`; any other device line is a GPU's.
+fn device_of(ranks: &[RankLine]) -> &'static str {
+    let all = |f: fn(&str) -> bool| !ranks.is_empty() && ranks.iter().all(|r| f(&r.bus));
+    if all(|b| b == "host") {
+        "host"
+    } else if all(|b| b.starts_with("emu:")) {
+        "cuda-emu"
+    } else {
+        "cuda"
     }
 }
 

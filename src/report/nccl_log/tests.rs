@@ -246,6 +246,26 @@ fn genuine_runs_become_results_with_engine_and_meta() {
     );
 }
 
+/// collbench's own text names the host engine's ranks `[host]` and the
+/// emulated GPUs by `emu:` bus ids: read back, the results say so, as the
+/// run's own did (a run on the host compared with its log was "cuda").
+#[test]
+fn the_device_lines_tell_the_host_and_the_emulated_gpu() {
+    let rows: [SynthRow; 1] = [(8, 2, "float", "sum", -1, 5.0, 0.0, 0.0)];
+    let text = synthetic(&rows, 2);
+    let device = |from: [&str; 2]| {
+        let t = text
+            .replace("[0x00]", &format!("[{}]", from[0]))
+            .replace("[0x01]", &format!("[{}]", from[1]));
+        read_log(&t, "x.log").unwrap()[0].meta.device.clone()
+    };
+    assert_eq!(device(["host", "host"]), "host");
+    assert_eq!(device(["emu:00:00", "emu:01:00"]), "cuda-emu");
+    assert_eq!(device(["0x00", "0x01"]), "cuda");
+    // A mix is not collbench's own: a GPU run.
+    assert_eq!(device(["host", "0x01"]), "cuda");
+}
+
 #[test]
 fn pkb_log_without_a_test_name_is_an_all_reduce() {
     let Some(t) = fixture("pkb_nccl_output.txt") else {

@@ -163,7 +163,7 @@ impl Spread {
             ordinal: dev.desc().ordinal,
         };
         let cards = procs
-            .all_gather_until(mine.encode().as_bytes(), &|| host.aborted())
+            .all_gather_until(mine.encode().as_bytes(), None, &|| host.aborted())
             .map_err(|e| match host.aborted() {
                 true => ExecError::Aborted,
                 false => setup(format!("exchanging GPU placement: {e}")),
@@ -253,7 +253,8 @@ impl Spread {
     /// ranks' programs differ and wait on connections no peer makes.
     /// Collective: every rank calls it at the same point; left when the
     /// run stops (`host` aborted), and after `timeout` (a hang: a rank that
-    /// never comes stopped between operations, where no watchdog sees it).
+    /// never comes stopped between operations, where no watchdog sees it;
+    /// `--timeout 0` waits for ever).
     pub(super) fn agree_min(
         &self,
         n: usize,
@@ -264,13 +265,11 @@ impl Spread {
         let start = Instant::now();
         let all = self
             .procs
-            .all_gather_until(&(n as u64).to_le_bytes(), &|| {
-                host.aborted() || start.elapsed() > timeout
-            })
+            .all_gather_until(&(n as u64).to_le_bytes(), Some(timeout), &|| host.aborted())
             .map_err(|e| {
                 if host.aborted() {
                     ExecError::Aborted
-                } else if start.elapsed() > timeout {
+                } else if start.elapsed() >= timeout {
                     ExecError::SetupTimeout {
                         rank: self.me,
                         what: format!("every rank's {what}: is every rank still running?"),
