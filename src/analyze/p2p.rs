@@ -68,15 +68,17 @@ fn elements(r: &Record) -> Option<i64> {
     Some(shape.iter().product())
 }
 
-/// Findings of the point-to-point operations ranks wait in.
-pub fn pending(dumps: &BTreeMap<usize, &RankDump>, missing: &BTreeSet<usize>) -> Vec<Candidate> {
-    let global = |dump: &RankDump, pg: &str, r: usize| -> usize {
-        dump.groups
-            .get(pg)
-            .and_then(|m| m.get(r).copied())
-            .unwrap_or(r)
-    };
-    let waiting: Vec<Waiting<'_>> = dumps
+/// The rank global to the run of rank `r` of `dump`'s group `pg`.
+fn global(dump: &RankDump, pg: &str, r: usize) -> usize {
+    dump.groups
+        .get(pg)
+        .and_then(|m| m.get(r).copied())
+        .unwrap_or(r)
+}
+
+/// Every point-to-point operation of `dumps` that did not complete.
+fn waiting_ops<'a>(dumps: &BTreeMap<usize, &'a RankDump>) -> Vec<Waiting<'a>> {
+    dumps
         .values()
         .flat_map(|d| {
             d.records
@@ -92,7 +94,32 @@ pub fn pending(dumps: &BTreeMap<usize, &RankDump>, missing: &BTreeSet<usize>) ->
                     })
                 })
         })
-        .collect();
+        .collect()
+}
+
+/// How many operations of `side` with `peer` in group `pg` rank `rank`
+/// posted (every one its dump holds).
+fn posted(
+    dumps: &BTreeMap<usize, &RankDump>,
+    rank: usize,
+    side: Side,
+    peer: usize,
+    pg: &str,
+) -> usize {
+    dumps.get(&rank).map_or(0, |d| {
+        d.records
+            .iter()
+            .filter(|r| r.is_p2p() && r.pg == pg)
+            .filter(|r| {
+                parse(&r.op).is_some_and(|(s, _, p)| s == side && global(d, &r.pg, p) == peer)
+            })
+            .count()
+    })
+}
+
+/// Findings of the point-to-point operations ranks wait in.
+pub fn pending(dumps: &BTreeMap<usize, &RankDump>, missing: &BTreeSet<usize>) -> Vec<Candidate> {
+    let waiting = waiting_ops(dumps);
     let mut out = Vec::new();
     let mut told: BTreeSet<(usize, usize, String)> = BTreeSet::new();
     for w in &waiting {
@@ -104,85 +131,82 @@ pub fn pending(dumps: &BTreeMap<usize, &RankDump>, missing: &BTreeSet<usize>) ->
         if told.contains(&pair) {
             continue;
         }
-        let p2p_seq = w.record.p2p_seq.unwrap_or(0);
         let other = waiting.iter().find(|o| {
             o.rank == w.peer
                 && o.peer == w.rank
                 && o.side == w.side.other()
                 && o.record.pg == w.record.pg
         });
-        let what = format!(
-            "rank {} waits in a {} {} rank {} (group {}, point-to-point seq {p2p_seq}, state {})",
-            w.rank,
-            w.side.name(),
-            if w.side == Side::Send { "to" } else { "from" },
-            w.peer,
-            w.record.pg,
-            super::model::state_name(w.record.state)
-        );
         // Operations between two ranks in a group pair up in order: the
         // peer posted fewer of the other side than this rank of its own,
         // so the one this rank waits in has no partner (counted only where
         // neither ring buffer dropped records).
-        let count = |rank: usize, side: Side, peer: usize| {
-            dumps.get(&rank).map_or(0, |d| {
-                d.records
-                    .iter()
-                    .filter(|r| r.is_p2p() && r.pg == w.record.pg)
-                    .filter(|r| {
-                        parse(&r.op)
-                            .is_some_and(|(s, _, p)| s == side && global(d, &r.pg, p) == peer)
-                    })
-                    .count()
-            })
-        };
+        let pg = &w.record.pg;
         let wrapped = [w.rank, w.peer]
             .iter()
             .any(|r| dumps.get(r).is_some_and(|d| d.wrapped));
-        let unmatched =
-            !wrapped && count(w.peer, w.side.other(), w.rank) < count(w.rank, w.side, w.peer);
-        match other {
-            None if unmatched => {
-                told.insert(pair);
-                out.push(Candidate::new(
-                    priority::NOT_JOINED,
-                    FindingKind::NotJoined,
-                    Some(w.record.pg.clone()),
-                    None,
-                    vec![w.peer],
-                    format!(
-                        "{what}; rank {} has no {} {} rank {} waiting: it never posted the other side.",
-                        w.peer,
-                        w.side.other().name(),
-                        if w.side == Side::Send { "from" } else { "to" },
-                        w.rank
-                    ),
-                ));
-            }
-            None => {}
-            Some(o) => {
-                let (a, b) = (elements(w.record), elements(o.record));
-                if let (Some(a), Some(b), true) = (a, b, a != b) {
-                    told.insert(pair);
-                    let mut ranks = vec![w.rank, w.peer];
-                    ranks.sort_unstable();
-                    out.push(Candidate::new(
-                        priority::SIZE_MISMATCH,
-                        FindingKind::SizeMismatch,
-                        Some(w.record.pg.clone()),
-                        None,
-                        ranks,
-                        format!(
-                            "{what} of {a} element(s); rank {} waits in the {} of {b} element(s): the sizes differ.",
-                            w.peer,
-                            o.side.name()
-                        ),
-                    ));
-                }
-            }
+        let unmatched = !wrapped
+            && posted(dumps, w.peer, w.side.other(), w.rank, pg)
+                < posted(dumps, w.rank, w.side, w.peer, pg);
+        if let Some(c) = judge(w, other, unmatched) {
+            told.insert(pair);
+            out.push(c);
         }
     }
     out
+}
+
+/// The finding of `w`, a rank waiting in a point-to-point operation, if
+/// any: the peer never posted the other side (`unmatched`), or it waits
+/// in the other side (`other`) with another size.
+fn judge(w: &Waiting, other: Option<&Waiting>, unmatched: bool) -> Option<Candidate> {
+    let what = format!(
+        "rank {} waits in a {} {} rank {} (group {}, point-to-point seq {}, state {})",
+        w.rank,
+        w.side.name(),
+        if w.side == Side::Send { "to" } else { "from" },
+        w.peer,
+        w.record.pg,
+        w.record.p2p_seq.unwrap_or(0),
+        super::model::state_name(w.record.state)
+    );
+    match other {
+        None if unmatched => Some(Candidate::new(
+            priority::NOT_JOINED,
+            FindingKind::NotJoined,
+            Some(w.record.pg.clone()),
+            None,
+            vec![w.peer],
+            format!(
+                "{what}; rank {} has no {} {} rank {} waiting: it never posted the other side.",
+                w.peer,
+                w.side.other().name(),
+                if w.side == Side::Send { "from" } else { "to" },
+                w.rank
+            ),
+        )),
+        None => None,
+        Some(o) => {
+            let (a, b) = (elements(w.record)?, elements(o.record)?);
+            if a == b {
+                return None;
+            }
+            let mut ranks = vec![w.rank, w.peer];
+            ranks.sort_unstable();
+            Some(Candidate::new(
+                priority::SIZE_MISMATCH,
+                FindingKind::SizeMismatch,
+                Some(w.record.pg.clone()),
+                None,
+                ranks,
+                format!(
+                    "{what} of {a} element(s); rank {} waits in the {} of {b} element(s): the sizes differ.",
+                    w.peer,
+                    o.side.name()
+                ),
+            ))
+        }
+    }
 }
 
 #[cfg(test)]

@@ -117,40 +117,9 @@ fn tune_from(a: &TuneArgs) -> anyhow::Result<i32> {
     let mut commands = Vec::new();
     let mut first: Option<(String, String)> = None;
     for p in &a.from {
-        let runs =
-            crate::report::json::read_any(p).with_context(|| format!("--from {}", p.display()))?;
-        if runs
-            .iter()
-            .flat_map(|r| &r.rows)
-            .any(|r| r.engine == crate::report::nccl_log::ENGINE)
-        {
-            bail!(
-                "--from {}: an nccl-tests log; tune fits collbench's own algorithms, from collbench results (the JSON or JSONL of a sweep)",
-                p.display()
-            );
-        }
-        let Some(r) = runs.into_iter().next() else {
-            bail!("--from {}: no results in it", p.display());
-        };
+        let r = read_from(p)?;
         let m = &r.meta;
-        if let Some(why) = &m.partial {
-            // Its finished rows are measurements all the same; said, since
-            // the sizes it never reached are fitted from fewer points.
-            say!(
-                "collbench: warning: --from {}: the run did not finish ({why}); fitting its {} finished row(s)",
-                p.display(),
-                r.rows.len()
-            );
-        }
-        // What ran it: the engine's device and the hardware under it.
-        let machine = if m.gpus.is_empty() {
-            m.devices.first().cloned().unwrap_or_default()
-        } else {
-            let mut names: Vec<&str> = m.gpus.iter().map(|g| g.name.as_str()).collect();
-            names.dedup();
-            names.join(", ")
-        };
-        let ran_on = (m.device.clone(), machine);
+        let ran_on = ran_on(m);
         match &first {
             Some(f) if *f != ran_on => bail!(
                 "--from {}: ran on {} ({}), and the files before it on {} ({}): one table fits one machine; tune each on its own",
@@ -182,17 +151,10 @@ fn tune_from(a: &TuneArgs) -> anyhow::Result<i32> {
             })
             .cloned()
             .collect();
-        // The same choice on the same ranks in several files: one entry,
-        // fitted on all of their sizes.
-        for (choice, ranks, pts) in points(&wanted, &dtype, protocol, 0, m.world_size) {
-            match groups
-                .iter_mut()
-                .find(|(c, n, _)| *c == choice && *n == ranks)
-            {
-                Some((_, _, all)) => all.extend(pts),
-                None => groups.push((choice, ranks, pts)),
-            }
-        }
+        merge(
+            &mut groups,
+            points(&wanted, &dtype, protocol, 0, m.world_size),
+        );
         if commands.is_empty() {
             tmeta = TuningMeta {
                 version: m.version.clone(),
@@ -212,6 +174,62 @@ fn tune_from(a: &TuneArgs) -> anyhow::Result<i32> {
         *pts = median_by_size(std::mem::take(pts));
     }
     write_table(a, Tuning::fit(tmeta, &groups))
+}
+
+/// The results of `tune --from`'s file `p`: collbench's own (its first
+/// run), a run that did not finish said.
+fn read_from(p: &std::path::Path) -> anyhow::Result<Results> {
+    let runs =
+        crate::report::json::read_any(p).with_context(|| format!("--from {}", p.display()))?;
+    if runs
+        .iter()
+        .flat_map(|r| &r.rows)
+        .any(|r| r.engine == crate::report::nccl_log::ENGINE)
+    {
+        bail!(
+            "--from {}: an nccl-tests log; tune fits collbench's own algorithms, from collbench results (the JSON or JSONL of a sweep)",
+            p.display()
+        );
+    }
+    let Some(r) = runs.into_iter().next() else {
+        bail!("--from {}: no results in it", p.display());
+    };
+    if let Some(why) = &r.meta.partial {
+        // Its finished rows are measurements all the same; said, since
+        // the sizes it never reached are fitted from fewer points.
+        say!(
+            "collbench: warning: --from {}: the run did not finish ({why}); fitting its {} finished row(s)",
+            p.display(),
+            r.rows.len()
+        );
+    }
+    Ok(r)
+}
+
+/// What ran a saved sweep: the engine's device, and the hardware under it.
+fn ran_on(m: &crate::report::Meta) -> (String, String) {
+    let machine = if m.gpus.is_empty() {
+        m.devices.first().cloned().unwrap_or_default()
+    } else {
+        let mut names: Vec<&str> = m.gpus.iter().map(|g| g.name.as_str()).collect();
+        names.dedup();
+        names.join(", ")
+    };
+    (m.device.clone(), machine)
+}
+
+/// Adds a file's points to `groups`: the same choice on the same ranks in
+/// several files is one entry, fitted on all of their sizes.
+fn merge(groups: &mut Vec<(Choice, usize, Vec<Point>)>, more: Vec<(Choice, usize, Vec<Point>)>) {
+    for (choice, ranks, pts) in more {
+        match groups
+            .iter_mut()
+            .find(|(c, n, _)| *c == choice && *n == ranks)
+        {
+            Some((_, _, all)) => all.extend(pts),
+            None => groups.push((choice, ranks, pts)),
+        }
+    }
 }
 
 /// One point per size: the median of the p50s measured at it (sizes run

@@ -398,22 +398,10 @@ impl Comms {
             .ok_or(NcclError::NoCommunicator(c.rank))? as Comm;
         let s = stream as Stream;
         let (send, recv) = (c.send as *const c_void, c.recv as *mut c_void);
-        let (n, root, block) = (c.nranks, c.root, c.counts.block);
-        // Element `off` of a view, and rank `k`'s block of one.
-        let el = |base: u64, off: usize| (base + (off * c.esize) as u64) as *mut c_void;
-        let at = |base: u64, k: usize| el(base, k * block);
+        let (dt, op, r, block) = (c.dtype, c.op, c.root as c_int, c.counts.block);
         // SAFETY (every call below): the views hold the counts the layout
         // gives this collective, on the communicator's device; NCCL reads
         // and writes nothing else.
-        let send_to = |buf: *const c_void, count: usize, peer: usize| {
-            let r = unsafe { (api.send)(buf, count, c.dtype, peer as c_int, comm, s) };
-            self.nccl.check("ncclSend", r)
-        };
-        let recv_from = |buf: *mut c_void, count: usize, peer: usize| {
-            let r = unsafe { (api.recv)(buf, count, c.dtype, peer as c_int, comm, s) };
-            self.nccl.check("ncclRecv", r)
-        };
-        let (dt, op, r) = (c.dtype, c.op, root as c_int);
         let called = match c.coll {
             Collective::AllReduce => unsafe {
                 (api.all_reduce)(send, recv, c.counts.recv, dt, op, comm, s)
@@ -428,78 +416,109 @@ impl Comms {
             Collective::ReduceScatter => unsafe {
                 (api.reduce_scatter)(send, recv, block, dt, op, comm, s)
             },
+            _ => return self.enqueue_grouped(c, comm, s),
+        };
+        self.nccl.check(c.coll.name(), called)
+    }
+
+    /// Enqueues `c`, a collective NCCL has no call of its own for, as the
+    /// point-to-point operations (or reduces) of one group.
+    fn enqueue_grouped(&self, c: &Call, comm: Comm, s: Stream) -> Result<(), NcclError> {
+        let api = &self.nccl.api;
+        let (send, recv) = (c.send as *const c_void, c.recv as *mut c_void);
+        let (n, root, block) = (c.nranks, c.root, c.counts.block);
+        // Element `off` of a view, and rank `k`'s block of one.
+        let el = |base: u64, off: usize| (base + (off * c.esize) as u64) as *mut c_void;
+        let at = |base: u64, k: usize| el(base, k * block);
+        // SAFETY (every call below): as in `enqueue`.
+        let send_to = |buf: *const c_void, count: usize, peer: usize| {
+            let r = unsafe { (api.send)(buf, count, c.dtype, peer as c_int, comm, s) };
+            self.nccl.check("ncclSend", r)
+        };
+        let recv_from = |buf: *mut c_void, count: usize, peer: usize| {
+            let r = unsafe { (api.recv)(buf, count, c.dtype, peer as c_int, comm, s) };
+            self.nccl.check("ncclRecv", r)
+        };
+        match c.coll {
             Collective::SendRecv => {
                 let k = c.counts.recv;
                 let (to, from) = crate::engine::types::send_recv_peers(c.rank, n, root);
-                return self.grouped(&mut || {
+                self.grouped(&mut || {
                     send_to(send, k, to)?;
                     recv_from(recv, k, from)
-                });
+                })
             }
-            Collective::AllToAll => {
-                return self.grouped(&mut || {
-                    (0..n).try_for_each(|q| {
-                        send_to(at(c.send, q), block, q)?;
-                        recv_from(at(c.recv, q), block, q)
-                    })
-                });
-            }
-            Collective::Gather => {
-                return self.grouped(&mut || {
-                    if c.rank == root {
-                        (0..n).try_for_each(|q| recv_from(at(c.recv, q), block, q))?;
-                    }
-                    send_to(send, block, root)
-                });
-            }
-            Collective::Scatter => {
-                return self.grouped(&mut || {
-                    if c.rank == root {
-                        (0..n).try_for_each(|q| send_to(at(c.send, q), block, q))?;
-                    }
-                    recv_from(recv, block, root)
-                });
-            }
+            Collective::AllToAll => self.grouped(&mut || {
+                (0..n).try_for_each(|q| {
+                    send_to(at(c.send, q), block, q)?;
+                    recv_from(at(c.recv, q), block, q)
+                })
+            }),
+            Collective::Gather => self.grouped(&mut || {
+                if c.rank == root {
+                    (0..n).try_for_each(|q| recv_from(at(c.recv, q), block, q))?;
+                }
+                send_to(send, block, root)
+            }),
+            Collective::Scatter => self.grouped(&mut || {
+                if c.rank == root {
+                    (0..n).try_for_each(|q| send_to(at(c.send, q), block, q))?;
+                }
+                recv_from(recv, block, root)
+            }),
             // The v forms as PyTorch builds them: point-to-point in one
             // group (all-to-all-v, all-gather-v), a reduce per block
             // (reduce-scatter-v).
             Collective::AllToAllV => {
                 let (out, inn) = (c.counts.sends(c.rank, n), c.counts.recvs(c.rank, n));
-                return self.grouped(&mut || {
+                self.grouped(&mut || {
                     (0..n).try_for_each(|q| {
                         send_to(el(c.send, out[q].0), out[q].1, q)?;
                         recv_from(el(c.recv, inn[q].0), inn[q].1, q)
                     })
-                });
+                })
             }
             Collective::AllGatherV => {
                 let blocks = c.counts.blocks(n);
                 let mine = blocks[c.rank];
                 // In place, this rank's block is where it belongs already.
                 let in_place = el(c.recv, mine.0) as u64 == c.send;
-                return self.grouped(&mut || {
+                self.grouped(&mut || {
                     (0..n)
                         .filter(|&q| !(in_place && q == c.rank))
                         .try_for_each(|q| {
                             send_to(send, mine.1, q)?;
                             recv_from(el(c.recv, blocks[q].0), blocks[q].1, q)
                         })
-                });
+                })
             }
             Collective::ReduceScatterV => {
                 let blocks = c.counts.blocks(n);
-                return self.grouped(&mut || {
+                self.grouped(&mut || {
                     blocks.iter().enumerate().try_for_each(|(q, &(off, len))| {
                         // SAFETY: as above; non-roots' receive pointer is unused.
                         let r = unsafe {
-                            (api.reduce)(el(c.send, off), recv, len, dt, op, q as c_int, comm, s)
+                            (api.reduce)(
+                                el(c.send, off),
+                                recv,
+                                len,
+                                c.dtype,
+                                c.op,
+                                q as c_int,
+                                comm,
+                                s,
+                            )
                         };
                         self.nccl.check("ncclReduce", r)
                     })
-                });
+                })
             }
-        };
-        self.nccl.check(c.coll.name(), called)
+            Collective::AllReduce
+            | Collective::Broadcast
+            | Collective::Reduce
+            | Collective::AllGather
+            | Collective::ReduceScatter => self.enqueue(c, s as u64),
+        }
     }
 
     /// Enqueues `calls` on `stream`: one as it is, several as one group
