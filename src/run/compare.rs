@@ -51,40 +51,8 @@ pub fn compare(a: &CompareArgs) -> i32 {
     }
     let _ = write!(out, "{}", c.render());
     drop(out);
-    // Rows of a run that did not finish: compared all the same, said.
-    let unfinished = |runs: &[Results]| runs.iter().find_map(|r| r.meta.partial.clone());
-    if let Some(p) = unfinished(&base) {
-        say!("collbench: warning: the baseline did not finish ({p}): its rows are compared as they are");
-    }
-    let cand_unfinished = unfinished(&cand);
-    if let Some(p) = &cand_unfinished {
-        say!("collbench: error: the candidate did not finish ({p}): a run that did not finish does not pass, whatever its rows");
-    }
-    let cand_failed = cand.iter().find_map(Results::log_failed);
-    if let Some(why) = &cand_failed {
-        say!("collbench: error: the candidate failed its own check ({why}): it does not pass, whatever its rows");
-    }
-    if let Some(why) = base.iter().find_map(Results::log_failed) {
-        say!("collbench: warning: the baseline failed its own check ({why}): its rows are compared as they are");
-    }
-    for d in &c.differences {
-        if c.by_world {
-            say!("collbench: warning: the files differ in {d}");
-        } else {
-            say!("collbench: warning: the runs differ in {d}; rows are compared all the same");
-        }
-    }
-    // A file of repeated runs holds thousands: the first few say enough.
-    const SHOWN: usize = 5;
-    for d in c.duplicates.iter().take(SHOWN) {
-        say!("collbench: warning: two rows with one key, the first one used: {d}");
-    }
-    if c.duplicates.len() > SHOWN {
-        say!(
-            "collbench: warning: {} more rows share a key with an earlier row (the first one used)",
-            c.duplicates.len() - SHOWN
-        );
-    }
+    let cand_fails = say_unfinished(&base, &cand);
+    say_warnings(&c);
     let missing = !c.missing.is_empty() && !a.allow_missing;
     if !c.missing.is_empty() {
         let first = &c.missing[0];
@@ -107,9 +75,52 @@ pub fn compare(a: &CompareArgs) -> i32 {
             a.baseline.display()
         );
     }
-    if c.regressions() > 0 || missing || cand_unfinished.is_some() || cand_failed.is_some() {
+    if c.regressions() > 0 || missing || cand_fails {
         CHECK_FAILED
     } else {
         OK
+    }
+}
+
+/// Says which side did not finish or failed its own check (a baseline's
+/// rows are compared as they are); whether the candidate fails for it.
+fn say_unfinished(base: &[Results], cand: &[Results]) -> bool {
+    let unfinished = |runs: &[Results]| runs.iter().find_map(|r| r.meta.partial.clone());
+    if let Some(p) = unfinished(base) {
+        say!("collbench: warning: the baseline did not finish ({p}): its rows are compared as they are");
+    }
+    let cand_unfinished = unfinished(cand);
+    if let Some(p) = &cand_unfinished {
+        say!("collbench: error: the candidate did not finish ({p}): a run that did not finish does not pass, whatever its rows");
+    }
+    let cand_failed = cand.iter().find_map(Results::log_failed);
+    if let Some(why) = &cand_failed {
+        say!("collbench: error: the candidate failed its own check ({why}): it does not pass, whatever its rows");
+    }
+    if let Some(why) = base.iter().find_map(Results::log_failed) {
+        say!("collbench: warning: the baseline failed its own check ({why}): its rows are compared as they are");
+    }
+    cand_unfinished.is_some() || cand_failed.is_some()
+}
+
+/// The comparison's warnings: how the runs differ, rows sharing a key.
+fn say_warnings(c: &crate::report::compare::Comparison) {
+    for d in &c.differences {
+        if c.by_world {
+            say!("collbench: warning: the files differ in {d}");
+        } else {
+            say!("collbench: warning: the runs differ in {d}; rows are compared all the same");
+        }
+    }
+    // A file of repeated runs holds thousands: the first few say enough.
+    const SHOWN: usize = 5;
+    for d in c.duplicates.iter().take(SHOWN) {
+        say!("collbench: warning: two rows with one key, the first one used: {d}");
+    }
+    if c.duplicates.len() > SHOWN {
+        say!(
+            "collbench: warning: {} more rows share a key with an earlier row (the first one used)",
+            c.duplicates.len() - SHOWN
+        );
     }
 }
