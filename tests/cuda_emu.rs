@@ -1482,6 +1482,46 @@ fn groups_are_bit_exact_on_the_emulated_device() {
         .any(|g| g["engine"] == "nccl-standin" && g["algo"] == "nccl"));
 }
 
+/// A group whose last member does not reduce (its inputs come from a sum's
+/// tables) after members that reduce with max, min or prod: each member's
+/// inputs come from its own operator's tables. One device region held the
+/// tables of every member, so the last one's filled them all and the
+/// reductions were wrong (the host engine was right).
+#[test]
+fn each_group_member_fills_from_its_own_operators_tables() {
+    if !have_compiler("each_group_member_fills_from_its_own_operators_tables") {
+        return;
+    }
+    for (mix, members) in [
+        ("all-reduce,send-recv", 2),
+        ("all-reduce,reduce,all-gather", 3),
+    ] {
+        for engine in ["builtin", "nccl"] {
+            let what = format!("{mix} ({engine})");
+            let (code, v, err) = run(&[
+                "all-reduce",
+                "--group",
+                &members.to_string(),
+                "--group-mix",
+                mix,
+                "--ranks",
+                "2",
+                "--sizes",
+                "8B:1K:x128",
+                "--op",
+                "max,min,prod",
+                "--dtype",
+                "float,int32",
+                "--engine",
+                engine,
+            ]);
+            assert_eq!(code, 0, "{what}: {err}");
+            assert_clean(&v, &what);
+            assert_eq!(rows(&v).len(), 2 * 3 * 2 * 2 * (members + 1), "{what}");
+        }
+    }
+}
+
 /// A graph of more iterations than the flight recorder holds: a snapshot
 /// taken while it runs shows the operation running as started and at most
 /// half the recorder queued behind it (the records of the rest are made as

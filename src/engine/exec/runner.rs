@@ -42,7 +42,9 @@ pub enum Data<'a> {
 /// What a device rank does to its buffers for the checks (`kernels/data.cu`).
 /// `gen` and `expect` are the bytes of the kernels' `CbGen` and `CbExpect`.
 pub trait DeviceData {
-    /// Uploads the input tables; returns their device address for `CbGen::words`.
+    /// Uploads an operation's input tables; returns their device address
+    /// for `CbGen::words`. Each call's tables (a group's members') stay
+    /// until the next operation is loaded.
     fn upload_words(&mut self, words: &[u64]) -> Result<u64, ExecError>;
     fn poison(&mut self, at: At, count: usize) -> Result<(), ExecError>;
     fn fill(&mut self, gen: &[u8], rank: u32, at: At, count: usize) -> Result<(), ExecError>;

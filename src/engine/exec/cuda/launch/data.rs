@@ -9,12 +9,21 @@ use crate::engine::exec::runner::{At, DeviceData};
 use crate::engine::exec::world::ExecError;
 
 impl DeviceData for CudaRank {
+    /// Each member of a group has tables of its own (its operator's): one
+    /// region each, kept until the next operation is loaded. (One region
+    /// for all had the last member's tables fill every member's input.)
     fn upload_words(&mut self, words: &[u64]) -> Result<u64, ExecError> {
-        self.words = self.region(self.words, words.len() * 8)?;
+        let i = self.words_used;
+        if i == self.words.len() {
+            self.words.push((0, 0));
+        }
+        self.words[i] = self.region(self.words[i], words.len() * 8)?;
+        let at = self.words[i].0;
         self.dev
-            .upload(self.stream, self.words.0, as_bytes(words))
+            .upload(self.stream, at, as_bytes(words))
             .map_err(dev_err)?;
-        Ok(self.words.0)
+        self.words_used += 1;
+        Ok(at)
     }
 
     fn poison(&mut self, at: At, count: usize) -> Result<(), ExecError> {

@@ -88,8 +88,11 @@ pub struct CudaRank {
     pub(super) observer: Arc<dyn Observer>,
     /// 256 bytes for verdict counters.
     pub(super) small: DevPtr,
-    /// Grow-only device regions (address, capacity) for input tables and programs.
-    pub(super) words: (DevPtr, usize),
+    /// Grow-only device regions (address, capacity) for the input tables
+    /// of the loaded operation's members, one each (`words_used` of them
+    /// taken since it was loaded), and for programs.
+    pub(super) words: Vec<(DevPtr, usize)>,
+    pub(super) words_used: usize,
     /// Grow-only device region for NCCL's copy of an in-place input.
     pub(super) stage: (DevPtr, usize),
     pub(super) tables: (DevPtr, usize),
@@ -256,10 +259,12 @@ impl RankRunner for CudaRank {
     }
 
     fn load(&mut self, op: &OpDesc, program: &Program) -> Result<(), ExecError> {
+        self.words_used = 0;
         self.load_kernel(op, program)
     }
 
     fn load_library(&mut self, ops: &[OpDesc], engine: Engine) -> Result<(), ExecError> {
+        self.words_used = 0;
         let Some(op) = ops.first() else {
             return Err(ExecError::Setup("no library operation to load".into()));
         };
