@@ -366,9 +366,34 @@ pub fn is_special(path: &Path) -> bool {
 pub fn open_in_place(path: &Path) -> Option<std::io::Result<std::fs::File>> {
     match out_target(path) {
         OutTarget::Fd(fd) => Some(dup_fd(fd)),
-        OutTarget::Special(p) => Some(std::fs::OpenOptions::new().write(true).open(p)),
+        OutTarget::Special(p) => Some(open_special(&p)),
         OutTarget::File(_) => None,
     }
+}
+
+/// A device or FIFO opened for writing without waiting: a FIFO whose
+/// reader went away since the outputs were checked would block the open
+/// for ever, past the watchdog and every timeout (the rows are written
+/// where nothing can interrupt it). Writes then wait as usual.
+fn open_special(p: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(p)
+        .map_err(|e| match e.raw_os_error() {
+            Some(libc::ENXIO) => std::io::Error::other("a FIFO no process reads (any more)"),
+            _ => e,
+        })?;
+    // SAFETY: F_GETFL/F_SETFL on the descriptor this File owns.
+    unsafe {
+        let flags = libc::fcntl(f.as_raw_fd(), libc::F_GETFL);
+        if flags < 0 || libc::fcntl(f.as_raw_fd(), libc::F_SETFL, flags & !libc::O_NONBLOCK) < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(f)
 }
 
 /// A `File` on a duplicate of this process's descriptor `fd`, or the error

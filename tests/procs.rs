@@ -235,6 +235,72 @@ fn a_peer_that_never_sends_its_connection_memory_is_a_hang() {
     assert_eq!(v["findings"][0]["seq"], 4, "{v}");
 }
 
+/// Rank 0 fails while the others run (its CSV's reader goes away: a
+/// write error, exit 2): the parent tells the other ranks at once, as for
+/// a rank that died, and the run ends with rank 0's error (2), not when
+/// their timeout (30 s) finds a hang (3).
+#[test]
+fn a_rank_that_fails_mid_run_stops_the_others_at_once() {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let csv = dir.path().join("rows.csv");
+    let c = std::ffi::CString::new(csv.to_str().unwrap()).unwrap();
+    // SAFETY: a path string of our own.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    // A reader from the start (the outputs are checked), gone at the first rows.
+    let mut reader = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(&csv)
+        .unwrap();
+    let bin = assert_cmd::cargo::cargo_bin("collbench");
+    let t = Instant::now();
+    let mut child = Command::new(bin)
+        .args(["all-reduce", "--procs", "2", "--device", "host"])
+        .args([
+            "--sizes",
+            "1K:64M",
+            "--iters",
+            "20",
+            "--timeout",
+            "30s",
+            "-q",
+        ])
+        .arg("--csv")
+        .arg(&csv)
+        .arg("--dump-dir")
+        .arg(dir.path().join("dumps"))
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut got = [0u8; 4096];
+    while !matches!(reader.read(&mut got), Ok(n) if n > 0) {
+        assert!(t.elapsed() < Duration::from_secs(60), "no row came");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    drop(reader);
+    let status = wait_within(&mut child, Duration::from_secs(60));
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert_eq!(status.code(), Some(2), "{err}");
+    assert!(
+        t.elapsed() < Duration::from_secs(20),
+        "{:?}: {err}",
+        t.elapsed()
+    );
+    assert!(err.contains("error: writing results:"), "{err}");
+    assert!(
+        err.contains("rank 0's process died (exited with code 2 after the error above)"),
+        "{err}"
+    );
+}
+
 #[test]
 fn processes_share_a_gpu_only_when_allowed() {
     let env = [("COLLBENCH_EMU_GPUS", "2")];
@@ -793,10 +859,11 @@ fn wait_within(child: &mut std::process::Child, limit: Duration) -> std::process
 }
 
 /// A 2-process all-reduce on `device` whose rank 1 sits 60 s in its second
-/// row (no timeout, `-T 0`), sent `sig` there once the first row is out:
-/// the parent (its stderr in `err`), when rank 1 got it, and its pid.
+/// row (`-T timeout`: 0 for none), sent `sig` there once the first row is
+/// out: the parent (its stderr in `err`), when rank 1 got it, and its pid.
 fn signal_rank_1_mid_run(
     device: &str,
+    timeout: &str,
     dumps: &std::path::Path,
     f: &std::path::Path,
     err: &std::path::Path,
@@ -805,7 +872,7 @@ fn signal_rank_1_mid_run(
 ) -> (std::process::Child, Instant, i32) {
     let mut cmd = Command::new(assert_cmd::cargo::cargo_bin("collbench"));
     cmd.args(["all-reduce", "--procs", "2", "--device", device])
-        .args(["--sizes", "8B:64", "-n", "2", "-w", "0", "-T", "0"])
+        .args(["--sizes", "8B:64", "-n", "2", "-w", "0", "-T", timeout])
         .args(["--inject", "delay:rank=1,seq=5,ms=60000", "--dump-dir"])
         .arg(dumps)
         .arg("--json")
@@ -839,7 +906,7 @@ fn a_dead_rank_process_stops_its_peers_at_once() {
     let dumps = dir.path().join("dumps-dead");
     let err = dir.path().join("err.txt");
     let (mut parent, t, rank1) =
-        signal_rank_1_mid_run("host", &dumps, &f, &err, &[], libc::SIGKILL);
+        signal_rank_1_mid_run("host", "0", &dumps, &f, &err, &[], libc::SIGKILL);
     let status = wait_within(&mut parent, Duration::from_secs(20));
     assert_eq!(status.code(), Some(3), "{status:?}");
     assert!(t.elapsed() < Duration::from_secs(15), "{:?}", t.elapsed());
@@ -916,7 +983,7 @@ fn a_dead_rank_process_on_the_emulated_gpu_leaves_no_wait_at_close() {
     let dumps = dir.path().join("dumps-emu-killed");
     let err = dir.path().join("err.txt");
     let (mut parent, t, _) =
-        signal_rank_1_mid_run("cuda-emu", &dumps, &f, &err, &[WARN], libc::SIGKILL);
+        signal_rank_1_mid_run("cuda-emu", "0", &dumps, &f, &err, &[WARN], libc::SIGKILL);
     let status = wait_within(&mut parent, Duration::from_secs(40));
     let said = std::fs::read_to_string(&err).unwrap();
     assert_eq!(status.code(), Some(3), "{status:?}: {said}");
@@ -946,7 +1013,7 @@ fn a_rank_that_cannot_stop_is_killed_after_the_signals_grace() {
     let dumps = dir.path().join("dumps-frozen");
     let err = dir.path().join("err.txt");
     let (mut parent, _, rank1) =
-        signal_rank_1_mid_run("host", &dumps, &f, &err, &[], libc::SIGSTOP);
+        signal_rank_1_mid_run("host", "0", &dumps, &f, &err, &[], libc::SIGSTOP);
     let t = Instant::now();
     // SAFETY: signalling our own child, not yet waited for.
     unsafe { libc::kill(parent.id() as i32, libc::SIGTERM) };
@@ -964,4 +1031,70 @@ fn a_rank_that_cannot_stop_is_killed_after_the_signals_grace() {
         )),
         "{said}"
     );
+}
+
+/// A rank stopped (SIGSTOP) mid-run: its peer times out on it, dumps and
+/// exits 3; the stopped rank cannot, and the parent waited on it for ever.
+/// It is killed once the run has been ending 20 s, and its death is said.
+#[test]
+fn a_stopped_rank_is_killed_once_its_peer_found_the_hang() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("r.json");
+    let dumps = dir.path().join("dumps-stopped");
+    let err = dir.path().join("err.txt");
+    let (mut parent, t, rank1) =
+        signal_rank_1_mid_run("host", "2s", &dumps, &f, &err, &[], libc::SIGSTOP);
+    // Rank 0: 2 s to time out, up to 12 s for the stopped rank's dump,
+    // then the parent's 20 s.
+    let status = wait_within(&mut parent, Duration::from_secs(90));
+    let said = std::fs::read_to_string(&err).unwrap();
+    assert_eq!(status.code(), Some(3), "{status:?}: {said}");
+    let took = t.elapsed();
+    assert!(
+        took > Duration::from_secs(20) && took < Duration::from_secs(60),
+        "{took:?}: {said}"
+    );
+    assert!(said.contains("hang detected"), "{said}");
+    assert!(
+        said.contains(&format!(
+            "rank 1's process (pid {rank1}) died: killed by signal 9 (SIGKILL)"
+        )),
+        "{said}"
+    );
+}
+
+/// SIGUSR1 to the `--procs` parent reaches every rank: each writes a
+/// snapshot of its flight recorder, and the run goes on (it did nothing).
+#[test]
+fn a_snapshot_asked_of_the_parent_is_written_by_every_rank() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("r.json");
+    let dumps = dir.path().join("dumps-usr1");
+    let err = dir.path().join("err.txt");
+    // Signal 0 reaches no one: rank 1 just sits in its delay.
+    let (mut parent, _, _) = signal_rank_1_mid_run("host", "0", &dumps, &f, &err, &[], 0);
+    // SAFETY: signalling our own child, not yet waited for.
+    unsafe { libc::kill(parent.id() as i32, libc::SIGUSR1) };
+    let t = Instant::now();
+    let snapshots = || {
+        std::fs::read_dir(&dumps).map_or(0, |d| {
+            d.flatten()
+                .filter(|e| {
+                    let n = e.file_name().to_string_lossy().into_owned();
+                    n.ends_with("-request1.json") && !n.starts_with('.')
+                })
+                .count()
+        })
+    };
+    while snapshots() < 2 && t.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let running = parent.try_wait().unwrap().is_none();
+    // SAFETY: as above.
+    unsafe { libc::kill(parent.id() as i32, libc::SIGTERM) };
+    let status = wait_within(&mut parent, Duration::from_secs(60));
+    let said = std::fs::read_to_string(&err).unwrap();
+    assert_eq!(snapshots(), 2, "{said}");
+    assert!(running, "the run went on after the snapshot: {said}");
+    assert_eq!(status.code(), Some(130), "{said}");
 }

@@ -288,9 +288,12 @@ impl Ending<'_> {
         let (setup, dir) = (self.setup, &self.setup.dump_dir);
         if let Some(t) = &setup.abort_trigger {
             let tmp = t.with_extension(format!("tmp{}", std::process::id()));
-            let _ = std::fs::create_dir_all(dir)
+            let told = std::fs::create_dir_all(dir)
                 .and_then(|_| std::fs::write(&tmp, why.reason))
                 .and_then(|_| std::fs::rename(&tmp, t));
+            if told.is_err() {
+                let _ = std::fs::remove_file(&tmp);
+            }
         }
         let written = write_dumps(dir, self.recs, &setup.run_info, why, None);
         if setup.abort_trigger.is_none() {

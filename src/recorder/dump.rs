@@ -111,13 +111,18 @@ pub fn write_all(
             let path = dir.join(&name);
             let bytes = serde_json::to_vec_pretty(&snapshot_of(r, info, why))?;
             let tmp = dir.join(format!(".{name}.tmp{}", std::process::id()));
-            let mut f = std::fs::File::create(&tmp)?;
-            f.write_all(&bytes)?;
-            if durable {
-                f.sync_all()?;
+            let written = std::fs::File::create(&tmp).and_then(|mut f| {
+                f.write_all(&bytes)?;
+                if durable {
+                    f.sync_all()?;
+                }
+                std::fs::rename(&tmp, &path)
+            });
+            if written.is_err() {
+                // A full or read-only folder keeps no half dump.
+                let _ = std::fs::remove_file(&tmp);
             }
-            std::fs::rename(&tmp, &path)?;
-            Ok(path)
+            written.map(|()| path)
         })
         .collect()
 }
@@ -128,6 +133,26 @@ mod tests {
     use super::super::OpInfo;
     use super::*;
     use std::sync::Arc;
+
+    /// A dump that cannot be put in place (here its name is a folder; a
+    /// full or read-only disk alike) fails, leaving no temporary file.
+    #[test]
+    fn a_dump_that_cannot_be_written_leaves_nothing_behind() {
+        let dir = tempfile::tempdir().unwrap();
+        let recs = vec![Arc::new(RankRecorder::new(0, 8))];
+        let info = RunInfo {
+            world_size: 1,
+            ..RunInfo::default()
+        };
+        let taken = dir.path().join(file_name(&info.run_id, 0, None));
+        std::fs::create_dir_all(taken.join("inside")).unwrap();
+        assert!(write_all(dir.path(), &recs, &info, Why::new("timeout"), None).is_err());
+        let left: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(left, [taken.file_name().unwrap().to_string_lossy()]);
+    }
 
     #[test]
     fn dumps_are_complete_and_read_back() {

@@ -36,6 +36,12 @@ extern "C" fn on_signal(sig: libc::c_int) {
     }
 }
 
+/// Whether SIGUSR1 came since the last call (a process without a watchdog,
+/// the `--procs` parent, passes it on).
+pub fn take_snapshot_request() -> bool {
+    USR1.swap(false, Ordering::SeqCst)
+}
+
 /// Routes SIGUSR1, SIGINT, SIGTERM and SIGHUP to the watchdog (idempotent). Call it
 /// as early as a command that runs a sweep can, so that a signal is never
 /// met by the default action (death without results). SIGPIPE is ignored:

@@ -326,11 +326,14 @@ pub(super) fn launch_procs(
             bail!(crate::engine::exec::cuda::launch::ll128_refused(true, n));
         }
     }
-    Ok(crate::launch::procs::launch(
-        n,
-        &watchdog::stop_signal_number,
-        &|rank, pid, how| say!("collbench: --procs: rank {rank}'s process (pid {pid}) died: {how}"),
-    )?)
+    let hooks = crate::launch::procs::Hooks {
+        signalled: &watchdog::stop_signal_number,
+        snapshot: &watchdog::take_snapshot_request,
+        on_death: &|rank, pid, how| {
+            say!("collbench: --procs: rank {rank}'s process (pid {pid}) died: {how}")
+        },
+    };
+    Ok(crate::launch::procs::launch(n, &hooks)?)
 }
 
 /// The sweep of `coll` (None: every collective), or the links probe's.

@@ -62,16 +62,30 @@ pub(super) fn signal_name(sig: i32) -> Option<&'static str> {
     })
 }
 
+/// What the parent hears of its own process and says of its ranks'.
+pub struct Hooks<'a> {
+    /// The stop signal the launcher got (SIGINT, SIGTERM), if any; the
+    /// ranks get the same.
+    pub signalled: &'a dyn Fn() -> Option<i32>,
+    /// Whether SIGUSR1 came since the last call: the ranks get it (each
+    /// writes a snapshot of its flight recorder).
+    pub snapshot: &'a dyn Fn() -> bool,
+    /// `(rank, pid, how)`: a rank's process died (see [`died`]) while the
+    /// world ran; the other ranks are told.
+    pub on_death: &'a dyn Fn(usize, u32, &str),
+}
+
+/// What the other ranks are told of a rank that exited with an error (exit
+/// 2) while they ran: they stop at once, as for a rank that died, rather
+/// than wait for it until their timeout.
+const FAILED: &str = "exited with code 2 after the error above";
+
 /// Starts `n` rank processes running this program with the same arguments,
-/// serves them until they all exit, and returns the run's exit code.
-/// `signalled`: the stop signal the launcher got (SIGINT, SIGTERM), if any;
-/// the ranks get the same. `on_death(rank, pid, how)`: a rank's process
-/// died (see [`died`]) while the world ran; the other ranks are told.
-pub fn launch(
-    n: usize,
-    signalled: &dyn Fn() -> Option<i32>,
-    on_death: &dyn Fn(usize, u32, &str),
-) -> Result<i32, MpiError> {
+/// serves them until they all exit, and returns the run's exit code: the
+/// worst of theirs (see [`worst`]), but that of a rank that failed with an
+/// error while the others ran, for whose ending it stands.
+pub fn launch(n: usize, hooks: &Hooks) -> Result<i32, MpiError> {
+    let signalled = hooks.signalled;
     let exe = std::env::current_exe()
         .map_err(|e| MpiError(format!("--procs: this program's path: {e}")))?;
     // The ranks are started under the name this program was run by: run
@@ -115,7 +129,7 @@ pub fn launch(
             drop(listener);
             drop(cleanup);
             stop_all(&mut children, libc::SIGTERM);
-            let codes = wait_all(&mut children, signalled, &|_, _| {});
+            let codes = wait_all(&mut children, signalled, &|| false, &|_, _| {});
             tracing::info!(?codes, "--procs: the world did not form");
             return Err(MpiError(format!("--procs: {e}")));
         }
@@ -130,11 +144,16 @@ pub fn launch(
         .name("procs-hub".into())
         .spawn(move || serve(streams, tx, rx));
     let pids: Vec<u32> = children.iter().map(Child::id).collect();
-    let codes = wait_all(&mut children, signalled, &|rank, status| {
+    let failed: std::cell::Cell<Option<usize>> = std::cell::Cell::new(None);
+    let codes = wait_all(&mut children, signalled, hooks.snapshot, &|rank, status| {
         if let Some(how) = died(status) {
             tracing::info!(rank, %how, "--procs: a rank process died");
-            on_death(rank, pids.get(rank).copied().unwrap_or(0), &how);
+            (hooks.on_death)(rank, pids.get(rank).copied().unwrap_or(0), &how);
             let _ = deaths.send(Event::Died(rank, how));
+        } else if status.code() == Some(2) && failed.get().is_none() {
+            tracing::info!(rank, "--procs: a rank process failed; the others are told");
+            failed.set(Some(rank));
+            let _ = deaths.send(Event::Died(rank, FAILED.into()));
         }
     });
     // The hub ends when every rank is gone and nothing more can come.
@@ -143,7 +162,12 @@ pub fn launch(
         let _ = h.join();
     }
     tracing::info!(?codes, "--procs: every rank exited");
-    Ok(worst(&codes))
+    // The others stopped because it failed (a hang, 3, said so): its error
+    // speaks for the run, unless a signal stopped it.
+    match failed.get() {
+        Some(_) if !codes.contains(&130) => Ok(2),
+        _ => Ok(worst(&codes)),
+    }
 }
 
 /// Removes the socket file when the launch ends, however it ends.
@@ -216,20 +240,27 @@ pub(super) fn accept_all(
     Ok(streams.into_iter().flatten().collect())
 }
 
-/// Waits for every child, passing a stop signal on once; their exit codes.
-/// `ended(rank, status)` hears of each as it ends.
-/// How long ranks have to stop after a stop signal before the parent kills
+/// How long ranks have to stop after a stop signal, or after another rank
+/// ended the run (it failed, or it found a hang), before the parent kills
 /// them: longer than a rank's own wind-down (the watchdog's 10 s of grace,
 /// then its dumps).
 const SIGNAL_GRACE: Duration = Duration::from_secs(20);
 
+/// Waits for every child, passing a stop signal and SIGUSR1 (`snapshot`)
+/// on; their exit codes. `ended(rank, status)` hears of each as it ends.
+/// Once a stop signal came or a rank ended other than well, the ranks
+/// still running get [`SIGNAL_GRACE`] to end; then they are killed (one
+/// stopped, or stuck in a driver call, held the run for ever).
 pub(super) fn wait_all(
     children: &mut [Child],
     signalled: &dyn Fn() -> Option<i32>,
+    snapshot: &dyn Fn() -> bool,
     ended: &dyn Fn(usize, &std::process::ExitStatus),
 ) -> Vec<i32> {
     let mut codes: Vec<Option<i32>> = vec![None; children.len()];
-    let mut forwarded: Option<Instant> = None;
+    let mut forwarded = false;
+    // Since when the run is ending: a stop signal, or a rank's bad end.
+    let mut ending: Option<(Instant, &str)> = None;
     let mut killed = false;
     while codes.iter().any(Option::is_none) {
         for (i, c) in children.iter_mut().enumerate() {
@@ -239,22 +270,28 @@ pub(super) fn wait_all(
             match c.try_wait() {
                 Ok(Some(s)) => {
                     use std::os::unix::process::ExitStatusExt;
-                    codes[i] = Some(s.code().unwrap_or_else(|| 128 + s.signal().unwrap_or(0)));
+                    let code = s.code().unwrap_or_else(|| 128 + s.signal().unwrap_or(0));
+                    codes[i] = Some(code);
+                    if code != 0 && ending.is_none() {
+                        ending = Some((Instant::now(), "another rank ended the run"));
+                    }
                     ended(i, &s);
                 }
                 Ok(None) => {}
                 Err(_) => codes[i] = Some(1),
             }
         }
-        if let (None, Some(sig)) = (forwarded, signalled()) {
+        if let (false, Some(sig)) = (forwarded, signalled()) {
             // A terminal's Ctrl-C reached the ranks already; a signal sent to
             // the parent alone (a job manager's) reaches them now, the same.
-            forwarded = Some(Instant::now());
+            forwarded = true;
+            ending = Some((Instant::now(), "the stop signal"));
             stop_all(children, sig);
         }
-        // A rank that outlives the signal by more than its own wind-down
-        // (stuck in a driver call, or stopped) is killed: the run ends.
-        if let (Some(at), false) = (forwarded, killed) {
+        if snapshot() {
+            stop_all(children, libc::SIGUSR1);
+        }
+        if let (Some((at, why)), false) = (ending, killed) {
             if at.elapsed() > SIGNAL_GRACE {
                 killed = true;
                 let left: Vec<usize> = (0..children.len())
@@ -264,7 +301,8 @@ pub(super) fn wait_all(
                 tracing::warn!(
                     ranks = ?left,
                     grace_s = SIGNAL_GRACE.as_secs(),
-                    "--procs: rank(s) still running after the stop signal: killed"
+                    "--procs: rank(s) still running {} s after {why}: killed",
+                    SIGNAL_GRACE.as_secs()
                 );
                 for &i in &left {
                     let _ = children[i].kill();
