@@ -1800,3 +1800,39 @@ fn a_failed_output_keeps_the_others_and_says_the_run_failed() {
         );
     }
 }
+
+/// `--channels` past what an algorithm can run (the tree all-reduce runs
+/// four blocks a channel, 128 at most) is refused before anything runs,
+/// naming the most that fits, with no results file made; it failed at the
+/// first tree case, half the sweep done ("132 channels; at most 128").
+#[test]
+fn channels_past_an_algorithms_blocks_are_refused_before_the_sweep() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let out = collbench()
+        .args(["all", "--ranks", "2", "--sizes", "8B:1K", "--algo", "all"])
+        .args(["--channels", "33", "-q", "--json"])
+        .arg(&json)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(
+            "--channels 33: all-reduce by tree runs 4 blocks a channel, 132 in all, past the 128 a rank's program may have: give --channels 32 or fewer"
+        ),
+        "{err}"
+    );
+    assert!(!json.exists());
+    let out = collbench()
+        .args(["all", "--ranks", "2", "--sizes", "8B:1K", "--algo", "all"])
+        .args(["--channels", "32", "-q"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

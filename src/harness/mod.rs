@@ -148,6 +148,7 @@ pub fn prepare(plan: &Plan, setup: &Setup, mpi: Option<&Peers>) -> Result<Prepar
     if setup.gpu.is_none() {
         check_memory(plan, &cases)?;
     }
+    check_channels(plan, &cases)?;
     if plan.algos == AlgoChoice::Auto {
         for c in cases.iter().filter(|c| c.engine == Engine::Builtin) {
             let model = plan.model_pick(c.coll, c.bytes).map(|p| {
@@ -195,6 +196,47 @@ pub fn prepare(plan: &Plan, setup: &Setup, mpi: Option<&Peers>) -> Result<Prepar
         ));
     }
     Ok(Prepared { cases, notes })
+}
+
+/// `--channels N` where an algorithm runs several blocks a channel (the
+/// tree all-reduce: two trees, each up and down) past the most a rank's
+/// program may have: refused before anything runs, naming the most that
+/// fits. It failed at the first such case, the sweep half done.
+fn check_channels(plan: &Plan, cases: &[Case]) -> Result<(), HarnessError> {
+    use crate::engine::exec::host::MAX_CHANNELS;
+    let asked = plan.channels;
+    if asked == 0 {
+        return Ok(());
+    }
+    let mut seen = Vec::new();
+    for c in cases.iter().filter(|c| c.engine == Engine::Builtin) {
+        if seen.contains(&(c.coll, c.algo, c.group)) {
+            continue;
+        }
+        seen.push((c.coll, c.algo, c.group));
+        let members = plan.members(c);
+        let pl = crate::engine::types::Placement::OutOfPlace;
+        // A program that does not generate fails where it runs, as before.
+        let Ok((p, _, _)) = rank::program_with(c, &members, plan.ranks, 0, pl, asked, 1 << 16)
+        else {
+            continue;
+        };
+        let blocks = p.channels.len();
+        if blocks > MAX_CHANNELS {
+            let per = blocks.div_ceil(asked);
+            let what = if c.group > 0 {
+                "a group of the sweep".to_string()
+            } else {
+                format!("{} by {}", c.coll.name(), c.algo.name())
+            };
+            return Err(HarnessError::Refused(format!(
+                "--channels {asked}: {what} runs {per} blocks a channel, {blocks} in all, past the {MAX_CHANNELS} a rank's program may have: give --channels {} or fewer, or leave {} out (--algo)",
+                (MAX_CHANNELS / per).max(1),
+                c.algo.name()
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// A note for each collective of a group (`--group-mix`) that lacks an

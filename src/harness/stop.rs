@@ -34,6 +34,9 @@ pub enum HarnessError {
     },
     #[error("nothing to run: {0}")]
     Empty(String),
+    /// Settings the sweep cannot run with, found before anything runs.
+    #[error("{0}")]
+    Refused(String),
     #[error(transparent)]
     Launch(#[from] crate::launch::LaunchError),
     #[error("{detail}{}", dumps_note(.dumps))]

@@ -96,44 +96,19 @@ impl RankJob<'_> {
         let rank = self.rank();
         let chunk = self.runner.chunk_elems(case.dtype);
         let nranks = self.plan.ranks;
-        let spec_of = |m: &Case, channels: usize| m.spec(nranks, rank, pl, channels, chunk);
         let setup = |e: crate::engine::algo::AlgoError| ExecError::Setup(e.to_string());
-        let generate_all = |channels: usize| -> Result<Vec<Program>, ExecError> {
-            members
-                .iter()
-                .map(|m| generate(&spec_of(m, channels)).map_err(setup))
-                .collect()
-        };
         let mut channels = self.plan.channels;
-        let programs = if channels == 0 {
+        if channels == 0 {
             let budget = self.runner.auto_blocks(case.dtype, case.op)?.max(1);
-            let ps = generate_all(budget)?;
-            let per = ps
-                .iter()
-                .map(|p| p.channels.len().div_ceil(budget))
-                .max()
-                .unwrap_or(1)
-                .max(1);
-            if per > 1 {
-                channels = (budget / per).max(1);
-                generate_all(channels)?
-            } else {
-                channels = budget;
-                ps
+            // Blocks a channel: the most any member runs.
+            let mut per = 1;
+            for m in members {
+                let p = generate(&m.spec(nranks, rank, pl, budget, chunk)).map_err(setup)?;
+                per = per.max(p.channels.len().div_ceil(budget));
             }
-        } else {
-            generate_all(channels)?
-        };
-        if case.group == 0 {
-            let p = programs
-                .into_iter()
-                .next()
-                .ok_or_else(|| ExecError::Setup("no program for the case".into()))?;
-            let layout = Layout::new(case.coll, case.counts, pl, rank);
-            return Ok((p, layout, vec![Shift::default(); members.len()]));
+            channels = (budget / per).max(1);
         }
-        let specs: Vec<Spec> = members.iter().map(|m| spec_of(m, channels)).collect();
-        group::assemble(&specs, &programs).map_err(setup)
+        program_with(case, members, nranks, rank, pl, channels, chunk).map_err(setup)
     }
 
     /// NCCL's group: each operation on its own buffers, laid out end to
@@ -197,4 +172,32 @@ impl RankJob<'_> {
         }
         Ok(parts)
     }
+}
+
+/// Rank `rank`'s program of `case` with `channels` channels, with its
+/// layout and each member's shift in it (a group's members' programs
+/// assembled into one).
+pub(crate) fn program_with(
+    case: &Case,
+    members: &[Case],
+    nranks: usize,
+    rank: usize,
+    pl: Placement,
+    channels: usize,
+    chunk: usize,
+) -> Result<(Program, Layout, Vec<Shift>), crate::engine::algo::AlgoError> {
+    let specs: Vec<Spec> = members
+        .iter()
+        .map(|m| m.spec(nranks, rank, pl, channels, chunk))
+        .collect();
+    let programs = specs.iter().map(generate).collect::<Result<Vec<_>, _>>()?;
+    if case.group > 0 {
+        return group::assemble(&specs, &programs);
+    }
+    let p = programs
+        .into_iter()
+        .next()
+        .ok_or_else(|| crate::engine::algo::AlgoError::Invalid("no program for the case".into()))?;
+    let layout = Layout::new(case.coll, case.counts, pl, rank);
+    Ok((p, layout, vec![Shift::default(); members.len()]))
 }

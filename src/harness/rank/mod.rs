@@ -20,6 +20,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 mod compile;
+pub(crate) use compile::program_with;
 
 /// The most operations a device rank queues ahead of the one it runs: an
 /// event, a kernel and an event each, well inside CUDA's launch queue (about
