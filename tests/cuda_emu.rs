@@ -1482,6 +1482,35 @@ fn groups_are_bit_exact_on_the_emulated_device() {
         .any(|g| g["engine"] == "nccl-standin" && g["algo"] == "nccl"));
 }
 
+/// Uneven splits give each rank messages of its own sizes: one rank's all
+/// fit the low-latency slot while a peer's do not. `--protocol auto` now
+/// takes one protocol for every rank (the one that carries the most any
+/// rank needs); each rank chose its own, and a rank sending low-latency
+/// lines to a peer that waited for simple slots hung (all-to-all-v in
+/// place, 3 ranks, skewed, from 17 KiB).
+#[test]
+fn ranks_with_uneven_messages_run_one_protocol() {
+    if !have_compiler("ranks_with_uneven_messages_run_one_protocol") {
+        return;
+    }
+    for coll in ["all-to-all-v", "all-gather-v", "reduce-scatter-v"] {
+        let (code, v, err) = run(&[
+            coll,
+            "--ranks",
+            "3",
+            "--sizes",
+            "16K:48K:+8K",
+            "--split",
+            "skew",
+            "--timeout",
+            "20s",
+        ]);
+        assert_eq!(code, 0, "{coll}: {err}");
+        assert_clean(&v, coll);
+        assert_eq!(rows(&v).len(), 2 * 5, "{coll}");
+    }
+}
+
 /// A group whose last member does not reduce (its inputs come from a sum's
 /// tables) after members that reduce with max, min or prod: each member's
 /// inputs come from its own operator's tables. One device region held the

@@ -77,6 +77,8 @@ pub struct CudaWorld {
     /// Device allocations and mapped memory freed when the world goes.
     owned: Mutex<Vec<(usize, Owned)>>,
     setup_streams: Mutex<HashMap<usize, StreamId>>,
+    /// Where this process's ranks agree on what they must choose alike.
+    rounds: agree::Rounds,
     /// What runs `--engine nccl` operations, when the sweep has them.
     library: Option<library::Library>,
     /// Blocks a rank's program may use when channels are `auto`, per variant.
@@ -139,8 +141,10 @@ impl CudaWorld {
                 .alloc_mapped(devices.len() * std::mem::size_of::<CbStatus>())
                 .map_err(dev_err)?,
         );
+        let rounds = agree::Rounds::new(of_rank.len());
         let mut world = CudaWorld {
             kind,
+            rounds,
             staged,
             peer,
             devices,
@@ -163,6 +167,26 @@ impl CudaWorld {
             }
         }
         Ok(Arc::new(world))
+    }
+
+    /// The protocol every rank runs (`--protocol auto`), from each one's
+    /// own choice `mine` in `round` (its count of loaded operations): the
+    /// one that carries the most any rank needs (see [`agree`]).
+    fn agree_proto(&self, round: u64, mine: Proto, rank: usize) -> Result<Proto, ExecError> {
+        let c = agree::capacity(mine);
+        let most = match &self.spread {
+            Some(sp) => sp.agree(
+                c as usize,
+                "protocol",
+                &self.host,
+                self.opts.timeout,
+                usize::max,
+            )? as u64,
+            None => self
+                .rounds
+                .most(round, c, rank, &self.host, self.opts.timeout)?,
+        };
+        Ok(agree::of_capacity(most))
     }
 
     pub fn kind(&self) -> Kind {
@@ -217,7 +241,13 @@ impl CudaWorld {
             // Each process sees only its own GPU (how crowded, how large):
             // the world takes the least.
             let mine = blocks;
-            blocks = sp.agree_min(blocks, "auto channels", &self.host, self.opts.timeout)?;
+            blocks = sp.agree(
+                blocks,
+                "auto channels",
+                &self.host,
+                self.opts.timeout,
+                usize::min,
+            )?;
             if blocks < mine {
                 tracing::debug!(
                     mine,
@@ -370,6 +400,7 @@ impl CudaWorld {
             small,
             words: Vec::new(),
             words_used: 0,
+            rounds: 0,
             stage: (0, 0),
             tables: (0, 0),
             loaded: None,
@@ -407,6 +438,7 @@ impl Drop for CudaWorld {
     }
 }
 
+mod agree;
 mod data;
 mod layout;
 mod library;

@@ -154,6 +154,19 @@ impl CudaRank {
                 "a step exceeds the low-latency slot; the operation exceeds 4 MiB",
             ),
         };
+        // Each rank chose from its own messages; every rank runs one.
+        let (proto, why) = if self.world.opts.proto.is_none() && nranks > 1 {
+            self.rounds += 1;
+            match self.world.agree_proto(self.rounds, proto, self.rank)? {
+                p if p == proto => (p, why),
+                p => (
+                    p,
+                    "another rank's messages need it (every rank runs one protocol)",
+                ),
+            }
+        } else {
+            (proto, why)
+        };
         tracing::debug!(
             rank = self.rank,
             proto = ?proto,

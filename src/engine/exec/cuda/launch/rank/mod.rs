@@ -93,6 +93,9 @@ pub struct CudaRank {
     /// taken since it was loaded), and for programs.
     pub(super) words: Vec<(DevPtr, usize)>,
     pub(super) words_used: usize,
+    /// Operations loaded with the protocol agreed on (each a round of
+    /// [`super::agree`]).
+    pub(super) rounds: u64,
     /// Grow-only device region for NCCL's copy of an in-place input.
     pub(super) stage: (DevPtr, usize),
     pub(super) tables: (DevPtr, usize),

@@ -248,19 +248,21 @@ impl Spread {
         })
     }
 
-    /// The least of every rank's `n`: what each rank's own GPU allows
-    /// (auto channels) must be one number for the whole world, or the
-    /// ranks' programs differ and wait on connections no peer makes.
-    /// Collective: every rank calls it at the same point; left when the
-    /// run stops (`host` aborted), and after `timeout` (a hang: a rank that
-    /// never comes stopped between operations, where no watchdog sees it;
+    /// Every rank's `n` folded into one (`fold`: the least auto channels
+    /// each rank's own GPU allows, the protocol that carries the most any
+    /// rank's messages need): what must be one for the whole world, or the
+    /// ranks' programs differ and wait on what no peer does. Collective:
+    /// every rank calls it at the same point; left when the run stops
+    /// (`host` aborted), and after `timeout` (a hang: a rank that never
+    /// comes stopped between operations, where no watchdog sees it;
     /// `--timeout 0` waits for ever).
-    pub(super) fn agree_min(
+    pub(super) fn agree(
         &self,
         n: usize,
         what: &str,
         host: &HostWorld,
         timeout: Duration,
+        fold: fn(usize, usize) -> usize,
     ) -> Result<usize, ExecError> {
         let start = Instant::now();
         let all = self
@@ -279,15 +281,15 @@ impl Spread {
                     setup(format!("agreeing on {what}: {e}"))
                 }
             })?;
-        let mut least = n;
+        let mut agreed = n;
         for (r, b) in all.iter().enumerate() {
             let b: [u8; 8] = b
                 .as_slice()
                 .try_into()
                 .map_err(|_| setup(format!("bad {what} from rank {r}")))?;
-            least = least.min(u64::from_le_bytes(b) as usize);
+            agreed = fold(agreed, u64::from_le_bytes(b) as usize);
         }
-        Ok(least)
+        Ok(agreed)
     }
 
     /// Whether any connection goes through the relay.

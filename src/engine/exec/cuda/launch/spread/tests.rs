@@ -263,7 +263,7 @@ fn an_agreement_a_rank_never_joins_is_a_timeout() {
     let host = HostWorld::new(1, Default::default());
     let wait = Duration::from_millis(100);
     let e = spread
-        .agree_min(4, "auto channels", &host, wait)
+        .agree(4, "auto channels", &host, wait, usize::min)
         .unwrap_err();
     assert!(e.is_timeout(), "{e:?}");
     assert!(
@@ -274,7 +274,13 @@ fn an_agreement_a_rank_never_joins_is_a_timeout() {
         "{e}"
     );
     host.abort();
-    let e = spread.agree_min(4, "auto channels", &host, Duration::from_secs(60));
+    let e = spread.agree(
+        4,
+        "auto channels",
+        &host,
+        Duration::from_secs(60),
+        usize::min,
+    );
     assert_eq!(e, Err(ExecError::Aborted));
 }
 
