@@ -591,3 +591,46 @@ fn control_characters_in_a_dump_never_reach_the_terminal() {
         "{text}"
     );
 }
+
+/// Rank 1 entered seq 8 1.3 s late, past its peers' timeout: it finished
+/// seq 8 (their data was there) and waits in seq 9, where ranks 0 and 2
+/// never came, since they still wait on it in seq 8. The late rank is the
+/// root cause, not the ranks missing from seq 9; without the lateness the
+/// missing ranks stay first.
+#[test]
+fn ranks_missing_from_a_collective_while_waiting_on_a_late_rank_are_not_blamed() {
+    let dumps = |late: bool| -> Vec<Dump> {
+        (0..3)
+            .map(|r| {
+                let mut e = history(r, 7);
+                if r == 1 {
+                    let mut s8 = entry(r, 8, State::Completed);
+                    if late {
+                        s8.t_started_ns = s8.t_started_ns.map(|t| t + 1_300 * MS);
+                    }
+                    e.push(s8);
+                    e.push(blocked(r, 9, 1, Some(0)));
+                } else {
+                    e.push(blocked(r, 8, 1, Some(1)));
+                }
+                dump(r, 3, e, "timeout")
+            })
+            .collect()
+    };
+    let d = run(&dumps(true));
+    assert_root(&d, FindingKind::Late, Some(8), &[1]);
+    let then = d
+        .findings
+        .iter()
+        .find(|f| f.kind == FindingKind::NotJoined)
+        .unwrap();
+    assert!(
+        then.detail.ends_with(
+            "they were still in seq 8, waiting on the ranks that entered it: those came late"
+        ),
+        "{}",
+        then.detail
+    );
+    let d = run(&dumps(false));
+    assert_root(&d, FindingKind::NotJoined, Some(9), &[0, 2]);
+}

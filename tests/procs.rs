@@ -1098,3 +1098,39 @@ fn a_snapshot_asked_of_the_parent_is_written_by_every_rank() {
     assert!(running, "the run went on after the snapshot: {said}");
     assert_eq!(status.code(), Some(130), "{said}");
 }
+
+/// A rank that enters a collective just past its peers' timeout finishes
+/// it (their data is there) and waits in the next for peers that gave up:
+/// `analyze` blames the late rank, not the ranks that never entered that
+/// next collective (they were still waiting on it). It blamed ranks 0 and 2.
+#[test]
+fn a_rank_late_past_the_timeout_is_the_culprit() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().join("dumps");
+    let out = collbench(
+        &[
+            "all-reduce",
+            "--procs",
+            "3",
+            "--device",
+            "host",
+            "--sizes",
+            "1K:4K",
+            "--inject",
+            "delay:rank=1,seq=8,ms=1300",
+            "--timeout",
+            "1s",
+            "--dump-dir",
+            d.to_str().unwrap(),
+            "-q",
+        ],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    let out = Command::new(assert_cmd::cargo::cargo_bin("collbench"))
+        .args(["analyze", d.to_str().unwrap(), "--json"])
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["culprits"], serde_json::json!([1]), "{v}");
+}

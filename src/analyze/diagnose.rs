@@ -178,6 +178,21 @@ fn diagnose_run(run: &[RankDump]) -> Diagnosis {
         // collectives (the first group that shows it says where).
         candidates.extend(views.iter().find_map(progress::idle_at_timeout));
     }
+    if candidates
+        .iter()
+        .any(|c| c.finding.kind == FindingKind::Late)
+    {
+        for c in candidates.iter_mut() {
+            if let Some(m) = absent_while_waiting(c, &dumps) {
+                // The late rank is the root cause; the ranks it names were
+                // still waiting for it when they timed out.
+                c.priority = priority::LATE + 1;
+                c.finding.detail.push_str(&format!(
+                    "; they were still in seq {m}, waiting on the ranks that entered it: those came late"
+                ));
+            }
+        }
+    }
     candidates.sort_by(|a, b| {
         (a.priority, &a.finding.pg, a.finding.seq).cmp(&(b.priority, &b.finding.pg, b.finding.seq))
     });
@@ -229,6 +244,47 @@ fn diagnose_run(run: &[RankDump]) -> Diagnosis {
         notes,
         runs: Vec::new(),
     }
+}
+
+/// The seq where each rank a `not-joined` finding blames is still, when
+/// every one of them is in an earlier collective of the group, waiting
+/// (its channels) only on ranks that entered the finding's: they did not
+/// join because they were waiting on those, which came late (a rank that
+/// entered a collective just past the others' timeout finishes it, its
+/// peers' data being there, and waits in the next for peers that gave up).
+fn absent_while_waiting(c: &Candidate, dumps: &BTreeMap<usize, &RankDump>) -> Option<u64> {
+    let f = &c.finding;
+    let (pg, seq) = (f.pg.as_ref()?, f.seq?);
+    if f.kind != FindingKind::NotJoined || f.ranks.is_empty() {
+        return None;
+    }
+    let joined: BTreeSet<usize> = dumps
+        .values()
+        .filter(|d| d.records.iter().any(|r| &r.pg == pg && r.seq == seq))
+        .map(|d| d.rank)
+        .collect();
+    let mut at = None;
+    for a in &f.ranks {
+        let newest = dumps
+            .get(a)?
+            .records
+            .iter()
+            .filter(|r| &r.pg == pg)
+            .max_by_key(|r| r.seq)?;
+        let peers: Vec<i64> = newest
+            .channels
+            .iter()
+            .filter_map(|ch| ch.waiting_on.as_ref().map(|w| w.peer))
+            .collect();
+        let on_joined = peers
+            .iter()
+            .all(|&p| usize::try_from(p).is_ok_and(|p| joined.contains(&p)));
+        if newest.seq >= seq || newest.state == State::Completed || peers.is_empty() || !on_joined {
+            return None;
+        }
+        at = at.max(Some(newest.seq));
+    }
+    at
 }
 
 /// When every dump of the run was written while it was moving (collbench's
