@@ -170,6 +170,15 @@ fn check_output(
         .parent()
         .map_or_else(|| PathBuf::from("."), Path::to_path_buf);
     if !dir.is_dir() {
+        // The nearest part of the path that is there, when it is not a folder.
+        let file = dir.ancestors().find(|a| a.exists()).filter(|a| !a.is_dir());
+        if let Some(f) = file {
+            bail!(
+                "{flag} {}: {} is a file, not a folder",
+                path.display(),
+                f.display()
+            );
+        }
         bail!(
             "{flag} {}: the folder {} does not exist",
             path.display(),
@@ -287,6 +296,15 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("does not exist"), "{e}");
+        // A file where a folder of the path should be is named as such.
+        let under_a_file = a.join("x.json");
+        let e = check_outputs(&[("--json", &under_a_file)], &[] as &[&Path])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.ends_with(&format!("{} is a file, not a folder", a.display())),
+            "{e}"
+        );
         assert!(check_outputs(&[("--json", &csv), ("--json", Path::new("-"))], &[&a]).is_ok());
         // The check leaves nothing behind.
         let left: Vec<_> = std::fs::read_dir(d.path()).unwrap().collect();

@@ -412,6 +412,11 @@ pub(super) fn exit_code(
     let leader = rank == 0;
     match result {
         // A signal after the sweep's end: every row is in; still 130.
+        Ok(_) if watchdog::stopped_for_closed_stdout() => {
+            // Its reader took what it wanted; the files keep every row.
+            say!("collbench: stdout was closed by its reader as the sweep ended: what was written to it before is all it got (--json and --csv files keep every row)");
+            INTERRUPTED
+        }
         Ok(_) if watchdog::signalled() => {
             say!("collbench: interrupted by a signal as the sweep ended; every row is kept");
             INTERRUPTED
