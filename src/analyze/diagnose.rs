@@ -178,12 +178,14 @@ fn diagnose_run(run: &[RankDump]) -> Diagnosis {
         // collectives (the first group that shows it says where).
         candidates.extend(views.iter().find_map(progress::idle_at_timeout));
     }
-    if candidates
+    let lates: Vec<Finding> = candidates
         .iter()
-        .any(|c| c.finding.kind == FindingKind::Late)
-    {
+        .filter(|c| c.finding.kind == FindingKind::Late)
+        .map(|c| c.finding.clone())
+        .collect();
+    if !lates.is_empty() {
         for c in candidates.iter_mut() {
-            if let Some(m) = absent_while_waiting(c, &dumps) {
+            if let Some(m) = absent_while_waiting(c, &dumps, &lates) {
                 // The late rank is the root cause; the ranks it names were
                 // still waiting for it when they timed out.
                 c.priority = priority::LATE + 1;
@@ -248,11 +250,16 @@ fn diagnose_run(run: &[RankDump]) -> Diagnosis {
 
 /// The seq where each rank a `not-joined` finding blames is still, when
 /// every one of them is in an earlier collective of the group, waiting
-/// (its channels) only on ranks that entered the finding's: they did not
-/// join because they were waiting on those, which came late (a rank that
-/// entered a collective just past the others' timeout finishes it, its
-/// peers' data being there, and waits in the next for peers that gave up).
-fn absent_while_waiting(c: &Candidate, dumps: &BTreeMap<usize, &RankDump>) -> Option<u64> {
+/// (its channels) only on ranks that entered the finding's, and one of
+/// those is found late (`lates`) in the group by then: they did not join
+/// because they were waiting on it (a rank that entered a collective just
+/// past the others' timeout finishes it, its peers' data being there, and
+/// waits in the next for peers that gave up).
+fn absent_while_waiting(
+    c: &Candidate,
+    dumps: &BTreeMap<usize, &RankDump>,
+    lates: &[Finding],
+) -> Option<u64> {
     let f = &c.finding;
     let (pg, seq) = (f.pg.as_ref()?, f.seq?);
     if f.kind != FindingKind::NotJoined || f.ranks.is_empty() {
@@ -264,6 +271,7 @@ fn absent_while_waiting(c: &Candidate, dumps: &BTreeMap<usize, &RankDump>) -> Op
         .map(|d| d.rank)
         .collect();
     let mut at = None;
+    let mut waited: BTreeSet<usize> = BTreeSet::new();
     for a in &f.ranks {
         let newest = dumps
             .get(a)?
@@ -282,9 +290,18 @@ fn absent_while_waiting(c: &Candidate, dumps: &BTreeMap<usize, &RankDump>) -> Op
         if newest.seq >= seq || newest.state == State::Completed || peers.is_empty() || !on_joined {
             return None;
         }
+        waited.extend(peers.iter().filter_map(|&p| usize::try_from(p).ok()));
         at = at.max(Some(newest.seq));
     }
-    at
+    let m = at?;
+    lates
+        .iter()
+        .any(|l| {
+            l.pg.as_ref() == Some(pg)
+                && l.seq.is_some_and(|s| s <= m)
+                && l.ranks.iter().any(|r| waited.contains(r))
+        })
+        .then_some(m)
 }
 
 /// When every dump of the run was written while it was moving (collbench's

@@ -78,7 +78,7 @@ pub struct Hooks<'a> {
 /// What the other ranks are told of a rank that exited with an error (exit
 /// 2) while they ran: they stop at once, as for a rank that died, rather
 /// than wait for it until their timeout.
-const FAILED: &str = "exited with code 2 after the error above";
+pub const FAILED: &str = "exited with code 2 after the error above";
 
 /// Starts `n` rank processes running this program with the same arguments,
 /// serves them until they all exit, and returns the run's exit code: the
@@ -240,17 +240,22 @@ pub(super) fn accept_all(
     Ok(streams.into_iter().flatten().collect())
 }
 
-/// How long ranks have to stop after a stop signal, or after another rank
-/// ended the run (it failed, or it found a hang), before the parent kills
+/// How long ranks have to stop after a stop signal before the parent kills
 /// them: longer than a rank's own wind-down (the watchdog's 10 s of grace,
 /// then its dumps).
 const SIGNAL_GRACE: Duration = Duration::from_secs(20);
 
+/// How long ranks have to end after another rank ended the run (it failed,
+/// or it found a hang) before the parent kills them: their wind-down (5 s),
+/// their wait for the others' dumps (12 s), then rank 0's results written.
+const ENDED_GRACE: Duration = Duration::from_secs(30);
+
 /// Waits for every child, passing a stop signal and SIGUSR1 (`snapshot`)
 /// on; their exit codes. `ended(rank, status)` hears of each as it ends.
-/// Once a stop signal came or a rank ended other than well, the ranks
-/// still running get [`SIGNAL_GRACE`] to end; then they are killed (one
-/// stopped, or stuck in a driver call, held the run for ever).
+/// Once a stop signal came ([`SIGNAL_GRACE`]) or a rank ended other than
+/// well ([`ENDED_GRACE`]), the ranks still running get that long to end;
+/// then they are killed (one stopped, or stuck in a driver call, held the
+/// run for ever).
 pub(super) fn wait_all(
     children: &mut [Child],
     signalled: &dyn Fn() -> Option<i32>,
@@ -259,8 +264,8 @@ pub(super) fn wait_all(
 ) -> Vec<i32> {
     let mut codes: Vec<Option<i32>> = vec![None; children.len()];
     let mut forwarded = false;
-    // Since when the run is ending: a stop signal, or a rank's bad end.
-    let mut ending: Option<(Instant, &str)> = None;
+    // Since when the run is ending, why, and the grace the ranks get.
+    let mut ending: Option<(Instant, &str, Duration)> = None;
     let mut killed = false;
     while codes.iter().any(Option::is_none) {
         for (i, c) in children.iter_mut().enumerate() {
@@ -273,7 +278,7 @@ pub(super) fn wait_all(
                     let code = s.code().unwrap_or_else(|| 128 + s.signal().unwrap_or(0));
                     codes[i] = Some(code);
                     if code != 0 && ending.is_none() {
-                        ending = Some((Instant::now(), "another rank ended the run"));
+                        ending = Some((Instant::now(), "another rank ended the run", ENDED_GRACE));
                     }
                     ended(i, &s);
                 }
@@ -285,14 +290,18 @@ pub(super) fn wait_all(
             // A terminal's Ctrl-C reached the ranks already; a signal sent to
             // the parent alone (a job manager's) reaches them now, the same.
             forwarded = true;
-            ending = Some((Instant::now(), "the stop signal"));
+            // The signal's shorter grace holds from now, whatever came first.
+            let grace = ending.map_or(SIGNAL_GRACE, |(at, _, g)| {
+                SIGNAL_GRACE.min(g.saturating_sub(at.elapsed()))
+            });
+            ending = Some((Instant::now(), "the stop signal", grace));
             stop_all(children, sig);
         }
         if snapshot() {
             stop_all(children, libc::SIGUSR1);
         }
-        if let (Some((at, why)), false) = (ending, killed) {
-            if at.elapsed() > SIGNAL_GRACE {
+        if let (Some((at, why, grace)), false) = (ending, killed) {
+            if at.elapsed() > grace {
                 killed = true;
                 let left: Vec<usize> = (0..children.len())
                     .filter(|&i| codes[i].is_none())
@@ -300,9 +309,9 @@ pub(super) fn wait_all(
                 // Their deaths are said as any rank's (killed by SIGKILL).
                 tracing::warn!(
                     ranks = ?left,
-                    grace_s = SIGNAL_GRACE.as_secs(),
+                    grace_s = grace.as_secs(),
                     "--procs: rank(s) still running {} s after {why}: killed",
-                    SIGNAL_GRACE.as_secs()
+                    grace.as_secs()
                 );
                 for &i in &left {
                     let _ = children[i].kill();
