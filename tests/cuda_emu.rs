@@ -764,7 +764,7 @@ fn a_device_too_small_for_the_layout_is_refused_before_launch() {
         assert_eq!(std::fs::read_to_string(keep(name)).unwrap(), name);
     }
     assert!(
-        err.contains("4 rank(s) x 2 channel(s) = 8 blocks must be resident at once")
+        err.contains("4 rank(s) x 2 block(s) = 8 blocks must be resident at once")
             && err.contains("1 SMs x 3 blocks")
             && err.contains("lower --ranks or --channels"),
         "{err}"

@@ -321,3 +321,44 @@ fn a_member_without_the_chosen_algorithm_is_noted() {
     assert_eq!(code, 0, "{err}");
     assert!(!err.contains("--algo:"), "{err}");
 }
+
+/// The same mix led by a member without the algorithm: the group runs it
+/// where its members have it, as when another member leads (it was
+/// refused, "not an algorithm for all-to-all-v", or found nothing to run).
+#[test]
+fn a_mix_led_by_a_member_without_the_algorithm_still_runs_it() {
+    for (sub, mix) in [
+        ("all-to-all-v", "all-to-all-v,all-reduce"),
+        ("all-reduce", "all-reduce,all-to-all-v"),
+    ] {
+        let (code, v, err) = run_json(&[
+            sub,
+            "--group",
+            "2",
+            "--group-mix",
+            mix,
+            "--algo",
+            "tree",
+            "--device",
+            "host",
+            "--ranks",
+            "3",
+            "--sizes",
+            "1K",
+        ]);
+        assert_eq!(code, 0, "{mix}: {err}");
+        assert!(
+            err.contains("all-to-all-v has no tree algorithm, so the group's all-to-all-v operations ran auto's pick (direct)"),
+            "{mix}: {err}"
+        );
+        let algo = |c: &str| -> Vec<String> {
+            rows(&v)
+                .iter()
+                .filter(|r| r["collective"] == c)
+                .map(|r| r["algo"].as_str().unwrap().to_string())
+                .collect()
+        };
+        assert_eq!(algo("all-reduce"), ["tree", "tree"], "{mix}");
+        assert_eq!(algo("all-to-all-v"), ["direct", "direct"], "{mix}");
+    }
+}

@@ -107,7 +107,7 @@ impl Split {
         }
         if rows.len() > 1 && rows.len() != width {
             return Err(format!(
-                "{name}: {} rows of {width} weights: a matrix has one row per rank ({width} rows)",
+                "{name}: {} rows of {width} weights: a matrix is square (a row per sending rank, a weight per receiving rank in each)",
                 rows.len()
             ));
         }
@@ -146,10 +146,12 @@ impl Split {
                     .position(|r| r.iter().all(|&x| x == 0));
                 match zero_row {
                     Some(i) if rows > 1 => Err(format!(
-                        "--split {name}: row {} is all zero (every rank sends its data somewhere)",
+                        "--split {name}: row {} is all zero (every rank sends its data somewhere; weights are kept to 6 decimals)",
                         i + 1
                     )),
-                    Some(_) => Err(format!("--split {name}: every weight is zero")),
+                    Some(_) => Err(format!(
+                        "--split {name}: every weight is zero (weights are kept to 6 decimals)"
+                    )),
                     None => Ok(()),
                 }
             }
@@ -414,9 +416,11 @@ mod tests {
         assert!(Split::from_text("e", "1 2\n3\n")
             .unwrap_err()
             .contains("row 2 has 1"));
-        assert!(Split::from_text("e", "1 2\n3 4\n5 6\n")
-            .unwrap_err()
-            .contains("3 rows"));
+        let e = Split::from_text("e", "1 2\n3 4\n5 6\n").unwrap_err();
+        assert!(
+            e.contains("3 rows of 2 weights: a matrix is square") && !e.contains("(2 rows)"),
+            "{e}"
+        );
         assert!(Split::from_text("e", "1 -2\n")
             .unwrap_err()
             .contains("at least 0"));
@@ -425,6 +429,12 @@ mod tests {
             .contains("not a number"));
         let z = Split::from_text("z", "0 0\n").unwrap();
         assert!(z.check(VKind::AllGather, 2).unwrap_err().contains("zero"));
+        // Below a millionth is zero, and said why.
+        let tiny = Split::from_text("t", "0.0000001 0\n").unwrap();
+        assert!(tiny
+            .check(VKind::AllGather, 2)
+            .unwrap_err()
+            .ends_with("every weight is zero (weights are kept to 6 decimals)"));
         let zr = Split::from_text("z", "0 0\n1 1\n").unwrap();
         assert!(zr
             .check(VKind::AllToAll, 2)

@@ -410,9 +410,16 @@ fn algos_of(plan: &Plan, coll: Collective, engine: Engine) -> Vec<Option<Algo>> 
             .filter(|(c, _)| *c == coll)
             .map(|&(_, a)| Some(a))
             .collect(),
+        // A group of a mix runs an algorithm one of its collectives has (the
+        // others take auto's pick, with a note), whichever leads the mix.
         (AlgoChoice::List(l), Engine::Builtin) => l
             .iter()
-            .filter(|a| coll.algos().contains(a))
+            .filter(|a| match plan.group_mix.as_slice() {
+                mix if plan.group > 0 && !mix.is_empty() => {
+                    mix.iter().any(|m| m.algos().contains(a))
+                }
+                _ => coll.algos().contains(a),
+            })
             .map(|&a| Some(a))
             .collect(),
     }

@@ -232,7 +232,7 @@ fn build_over(
         split: a.split,
         sizes: sizes(&a.sizes, nt.as_nccl_tests)?,
         ranks,
-        algos: algos(&a.algo, &collectives)?,
+        algos: algos(&a.algo, &members)?,
         dtypes: nccl_tests_order(a.dtype.0.clone(), nt.as_nccl_tests),
         ops: a.op.0.clone(),
         scalar: a.scalar,

@@ -70,7 +70,7 @@ impl CudaRank {
         if need > cap {
             let emu = self.world.kind == Kind::Emu;
             return Err(ExecError::Setup(format!(
-                "{here} rank(s) x {nchannels} channel(s) = {need} blocks must be resident at once on GPU {} ({}), but it holds {} SMs x {per_sm} blocks{} = {cap}: lower --ranks or --channels{}",
+                "{here} rank(s) x {nchannels} block(s) = {need} blocks must be resident at once on GPU {} ({}), but it holds {} SMs x {per_sm} blocks{} = {cap}: lower --ranks or --channels (a block per channel of a rank's program; the tree all-reduce runs 4 a channel), or leave that algorithm out{}",
                 desc.ordinal,
                 desc.name,
                 desc.multiprocessors,
