@@ -1035,7 +1035,7 @@ fn a_rank_that_cannot_stop_is_killed_after_the_signals_grace() {
 
 /// A rank stopped (SIGSTOP) mid-run: its peer times out on it, dumps and
 /// exits 3; the stopped rank cannot, and the parent waited on it for ever.
-/// It is killed once the run has been ending 20 s, and its death is said.
+/// It is killed once the run has been ending 30 s, and its death is said.
 #[test]
 fn a_stopped_rank_is_killed_once_its_peer_found_the_hang() {
     let dir = tempfile::tempdir().unwrap();
@@ -1045,13 +1045,13 @@ fn a_stopped_rank_is_killed_once_its_peer_found_the_hang() {
     let (mut parent, t, rank1) =
         signal_rank_1_mid_run("host", "2s", &dumps, &f, &err, &[], libc::SIGSTOP);
     // Rank 0: 2 s to time out, up to 12 s for the stopped rank's dump,
-    // then the parent's 20 s.
-    let status = wait_within(&mut parent, Duration::from_secs(90));
+    // then the parent's 30 s.
+    let status = wait_within(&mut parent, Duration::from_secs(120));
     let said = std::fs::read_to_string(&err).unwrap();
     assert_eq!(status.code(), Some(3), "{status:?}: {said}");
     let took = t.elapsed();
     assert!(
-        took > Duration::from_secs(20) && took < Duration::from_secs(60),
+        took > Duration::from_secs(30) && took < Duration::from_secs(80),
         "{took:?}: {said}"
     );
     assert!(said.contains("hang detected"), "{said}");

@@ -229,17 +229,7 @@ impl Ending<'_> {
         outcome: super::Outcome,
     ) -> Result<super::Outcome, HarnessError> {
         let probe = self.mpi.and_then(|m| m.lost_probe());
-        let fired = match (&result, heard_lost(&result, fired, probe.as_ref())) {
-            // A peer that failed with an error of its own (exit 2) stopped
-            // this rank only if it was waiting on it; an error of this
-            // rank's own (the same refusal every rank met) speaks for it.
-            (Err(e), Some(Fired::Lost(l)))
-                if l.how == crate::launch::procs::FAILED && !waited_on_a_peer(e) =>
-            {
-                None
-            }
-            (_, f) => f,
-        };
+        let fired = heard_lost(&result, fired, probe.as_ref());
         let missing_rows = self.missing_rows;
         // A signal wins over whatever the interrupted ranks reported (an
         // aborted wait, a timeout while they wound down, a hang found since).
@@ -328,12 +318,6 @@ impl Ending<'_> {
         );
         written.map(|_| all)
     }
-}
-
-/// Whether `e` is a wait on a peer that ended (the world was aborted, or
-/// it timed out), rather than this rank's own failure.
-fn waited_on_a_peer(e: &HarnessError) -> bool {
-    matches!(e, HarnessError::Exec(x) if *x == ExecError::Aborted || x.is_timeout())
 }
 
 /// What the watchdog saw, with a peer's death heard late: a rank process

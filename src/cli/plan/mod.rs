@@ -212,7 +212,12 @@ fn build_over(
     check_together(a, ranks)?;
     let premul = a.op.0.contains(&ReduceOp::PreMulSum) && collectives.iter().any(|c| c.reduces());
     let (group, group_mix, collectives) = grouping(a, coll, collectives)?;
-    let members: Vec<Collective> = collectives.iter().chain(&group_mix).copied().collect();
+    let mut members: Vec<Collective> = Vec::new();
+    for &c in collectives.iter().chain(&group_mix) {
+        if !members.contains(&c) {
+            members.push(c);
+        }
+    }
     check_members(a, &members, ranks, premul)?;
     let tuning = match &a.tuning {
         Some(p) => Some(std::sync::Arc::new(read_tuning(p)?)),

@@ -42,6 +42,6 @@ mod rank;
 #[cfg(test)]
 mod tests;
 mod wire;
-pub use parent::{launch, Hooks, FAILED};
+pub use parent::{launch, Hooks};
 pub use rank::{init, LostProbe, Procs};
 use wire::*;

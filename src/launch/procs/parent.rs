@@ -78,7 +78,12 @@ pub struct Hooks<'a> {
 /// What the other ranks are told of a rank that exited with an error (exit
 /// 2) while they ran: they stop at once, as for a rank that died, rather
 /// than wait for it until their timeout.
-pub const FAILED: &str = "exited with code 2 after the error above";
+const FAILED: &str = "exited with code 2 after the error above";
+
+/// How long after a rank's exit 2 the others are told of it: ranks that
+/// met the same error (a refusal every rank meets) end on their own by
+/// then, with their own message, rather than as stopped by a peer.
+const FAILED_NEWS: Duration = Duration::from_millis(500);
 
 /// Starts `n` rank processes running this program with the same arguments,
 /// serves them until they all exit, and returns the run's exit code: the
@@ -153,7 +158,13 @@ pub fn launch(n: usize, hooks: &Hooks) -> Result<i32, MpiError> {
         } else if status.code() == Some(2) && failed.get().is_none() {
             tracing::info!(rank, "--procs: a rank process failed; the others are told");
             failed.set(Some(rank));
-            let _ = deaths.send(Event::Died(rank, FAILED.into()));
+            let tell = deaths.clone();
+            let _ = std::thread::Builder::new()
+                .name("procs-failed".into())
+                .spawn(move || {
+                    std::thread::sleep(FAILED_NEWS);
+                    let _ = tell.send(Event::Died(rank, FAILED.into()));
+                });
         }
     });
     // The hub ends when every rank is gone and nothing more can come.
@@ -309,9 +320,8 @@ pub(super) fn wait_all(
                 // Their deaths are said as any rank's (killed by SIGKILL).
                 tracing::warn!(
                     ranks = ?left,
-                    grace_s = grace.as_secs(),
-                    "--procs: rank(s) still running {} s after {why}: killed",
-                    grace.as_secs()
+                    "--procs: rank(s) still running {:?} after {why}: killed",
+                    at.elapsed()
                 );
                 for &i in &left {
                     let _ = children[i].kill();
