@@ -31,6 +31,17 @@ fn stderr(o: &Output) -> String {
 /// open (undefined on CUDA; an error on the emulated device) is heard.
 const WARN: (&str, &str) = ("COLLBENCH_LOG", "collbench=warn");
 
+/// `collbench analyze DIR --json`: the diagnosis of the dumps in `d`.
+fn analyze_json(d: &std::path::Path) -> Value {
+    let out = Command::new(assert_cmd::cargo::cargo_bin("collbench"))
+        .arg("analyze")
+        .arg(d)
+        .arg("--json")
+        .output()
+        .unwrap();
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
 /// No rank freed memory a peer still had open, or kept it for want of
 /// the peer's word that it closed it.
 fn memory_closed_in_order(o: &Output, what: &str) {
@@ -170,11 +181,7 @@ fn a_hang_in_one_process_is_dumped_by_every_process_and_diagnosed() {
             "rank {r} dumped: {dumps:?}"
         );
     }
-    let out = Command::new(assert_cmd::cargo::cargo_bin("collbench"))
-        .args(["analyze", d.to_str().unwrap(), "--json"])
-        .output()
-        .unwrap();
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = analyze_json(&d);
     assert_eq!(v["culprits"], serde_json::json!([2]), "{v}");
     assert_eq!(v["findings"][0]["seq"], 4, "{v}");
 }
@@ -226,11 +233,7 @@ fn a_peer_that_never_sends_its_connection_memory_is_a_hang() {
             && err.contains("; 2 flight-recorder dump(s) in "),
         "{err}"
     );
-    let out = Command::new(assert_cmd::cargo::cargo_bin("collbench"))
-        .args(["analyze", d.to_str().unwrap(), "--json"])
-        .output()
-        .unwrap();
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = analyze_json(&d);
     assert_eq!(v["culprits"], serde_json::json!([1]), "{v}");
     assert_eq!(v["findings"][0]["seq"], 4, "{v}");
 }
@@ -1127,10 +1130,6 @@ fn a_rank_late_past_the_timeout_is_the_culprit() {
         &[],
     );
     assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
-    let out = Command::new(assert_cmd::cargo::cargo_bin("collbench"))
-        .args(["analyze", d.to_str().unwrap(), "--json"])
-        .output()
-        .unwrap();
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = analyze_json(&d);
     assert_eq!(v["culprits"], serde_json::json!([1]), "{v}");
 }

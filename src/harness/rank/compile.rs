@@ -100,11 +100,21 @@ impl RankJob<'_> {
         let mut channels = self.plan.channels;
         if channels == 0 {
             let budget = self.runner.auto_blocks(case.dtype, case.op)?.max(1);
+            let specs: Vec<Spec> = members
+                .iter()
+                .map(|m| m.spec(nranks, rank, pl, budget, chunk))
+                .collect();
+            let programs = specs.iter().map(generate).collect::<Result<Vec<_>, _>>();
+            let programs = programs.map_err(setup)?;
             // Blocks a channel: the most any member runs.
-            let mut per = 1;
-            for m in members {
-                let p = generate(&m.spec(nranks, rank, pl, budget, chunk)).map_err(setup)?;
-                per = per.max(p.channels.len().div_ceil(budget));
+            let per = programs
+                .iter()
+                .map(|p| p.channels.len().div_ceil(budget))
+                .max()
+                .unwrap_or(1)
+                .max(1);
+            if per == 1 {
+                return assembled(case, &specs, programs, pl, rank).map_err(setup);
             }
             channels = (budget / per).max(1);
         }
@@ -191,13 +201,25 @@ pub(crate) fn program_with(
         .map(|m| m.spec(nranks, rank, pl, channels, chunk))
         .collect();
     let programs = specs.iter().map(generate).collect::<Result<Vec<_>, _>>()?;
+    assembled(case, &specs, programs, pl, rank)
+}
+
+/// The members' `programs` (made from `specs`) as the rank's one program,
+/// with its layout and each member's shift in it.
+fn assembled(
+    case: &Case,
+    specs: &[Spec],
+    programs: Vec<Program>,
+    pl: Placement,
+    rank: usize,
+) -> Result<(Program, Layout, Vec<Shift>), crate::engine::algo::AlgoError> {
     if case.group > 0 {
-        return group::assemble(&specs, &programs);
+        return group::assemble(specs, &programs);
     }
     let p = programs
         .into_iter()
         .next()
         .ok_or_else(|| crate::engine::algo::AlgoError::Invalid("no program for the case".into()))?;
     let layout = Layout::new(case.coll, case.counts, pl, rank);
-    Ok((p, layout, vec![Shift::default(); members.len()]))
+    Ok((p, layout, vec![Shift::default(); specs.len()]))
 }
