@@ -259,13 +259,12 @@ fn checks(specs: &[CheckSpec], dir: &Path) -> anyhow::Result<Vec<(Check, Job)>> 
         .collect()
 }
 
-pub fn qualify(a: &QualifyArgs) -> i32 {
+/// Reads and parses the spec; a JSON file or an nccl-tests log where the
+/// spec goes is refused with how to judge it.
+fn load_spec(a: &QualifyArgs) -> Result<Vec<CheckSpec>, String> {
     let spec = a.spec.display();
-    let text = match crate::units::read_input_text(&a.spec, 16 << 20) {
-        Ok(t) => t,
-        Err(e) => return fail(anyhow::anyhow!("{spec}: {e}")),
-    };
-    let dir = a.spec.parent().unwrap_or(Path::new(""));
+    let text =
+        crate::units::read_input_text(&a.spec, 16 << 20).map_err(|e| format!("{spec}: {e}"))?;
     // Results or a log named where the spec goes: say how to judge them.
     let log = crate::report::nccl_log::looks_like_log(&text);
     if text.trim_start().starts_with('{') || log {
@@ -273,19 +272,65 @@ pub fn qualify(a: &QualifyArgs) -> i32 {
             .spec
             .file_name()
             .map_or(spec.to_string(), |n| n.to_string_lossy().into());
-        return fail(anyhow::anyhow!(
+        return Err(format!(
             "{spec}: {}, where a spec is TOML ([[check]] tables); to judge saved results, write a spec whose check has log = \"{}\"",
             if log { "an nccl-tests log" } else { "JSON" },
             name.escape_debug()
         ));
     }
-    let specs = match parse_spec(&text) {
+    parse_spec(&text)
+        .map_err(|e| super::one_line(&anyhow::Error::from(e).context(spec.to_string())))
+}
+
+/// Runs every check in order, with a progress bar and a line each.
+fn run_checks(checks: &[(Check, Job)]) -> Vec<CheckResult> {
+    let mut results = Vec::new();
+    let bar = Progress::new(checks.len() as u64, "checks", true);
+    for (i, (c, s)) in checks.iter().enumerate() {
+        bar.current(c.title.clone());
+        progress::suspend(|| {
+            say!(
+                "collbench: qualify: check {}/{}: {}",
+                i + 1,
+                checks.len(),
+                c.title
+            )
+        });
+        results.push(run_check(c, s));
+        bar.done_one();
+    }
+    bar.finish();
+    results
+}
+
+/// Writes the JUnit XML to `path` (`-`: stdout).
+fn write_junit(
+    a: &QualifyArgs,
+    path: &Path,
+    started: &str,
+    results: &[CheckResult],
+) -> anyhow::Result<()> {
+    let name = a
+        .spec
+        .file_name()
+        .map_or(a.spec.display().to_string(), |n| {
+            n.to_string_lossy().into_owned()
+        });
+    let xml = junit(&name, &super::hostname(), started, results);
+    let written = if path.as_os_str() == "-" {
+        std::io::stdout().lock().write_all(xml.as_bytes())
+    } else {
+        write_atomic(path, xml.as_bytes())
+    };
+    written.map_err(|e| anyhow::anyhow!("--junit {}: {e}", path.display()))
+}
+
+pub fn qualify(a: &QualifyArgs) -> i32 {
+    let spec = a.spec.display();
+    let dir = a.spec.parent().unwrap_or(Path::new(""));
+    let specs = match load_spec(a) {
         Ok(s) => s,
-        Err(e) => {
-            return fail(super::one_line(
-                &anyhow::Error::from(e).context(spec.to_string()),
-            ))
-        }
+        Err(e) => return fail(e),
     };
     // Before any check runs: the JUnit file must be writable, and neither
     // the spec nor a log it reads.
@@ -306,22 +351,7 @@ pub fn qualify(a: &QualifyArgs) -> i32 {
         Err(e) => return fail(super::one_line(&e.context(spec.to_string()))),
     };
     let started = rfc3339_now();
-    let mut results = Vec::new();
-    let bar = Progress::new(checks.len() as u64, "checks", true);
-    for (i, (c, s)) in checks.iter().enumerate() {
-        bar.current(c.title.clone());
-        progress::suspend(|| {
-            say!(
-                "collbench: qualify: check {}/{}: {}",
-                i + 1,
-                checks.len(),
-                c.title
-            )
-        });
-        results.push(run_check(c, s));
-        bar.done_one();
-    }
-    bar.finish();
+    let results = run_checks(&checks);
     // `--junit -` (or /dev/stdout): the XML is stdout's, the table stderr's.
     let xml_on_stdout = a.junit.as_deref().is_some_and(crate::units::is_stdout);
     // A closed stdout (a pipe into `head`) is not an error worth dying for.
@@ -331,18 +361,8 @@ pub fn qualify(a: &QualifyArgs) -> i32 {
         let _ = write!(std::io::stdout().lock(), "{}", render(&results));
     }
     if let Some(path) = &a.junit {
-        let name = a
-            .spec
-            .file_name()
-            .map_or(spec.to_string(), |n| n.to_string_lossy().into_owned());
-        let xml = junit(&name, &super::hostname(), &started, &results);
-        let written = if path.as_os_str() == "-" {
-            std::io::stdout().lock().write_all(xml.as_bytes())
-        } else {
-            write_atomic(path, xml.as_bytes())
-        };
-        if let Err(e) = written {
-            return fail(anyhow::anyhow!("--junit {}: {e}", path.display()));
+        if let Err(e) = write_junit(a, path, &started, &results) {
+            return fail(e);
         }
     }
     if results

@@ -13,18 +13,17 @@ pub(super) fn half_unit(printed: &str) -> f64 {
     0.5 * 10f64.powi(exp - decimals)
 }
 
-/// Checks that `text` is exactly one nccl-tests run as nccl-tests prints
-/// it: one `# nThread` header before the table, one table of at least one
-/// row, one footer (`# Out of bounds values`, then `# Avg bus bandwidth`)
-/// after it, at most one `# Collective test starting` line; every line is
-/// either a `#` line, empty, or a data row of 13 fields that parse; the
-/// `#wrong` counts add up to the out-of-bounds count; and the average
-/// equals the mean busbw over every row and both placements, to the
-/// printed precision (each busbw's rounding plus the average's own).
-/// Returns the run.
-pub fn validate_one_run(text: &str) -> Result<LogRun, LogError> {
+/// Where a run's marker lines are (1-based line numbers).
+struct Marks {
+    header: Option<usize>,
+    oob: Option<usize>,
+    avg: Option<usize>,
+}
+
+/// Accounts for every line of `text`: at most one of each marker line, and
+/// data rows of 13 fields between the header and the footer.
+fn scan_lines(text: &str) -> Result<Marks, LogError> {
     let at = |line: usize, what: String| LogError::At { line, what };
-    let whole = |what: &str| LogError::Whole(what.to_string());
     let (mut header, mut oob, mut avg, mut starting) = (None, None, None, 0);
     for (i, l) in text.lines().enumerate() {
         let n = i + 1;
@@ -67,14 +66,34 @@ pub fn validate_one_run(text: &str) -> Result<LogRun, LogError> {
             _ => {}
         }
     }
+    Ok(Marks { header, oob, avg })
+}
+
+/// Checks that `text` is exactly one nccl-tests run as nccl-tests prints
+/// it: one `# nThread` header before the table, one table of at least one
+/// row, one footer (`# Out of bounds values`, then `# Avg bus bandwidth`)
+/// after it, at most one `# Collective test starting` line; every line is
+/// either a `#` line, empty, or a data row of 13 fields that parse; the
+/// `#wrong` counts add up to the out-of-bounds count; and the average
+/// equals the mean busbw over every row and both placements, to the
+/// printed precision (each busbw's rounding plus the average's own).
+/// Returns the run.
+pub fn validate_one_run(text: &str) -> Result<LogRun, LogError> {
+    let marks = scan_lines(text)?;
+    let at = |line: usize, what: String| LogError::At { line, what };
+    let whole = |what: &str| LogError::Whole(what.to_string());
     let mut runs = parse_log(text);
     if runs.len() != 1 {
         return Err(LogError::Whole(format!("{} runs, not one", runs.len())));
     }
     let run = runs.remove(0);
-    header.ok_or_else(|| whole("no `# nThread` header"))?;
-    let oob_line = oob.ok_or_else(|| whole("no `# Out of bounds values` line"))?;
-    let avg_line = avg.ok_or_else(|| whole("no `# Avg bus bandwidth` line"))?;
+    marks.header.ok_or_else(|| whole("no `# nThread` header"))?;
+    let oob_line = marks
+        .oob
+        .ok_or_else(|| whole("no `# Out of bounds values` line"))?;
+    let avg_line = marks
+        .avg
+        .ok_or_else(|| whole("no `# Avg bus bandwidth` line"))?;
     if avg_line < oob_line {
         return Err(at(
             avg_line,
@@ -98,9 +117,16 @@ pub fn validate_one_run(text: &str) -> Result<LogRun, LogError> {
             ));
         }
     }
+    check_average(&run, avg_line)?;
+    Ok(run)
+}
+
+/// The footer's average against the mean busbw over every row and both
+/// placements, to the printed precision.
+fn check_average(run: &LogRun, avg_line: usize) -> Result<(), LogError> {
     let (printed, text_avg) = match (run.avg_busbw, &run.avg_text) {
         (Some(x), Some(t)) => (x, t.as_str()),
-        _ => return Err(whole("no `# Avg bus bandwidth` value")),
+        _ => return Err(LogError::Whole("no `# Avg bus bandwidth` value".into())),
     };
     let rounding = run
         .rows
@@ -111,13 +137,13 @@ pub fn validate_one_run(text: &str) -> Result<LogRun, LogError> {
     let mean = run.mean_busbw();
     let tolerance = rounding + half_unit(text_avg) + 1e-9;
     if (mean - printed).abs() > tolerance {
-        return Err(at(
-            avg_line,
-            format!(
+        return Err(LogError::At {
+            line: avg_line,
+            what: format!(
                 "average {text_avg} is not the mean busbw over {} rows and both placements ({mean:.6}, +/- {tolerance})",
                 run.rows.len()
             ),
-        ));
+        });
     }
-    Ok(run)
+    Ok(())
 }
