@@ -110,23 +110,7 @@ fn check_output(
     earlier: &[(&str, &Path)],
 ) -> anyhow::Result<()> {
     let r = resolved(path);
-    if let Some(input) = inputs
-        .iter()
-        .map(AsRef::as_ref)
-        .find(|i| same_file(i, path))
-    {
-        bail!(
-            "{flag} {}: that is an input of this command ({}); write the output elsewhere",
-            path.display(),
-            input.display()
-        );
-    }
-    if let Some((other, _)) = earlier.iter().find(|(_, q)| same_file(q, path)) {
-        bail!(
-            "{other} and {flag} both write {}: give each its own file",
-            path.display()
-        );
-    }
+    check_distinct(flag, path, inputs, earlier)?;
     if path.is_dir() {
         bail!("{flag} {}: is a folder; name a file", path.display());
     }
@@ -169,6 +153,44 @@ fn check_output(
     let dir = r
         .parent()
         .map_or_else(|| PathBuf::from("."), Path::to_path_buf);
+    check_folder(flag, path, &dir)?;
+    if path.exists() {
+        if let Err(e) = std::fs::OpenOptions::new().append(true).open(path) {
+            bail!("{flag} {}: cannot write it: {e}", path.display());
+        }
+    }
+    Ok(())
+}
+
+/// An output that is none of `inputs` and none of the `earlier` outputs.
+fn check_distinct(
+    flag: &str,
+    path: &Path,
+    inputs: &[impl AsRef<Path>],
+    earlier: &[(&str, &Path)],
+) -> anyhow::Result<()> {
+    if let Some(input) = inputs
+        .iter()
+        .map(AsRef::as_ref)
+        .find(|i| same_file(i, path))
+    {
+        bail!(
+            "{flag} {}: that is an input of this command ({}); write the output elsewhere",
+            path.display(),
+            input.display()
+        );
+    }
+    if let Some((other, _)) = earlier.iter().find(|(_, q)| same_file(q, path)) {
+        bail!(
+            "{other} and {flag} both write {}: give each its own file",
+            path.display()
+        );
+    }
+    Ok(())
+}
+
+/// The folder an output goes in: there, a folder, and taking writes.
+fn check_folder(flag: &str, path: &Path, dir: &Path) -> anyhow::Result<()> {
     if !dir.is_dir() {
         // The nearest part of the path that is there, when it is not a folder.
         let file = dir.ancestors().find(|a| a.exists()).filter(|a| !a.is_dir());
@@ -185,17 +207,12 @@ fn check_output(
             dir.display()
         );
     }
-    if let Err(e) = writable_dir(&dir) {
+    if let Err(e) = writable_dir(dir) {
         bail!(
             "{flag} {}: cannot write in {}: {e}",
             path.display(),
             dir.display()
         );
-    }
-    if path.exists() {
-        if let Err(e) = std::fs::OpenOptions::new().append(true).open(path) {
-            bail!("{flag} {}: cannot write it: {e}", path.display());
-        }
     }
     Ok(())
 }
