@@ -1836,3 +1836,73 @@ fn channels_past_an_algorithms_blocks_are_refused_before_the_sweep() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// A FIFO output whose reader waits before the run gets the whole output:
+/// the check that it is read keeps its descriptor for the write (closing
+/// it would end the reader's data before any came).
+#[test]
+fn a_fifo_with_its_reader_waiting_gets_the_whole_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let code_and_err = |args: &[&str]| {
+        let out = collbench().args(args).output().unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let results = dir.path().join("r.json");
+    let (code, err) = code_and_err(&[
+        "all-reduce",
+        "--device",
+        "host",
+        "--ranks",
+        "2",
+        "--sizes",
+        "8B:1K:x8",
+        "--iters",
+        "2",
+        "--warmup",
+        "0",
+        "-q",
+        "--json",
+        results.to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    for (i, args) in [
+        vec!["report", results.to_str().unwrap(), "-q", "--csv"],
+        vec![
+            "all-reduce",
+            "--device",
+            "host",
+            "--ranks",
+            "2",
+            "--sizes",
+            "8B:1K:x8",
+            "-q",
+            "--json",
+        ],
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let fifo = dir.path().join(format!("pipe{i}"));
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        // The reader opens first (its open waits for a writer), as `cat
+        // pipe > got &` before the run.
+        let f2 = fifo.clone();
+        let reader = std::thread::spawn(move || std::fs::read_to_string(f2).unwrap());
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        let (code, err) = code_and_err(&[&args[..], &[fifo.to_str().unwrap()]].concat());
+        assert_eq!(code, Some(0), "{args:?}: {err}");
+        let got = reader.join().unwrap();
+        let whole = if i == 0 {
+            got.lines().count() == 1 + 2 * 3 && got.starts_with("collective,")
+        } else {
+            serde_json::from_str::<serde_json::Value>(&got)
+                .is_ok_and(|v| v["rows"].as_array().is_some_and(|r| r.len() == 6))
+        };
+        assert!(whole, "{args:?}: {got}");
+    }
+}

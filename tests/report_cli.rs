@@ -466,6 +466,13 @@ fn unreadable_results_exit_2_naming_the_file() {
     });
     let root = edited("root.json", &|v| v["rows"][0]["root"] = Value::from(-5));
     let wrong = edited("wrong.json", &|v| v["rows"][0]["wrong"] = Value::from(-7));
+    let frob = edited("frob.json", &|v| {
+        v["rows"][0]["collective"] = Value::from("frobnicate")
+    });
+    let f128 = edited("f128.json", &|v| {
+        v["rows"][0]["dtype"] = Value::from("float128")
+    });
+    let noalgo = edited("noalgo.json", &|v| v["rows"][0]["algo"] = Value::from(""));
     let nan = edited("nan.json", &|v| {
         v["rows"][0]["wrong"] = Value::from(0);
         v["rows"][0]["nan"] = Value::from(3);
@@ -521,6 +528,18 @@ fn unreadable_results_exit_2_naming_the_file() {
         (
             vec!["report", s(&root)],
             "row 1 (all-reduce 8 bytes): root -5 is not a rank of the 3 (nor -1, no root)".into(),
+        ),
+        (
+            vec!["report", s(&frob), "--format", "nccl-tests"],
+            "row 1 (frobnicate 8 bytes): collective 'frobnicate' is not one collbench writes".into(),
+        ),
+        (
+            vec!["compare", s(&f128), s(&a)],
+            "row 1 (all-reduce 8 bytes): dtype 'float128' is not one collbench writes".into(),
+        ),
+        (
+            vec!["report", s(&noalgo)],
+            "row 1 (all-reduce 8 bytes): algo is empty".into(),
         ),
         (
             vec!["compare", s(&wrong), s(&a)],
@@ -2261,7 +2280,7 @@ fn w_rows(path: &Path) -> Vec<Value> {
     v["rows"].as_array().cloned().unwrap_or_default()
 }
 
-/// Text in a results file (a collective's name, the host) holding an
+/// Text in a results file (an algorithm's name, the host) holding an
 /// escape sequence, a newline or a line separator reaches no terminal raw
 /// and forges no line, in every text format, and the SVG plot stays XML.
 #[test]
@@ -2270,7 +2289,7 @@ fn text_from_results_files_is_shown_escaped() {
     let json = sweep_json(dir.path(), "r.json");
     let mut v: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
     for r in v["rows"].as_array_mut().unwrap() {
-        r["collective"] = "x\u{1b}[31m\nFAKE LINE\u{2028}".into();
+        r["algo"] = "x\u{1b}[31m\nFAKE LINE\u{2028}".into();
     }
     v["meta"]["host"] = "h\u{1b}]0;TITLE\u{7}\u{1b}[2J".into();
     let bad = dir.path().join("bad.json");

@@ -644,3 +644,60 @@ fn a_finished_run_has_no_partial_and_every_meta_key() {
     assert!(v["meta"].get("partial").is_none(), "{}", v["meta"]);
     assert_meta_keys(&v["meta"]);
 }
+
+/// `qualify` stopped by a signal in its first check exits 130 at once:
+/// the second check is not begun, and the JUnit holds the one that ran.
+#[test]
+fn an_interrupted_qualify_exits_130_without_its_later_checks() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let spec = dir.path().join("spec.toml");
+    let check = |name: &str| {
+        format!(
+            "[[check]]\nname = \"{name}\"\ncollective = \"all-reduce\"\ndevice = \"host\"\nranks = 2\nsizes = \"1M:64M\"\niters = 200\nmin_busbw_gbps = 0.001\n\n"
+        )
+    };
+    std::fs::write(&spec, check("first") + &check("second")).unwrap();
+    let junit = dir.path().join("j.xml");
+    let mut child = Command::new(bin())
+        .current_dir(dir.path())
+        .args([
+            "qualify",
+            spec.to_str().unwrap(),
+            "--junit",
+            junit.to_str().unwrap(),
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let lines = lines_of(child.stderr.take().unwrap());
+    let started = wait_for(Duration::from_secs(60), || {
+        lines
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|l| l.contains("check 1/2"))
+    });
+    assert!(started, "{:?}", lines.lock().unwrap());
+    std::thread::sleep(Duration::from_millis(500));
+    kill(&child, libc::SIGTERM);
+    let status = child.wait().unwrap();
+    // The reader thread has the rest of stderr once the pipe closes.
+    wait_for(Duration::from_secs(5), || {
+        lines
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|l| l.contains("interrupted by SIGTERM in check 1 of 2"))
+    });
+    let said = lines.lock().unwrap().join("\n");
+    assert_eq!(status.code(), Some(130), "{said}");
+    assert!(!said.contains("check 2/2"), "{said}");
+    assert!(
+        said.contains("interrupted by SIGTERM in check 1 of 2"),
+        "{said}"
+    );
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    assert_eq!(xml.matches("<testcase ").count(), 1, "{xml}");
+}

@@ -77,6 +77,13 @@ impl<W: Write> CsvSink<W> {
     }
 }
 
+impl<W: Write> CsvSink<W> {
+    /// The writer, every row flushed to it.
+    pub fn into_inner(self) -> io::Result<W> {
+        self.w.into_inner().map_err(|e| e.into_error())
+    }
+}
+
 impl<W: Write> Sink for CsvSink<W> {
     fn row(&mut self, row: &Row) -> io::Result<()> {
         self.w.write_record(fields(row)).map_err(io_error)?;

@@ -227,6 +227,42 @@ fn parse_results(path: &Path, text: &str) -> Result<Results, ResultsError> {
     Ok(r)
 }
 
+/// A row's names as a sweep writes them: a collective's (or `group`), a
+/// type's, an operator's (or `none`), and an engine and algorithm named.
+fn check_names(row: &Row) -> Result<(), String> {
+    use crate::engine::{Collective, Dtype, ReduceOp};
+    let known = |what: &str, v: &str, ok: bool| match ok {
+        true => Ok(()),
+        false => Err(format!(
+            "{what} '{}' is not one collbench writes",
+            v.escape_debug()
+        )),
+    };
+    let c = row.collective.as_str();
+    known(
+        "collective",
+        c,
+        c == "group" || Collective::EVERY.iter().any(|k| k.name() == c),
+    )?;
+    known(
+        "dtype",
+        &row.dtype,
+        Dtype::ALL.iter().any(|d| d.name() == row.dtype),
+    )?;
+    let op = row.op.as_str();
+    known(
+        "op",
+        op,
+        op == "none" || ReduceOp::ALL.iter().any(|o| o.name() == op),
+    )?;
+    for (what, v) in [("engine", &row.engine), ("algo", &row.algo)] {
+        if v.trim().is_empty() {
+            return Err(format!("{what} is empty"));
+        }
+    }
+    Ok(())
+}
+
 /// The most ranks a results file may say it ran on (as `analyze` reads).
 pub const MAX_WORLD_SIZE: usize = 1 << 22;
 
@@ -245,7 +281,10 @@ fn check_values(r: &Results) -> Result<(), String> {
         ));
     }
     for (i, row) in r.rows.iter().enumerate() {
-        let at = || format!("row {} ({} {} bytes)", i + 1, row.collective, row.bytes);
+        let at = || {
+            let c = crate::units::shown(&row.collective, false);
+            format!("row {} ({c} {} bytes)", i + 1, row.bytes)
+        };
         if row.placement != "out" && row.placement != "in" {
             return Err(format!(
                 "{}: placement is '{}', not out or in",
@@ -253,6 +292,7 @@ fn check_values(r: &Results) -> Result<(), String> {
                 row.placement.escape_debug()
             ));
         }
+        check_names(row).map_err(|why| format!("{}: {why}", at()))?;
         let mut values = vec![
             ("time_us", row.time_us),
             ("algbw_gbps", row.algbw_gbps),

@@ -219,22 +219,17 @@ fn check_folder(flag: &str, path: &Path, dir: &Path) -> anyhow::Result<()> {
 
 /// A device or FIFO output (`/dev/null`), written in place: it opens for
 /// writing without waiting (a FIFO nobody reads would block the open past
-/// every signal).
+/// every signal), and what it opened is kept for the write (closed, a
+/// FIFO's reader would see the end of its data).
 fn special_writable(flag: &str, path: &Path, target: &Path) -> anyhow::Result<()> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let opened = std::fs::OpenOptions::new()
-        .write(true)
-        .custom_flags(libc::O_NONBLOCK)
-        .open(target);
-    match opened {
+    match crate::units::check_special(target) {
         Err(e) if e.raw_os_error() == Some(libc::ENXIO) => bail!(
             "{flag} {}: a FIFO no process reads: start its reader first",
             path.display()
         ),
         Err(e) => bail!("{flag} {}: cannot write it: {e}", path.display()),
-        Ok(_) => {}
+        Ok(()) => Ok(()),
     }
-    Ok(())
 }
 
 /// Checks that the dump folder exists and is writable, or that its nearest

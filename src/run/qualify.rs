@@ -13,10 +13,13 @@
 //! thresholds, once. A log that cannot be read, or holds no row of the
 //! check's collective, makes the spec bad.
 
-use super::{choose_device, execute, fail, rfc3339_now, setup, CHECK_FAILED, OK, USAGE};
+use super::{
+    choose_device, execute, fail, rfc3339_now, setup, CHECK_FAILED, INTERRUPTED, OK, USAGE,
+};
 use crate::cli::plan::Sweep;
 use crate::cli::spec::{parse_spec, CheckSpec};
 use crate::cli::QualifyArgs;
+use crate::recorder::watchdog;
 use crate::report::compare;
 use crate::report::json::{read_any, write_atomic};
 use crate::report::junit::junit;
@@ -298,6 +301,10 @@ fn run_checks(checks: &[(Check, Job)]) -> Vec<CheckResult> {
         });
         results.push(run_check(c, s));
         bar.done_one();
+        // A stop signal ends the run: the checks after it are not begun.
+        if watchdog::signalled() {
+            break;
+        }
     }
     bar.finish();
     results
@@ -326,6 +333,8 @@ fn write_junit(
 }
 
 pub fn qualify(a: &QualifyArgs) -> i32 {
+    // A signal from now on stops the run with what it judged written.
+    watchdog::install_signal_handlers();
     let spec = a.spec.display();
     let dir = a.spec.parent().unwrap_or(Path::new(""));
     let specs = match load_spec(a) {
@@ -365,7 +374,16 @@ pub fn qualify(a: &QualifyArgs) -> i32 {
             return fail(e);
         }
     }
-    if results
+    if let Some(sig) = watchdog::stop_signal() {
+        let at = results.len();
+        progress::suspend(|| {
+            say!(
+                "collbench: qualify: interrupted by {sig} in check {at} of {}; the checks after it were not run",
+                checks.len()
+            )
+        });
+        INTERRUPTED
+    } else if results
         .iter()
         .any(|r| matches!(r.outcome, Outcome::Error(_)))
     {

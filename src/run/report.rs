@@ -16,8 +16,22 @@ use std::path::{Path, PathBuf};
 
 /// Each file's label in an overlaid plot: its name without extension, with
 /// as many of its folders before it as make the labels differ
-/// (`a/r` and `b/r` for two `r.json`).
+/// (`a/r` and `b/r` for two `r.json`); with its extension where only that
+/// tells them apart (`r.json` and `r.jsonl`).
 fn labels(paths: &[&Path]) -> Vec<String> {
+    // The same file named twice keeps its one label.
+    let files = paths
+        .iter()
+        .collect::<std::collections::BTreeSet<_>>()
+        .len();
+    labels_with(paths, false, files)
+        .unwrap_or_else(|longest| labels_with(paths, true, files).unwrap_or(longest))
+}
+
+/// The shortest labels of `paths` (their last name, `extension` kept or
+/// not, with folders before it) that count `files` distinct ones; Err: the
+/// longest, which do not.
+fn labels_with(paths: &[&Path], extension: bool, files: usize) -> Result<Vec<String>, Vec<String>> {
     let parts: Vec<Vec<String>> = paths
         .iter()
         .map(|p| {
@@ -28,7 +42,12 @@ fn labels(paths: &[&Path]) -> Vec<String> {
                 .map(|c| c.as_os_str().to_string_lossy().into_owned())
                 .filter(|c| c != "/" && c != ".")
                 .collect();
-            v.push(p.file_stem().map_or_else(
+            let last = if extension {
+                p.file_name()
+            } else {
+                p.file_stem()
+            };
+            v.push(last.map_or_else(
                 || p.display().to_string(),
                 |s| s.to_string_lossy().into_owned(),
             ));
@@ -36,23 +55,14 @@ fn labels(paths: &[&Path]) -> Vec<String> {
         })
         .collect();
     let longest = parts.iter().map(Vec::len).max().unwrap_or(1);
-    // The same file named twice keeps its one label.
-    let files = paths
-        .iter()
-        .collect::<std::collections::BTreeSet<_>>()
-        .len();
     let tail = |v: &Vec<String>, k: usize| v[v.len().saturating_sub(k)..].join("/");
     let labels_at = |k: usize| parts.iter().map(|v| tail(v, k)).collect::<Vec<String>>();
-    let k = (1..longest)
-        .find(|&k| {
-            labels_at(k)
-                .iter()
-                .collect::<std::collections::BTreeSet<_>>()
-                .len()
-                == files
-        })
-        .unwrap_or(longest);
-    labels_at(k)
+    let distinct =
+        |l: &[String]| l.iter().collect::<std::collections::BTreeSet<_>>().len() == files;
+    (1..=longest)
+        .map(labels_at)
+        .find(|l| distinct(l))
+        .ok_or_else(|| labels_at(longest))
 }
 
 /// One file's rows as a sweep writes them; several files' with a `source`
@@ -60,23 +70,27 @@ fn labels(paths: &[&Path]) -> Vec<String> {
 fn write_csv(path: &Path, files: &[(String, Results)]) -> anyhow::Result<()> {
     let at = || format!("--csv {}", path.display());
     // `-`: the CSV is stdout (the text then went to stderr).
-    let file: Box<dyn Write> = if crate::units::is_stdout(path) {
-        Box::new(std::io::stdout())
-    } else {
-        Box::new(crate::units::create_output(path).with_context(at)?)
-    };
+    if crate::units::is_stdout(path) {
+        return csv_of(std::io::stdout().lock(), files).with_context(at);
+    }
+    let mut file = crate::units::create_output(path).with_context(at)?;
+    csv_of(&mut file, files).with_context(at)?;
+    file.commit().with_context(at)
+}
+
+/// The CSV of `files` written to `out`.
+fn csv_of(out: impl Write, files: &[(String, Results)]) -> std::io::Result<()> {
     if let [(_, only)] = files {
-        let mut sink = CsvSink::new(file).with_context(at)?;
+        let mut sink = CsvSink::new(out)?;
         for r in &only.rows {
-            sink.row(r).with_context(at)?;
+            sink.row(r)?;
         }
         return Ok(());
     }
     crate::report::csv::write_sources(
-        file,
+        out,
         files.iter().map(|(name, r)| (name.as_str(), &r.rows[..])),
     )
-    .with_context(at)
 }
 
 fn print_text(a: &ReportArgs, format: Format, files: &[(String, Results)]) {
@@ -269,6 +283,8 @@ mod tests {
         assert_eq!(l, ["a/r", "b/r"]);
         let l = labels(&[Path::new("/x/base.json"), Path::new("cand.log")]);
         assert_eq!(l, ["base", "cand"]);
+        let l = labels(&[Path::new("o/r.json"), Path::new("o/r.jsonl")]);
+        assert_eq!(l, ["r.json", "r.jsonl"]);
         let l = labels(&[Path::new("r.json"), Path::new("r.json")]);
         assert_eq!(l, ["r", "r"]);
     }

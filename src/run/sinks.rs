@@ -160,7 +160,9 @@ pub(super) fn sinks(s: &Sweep, leader: bool) -> anyhow::Result<Fanout> {
         f.sinks.push(Deferred::boxed(move || {
             let at = || format!("--csv {}", p.display());
             let file = crate::units::create_output(&p).with_context(at)?;
-            Ok(Box::new(CsvSink::new(file).with_context(at)?))
+            Ok(Box::new(CsvFile(Some(
+                CsvSink::new(file).with_context(at)?,
+            ))))
         }));
     }
     if json_on_stdout {
@@ -249,4 +251,25 @@ pub fn rfc3339_now() -> String {
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs()) as i64;
     crate::units::utc_text(secs)
+}
+
+/// A sweep's CSV in a file: rows stream in as they finish, and the file
+/// takes its path when the sweep ends (a failed write leaves the file that
+/// was there).
+struct CsvFile(Option<CsvSink<crate::units::Output>>);
+
+impl Sink for CsvFile {
+    fn row(&mut self, row: &crate::report::Row) -> std::io::Result<()> {
+        match &mut self.0 {
+            Some(s) => s.row(row),
+            None => Ok(()),
+        }
+    }
+
+    fn finish(&mut self, _results: &Results) -> std::io::Result<()> {
+        match self.0.take() {
+            Some(s) => s.into_inner()?.commit(),
+            None => Ok(()),
+        }
+    }
 }
