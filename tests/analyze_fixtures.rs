@@ -268,3 +268,30 @@ fn point_to_point_waits_are_matched_to_the_peer() {
     let (culprits, first) = case(Some(p2p("recv 1<-0", 1024, "completed")));
     assert!(culprits.is_empty(), "{first:?}");
 }
+
+/// A dump naming a rank far past the others (a file misnamed `rank1048575`)
+/// makes a world of a million ranks: the text lists the ranks without a
+/// dump as spans, in a few lines, not a million.
+#[test]
+fn a_huge_world_from_one_file_name_is_told_in_spans() {
+    let Some(root) = fixtures() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let from = root.join("skip-4/pickle");
+    for r in [0, 1, 3] {
+        std::fs::copy(
+            from.join(format!("rank{r}")),
+            dir.path().join(format!("rank{r}")),
+        )
+        .unwrap();
+    }
+    std::fs::copy(from.join("rank2"), dir.path().join("rank1048575")).unwrap();
+    let out = std::process::Command::new(assert_cmd::cargo::cargo_bin("collbench"))
+        .arg("analyze")
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(text.len() < 4096, "{} bytes", text.len());
+    assert!(text.contains("no dump of ranks 2, 4-1048574"), "{text}");
+}

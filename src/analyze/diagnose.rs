@@ -37,7 +37,7 @@ use super::diagnosis::{
 };
 use super::group::{ranks_text, GroupView};
 use super::load::Loaded;
-use super::model::{RankDump, State};
+use super::model::{RankDump, Record, State};
 use super::runs::Run;
 use super::{consistency, progress};
 
@@ -149,9 +149,10 @@ fn diagnose_run(run: &[RankDump]) -> Diagnosis {
         .filter(|r| !dumps.contains_key(r))
         .collect();
 
+    let records = super::group::ByGroup::new(&dumps);
     let views: Vec<GroupView> = groups
         .iter()
-        .map(|(name, members)| GroupView::new(name, members.clone(), &dumps))
+        .map(|(name, members)| GroupView::new(name, members.clone(), &dumps, &records))
         .collect();
     let snapshot = snapshot_reasons(&dumps);
     let mut candidates = Vec::new();
@@ -555,21 +556,23 @@ fn blocked_on(
 
 /// One rank's standing in each of its groups, and its blocked channels.
 fn summarize(dump: &RankDump, groups: &BTreeMap<String, Vec<usize>>) -> RankSummary {
-    let mut names: BTreeSet<&str> = dump.records.iter().map(|r| r.pg.as_str()).collect();
-    names.extend(
-        groups
-            .iter()
-            .filter(|(_, members)| members.contains(&dump.rank))
-            .map(|(name, _)| name.as_str()),
-    );
-    let progress = names
+    // Each group's collective records, sorted out once (a rank in
+    // thousands of groups reads each record once).
+    let mut by_pg: BTreeMap<&str, Vec<&Record>> = BTreeMap::new();
+    for r in &dump.records {
+        let records = by_pg.entry(r.pg.as_str()).or_default();
+        if !r.is_p2p() {
+            records.push(r);
+        }
+    }
+    for (name, members) in groups {
+        if members.contains(&dump.rank) {
+            by_pg.entry(name.as_str()).or_default();
+        }
+    }
+    let progress = by_pg
         .into_iter()
-        .map(|pg| {
-            let records: Vec<_> = dump
-                .records
-                .iter()
-                .filter(|r| r.pg == pg && !r.is_p2p())
-                .collect();
+        .map(|(pg, records)| {
             let last = records.iter().max_by_key(|r| r.seq);
             let max_seq = |keep: &dyn Fn(State) -> bool| {
                 records

@@ -4,7 +4,6 @@
 //! on some ranks and not others, so they are not compared).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::ops::Bound;
 
 use super::model::{RankDump, Record, State};
 
@@ -15,6 +14,8 @@ pub struct Track<'a> {
     pub by_seq: BTreeMap<u64, &'a Record>,
     /// Highest seq entered, 0 when none.
     pub last: u64,
+    /// Highest seq completed, if any.
+    pub last_completed: Option<u64>,
 }
 
 impl Track<'_> {
@@ -25,9 +26,7 @@ impl Track<'_> {
     /// True when the rank completed a collective after `seq`: its record of
     /// `seq` may just not have been updated yet, so it is not stuck there.
     pub fn moved_past(&self, seq: u64) -> bool {
-        self.by_seq
-            .range((Bound::Excluded(seq), Bound::Unbounded))
-            .any(|(_, r)| r.state == State::Completed)
+        self.last_completed.is_some_and(|c| c > seq)
     }
 }
 
@@ -43,23 +42,69 @@ pub struct GroupView<'a> {
     pub high: u64,
 }
 
+/// Each rank's collective records (point-to-point ones left out) by group
+/// name, sorted once for all the groups of a run: a run of thousands of
+/// groups reads each record once, not once a group.
+pub struct ByGroup<'a>(BTreeMap<usize, BTreeMap<&'a str, Vec<&'a Record>>>);
+
+impl<'a> ByGroup<'a> {
+    pub fn new(dumps: &BTreeMap<usize, &'a RankDump>) -> Self {
+        let mut by_rank = BTreeMap::new();
+        for (&rank, dump) in dumps {
+            let mut groups: BTreeMap<&'a str, Vec<&'a Record>> = BTreeMap::new();
+            for record in dump.records.iter().filter(|r| !r.is_p2p()) {
+                groups.entry(record.pg.as_str()).or_default().push(record);
+            }
+            by_rank.insert(rank, groups);
+        }
+        ByGroup(by_rank)
+    }
+
+    /// `rank`'s collective records in group `name`, in the dump's order.
+    fn of(&self, rank: usize, name: &str) -> &[&'a Record] {
+        self.0
+            .get(&rank)
+            .and_then(|g| g.get(name))
+            .map_or(&[], Vec::as_slice)
+    }
+}
+
 impl<'a> GroupView<'a> {
-    /// `members` are global ranks; `dumps` are all dumps, by rank.
-    pub fn new(name: &str, members: Vec<usize>, dumps: &BTreeMap<usize, &'a RankDump>) -> Self {
+    /// `members` are global ranks; `dumps` are all dumps, by rank, and
+    /// `records` theirs by group.
+    pub fn new(
+        name: &str,
+        members: Vec<usize>,
+        dumps: &BTreeMap<usize, &'a RankDump>,
+        records: &ByGroup<'a>,
+    ) -> Self {
         let mut tracks = BTreeMap::new();
         for rank in &members {
             let Some(dump) = dumps.get(rank) else {
                 continue;
             };
             let mut by_seq = BTreeMap::new();
-            for record in dump.records.iter().filter(|r| r.pg == name && !r.is_p2p()) {
+            for &record in records.of(*rank, name) {
                 by_seq.insert(record.seq, record);
             }
             if by_seq.is_empty() && dump.wrapped {
                 continue; // its buffer may have dropped all of them: unknown
             }
             let last = by_seq.keys().next_back().copied().unwrap_or(0);
-            tracks.insert(*rank, Track { dump, by_seq, last });
+            let last_completed = by_seq
+                .iter()
+                .rev()
+                .find(|(_, r)| r.state == State::Completed)
+                .map(|(&s, _)| s);
+            tracks.insert(
+                *rank,
+                Track {
+                    dump,
+                    by_seq,
+                    last,
+                    last_completed,
+                },
+            );
         }
         let low = tracks
             .values()

@@ -125,17 +125,20 @@ pub fn rank_from_file_name(path: &Path) -> Option<usize> {
     if path.starts_with("/dev/fd") || path.starts_with("/proc/self/fd") {
         return None;
     }
-    let name = path.file_name()?.to_str()?;
-    let stem = name
-        .strip_suffix(".json")
-        .or_else(|| name.strip_suffix(".pkl"))
-        .or_else(|| name.strip_suffix(".pickle"))
+    // Bytes: a name need not be UTF-8 for its ending digits to be read.
+    let name = path.file_name()?.as_encoded_bytes();
+    let stem = [&b".json"[..], b".pkl", b".pickle"]
+        .iter()
+        .find_map(|ext| name.strip_suffix(*ext))
         .unwrap_or(name);
-    let digits = stem.len() - stem.trim_end_matches(|c: char| c.is_ascii_digit()).len();
+    let digits = stem.iter().rev().take_while(|b| b.is_ascii_digit()).count();
     if digits == 0 {
         return None;
     }
-    stem[stem.len() - digits..].parse().ok()
+    std::str::from_utf8(&stem[stem.len() - digits..])
+        .ok()?
+        .parse()
+        .ok()
 }
 
 fn read_entry(entry: &Value) -> Result<Record, EntryError> {
@@ -449,6 +452,10 @@ mod tests {
             Some(10)
         );
         assert_eq!(rank_from_file_name(Path::new("dump.pkl")), None);
+        // A name that is not UTF-8 still ends with its rank.
+        use std::os::unix::ffi::OsStrExt;
+        let odd = std::ffi::OsStr::from_bytes(b"nccl_trace_\xe9_rank_3");
+        assert_eq!(rank_from_file_name(Path::new(odd)), Some(3));
         // A pipe's descriptor number is no rank.
         assert_eq!(rank_from_file_name(Path::new("/dev/fd/63")), None);
         assert_eq!(rank_from_file_name(Path::new("/proc/self/fd/12")), None);

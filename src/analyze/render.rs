@@ -191,8 +191,9 @@ fn table(out: &mut String, d: &Diagnosis) {
             ]);
         }
     }
-    for rank in &d.ranks_missing {
-        t.add_row([rank.to_string(), "(no dump)".into()]);
+    // Consecutive ranks without a dump share a row: `4-99999`.
+    for span in crate::units::rank_spans(&d.ranks_missing) {
+        t.add_row([span, "(no dump)".into()]);
     }
     for (i, column) in t.column_iter_mut().enumerate() {
         column.set_padding((0, 2));

@@ -328,11 +328,31 @@ pub fn show_field(s: &mut String) {
     }
 }
 
-/// `[0, 1, 3]` as `ranks 0, 1, 3` (or `rank 2`).
+/// `[0, 1, 3]` as `ranks 0, 1, 3` (or `rank 2`; runs as spans, `ranks 0-5`).
 pub fn ranks_text(ranks: &[usize]) -> String {
-    let list: Vec<String> = ranks.iter().map(usize::to_string).collect();
     let noun = if ranks.len() == 1 { "rank" } else { "ranks" };
-    format!("{noun} {}", list.join(", "))
+    format!("{noun} {}", rank_spans(ranks).join(", "))
+}
+
+/// `ranks` as they are listed: runs of three or more consecutive ranks as
+/// `first-last` (`[0, 1, 2, 3, 7, 9, 10]` as `0-3`, `7`, `9`, `10`), so a
+/// world of a million ranks is a few words.
+pub fn rank_spans(ranks: &[usize]) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < ranks.len() {
+        let mut j = i;
+        while j + 1 < ranks.len() && ranks[j + 1] == ranks[j].wrapping_add(1) {
+            j += 1;
+        }
+        if j - i >= 2 {
+            out.push(format!("{}-{}", ranks[i], ranks[j]));
+        } else {
+            out.extend(ranks[i..=j].iter().map(usize::to_string));
+        }
+        i = j + 1;
+    }
+    out
 }
 
 /// `n` and `noun`, plural when `n` is not 1: `1 rank`, `3 ranks`.
@@ -424,6 +444,14 @@ pub fn read_input_text(path: &std::path::Path, limit: u64) -> std::io::Result<St
 mod tests {
     use super::*;
 
+    #[test]
+    fn runs_of_ranks_are_spans() {
+        assert_eq!(ranks_text(&[2]), "rank 2");
+        assert_eq!(ranks_text(&[0, 1, 3]), "ranks 0, 1, 3");
+        assert_eq!(ranks_text(&[0, 1, 2, 3, 7, 9, 10]), "ranks 0-3, 7, 9, 10");
+        assert_eq!(ranks_text(&[4, 5, 6, 8, 9, 10, 11]), "ranks 4-6, 8-11");
+        assert_eq!(rank_spans(&[]), Vec::<String>::new());
+    }
     #[test]
     fn units_are_binary_or_decimal_as_documented() {
         assert_eq!(parse_bytes("8B"), Ok(8));
