@@ -2318,3 +2318,73 @@ fn text_from_results_files_is_shown_escaped() {
     let text = std::fs::read_to_string(&svg).unwrap();
     assert!(!text.contains('\u{1b}'), "a control character in the SVG");
 }
+
+/// Text that cannot be written (stdout on a full disk: `/dev/full`) is an
+/// error, exit 2, for `report` and `analyze`; a reader that went away (a
+/// closed pipe) is not.
+#[test]
+fn output_that_cannot_be_written_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = sweep_json(dir.path(), "r.json");
+    let dumps = dir.path().join("dumps");
+    let o = run(&[
+        "all-reduce",
+        "--device",
+        "host",
+        "--ranks",
+        "2",
+        "--sizes",
+        "1K",
+        "-q",
+        "--timeout",
+        "1s",
+        "--inject",
+        "hang:rank=1,seq=3",
+        "--dump-dir",
+        s(&dumps),
+    ]);
+    assert_eq!(o.code, 3, "{}", o.stderr);
+    for (args, says) in [
+        (
+            vec!["report", s(&json)],
+            "writing the text: No space left on device",
+        ),
+        (
+            vec!["analyze", s(&dumps)],
+            "writing the diagnosis to stdout: No space left on device",
+        ),
+        (
+            vec!["analyze", s(&dumps), "--json"],
+            "writing the diagnosis to stdout: No space left on device",
+        ),
+    ] {
+        let full = std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .unwrap();
+        let out = std::process::Command::new(assert_cmd::cargo::cargo_bin("collbench"))
+            .args(&args)
+            .stdout(full)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+        // A closed pipe: the command's own exit.
+        let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("collbench"))
+            .args(&args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        drop(child.stdout.take());
+        let out = child.wait_with_output().unwrap();
+        let want = if args[0] == "report" { 0 } else { 1 };
+        assert_eq!(
+            out.status.code(),
+            Some(want),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}

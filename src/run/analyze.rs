@@ -26,16 +26,20 @@ pub fn analyze(a: &AnalyzeArgs) -> i32 {
     }
     match result {
         Ok(d) => {
-            if a.json {
+            let text = if a.json {
                 match serde_json::to_string_pretty(&d) {
-                    Ok(text) => out!("{text}"),
+                    Ok(text) => text + "\n",
                     Err(e) => {
                         say!("collbench analyze: cannot encode the diagnosis: {e}");
                         return USAGE;
                     }
                 }
             } else {
-                out_part!("{}", render_text(&d));
+                render_text(&d)
+            };
+            if let Err(e) = super::emit_output(&mut std::io::stdout().lock(), &text) {
+                say!("collbench analyze: writing the diagnosis to stdout: {e}");
+                return USAGE;
             }
             for u in &d.unreadable {
                 say!("collbench analyze: unreadable: {}: {}", u.path, u.reason);

@@ -46,6 +46,19 @@ pub(crate) fn emit(to: &mut impl Write, text: &str, line: bool) {
     };
 }
 
+/// Writes a command's output (`analyze`'s diagnosis, `report`'s text) to
+/// `to` and flushes it: a reader that went away (a closed pipe) is no
+/// error, a write that failed (a full disk under `> diag.json`) is one.
+pub(crate) fn emit_output(to: &mut impl Write, text: &str) -> std::io::Result<()> {
+    match to
+        .write_all(printable(text).as_bytes())
+        .and_then(|()| to.flush())
+    {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        done => done,
+    }
+}
+
 /// Text for a terminal: hidden characters other than newline and tab
 /// escaped ([`crate::units::shown`]).
 pub(crate) fn printable(s: &str) -> std::borrow::Cow<'_, str> {

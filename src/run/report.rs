@@ -93,22 +93,25 @@ fn csv_of(out: impl Write, files: &[(String, Results)]) -> std::io::Result<()> {
     )
 }
 
-fn print_text(a: &ReportArgs, format: Format, files: &[(String, Results)]) {
-    // `--csv -` makes stdout the data's: the text for people goes to stderr.
-    let mut out: Box<dyn Write> = if a.out.csv.as_deref().is_some_and(crate::units::is_stdout) {
-        Box::new(std::io::stderr().lock())
-    } else {
-        Box::new(std::io::stdout().lock())
-    };
+fn print_text(a: &ReportArgs, format: Format, files: &[(String, Results)]) -> std::io::Result<()> {
+    let mut text = String::new();
     for (i, (name, r)) in files.iter().enumerate() {
         if files.len() > 1 {
             if i > 0 {
-                let _ = writeln!(out);
+                text.push('\n');
             }
-            let _ = writeln!(out, "{}", format.heading(name));
+            text.push_str(&format.heading(name));
+            text.push('\n');
         }
-        // A closed stdout (a pipe into `head`) is not an error worth dying for.
-        let _ = write!(out, "{}", render(format, r, a.out.verbose > 0));
+        text.push_str(&render(format, r, a.out.verbose > 0));
+    }
+    // `--csv -` makes stdout the data's: the text for people goes to stderr.
+    // A closed stdout (a pipe into `head`) is not an error worth dying for;
+    // a full disk is.
+    if a.out.csv.as_deref().is_some_and(crate::units::is_stdout) {
+        super::emit_output(&mut std::io::stderr().lock(), &text)
+    } else {
+        super::emit_output(&mut std::io::stdout().lock(), &text)
     }
 }
 
@@ -135,7 +138,9 @@ pub fn report(a: &ReportArgs) -> i32 {
         }
     }
     if !a.out.quiet {
-        print_text(a, format, &files);
+        if let Err(e) = print_text(a, format, &files) {
+            return fail(format!("writing the text: {e}"));
+        }
     }
     for (name, r) in &files {
         for w in warn::scan(&r.rows) {
