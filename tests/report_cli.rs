@@ -2388,3 +2388,25 @@ fn output_that_cannot_be_written_is_an_error() {
         );
     }
 }
+
+/// A baseline with wrong values is compared as it is, and said to have
+/// them: a gate's reference that failed its own check is no silent pass.
+#[test]
+fn a_baseline_with_wrong_values_is_warned_of() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = sweep_json(dir.path(), "r.json");
+    let mut v: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    v["rows"][1]["wrong"] = Value::from(3);
+    let bad = dir.path().join("bad.json");
+    std::fs::write(&bad, serde_json::to_vec(&v).unwrap()).unwrap();
+    let o = run(&["compare", s(&bad), s(&json), "--max-regression", "1000"]);
+    assert_eq!(o.code, 0, "{}{}", o.stdout, o.stderr);
+    assert!(
+        o.stderr
+            .contains("the baseline has wrong values in 1 row(s), first: all-reduce"),
+        "{}",
+        o.stderr
+    );
+    let o = run(&["compare", s(&json), s(&json), "--max-regression", "1000"]);
+    assert!(!o.stderr.contains("wrong values"), "{}", o.stderr);
+}

@@ -100,6 +100,22 @@ fn say_unfinished(base: &[Results], cand: &[Results]) -> bool {
     if let Some(why) = base.iter().find_map(Results::log_failed) {
         say!("collbench: warning: the baseline failed its own check ({why}): its rows are compared as they are");
     }
+    let bad: Vec<&crate::report::Row> = base
+        .iter()
+        .flat_map(|r| &r.rows)
+        .filter(|r| r.is_bad())
+        .collect();
+    if let Some(first) = bad.first() {
+        say!(
+            "collbench: warning: the baseline has wrong values in {} row(s), first: {} {} {} {} bytes {}: its rows are compared as they are",
+            bad.len(),
+            first.collective,
+            first.dtype,
+            first.op,
+            first.bytes,
+            first.placement
+        );
+    }
     cand_unfinished.is_some() || cand_failed.is_some()
 }
 
