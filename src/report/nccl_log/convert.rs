@@ -175,6 +175,7 @@ impl LogRun {
             notes.push(format!("nccl-tests header: {}", h.line));
         }
         notes.extend(guessed);
+        notes.extend(self.rank_lines_note());
         notes.extend(self.ending_notes());
         Ok(Results::new(self.meta(&collective, notes), rows))
     }
@@ -228,6 +229,23 @@ impl LogRun {
             }
         }
         rows
+    }
+
+    /// Device lines that do not name ranks 0 to n-1 once each (a log
+    /// edited, or two runs' lines mixed): which they name, and the world
+    /// taken from them.
+    pub(super) fn rank_lines_note(&self) -> Option<String> {
+        let named: Vec<usize> = self.ranks.iter().map(|r| r.rank as usize).collect();
+        let mut sorted = named.clone();
+        sorted.sort_unstable();
+        if sorted.iter().enumerate().all(|(i, &r)| i == r) {
+            return None;
+        }
+        Some(format!(
+            "the device lines name {} in that order, not ranks 0 to n-1 once each: the world is taken as the {} distinct ones",
+            crate::units::ranks_text(&named),
+            self.world_size()
+        ))
     }
 
     /// How the run failed or stopped, if it did.

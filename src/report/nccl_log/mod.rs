@@ -209,10 +209,13 @@ impl LogRun {
             && (self.out_of_bounds.is_some() || self.avg_busbw.is_some())
     }
 
-    /// The number of ranks: the device lines, else nThread x nGpus.
+    /// The number of ranks: the distinct ranks of the device lines, else
+    /// nThread x nGpus.
     pub fn world_size(&self) -> usize {
         if !self.ranks.is_empty() {
-            return self.ranks.len();
+            let distinct: std::collections::BTreeSet<u64> =
+                self.ranks.iter().map(|r| r.rank).collect();
+            return distinct.len();
         }
         self.header
             .as_ref()

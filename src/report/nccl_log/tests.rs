@@ -629,3 +629,29 @@ fn names_map_to_collbench_names() {
     assert!(!looks_like_log("{\"schema\": 1}") && !looks_like_log("hello"));
     assert!(read_log("# Avg bus bandwidth : 3\n", "x").is_err());
 }
+
+/// Device lines naming a rank twice, or past the others, make no world of
+/// their count: the distinct ranks are the world, and a note says what the
+/// lines named.
+#[test]
+fn device_lines_that_repeat_a_rank_are_counted_once_and_noted() {
+    let rows: &[SynthRow] = &[(8, 2, "float", "sum", -1, 10.0, 0.0, 0.0)];
+    let clean = parse_log(&synthetic(rows, 2)).remove(0);
+    assert_eq!(clean.world_size(), 2);
+    assert_eq!(clean.rank_lines_note(), None);
+    let text = synthetic(rows, 2).replace(
+        "#  Rank  1 ",
+        "#  Rank  7 Group  0 Pid 1 on x device 7 [0x07] GPU X\n#  Rank  1 ",
+    );
+    let odd = parse_log(&text).remove(0);
+    assert_eq!(odd.world_size(), 3);
+    let note = odd.rank_lines_note().unwrap();
+    assert!(note.contains("ranks 0, 7, 1 in that order"), "{note}");
+    let doubled = text.replace(
+        "#  Rank  7 Group  0 Pid 1 on x device 7 [0x07] GPU X\n",
+        "#  Rank  1 Group  0 Pid 1 on x device 1 [0x01] GPU X\n",
+    );
+    let doubled = parse_log(&doubled).remove(0);
+    assert_eq!(doubled.world_size(), 2);
+    assert!(doubled.rank_lines_note().unwrap().contains("ranks 0, 1, 1"));
+}
