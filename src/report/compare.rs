@@ -445,7 +445,7 @@ impl Comparison {
         let mut s = format!(
             "{judged} row(s) compared ({by_bw} by busbw, at 1MiB and up; {} by time); {slower} regressed by more than {}%",
             judged - by_bw,
-            self.max_regression_pct
+            crate::units::fmt_number(self.max_regression_pct)
         );
         let zeros = self.pairs.len() - judged;
         if zeros > 0 {

@@ -23,10 +23,15 @@ impl fmt::Display for Bytes {
             v /= 1024.0;
             u += 1;
         }
+        let shown = format!("{v:.2}");
         if v.fract() == 0.0 {
             write!(f, "{}{}", v as u64, UNITS[u])
+        } else if shown.ends_with(".00") {
+            // Rounded to a whole number it is not (16380 B is not 16 KiB):
+            // the bytes themselves.
+            write!(f, "{}B", self.0)
         } else {
-            write!(f, "{:.2}{}", v, UNITS[u])
+            write!(f, "{shown}{}", UNITS[u])
         }
     }
 }
@@ -443,6 +448,14 @@ pub fn read_input_text(path: &std::path::Path, limit: u64) -> std::io::Result<St
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_size_never_shows_as_a_whole_number_it_is_not() {
+        assert_eq!(Bytes(16384).to_string(), "16KiB");
+        assert_eq!(Bytes(16380).to_string(), "16380B");
+        assert_eq!(Bytes(1536).to_string(), "1.50KiB");
+        assert_eq!(Bytes((1 << 30) - 1).to_string(), "1073741823B");
+    }
 
     #[test]
     fn runs_of_ranks_are_spans() {
