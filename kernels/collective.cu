@@ -906,7 +906,7 @@ CB_DEVICE bool cb_run_step(CbBlock *b, const CbStep *s, CbIo *shared_io, u32 *sh
     return ok;
 }
 
-CB_KERNEL CB_MAX_REGISTERS void cb_collective(CbRank rank) {
+CB_KERNEL CB_MAX_REGISTERS void cb_collective(const CB_GRID_CONSTANT CbRank rank) {
     CB_SHARED CbIo io;
     CB_SHARED u32 ok;
     CB_SHARED u32 lost;

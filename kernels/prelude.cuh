@@ -27,6 +27,14 @@ typedef unsigned long long u64;
 #define CB_MAX_REGISTERS __launch_bounds__(1024, 1)
 #endif
 
+// A kernel parameter read in place (its address taken) rather than copied
+// to local memory first: CUDA 11.7 and newer, sm_70 and newer.
+#if __CUDACC_VER_MAJOR__ > 11 || (__CUDACC_VER_MAJOR__ == 11 && __CUDACC_VER_MINOR__ >= 7)
+#define CB_GRID_CONSTANT __grid_constant__
+#else
+#define CB_GRID_CONSTANT
+#endif
+
 CB_DEVICE u32 cb_tid() { return threadIdx.x; }
 CB_DEVICE u32 cb_nthreads() { return blockDim.x; }
 CB_DEVICE u32 cb_block() { return blockIdx.x; }
@@ -126,6 +134,7 @@ CB_DEVICE void cb_pause() { __nanosleep(64); }
 #define CB_DEVICE static inline
 #define CB_KERNEL extern "C"
 #define CB_MAX_REGISTERS
+#define CB_GRID_CONSTANT
 #define CB_SHARED static thread_local
 
 struct CbEmuThread {

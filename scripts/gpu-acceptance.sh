@@ -50,6 +50,12 @@ else
 fi
 fails=0
 skipped=()
+# The longest any wait of a step may last (--timeout): a kernel that
+# deadlocks fails its step in seconds, with dumps, instead of eating the
+# budget until the step limit kills it. Under compute-sanitizer kernels
+# run many times slower.
+wait="--timeout ${STEP_TIMEOUT:-20s}"
+slow_wait="--timeout ${SANITIZER_TIMEOUT:-120s}"
 mpi=${MPI_BIN:-target/mpi/release/collbench}
 if [ -n "$smoke" ]; then
   # A wrapper in place of each binary: the GPU's commands, shrunk to the
@@ -84,6 +90,8 @@ prev=
 for a in "$@"; do
   case "$prev" in
     --device) [ "$a" = cuda ] && a=cuda-emu ;;
+    # The emulated device on a few shared cores waits far longer than a GPU.
+    --timeout) [ "$a" = "${STEP_TIMEOUT:-20s}" ] && a=120s ;;
     --sizes) [ -z "${SMOKE_LONG:-}" ] && a=$(cap "$a") ;;
     --iters) [ -z "${SMOKE_LONG:-}" ] && [ "$a" -gt 3 ] && a=3 ;;
     --warmup) [ -z "${SMOKE_LONG:-}" ] && [ "$a" -gt 1 ] && a=1 ;;
@@ -175,19 +183,19 @@ if [ -n "$smoke" ] && ! python3 -c 'import json,sys; assert json.load(open(sys.a
 else
   STEP_LIMIT=${COMPILE_LIMIT:-480} run compile-kernels 0 "$bin" info --compile-kernels
 fi
-say "== every collective x algorithm, checked, on 1, 2, 3 and 8 virtual ranks"
-for n in 1 2 3 8; do
-  run "all-n$n" 0 "$bin" all --device cuda --ranks "$n" --algo all --sizes 8B:4M:x8 \
-    --iters 5 --warmup 2 --json "$out/all-n$n.json" -q
-done
-say "== LL128 (never yet run on a GPU): lines ending mid-line, whole and many, every element size, checked 3 times"
+say "== LL128 first (never yet run on a GPU; auto picks it for mid sizes below): lines ending mid-line, whole and many, every element size, checked 3 times"
 for n in 3 8; do
-  run "ll128-n$n" 0 "$bin" all --device cuda --ranks "$n" --algo all --protocol ll128 \
+  run "ll128-n$n" 0 "$bin" all --device cuda $wait --ranks "$n" --algo all --protocol ll128 \
     --dtype int8,half,double --sizes 120B:1080B:+240 --slot-size 4K --iters 3 --warmup 1 \
     --check-iters 3 --json "$out/ll128-n$n.json" -q
 done
+say "== every collective x algorithm, checked, on 1, 2, 3 and 8 virtual ranks"
+for n in 1 2 3 8; do
+  run "all-n$n" 0 "$bin" all --device cuda $wait --ranks "$n" --algo all --sizes 8B:4M:x8 \
+    --iters 5 --warmup 2 --json "$out/all-n$n.json" -q
+done
 say "== every dtype and op on 3 ranks"
-run dtype-op-n3 0 "$bin" all-reduce --device cuda --ranks 3 --dtype all --op all \
+run dtype-op-n3 0 "$bin" all-reduce --device cuda $wait --ranks 3 --dtype all --op all \
   --algo all --sizes 8B:256K:x32 --iters 2 --warmup 1 --json "$out/dtype-op-n3.json" -q
 say "== the copy reference: PyTorch's device-to-device copy, timed with CUDA events"
 if ! due copy-reference; then
@@ -216,33 +224,33 @@ else
 fi
 
 say "== performance"
-run perf-n1 0 "$bin" all-reduce --device cuda --ranks 1 --placement out --sizes 1M:1G:x4 \
+run perf-n1 0 "$bin" all-reduce --device cuda $wait --ranks 1 --placement out --sizes 1M:1G:x4 \
   --iters 20 --warmup 5 --json "$out/perf-n1.json" -q
 # The same through the collective kernel (a lone rank's copy runs as the
 # driver's device copy by default, as NCCL's does).
-run perf-n1-kernel 0 env COLLBENCH_CUDA_COPIES=kernel "$bin" all-reduce --device cuda --ranks 1 \
+run perf-n1-kernel 0 env COLLBENCH_CUDA_COPIES=kernel "$bin" all-reduce --device cuda $wait --ranks 1 \
   --placement out --sizes 1M:1G:x4 --iters 20 --warmup 5 --json "$out/perf-n1-kernel.json" -q
-run perf-n8 0 "$bin" all-reduce --device cuda --ranks 8 --placement out --sizes 8B:1G:x8 \
+run perf-n8 0 "$bin" all-reduce --device cuda $wait --ranks 8 --placement out --sizes 8B:1G:x8 \
   --iters 20 --warmup 5 --json "$out/perf-n8.json" -q
-run perf-n8-graph 0 "$bin" all-reduce --device cuda --ranks 8 --placement out --graph \
+run perf-n8-graph 0 "$bin" all-reduce --device cuda $wait --ranks 8 --placement out --graph \
   --sizes 8B:8B --iters 200 --warmup 20 --json "$out/perf-n8-graph.json" -q
 # Blocks of a fixed width (512 threads, the widest default): what the narrow
 # launch of small line-protocol operations saves.
-run perf-n8-graph-512 0 env COLLBENCH_CUDA_THREADS=512 "$bin" all-reduce --device cuda --ranks 8 \
+run perf-n8-graph-512 0 env COLLBENCH_CUDA_THREADS=512 "$bin" all-reduce --device cuda $wait --ranks 8 \
   --placement out --graph --sizes 8B:8B --iters 200 --warmup 20 --json "$out/perf-n8-graph-512.json" -q
 for t in 32 64 128 256; do
-  run "perf-n8-graph-$t" 0 env COLLBENCH_CUDA_THREADS=$t "$bin" all-reduce --device cuda --ranks 8 \
+  run "perf-n8-graph-$t" 0 env COLLBENCH_CUDA_THREADS=$t "$bin" all-reduce --device cuda $wait --ranks 8 \
     --placement out --graph --sizes 8B:8B --iters 200 --warmup 20 --json "$out/perf-n8-graph-$t.json" -q
 done
 # Every algorithm at 8 B (the target is the default's; the others say what a
 # better pick would give).
-run perf-n8-graph-algos 0 "$bin" all-reduce --device cuda --ranks 8 --placement out --graph --algo all \
+run perf-n8-graph-algos 0 "$bin" all-reduce --device cuda $wait --ranks 8 --placement out --graph --algo all \
   --sizes 8B:8B --iters 200 --warmup 20 --json "$out/perf-n8-graph-algos.json" -q
 say "== rank processes (issue: GPUs across processes): --procs, and mpirun where present"
 # One GPU here: the processes share it (--allow-shared-gpu) and time-slice,
 # so the sweep is short; connections between them are CUDA IPC memory.
 for n in 2 4; do
-  run "procs-$n" 0 "$bin" all --device cuda --procs "$n" --allow-shared-gpu --algo all \
+  run "procs-$n" 0 "$bin" all --device cuda $wait --procs "$n" --allow-shared-gpu --algo all \
     --sizes 8B:64K:x64 --iters 2 --warmup 1 --json "$out/procs-$n.json" -q
 done
 run procs-hang 3 "$bin" all-reduce --device cuda --procs 2 --allow-shared-gpu --sizes 1K \
@@ -258,10 +266,10 @@ if [ "$ran" = 1 ]; then
 fi
 rm -rf "$out/procs-hang-dumps"
 if command -v mpirun > /dev/null && [ -x "$mpi" ]; then
-  run mpirun-2 0 mpirun --allow-run-as-root --oversubscribe -np 2 "$mpi" all --device cuda --allow-shared-gpu --algo all \
+  run mpirun-2 0 mpirun --allow-run-as-root --oversubscribe -np 2 "$mpi" all --device cuda $wait --allow-shared-gpu --algo all \
     --sizes 8B:64K:x64 --iters 2 --warmup 1 --json "$out/mpirun-2.json" -q
   run mpirun-2-relay 0 env COLLBENCH_FORCE_RELAY=1 mpirun --allow-run-as-root --oversubscribe \
-    -x COLLBENCH_FORCE_RELAY -np 2 "$mpi" all --device cuda --allow-shared-gpu --algo all \
+    -x COLLBENCH_FORCE_RELAY -np 2 "$mpi" all --device cuda $wait --allow-shared-gpu --algo all \
     --sizes 8B:64K:x64 --iters 2 --warmup 1 --json "$out/mpirun-2-relay.json" -q
   run mpirun-2-host 0 mpirun --allow-run-as-root --oversubscribe -np 2 "$mpi" all --device host --engine builtin,mpi \
     --sizes 8B:1M:x8 --iters 2 --json "$out/mpirun-2-host.json" -q
@@ -270,13 +278,13 @@ else
 fi
 
 say "== NCCL side by side (one rank: NCCL refuses two ranks on one GPU)"
-run nccl-all-n1 0 "$bin" all --device cuda --ranks 1 --engine builtin,nccl --sizes 8B:4M:x8 \
+run nccl-all-n1 0 "$bin" all --device cuda $wait --ranks 1 --engine builtin,nccl --sizes 8B:4M:x8 \
   --iters 5 --warmup 2 --json "$out/nccl-all-n1.json" -q
-run nccl-n1 0 "$bin" all-reduce --device cuda --ranks 1 --engine builtin,nccl --placement out \
+run nccl-n1 0 "$bin" all-reduce --device cuda $wait --ranks 1 --engine builtin,nccl --placement out \
   --sizes 8B:1G:x8 --iters 20 --warmup 5 --json "$out/nccl-n1.json" -q
-run nccl-v-n1 0 "$bin" all-to-all-v --device cuda --ranks 1 --engine builtin,nccl --sizes 8B:4M:x8 \
+run nccl-v-n1 0 "$bin" all-to-all-v --device cuda $wait --ranks 1 --engine builtin,nccl --sizes 8B:4M:x8 \
   --iters 5 --warmup 2 --json "$out/nccl-v-n1.json" -q
-run nccl-group-n1 0 "$bin" all --device cuda --ranks 1 --engine builtin,nccl --group-mix \
+run nccl-group-n1 0 "$bin" all --device cuda $wait --ranks 1 --engine builtin,nccl --group-mix \
   all-reduce,all-gather,reduce-scatter-v --group 8 --sizes 8B:4M:x8 --iters 5 --warmup 2 \
   --json "$out/nccl-group-n1.json" -q
 if command -v compute-sanitizer > /dev/null; then
@@ -284,45 +292,45 @@ if command -v compute-sanitizer > /dev/null; then
   for tool in memcheck racecheck synccheck; do
     for c in all-reduce all-to-all; do
       run "sanitizer-$tool-$c" 0 compute-sanitizer --tool "$tool" --error-exitcode 9 "$bin" "$c" \
-        --device cuda --ranks 3 --sizes 8B:64K:x64 --iters 1 --warmup 0 --placement out -q
+        --device cuda $slow_wait --ranks 3 --sizes 8B:64K:x64 --iters 1 --warmup 0 --placement out -q
     done
     run "sanitizer-$tool-ll128" 0 compute-sanitizer --tool "$tool" --error-exitcode 9 "$bin" all-reduce \
-      --device cuda --ranks 3 --protocol ll128 --sizes 1000B:64K:x64 --iters 1 --warmup 0 --placement out -q
+      --device cuda $slow_wait --ranks 3 --protocol ll128 --sizes 1000B:64K:x64 --iters 1 --warmup 0 --placement out -q
   done
 else
   say "SKIP compute-sanitizer: not on PATH"
 fi
 
 say "== timing methods and graphs"
-run timing-wall 0 "$bin" all-reduce --device cuda --ranks 4 --timing wall --sizes 8B:1M:x8 \
+run timing-wall 0 "$bin" all-reduce --device cuda $wait --ranks 4 --timing wall --sizes 8B:1M:x8 \
   --json "$out/timing-wall.json" -q
-run graph 0 "$bin" all-reduce --device cuda --ranks 4 --graph --sizes 8B:1M:x8 \
+run graph 0 "$bin" all-reduce --device cuda $wait --ranks 4 --graph --sizes 8B:1M:x8 \
   --json "$out/graph.json" -q
 
 say "== protocols: simple, ll, ll128 and auto on 8 ranks (LL128's crossovers)"
 for proto in simple ll ll128 auto; do
-  run "proto-$proto" 0 "$bin" all-reduce --device cuda --ranks 8 --placement out --protocol "$proto" \
+  run "proto-$proto" 0 "$bin" all-reduce --device cuda $wait --ranks 8 --placement out --protocol "$proto" \
     --sizes 8B:64M:x4 --iters 20 --warmup 5 --json "$out/proto-$proto.json" -q
 done
 say "== uneven collectives and groups (one launch per rank per group)"
 for c in all-to-all-v all-gather-v reduce-scatter-v; do
-  run "$c-n8" 0 "$bin" "$c" --device cuda --ranks 8 --split skew:3 --sizes 8B:64M:x8 \
+  run "$c-n8" 0 "$bin" "$c" --device cuda $wait --ranks 8 --split skew:3 --sizes 8B:64M:x8 \
     --iters 5 --warmup 2 --json "$out/$c-n8.json" -q
 done
-run group-n8 0 "$bin" all --device cuda --ranks 8 --group-mix all-reduce,all-gather,reduce-scatter-v \
+run group-n8 0 "$bin" all --device cuda $wait --ranks 8 --group-mix all-reduce,all-gather,reduce-scatter-v \
   --group 8 --split hot:0 --sizes 8B:64M:x8 --iters 5 --warmup 2 --json "$out/group-n8.json" -q
-run group-single-n8 0 "$bin" all-reduce --device cuda --ranks 8 --placement out --sizes 8B:64M:x8 \
+run group-single-n8 0 "$bin" all-reduce --device cuda $wait --ranks 8 --placement out --sizes 8B:64M:x8 \
   --iters 40 --warmup 5 --json "$out/group-single-n8.json" -q
-run group-x8-n8 0 "$bin" all-reduce --device cuda --ranks 8 --placement out --group 8 --sizes 8B:64M:x8 \
+run group-x8-n8 0 "$bin" all-reduce --device cuda $wait --ranks 8 --placement out --group 8 --sizes 8B:64M:x8 \
   --iters 5 --warmup 2 --json "$out/group-x8-n8.json" -q
 say "== premulsum and the cost model"
 # An integer type takes a whole scalar (0.5 would be refused, exit 2).
-run premulsum-n3 0 "$bin" all --device cuda --ranks 3 --op premulsum --scalar 0.5 --algo all \
+run premulsum-n3 0 "$bin" all --device cuda $wait --ranks 3 --op premulsum --scalar 0.5 --algo all \
   --dtype float,half,bfloat16 --sizes 8B:4M:x8 --iters 2 --warmup 1 --json "$out/premulsum-n3.json" -q
-run premulsum-int-n3 0 "$bin" all --device cuda --ranks 3 --op premulsum --scalar 3 --algo all \
+run premulsum-int-n3 0 "$bin" all --device cuda $wait --ranks 3 --op premulsum --scalar 3 --algo all \
   --dtype int32,uint8 --sizes 8B:4M:x8 --iters 2 --warmup 1 --json "$out/premulsum-int-n3.json" -q
-run tune-n8 0 "$bin" tune --device cuda --ranks 8 --sizes 8B:256M:x4 --output "$out/tuning-n8.json"
-run auto-n8 0 "$bin" all-reduce --device cuda --ranks 8 --algo all --placement out --sizes 64K:256M:x4 \
+run tune-n8 0 "$bin" tune --device cuda $wait --ranks 8 --sizes 8B:256M:x4 --output "$out/tuning-n8.json"
+run auto-n8 0 "$bin" all-reduce --device cuda $wait --ranks 8 --algo all --placement out --sizes 64K:256M:x4 \
   --tuning "$out/tuning-n8.json" --json "$out/auto-n8.json" -q
 say "== an injected hang on 4 ranks: exit 3, dumps, analyze names rank 2"
 wanted hang && rm -rf "$out/hang-dumps"
@@ -346,16 +354,16 @@ if [ "$ran" = 1 ]; then
   fi
 fi
 rm -rf "$out/hang-lone-dumps"
-run nan 1 "$bin" all-reduce --device cuda --ranks 3 --inject nan:rank=1,seq=1 --sizes 1K:1K -q
-run corrupt 1 "$bin" all-reduce --device cuda --ranks 3 --inject corrupt:rank=1,seq=1 --sizes 1K:1K -q
+run nan 1 "$bin" all-reduce --device cuda $wait --ranks 3 --inject nan:rank=1,seq=1 --sizes 1K:1K -q
+run corrupt 1 "$bin" all-reduce --device cuda $wait --ranks 3 --inject corrupt:rank=1,seq=1 --sizes 1K:1K -q
 
 say "== the links probe on 8 virtual ranks: healthy, then with link 2 -> 5 slowed 4x"
 # A rehearsal's verdicts are CPU threads', so either exit is accepted there.
 healthy=0 slowed=1
 [ -n "$smoke" ] && healthy="0|1" slowed="0|1"
-run links-n8 "$healthy" "$bin" links --device cuda --ranks 8 --sizes 1M:64M:x8 --iters 10 \
+run links-n8 "$healthy" "$bin" links --device cuda $wait --ranks 8 --sizes 1M:64M:x8 --iters 10 \
   --json "$out/links-n8.json" -q
-run links-slow-n8 "$slowed" "$bin" links --device cuda --ranks 8 --sizes 1M:64M:x8 --iters 10 \
+run links-slow-n8 "$slowed" "$bin" links --device cuda $wait --ranks 8 --sizes 1M:64M:x8 --iters 10 \
   --inject slow-link:from=2,to=5,factor=4 --json "$out/links-slow-n8.json" -q
 if [ "$ran" = 1 ] && [ -z "$smoke" ] && ! grep -q "slow link 2 -> 5" "$out/links-slow-n8.out"; then
   say "FAIL links-slow-n8: link 2 -> 5 not named"; fails=$((fails + 1))

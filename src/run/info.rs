@@ -209,7 +209,14 @@ pub fn compile(facts: &Facts, arch: Option<Arch>) -> Result<Compiled, CompileKer
         say!("collbench: note: {n}");
     }
     let threads = facts.cores.min(kernels::Variant::all().len());
-    let report = kernels::compile_all(nv, facts.cache, arch, threads);
+    // What the GPU at hand loads (cubins for it); PTX for an architecture
+    // named without one here.
+    let gpu_here = facts.gpus.as_ref().ok().and_then(cuda::gpu_arch) == Some(arch);
+    let code = match gpu_here {
+        true => kernels::Code::for_gpu(nv.makes_cubins()),
+        false => kernels::Code::Ptx,
+    };
+    let report = kernels::compile_all(nv, facts.cache, arch, code, threads);
     for w in &report.warnings {
         say!("collbench: warning: {w}");
     }
@@ -411,6 +418,7 @@ fn kernels_json(r: &Report, note: Option<&str>) -> Value {
         "compiled": r.compiled,
         "failed": failed,
         "arch": r.arch.to_string(),
+        "code": r.code.name(),
         "nvrtc": version(r.nvrtc_version),
         "cached": r.cached,
         "seconds": (r.seconds * 1000.0).round() / 1000.0,
@@ -434,9 +442,10 @@ fn report_rows(r: &Report) -> Vec<[String; 2]> {
     let mut rows = vec![[
         "kernels:".to_string(),
         format!(
-            "{} of {total} variants compiled for {} with NVRTC {}{cached} in {:.1} s{}",
+            "{} of {total} variants compiled for {} ({}) with NVRTC {}{cached} in {:.1} s{}",
             r.compiled,
             r.arch,
+            r.code.name(),
             version(r.nvrtc_version),
             r.seconds,
             if r.failed.is_empty() {

@@ -12,7 +12,7 @@ pub mod nccl;
 pub mod nvrtc;
 
 pub use kernels::{Arch, ArchError, Cache, Report, Variant};
-pub use nvrtc::{CompileError, LoadError, Nvrtc, Ptx};
+pub use nvrtc::{CompileError, Image, LoadError, Nvrtc};
 
 /// The architecture of the first of the probed GPUs, if any.
 pub fn gpu_arch(d: &device::Devices) -> Option<Arch> {

@@ -45,6 +45,9 @@ struct Fns {
     get_program_log: TextFn,
     get_ptx_size: SizeFn,
     get_ptx: TextFn,
+    /// `nvrtcGetCUBINSize`/`nvrtcGetCUBIN` (CUDA 11.1 and newer): machine
+    /// code for a real architecture (`--gpu-architecture=sm_90`).
+    cubin: Option<(SizeFn, TextFn)>,
     destroy_program: DestroyProgramFn,
 }
 
@@ -107,19 +110,39 @@ impl CompileError {
     }
 }
 
-/// PTX text produced by NVRTC (without the trailing NUL).
+/// What NVRTC made of a program: PTX text (without the trailing NUL), which
+/// the driver compiles to machine code when a module is loaded, or a cubin,
+/// machine code for one real architecture, which it loads as it is.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Ptx(pub String);
+pub enum Image {
+    Ptx(String),
+    Cubin(Vec<u8>),
+}
 
-impl Ptx {
-    pub fn as_str(&self) -> &str {
-        &self.0
+impl Image {
+    /// The image's bytes, as the driver and the cache take them.
+    pub fn bytes(&self) -> &[u8] {
+        match self {
+            Image::Ptx(t) => t.as_bytes(),
+            Image::Cubin(b) => b,
+        }
     }
 
-    /// The names of the kernels (`.entry` directives) the PTX defines.
+    /// `ptx` or `cubin`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Image::Ptx(_) => "ptx",
+            Image::Cubin(_) => "cubin",
+        }
+    }
+
+    /// The names of the kernels (`.entry` directives) a PTX defines; none
+    /// for a cubin (its symbols are checked by [`Image::missing_entry_points`]).
     pub fn entry_points(&self) -> Vec<&str> {
-        self.0
-            .lines()
+        let Image::Ptx(text) = self else {
+            return Vec::new();
+        };
+        text.lines()
             .filter_map(|l| {
                 let mut words = l.split_whitespace();
                 words.find(|w| *w == ".entry")?;
@@ -130,14 +153,28 @@ impl Ptx {
             .collect()
     }
 
-    /// Those of `names` the PTX does not define.
+    /// Those of `names` the image does not define: for a cubin, the names
+    /// missing from its symbol strings (each NUL-terminated in the ELF
+    /// string table).
     pub fn missing_entry_points<'a>(&self, names: &[&'a str]) -> Vec<&'a str> {
-        let have = self.entry_points();
-        names
-            .iter()
-            .filter(|n| !have.contains(n))
-            .copied()
-            .collect()
+        match self {
+            Image::Ptx(_) => {
+                let have = self.entry_points();
+                names
+                    .iter()
+                    .filter(|n| !have.contains(n))
+                    .copied()
+                    .collect()
+            }
+            Image::Cubin(bytes) => names
+                .iter()
+                .filter(|n| {
+                    let sym = [b"\0", n.as_bytes(), b"\0"].concat();
+                    !bytes.windows(sym.len()).any(|w| w == sym.as_slice())
+                })
+                .copied()
+                .collect(),
+        }
     }
 }
 
@@ -261,6 +298,7 @@ impl Nvrtc {
             get_program_log: bind!("nvrtcGetProgramLog", TextFn),
             get_ptx_size: bind!("nvrtcGetPTXSize", SizeFn),
             get_ptx: bind!("nvrtcGetPTX", TextFn),
+            cubin: Nvrtc::cubin_fns(&lib),
             destroy_program: bind!("nvrtcDestroyProgram", DestroyProgramFn),
         };
         let (mut major, mut minor) = (0, 0);
@@ -287,6 +325,23 @@ impl Nvrtc {
             fns,
             _lib: lib,
         })
+    }
+
+    /// NVRTC's cubin getters, when it has them.
+    fn cubin_fns(lib: &Library) -> Option<(SizeFn, TextFn)> {
+        // SAFETY: NVRTC's functions of these names, with these signatures
+        // (nvrtc.h); kept next to `lib`, which outlives them.
+        unsafe {
+            Some((
+                *lib.get::<SizeFn>(b"nvrtcGetCUBINSize\0").ok()?,
+                *lib.get::<TextFn>(b"nvrtcGetCUBIN\0").ok()?,
+            ))
+        }
+    }
+
+    /// Whether NVRTC makes cubins (machine code for a real architecture).
+    pub fn makes_cubins(&self) -> bool {
+        self.fns.cubin.is_some()
     }
 
     /// Asks NVRTC which architectures it targets; `None` when it cannot say.
@@ -364,28 +419,54 @@ impl Nvrtc {
         what: (&str, SizeFn),
         get: (&str, TextFn),
     ) -> Result<String, CompileError> {
-        let mut size = 0usize;
-        // SAFETY: a live program and a valid out-pointer.
-        self.check(what.0, unsafe { (what.1)(prog, &mut size) })?;
-        if size == 0 {
-            return Ok(String::new());
-        }
-        let mut buf = vec![0u8; size];
-        // SAFETY: the buffer holds `size` bytes, the size NVRTC asked for.
-        self.check(get.0, unsafe { (get.1)(prog, buf.as_mut_ptr().cast()) })?;
+        let mut buf = self.bytes(prog, what, get)?;
         let end = buf.iter().position(|b| *b == 0).unwrap_or(buf.len());
         buf.truncate(end);
         Ok(String::from_utf8_lossy(&buf).into_owned())
     }
 
-    /// Compiles CUDA C++ `source` (named `name` in diagnostics) to PTX with
-    /// NVRTC `options`.
+    /// Reads one of a program's outputs, whole, through its size and getter
+    /// functions.
+    fn bytes(
+        &self,
+        prog: Program,
+        what: (&str, SizeFn),
+        get: (&str, TextFn),
+    ) -> Result<Vec<u8>, CompileError> {
+        let mut size = 0usize;
+        // SAFETY: a live program and a valid out-pointer.
+        self.check(what.0, unsafe { (what.1)(prog, &mut size) })?;
+        if size == 0 {
+            return Ok(Vec::new());
+        }
+        let mut buf = vec![0u8; size];
+        // SAFETY: the buffer holds `size` bytes, the size NVRTC asked for.
+        self.check(get.0, unsafe { (get.1)(prog, buf.as_mut_ptr().cast()) })?;
+        Ok(buf)
+    }
+
+    /// Compiles CUDA C++ `source` (named `name` in diagnostics) with NVRTC
+    /// `options`: to a cubin when they name a real architecture
+    /// (`--gpu-architecture=sm_90`), else to PTX.
     pub fn compile(
         &self,
         source: &str,
         name: &str,
         options: &[String],
-    ) -> Result<Ptx, CompileError> {
+    ) -> Result<Image, CompileError> {
+        let real = options
+            .iter()
+            .any(|o| o.starts_with("--gpu-architecture=sm_"));
+        let cubin = match (real, self.fns.cubin) {
+            (false, _) => None,
+            (true, Some(fns)) => Some(fns),
+            (true, None) => {
+                return Err(CompileError::new(format!(
+                    "{} {}.{} makes no cubins (nvrtcGetCUBIN): compile to PTX",
+                    self.soname, self.version.0, self.version.1
+                )))
+            }
+        };
         let nul = |what: &str| CompileError::new(format!("{what} contains a NUL byte"));
         let src = CString::new(source).map_err(|_| nul("the source"))?;
         let cname = CString::new(name).map_err(|_| nul("the program name"))?;
@@ -425,18 +506,25 @@ impl Nvrtc {
                 log: log.unwrap_or_default(),
             });
         }
-        let ptx = self.text(
-            guard.prog,
-            ("nvrtcGetPTXSize", self.fns.get_ptx_size),
-            ("nvrtcGetPTX", self.fns.get_ptx),
-        )?;
-        if ptx.trim().is_empty() {
+        let image = match cubin {
+            Some((size, get)) => Image::Cubin(self.bytes(
+                guard.prog,
+                ("nvrtcGetCUBINSize", size),
+                ("nvrtcGetCUBIN", get),
+            )?),
+            None => Image::Ptx(self.text(
+                guard.prog,
+                ("nvrtcGetPTXSize", self.fns.get_ptx_size),
+                ("nvrtcGetPTX", self.fns.get_ptx),
+            )?),
+        };
+        if image.bytes().iter().all(u8::is_ascii_whitespace) {
             return Err(CompileError {
-                message: "NVRTC returned empty PTX".into(),
+                message: format!("NVRTC returned an empty {}", image.kind()),
                 log: log.unwrap_or_default(),
             });
         }
-        Ok(Ptx(ptx))
+        Ok(image)
     }
 }
 
@@ -493,7 +581,7 @@ mod tests {
 
     #[test]
     fn entry_points_are_read_from_ptx() {
-        let ptx = Ptx(
+        let ptx = Image::Ptx(
             "//\n.version 8.8\n.visible .entry cb_fill(\n\t.param .u64 a\n)\n\
                         .visible .entry cb_verify()\n.func helper()\n"
                 .into(),
@@ -530,6 +618,18 @@ mod tests {
             )
             .unwrap();
         assert_eq!(ptx.entry_points(), vec!["k"]);
+        // A real architecture: a cubin holding the kernel's symbol.
+        let sass = vec!["--gpu-architecture=sm_80".to_string()];
+        let cubin = nvrtc
+            .compile(
+                "extern \"C\" __global__ void k(int *p) { p[threadIdx.x] = 1; }",
+                "k.cu",
+                &sass,
+            )
+            .unwrap();
+        assert_eq!(cubin.kind(), "cubin");
+        assert!(cubin.bytes().starts_with(b"\x7fELF"), "not an ELF image");
+        assert_eq!(cubin.missing_entry_points(&["k", "absent"]), vec!["absent"]);
         let e = nvrtc
             .compile("this is not C++", "bad.cu", &opts)
             .unwrap_err();

@@ -10,8 +10,8 @@ use super::{
     DevError, DevPtr, Device, DeviceDesc, EventId, FuncId, GraphId, Mapped, ShareKind, Shared,
     StreamId,
 };
-use crate::engine::exec::cuda::kernels::{self, Arch, Cache, Variant};
-use crate::engine::exec::cuda::nvrtc::Nvrtc;
+use crate::engine::exec::cuda::kernels::{self, Arch, Cache, Code, Variant};
+use crate::engine::exec::cuda::nvrtc::{Image, Nvrtc};
 use crate::engine::transport::shm::Segment;
 use cudarc::driver::{result, sys};
 use std::collections::HashMap;
@@ -223,30 +223,59 @@ impl RealDevice {
             return Ok(m);
         }
         let nvrtc = Nvrtc::get().map_err(|e| DevError::new("NVRTC", e))?;
-        let (ptx, origin) = Cache::process()
+        // Machine code for this GPU where NVRTC makes it (the driver then
+        // compiles nothing at load); PTX where it does not, or where the
+        // driver refuses the cubin (one newer than the driver knows).
+        let code = Code::for_gpu(nvrtc.makes_cubins());
+        let m = match self.load_module(nvrtc, variant, code) {
+            Err(e) if code == Code::Cubin => {
+                tracing::info!(%variant, error = %e, "the cubin did not load: loading PTX instead");
+                self.load_module(nvrtc, variant, Code::Ptx)?
+            }
+            loaded => loaded?,
+        };
+        let mut t = self.tables()?;
+        Ok(*t.modules.entry(variant).or_insert(m))
+    }
+
+    /// Compiles (or takes from the cache) `variant` as `code` and loads it.
+    fn load_module(
+        &self,
+        nvrtc: &Nvrtc,
+        variant: Variant,
+        code: Code,
+    ) -> Result<sys::CUmodule, DevError> {
+        let (image, origin) = Cache::process()
             .get_or_compile(
                 nvrtc,
                 kernels::source(),
                 &variant.program_name(),
-                &variant.options(self.arch),
+                &variant.options(self.arch, code),
                 self.arch,
             )
             .map_err(|e| DevError::new(format!("compiling {variant}"), e.detail()))?;
-        let text = CString::new(ptx.as_str())
-            .map_err(|_| DevError::new("cuModuleLoadData", "PTX holds a NUL byte"))?;
+        // PTX is text the driver reads to its NUL; a cubin's ELF header
+        // says its size.
+        let bytes = match &image {
+            Image::Ptx(text) => CString::new(text.as_str())
+                .map_err(|_| DevError::new("cuModuleLoadData", "PTX holds a NUL byte"))?
+                .into_bytes_with_nul(),
+            Image::Cubin(b) => b.clone(),
+        };
         self.bind()?;
-        // SAFETY: a NUL-terminated PTX image; the context is bound.
-        let m = unsafe { result::module::load_data(text.as_ptr().cast()) }
+        // SAFETY: a NUL-terminated PTX image or a whole cubin, alive for
+        // the call; the context is bound.
+        let m = unsafe { result::module::load_data(bytes.as_ptr().cast()) }
             .map_err(|e| err("cuModuleLoadData", e))?;
         tracing::debug!(
             ordinal = self.desc.ordinal,
             %variant,
             arch = %self.arch,
-            ptx = ?origin,
+            kind = image.kind(),
+            origin = ?origin,
             "kernel module loaded"
         );
-        let mut t = self.tables()?;
-        Ok(*t.modules.entry(variant).or_insert(m))
+        Ok(m)
     }
 }
 
@@ -502,6 +531,14 @@ impl Device for RealDevice {
         // SAFETY: the instantiated graph no longer needs its template.
         let _ = unsafe { result::graph::destroy(g) };
         let exec = exec.map_err(|e| err("cuGraphInstantiate", e))?;
+        // Uploaded now, in stream order before any timing event: else the
+        // first launch uploads it, inside the first timed iterations.
+        // SAFETY: the graph just instantiated and the stream it was captured on.
+        if let Err(e) = unsafe { result::graph::upload(exec, st) } {
+            // SAFETY: the graph is ours and was never launched.
+            let _ = unsafe { result::graph::exec_destroy(exec) };
+            return Err(err("cuGraphUpload", e));
+        }
         let mut t = self.tables()?;
         t.graphs.push(Some(exec));
         Ok(GraphId(t.graphs.len() - 1))

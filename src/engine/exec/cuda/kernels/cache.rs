@@ -1,11 +1,11 @@
-//! PTX kept in memory and on disk: entries are written to a temporary file
+//! Compiled kernels (PTX or cubins) kept in memory and on disk: entries are written to a temporary file
 //! and renamed into place; a file that fails its checks is compiled again;
 //! a cache folder that cannot be read or written costs a warning (returned,
 //! never printed), not the compile.
 
 use super::key::{cache_key, Fnv1a, CACHE_FORMAT};
 use super::Arch;
-use crate::engine::exec::cuda::nvrtc::{CompileError, Nvrtc, Ptx};
+use crate::engine::exec::cuda::nvrtc::{CompileError, Image, Nvrtc};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -80,7 +80,7 @@ pub enum Origin {
 #[derive(Debug)]
 pub struct Cache {
     dir: Option<PathBuf>,
-    mem: Mutex<HashMap<u64, Ptx>>,
+    mem: Mutex<HashMap<u64, Image>>,
     warnings: Mutex<Vec<String>>,
     /// Set once the folder proved unusable: no more disk attempts.
     disk_off: std::sync::atomic::AtomicBool,
@@ -124,7 +124,7 @@ impl Cache {
         }
     }
 
-    /// The PTX of `source` with `options` for `arch`: from memory, from
+    /// The image of `source` with `options` for `arch`: from memory, from
     /// disk, or compiled now (and then stored in both).
     pub fn get_or_compile(
         &self,
@@ -133,19 +133,19 @@ impl Cache {
         name: &str,
         options: &[String],
         arch: Arch,
-    ) -> Result<(Ptx, Origin), CompileError> {
+    ) -> Result<(Image, Origin), CompileError> {
         let key = cache_key(source, options, arch, nvrtc.version());
         tracing::debug!(program = name, %arch, key = %format_args!("{key:016x}"), "kernel cache lookup");
         self.get_or_insert_with(key, || nvrtc.compile(source, name, options))
     }
 
-    /// The PTX under `key`: from memory, from disk, or from `compile` (and
-    /// then stored in both).
+    /// The image under `key`: from memory, from disk, or from `compile`
+    /// (and then stored in both).
     pub fn get_or_insert_with(
         &self,
         key: u64,
-        compile: impl FnOnce() -> Result<Ptx, CompileError>,
-    ) -> Result<(Ptx, Origin), CompileError> {
+        compile: impl FnOnce() -> Result<Image, CompileError>,
+    ) -> Result<(Image, Origin), CompileError> {
         let key_hex = format_args!("{key:016x}");
         if let Some(p) = self.mem.lock().ok().and_then(|m| m.get(&key).cloned()) {
             tracing::debug!(key = %key_hex, "kernel cache hit (memory)");
@@ -164,7 +164,8 @@ impl Cache {
         tracing::debug!(
             key = %key_hex,
             ms = start.elapsed().as_secs_f64() * 1e3,
-            ptx_bytes = ptx.as_str().len(),
+            kind = ptx.kind(),
+            bytes = ptx.bytes().len(),
             "kernel compiled"
         );
         self.remember(key, &ptx);
@@ -177,27 +178,28 @@ impl Cache {
         if self.disk_off.load(Ordering::Relaxed) {
             return None;
         }
-        self.dir.as_ref().map(|d| d.join(format!("{key:016x}.ptx")))
+        self.dir.as_ref().map(|d| d.join(format!("{key:016x}.img")))
     }
 
-    fn remember(&self, key: u64, ptx: &Ptx) {
+    fn remember(&self, key: u64, ptx: &Image) {
         if let Ok(mut m) = self.mem.lock() {
             m.insert(key, ptx.clone());
         }
     }
 
-    /// A cache file's header: the key, the body's length and its hash.
-    fn header(key: u64, body: &str) -> String {
-        let sum = Fnv1a::new().write(body.as_bytes()).finish();
+    /// A cache file's header: the key, the image's kind, the body's length
+    /// and its hash.
+    fn header(key: u64, kind: &str, body: &[u8]) -> String {
+        let sum = Fnv1a::new().write(body).finish();
         format!(
-            "// {CACHE_FORMAT} key={key:016x} len={} fnv={sum:016x}\n",
+            "// {CACHE_FORMAT} key={key:016x} kind={kind} len={} fnv={sum:016x}\n",
             body.len()
         )
     }
 
-    fn read(&self, key: u64) -> Option<Ptx> {
+    fn read(&self, key: u64) -> Option<Image> {
         let path = self.file(key)?;
-        let text = match std::fs::read(&path) {
+        let bytes = match std::fs::read(&path) {
             Ok(t) => t,
             // Not there yet (a missing folder too): a miss, not a problem.
             Err(e)
@@ -216,12 +218,18 @@ impl Cache {
                 return None;
             }
         };
-        let parsed = String::from_utf8(text).ok().and_then(|t| {
-            let (head, body) = t.split_once('\n')?;
-            (format!("{head}\n") == Cache::header(key, body)).then(|| body.to_string())
+        let parsed = bytes.iter().position(|&b| b == b'\n').and_then(|n| {
+            let (head, body) = (&bytes[..=n], &bytes[n + 1..]);
+            if head == Cache::header(key, "ptx", body).as_bytes() {
+                String::from_utf8(body.to_vec()).ok().map(Image::Ptx)
+            } else if head == Cache::header(key, "cubin", body).as_bytes() {
+                Some(Image::Cubin(body.to_vec()))
+            } else {
+                None
+            }
         });
         match parsed {
-            Some(body) => Some(Ptx(body)),
+            Some(image) => Some(image),
             None => {
                 self.warn(format!(
                     "kernel cache: {} is corrupt; compiled again",
@@ -232,12 +240,12 @@ impl Cache {
         }
     }
 
-    fn write(&self, key: u64, ptx: &Ptx) {
+    fn write(&self, key: u64, image: &Image) {
         let Some(path) = self.file(key) else {
             return;
         };
-        if let Err(e) = Cache::write_atomic(&path, &Cache::header(key, ptx.as_str()), ptx.as_str())
-        {
+        let header = Cache::header(key, image.kind(), image.bytes());
+        if let Err(e) = Cache::write_atomic(&path, &header, image.bytes()) {
             self.disk_off.store(true, Ordering::Relaxed);
             self.warn(format!(
                 "kernel cache: cannot write {}: {e}; kernels are compiled again next time \
@@ -247,7 +255,7 @@ impl Cache {
         }
     }
 
-    fn write_atomic(path: &Path, header: &str, body: &str) -> std::io::Result<()> {
+    fn write_atomic(path: &Path, header: &str, body: &[u8]) -> std::io::Result<()> {
         static SEQ: AtomicU64 = AtomicU64::new(0);
         let dir = path.parent().unwrap_or(Path::new("."));
         std::fs::create_dir_all(dir)?;
@@ -255,13 +263,13 @@ impl Cache {
             ".tmp-{}-{}-{}",
             std::process::id(),
             SEQ.fetch_add(1, Ordering::Relaxed),
-            path.file_name().and_then(|n| n.to_str()).unwrap_or("ptx")
+            path.file_name().and_then(|n| n.to_str()).unwrap_or("img")
         ));
         let result = (|| {
             use std::io::Write;
             let mut f = std::fs::File::create(&tmp)?;
             f.write_all(header.as_bytes())?;
-            f.write_all(body.as_bytes())?;
+            f.write_all(body)?;
             f.sync_all()?;
             std::fs::rename(&tmp, path)
         })();

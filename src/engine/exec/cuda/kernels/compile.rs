@@ -1,6 +1,6 @@
 //! Compiling every variant through NVRTC (and the cache), on several threads.
 
-use super::{required_entry_points, source, Arch, Cache, Origin, Variant};
+use super::{required_entry_points, source, Arch, Cache, Code, Origin, Variant};
 use crate::engine::exec::cuda::nvrtc::{CompileError, Nvrtc};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
@@ -9,8 +9,10 @@ use std::time::Instant;
 #[derive(Debug)]
 pub struct Report {
     pub arch: Arch,
+    /// PTX, or cubins of machine code.
+    pub code: Code,
     pub nvrtc_version: (i32, i32),
-    /// Variants with PTX (compiled now or found in the cache).
+    /// Variants compiled (now, or found in the cache).
     pub compiled: usize,
     /// Variants that failed, in variant order, with why.
     pub failed: Vec<(Variant, CompileError)>,
@@ -21,15 +23,15 @@ pub struct Report {
     pub warnings: Vec<String>,
 }
 
-/// Compiles every variant of the embedded kernels for `arch` on `threads`
-/// threads, through `cache`.
-pub fn compile_all(nvrtc: &Nvrtc, cache: &Cache, arch: Arch, threads: usize) -> Report {
+/// Compiles every variant of the embedded kernels for `arch` to `code` on
+/// `threads` threads, through `cache`.
+pub fn compile_all(nvrtc: &Nvrtc, cache: &Cache, arch: Arch, code: Code, threads: usize) -> Report {
     compile_variants(
         nvrtc,
         cache,
         source(),
         &Variant::all(),
-        arch,
+        (arch, code),
         threads,
         required_entry_points(),
     )
@@ -41,21 +43,27 @@ pub fn compile_variants(
     cache: &Cache,
     source: &str,
     variants: &[Variant],
-    arch: Arch,
+    (arch, code): (Arch, Code),
     threads: usize,
     entries: &[&str],
 ) -> Report {
     let start = Instant::now();
     let next = AtomicUsize::new(0);
     let one = |v: Variant| -> Result<Origin, CompileError> {
-        let (ptx, origin) =
-            cache.get_or_compile(nvrtc, source, &v.program_name(), &v.options(arch), arch)?;
+        let (ptx, origin) = cache.get_or_compile(
+            nvrtc,
+            source,
+            &v.program_name(),
+            &v.options(arch, code),
+            arch,
+        )?;
         let missing = ptx.missing_entry_points(entries);
         if missing.is_empty() {
             Ok(origin)
         } else {
             Err(CompileError::new(format!(
-                "the PTX lacks the kernel{} {}",
+                "the {} lacks the kernel{} {}",
+                ptx.kind(),
                 if missing.len() == 1 { "" } else { "s" },
                 missing.join(", ")
             )))
@@ -91,6 +99,7 @@ pub fn compile_variants(
     results.sort_by_key(|(i, _)| *i);
     let mut report = Report {
         arch,
+        code,
         nvrtc_version: nvrtc.version(),
         compiled: 0,
         failed: Vec::new(),
@@ -114,6 +123,7 @@ pub fn compile_variants(
     report.warnings.extend(cache.take_warnings());
     tracing::info!(
         %arch,
+        code = code.name(),
         nvrtc = %format_args!("{}.{}", report.nvrtc_version.0, report.nvrtc_version.1),
         variants = variants.len(),
         compiled = report.compiled,

@@ -37,9 +37,9 @@ impl Default for Fnv1a {
 }
 
 /// Bumped when the cache file format changes.
-pub(super) const CACHE_FORMAT: &str = "collbench-ptx/1";
+pub(super) const CACHE_FORMAT: &str = "collbench-image/2";
 
-/// The cache key of PTX compiled from `source` with `options` for `arch` by
+/// The cache key of the image compiled from `source` with `options` for `arch` by
 /// NVRTC `version`.
 pub fn cache_key(source: &str, options: &[String], arch: Arch, version: (i32, i32)) -> u64 {
     let mut h = Fnv1a::new();

@@ -1,11 +1,12 @@
 //! collbench's CUDA kernels: the embedded sources (`sources`), one
 //! variant per (element type, operator) with the NVRTC options of each
-//! (`variants`), the cache key (`key`), a cache of their PTX in memory
-//! and on disk (`cache`), and compiling them all (`compile`).
+//! (`variants`), the cache key (`key`), a cache of what they compile to
+//! (PTX, or cubins for the GPU at hand) in memory and on disk (`cache`),
+//! and compiling them all (`compile`).
 //!
 //! The cache key is a stable hash (FNV-1a, 64 bits) of the source, the
 //! options, the architecture and the NVRTC version, so a new source, flag,
-//! target or compiler never reuses old PTX. Disk entries are written to a
+//! target or compiler never reuses an old image. Disk entries are written to a
 //! temporary file and renamed into place; a file that fails its checks is
 //! compiled again; a cache folder that cannot be read or written costs a
 //! warning (returned, never printed here), not the compile.
@@ -20,7 +21,7 @@ pub use cache::{cache_dir_from, default_cache_dir, writable_without_making, Cach
 pub use compile::{compile_all, compile_variants, Report};
 pub use key::{cache_key, Fnv1a};
 pub use sources::{required_entry_points, source, ENTRY_POINTS, SOURCES};
-pub use variants::{Arch, ArchError, Variant};
+pub use variants::{Arch, ArchError, Code, Variant};
 
 #[cfg(test)]
 mod tests;

@@ -1,5 +1,5 @@
 use super::*;
-use crate::engine::exec::cuda::nvrtc::{CompileError, Nvrtc, Ptx};
+use crate::engine::exec::cuda::nvrtc::{CompileError, Image, Nvrtc};
 use crate::engine::types::{Dtype, ReduceOp};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -30,10 +30,10 @@ fn arch_parses_the_usual_spellings() {
     let a = arch("sm_90a");
     assert!(a.specific);
     assert_eq!(a.to_string(), "sm_90a");
-    assert_eq!(a.nvrtc_option(), "--gpu-architecture=compute_90a");
+    assert_eq!(a.nvrtc_option(Code::Ptx), "--gpu-architecture=compute_90a");
     assert_eq!(arch("compute_80").to_string(), "sm_80");
     assert_eq!(
-        arch("sm_80").nvrtc_option(),
+        arch("sm_80").nvrtc_option(Code::Ptx),
         "--gpu-architecture=compute_80"
     );
     assert_eq!(Arch::DEFAULT.to_string(), "sm_90");
@@ -72,7 +72,7 @@ fn seventy_two_variants_with_the_abi_ids() {
     assert_eq!((v.dtype_id(), v.op_id()), (8, 4));
     assert_eq!(v.to_string(), "float/avg");
     assert_eq!(
-        v.options(arch("sm_80")),
+        v.options(arch("sm_80"), Code::Ptx),
         vec![
             "--gpu-architecture=compute_80",
             "-DCB_DT=8",
@@ -112,7 +112,7 @@ fn fnv1a_is_the_standard_one() {
 
 #[test]
 fn cache_keys_differ_by_source_options_arch_and_version() {
-    let opts = |a: &str| Variant::all()[0].options(arch(a));
+    let opts = |a: &str| Variant::all()[0].options(arch(a), Code::Ptx);
     let base = cache_key("src", &opts("sm_90"), arch("sm_90"), (12, 9));
     assert_eq!(
         base,
@@ -127,7 +127,7 @@ fn cache_keys_differ_by_source_options_arch_and_version() {
         cache_key("src", &opts("sm_90"), arch("sm_90"), (13, 0)),
         cache_key(
             "src",
-            &Variant::all()[1].options(arch("sm_90")),
+            &Variant::all()[1].options(arch("sm_90"), Code::Ptx),
             arch("sm_90"),
             (12, 9),
         ),
@@ -175,11 +175,11 @@ fn cache_dir_precedence() {
     assert_eq!(cache_dir_from(env(&[])), None);
 }
 
-fn ptx(text: &str) -> Result<Ptx, CompileError> {
-    Ok(Ptx(text.to_string()))
+fn ptx(text: &str) -> Result<Image, CompileError> {
+    Ok(Image::Ptx(text.to_string()))
 }
 
-fn never() -> Result<Ptx, CompileError> {
+fn never() -> Result<Image, CompileError> {
     panic!("compiled although cached")
 }
 
@@ -188,7 +188,7 @@ fn disk_cache_hit_miss_and_memory() {
     let dir = tempfile::tempdir().unwrap();
     let cache = Cache::new(Some(dir.path().join("k")));
     let (p, o) = cache.get_or_insert_with(7, || ptx("// one\n")).unwrap();
-    assert_eq!((p.as_str(), o), ("// one\n", Origin::Compiled));
+    assert_eq!((p.bytes(), o), (&b"// one\n"[..], Origin::Compiled));
     let (_, o) = cache.get_or_insert_with(7, never).unwrap();
     assert_eq!(o, Origin::Memory);
     let file = cache.file(7).unwrap();
@@ -200,7 +200,7 @@ fn disk_cache_hit_miss_and_memory() {
     // A new process (a fresh cache on the same folder) reads the file.
     let again = Cache::new(Some(dir.path().join("k")));
     let (p, o) = again.get_or_insert_with(7, never).unwrap();
-    assert_eq!((p.as_str(), o), ("// one\n", Origin::Disk));
+    assert_eq!((p.bytes(), o), (&b"// one\n"[..], Origin::Disk));
     // Another key misses.
     let (_, o) = again.get_or_insert_with(8, || ptx("// two\n")).unwrap();
     assert_eq!(o, Origin::Compiled);
@@ -235,7 +235,11 @@ fn a_corrupt_cache_file_is_compiled_again_and_replaced() {
         std::fs::write(&file, bad).unwrap();
         let fresh = Cache::new(Some(dir.path().to_path_buf()));
         let (p, o) = fresh.get_or_insert_with(7, || ptx("// good\n")).unwrap();
-        assert_eq!((p.as_str(), o), ("// good\n", Origin::Compiled), "case {i}");
+        assert_eq!(
+            (p.bytes(), o),
+            (&b"// good\n"[..], Origin::Compiled),
+            "case {i}"
+        );
         let w = fresh.take_warnings();
         assert!(w.len() == 1 && w[0].contains("corrupt"), "case {i}: {w:?}");
         assert_eq!(std::fs::read(&file).unwrap(), good, "case {i}: rewritten");
@@ -347,7 +351,7 @@ fn compile_variants_through_the_disk_cache() {
         &cache,
         FIXTURE,
         variants,
-        arch("sm_80"),
+        (arch("sm_80"), Code::Ptx),
         2,
         &["cb_fill"],
     );
@@ -361,7 +365,7 @@ fn compile_variants_through_the_disk_cache() {
         &fresh,
         FIXTURE,
         variants,
-        arch("sm_80"),
+        (arch("sm_80"), Code::Ptx),
         2,
         &["cb_fill"],
     );
@@ -372,18 +376,38 @@ fn compile_variants_through_the_disk_cache() {
         &fresh,
         FIXTURE,
         variants,
-        arch("sm_90"),
+        (arch("sm_90"), Code::Ptx),
         2,
         &["cb_fill"],
     );
     assert_eq!((r.compiled, r.cached), (3, 0), "{r:?}");
     assert_eq!(r.arch.to_string(), "sm_90");
     assert_eq!(r.nvrtc_version, nvrtc.version());
+    // Cubins for the GPU at hand: other keys, kept and read back as bytes.
+    for (cache, cached) in [
+        (&fresh, 0),
+        (&Cache::new(Some(dir.path().to_path_buf())), 3),
+    ] {
+        let r = compile_variants(
+            nvrtc,
+            cache,
+            FIXTURE,
+            variants,
+            (arch("sm_90"), Code::Cubin),
+            2,
+            &["cb_fill"],
+        );
+        assert_eq!(
+            (r.compiled, r.cached, r.failed.len()),
+            (3, cached, 0),
+            "{r:?}"
+        );
+    }
 
     // A corrupt file is compiled again, with a warning.
     let key = cache_key(
         FIXTURE,
-        &variants[0].options(arch("sm_80")),
+        &variants[0].options(arch("sm_80"), Code::Ptx),
         arch("sm_80"),
         nvrtc.version(),
     );
@@ -394,7 +418,7 @@ fn compile_variants_through_the_disk_cache() {
         &third,
         FIXTURE,
         variants,
-        arch("sm_80"),
+        (arch("sm_80"), Code::Ptx),
         1,
         &["cb_fill"],
     );
@@ -412,7 +436,7 @@ fn a_variant_lacking_an_entry_point_fails() {
         &cache,
         FIXTURE,
         variants,
-        arch("sm_90"),
+        (arch("sm_90"), Code::Ptx),
         2,
         &ENTRY_POINTS,
     );
@@ -438,7 +462,7 @@ fn a_variant_that_does_not_compile_fails_with_the_log() {
         &cache,
         src,
         &Variant::all()[..5],
-        arch("sm_90"),
+        (arch("sm_90"), Code::Ptx),
         3,
         &[],
     );
@@ -466,10 +490,30 @@ fn the_embedded_kernels_compile_for_one_variant() {
         &cache,
         source(),
         &[v],
-        arch("sm_80"),
+        (arch("sm_80"), Code::Ptx),
         1,
         required_entry_points(),
     );
     assert!(r.failed.is_empty(), "{:?}", r.failed);
     assert_eq!(r.compiled, 1);
+}
+
+/// The kernels themselves compile to machine code for sm_90 (the H100s the
+/// GPU hand-off runs on): NVRTC's assembler accepts what PTX alone never
+/// proves (registers, inline assembly), and every kernel is in the cubin.
+#[test]
+fn the_kernels_compile_to_a_cubin_for_sm_90() {
+    let Some(nvrtc) = nvrtc() else { return };
+    let cache = Cache::new(None);
+    let r = compile_variants(
+        nvrtc,
+        &cache,
+        source(),
+        &Variant::all()[..1],
+        (arch("sm_90"), Code::Cubin),
+        1,
+        required_entry_points(),
+    );
+    assert_eq!((r.compiled, r.failed.len()), (1, 0), "{r:?}");
+    assert_eq!(r.code, Code::Cubin);
 }

@@ -20,13 +20,47 @@ impl Arch {
         specific: false,
     };
 
-    /// NVRTC's option selecting this architecture (PTX for the virtual one).
-    pub fn nvrtc_option(self) -> String {
-        format!("--gpu-architecture=compute_{}", self.suffix())
+    /// NVRTC's option selecting this architecture: its virtual one (PTX),
+    /// or the real one (a cubin of machine code).
+    pub fn nvrtc_option(self, code: Code) -> String {
+        match code {
+            Code::Ptx => format!("--gpu-architecture=compute_{}", self.suffix()),
+            Code::Cubin => format!("--gpu-architecture=sm_{}", self.suffix()),
+        }
     }
 
     fn suffix(self) -> String {
         format!("{}{}", self.cc, if self.specific { "a" } else { "" })
+    }
+}
+
+/// What a kernel is compiled to: PTX, which any newer GPU's driver
+/// compiles when the module loads (seconds a variant, the first time on a
+/// machine), or a cubin of machine code for the GPU at hand, which it loads
+/// as it is (NVRTC makes it on all cores, up front, into the cache).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Code {
+    Ptx,
+    Cubin,
+}
+
+impl Code {
+    /// What a GPU at hand loads: a cubin where NVRTC makes them, unless
+    /// `COLLBENCH_CUDA_CODE=ptx` asks for PTX.
+    pub fn for_gpu(nvrtc_makes_cubins: bool) -> Code {
+        let ptx = std::env::var("COLLBENCH_CUDA_CODE").is_ok_and(|v| v.eq_ignore_ascii_case("ptx"));
+        if nvrtc_makes_cubins && !ptx {
+            Code::Cubin
+        } else {
+            Code::Ptx
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Code::Ptx => "ptx",
+            Code::Cubin => "cubin",
+        }
     }
 }
 
@@ -108,10 +142,10 @@ impl Variant {
             .unwrap_or(0)
     }
 
-    /// NVRTC's options for this variant on `arch`.
-    pub fn options(self, arch: Arch) -> Vec<String> {
+    /// NVRTC's options for this variant on `arch`, compiled to `code`.
+    pub fn options(self, arch: Arch, code: Code) -> Vec<String> {
         vec![
-            arch.nvrtc_option(),
+            arch.nvrtc_option(code),
             format!("-DCB_DT={}", self.dtype_id()),
             format!("-DCB_OP={}", self.op_id()),
             // Bit-exact with the host engine: no fused multiply-add.
