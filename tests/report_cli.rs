@@ -2410,3 +2410,25 @@ fn a_baseline_with_wrong_values_is_warned_of() {
     let o = run(&["compare", s(&json), s(&json), "--max-regression", "1000"]);
     assert!(!o.stderr.contains("wrong values"), "{}", o.stderr);
 }
+
+/// The names results files are checked against (the report room's own
+/// lists, as it does not see the engine) are the engine's.
+#[test]
+fn the_names_results_are_checked_against_are_the_engines() {
+    use collbench::engine::{Collective, Dtype, ReduceOp};
+    use collbench::report::json::{COLLECTIVES, DTYPES, OPS};
+    let colls: Vec<&str> = Collective::EVERY
+        .iter()
+        .map(|c| c.name())
+        .chain(["group"])
+        .collect();
+    assert_eq!(colls, COLLECTIVES);
+    let dtypes: Vec<&str> = Dtype::ALL.iter().map(|d| d.name()).collect();
+    assert_eq!(dtypes, DTYPES);
+    let ops: Vec<&str> = ReduceOp::ALL
+        .iter()
+        .map(|o| o.name())
+        .chain(["none"])
+        .collect();
+    assert_eq!(ops, OPS);
+}

@@ -333,8 +333,6 @@ fn write_junit(
 }
 
 pub fn qualify(a: &QualifyArgs) -> i32 {
-    // A signal from now on stops the run with what it judged written.
-    watchdog::install_signal_handlers();
     let spec = a.spec.display();
     let dir = a.spec.parent().unwrap_or(Path::new(""));
     let specs = match load_spec(a) {
@@ -360,6 +358,9 @@ pub fn qualify(a: &QualifyArgs) -> i32 {
         Err(e) => return fail(super::one_line(&e.context(spec.to_string()))),
     };
     let started = rfc3339_now();
+    // A signal from now on stops the run with what it judged written (not
+    // before: reading the spec from a pipe must still end at Ctrl-C).
+    watchdog::install_signal_handlers();
     let results = run_checks(&checks);
     // `--junit -` (or /dev/stdout): the XML is stdout's, the table stderr's.
     let xml_on_stdout = a.junit.as_deref().is_some_and(crate::units::is_stdout);

@@ -317,6 +317,9 @@ pub(super) fn launch_procs(
     }
     let s = build_sweep(coll, args, probe, Some(n))?;
     check_paths(&s, true, &[])?;
+    // Rank 0 checks and writes the outputs itself: a FIFO the check opened
+    // here is not this process's to hold.
+    crate::units::release_held();
     // The device and the ranks' GPUs, judged once here: every rank would
     // refuse them alike.
     let chosen = choose_device(&s, Some(n))?;

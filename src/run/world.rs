@@ -106,7 +106,9 @@ pub(super) fn stuck(dir: &Path, signal: bool, written: &harness::Dumps) {
     });
     // Not `exit`: the libraries' exit handlers (the CUDA runtime's inside
     // NCCL, MPI's) may wait on the very kernel or request that hung. Rows
-    // already printed went out whole (stdout is flushed at each line).
+    // already printed went out whole (stdout is flushed at each line), and
+    // the CSV's finished rows take its name.
+    crate::units::commit_pending();
     // SAFETY: ends the process at once; nothing runs after it.
     unsafe { libc::_exit(code) }
 }

@@ -158,6 +158,12 @@ fn hold_special(p: &Path, f: std::fs::File) {
     drop(old);
 }
 
+/// Closes every descriptor held since the outputs were checked: they are
+/// another process's to write (the `--procs` launcher's rank 0).
+pub fn release_held() {
+    HELD.lock().unwrap_or_else(|e| e.into_inner()).clear();
+}
+
 /// The descriptor held for `p` since the outputs were checked, if any
 /// (the check's descriptor was opened without waiting, then made to wait
 /// on writes).
@@ -217,11 +223,9 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
             "the output changed while it was written",
         ));
     };
-    let tmp = beside(&path);
-    let written = std::fs::File::create(&tmp).and_then(|mut f| {
-        std::io::Write::write_all(&mut f, bytes)?;
-        f.sync_all()
-    });
+    let (mut f, tmp) = create_beside(&path)?;
+    let written = std::io::Write::write_all(&mut f, bytes).and_then(|()| f.sync_all());
+    drop(f);
     let done = written.and_then(|()| std::fs::rename(&tmp, &path));
     if done.is_err() {
         // A full disk leaves no half file behind.
@@ -252,9 +256,10 @@ pub fn create_output(path: &Path) -> std::io::Result<Output> {
             "the output changed while it was opened",
         ));
     };
-    let tmp = beside(&to);
+    let (file, tmp) = create_beside(&to)?;
+    pending().push((tmp.clone(), to.clone()));
     Ok(Output {
-        file: std::fs::File::create(&tmp)?,
+        file,
         rename: Some((tmp, to)),
     })
 }
@@ -264,6 +269,50 @@ fn beside(path: &Path) -> PathBuf {
     let mut tmp = path.as_os_str().to_owned();
     tmp.push(format!(".tmp{}", std::process::id()));
     PathBuf::from(tmp)
+}
+
+/// A new file beside `path` ([`beside`], with a count after it where that
+/// name is taken), made here and no link followed: a link planted at a
+/// name that can be guessed redirects nothing.
+fn create_beside(path: &Path) -> std::io::Result<(std::fs::File, PathBuf)> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let base = beside(path);
+    for n in 0..100 {
+        let tmp = match n {
+            0 => base.clone(),
+            n => PathBuf::from(format!("{}.{n}", base.display())),
+        };
+        let made = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&tmp);
+        match made {
+            Ok(f) => return Ok((f, tmp)),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Err(std::io::Error::other(format!(
+        "{}: 100 temporary names beside it are taken",
+        path.display()
+    )))
+}
+
+/// Regular-file outputs being written, as (temporary, final) paths.
+static PENDING: std::sync::Mutex<Vec<(PathBuf, PathBuf)>> = std::sync::Mutex::new(Vec::new());
+
+fn pending() -> std::sync::MutexGuard<'static, Vec<(PathBuf, PathBuf)>> {
+    PENDING.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Puts every output still being written at its path as it stands (every
+/// row written so far): for a process that must leave at once (`_exit`
+/// after a hang that did not stop), whose outputs are never committed.
+pub fn commit_pending() {
+    for (tmp, to) in pending().drain(..) {
+        let _ = std::fs::rename(&tmp, &to);
+    }
 }
 
 /// An output being written ([`create_output`]): in place, or a regular
@@ -278,19 +327,23 @@ pub struct Output {
 
 impl Output {
     /// Puts the output at its path: a regular file is synced and renamed
-    /// over what was there.
+    /// over what was there. A rename that fails keeps the temporary file,
+    /// named in the error: it holds the whole output.
     pub fn commit(mut self) -> std::io::Result<()> {
         let Some((tmp, to)) = self.rename.take() else {
             return std::io::Write::flush(&mut self.file);
         };
-        let done = self
-            .file
-            .sync_all()
-            .and_then(|()| std::fs::rename(&tmp, &to));
-        if done.is_err() {
+        pending().retain(|(t, _)| *t != tmp);
+        if let Err(e) = self.file.sync_all() {
             let _ = std::fs::remove_file(&tmp);
+            return Err(e);
         }
-        done
+        std::fs::rename(&tmp, &to).map_err(|e| {
+            std::io::Error::new(
+                e.kind(),
+                format!("{e}; what was written is in {}", tmp.display()),
+            )
+        })
     }
 }
 
@@ -306,6 +359,7 @@ impl std::io::Write for Output {
 impl Drop for Output {
     fn drop(&mut self) {
         if let Some((tmp, _)) = self.rename.take() {
+            pending().retain(|(t, _)| *t != tmp);
             let _ = std::fs::remove_file(tmp);
         }
     }
@@ -402,5 +456,24 @@ mod output_tests {
             .file_type()
             .is_symlink());
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "via");
+        // A link planted at the temporary name redirects nothing.
+        let victim = d.path().join("victim");
+        std::fs::write(&victim, "SAFE").unwrap();
+        std::os::unix::fs::symlink(&victim, beside(&path)).unwrap();
+        let mut out = create_output(&path).unwrap();
+        out.write_all(b"next").unwrap();
+        out.commit().unwrap();
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "SAFE");
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "next");
+        std::fs::remove_file(beside(&path)).unwrap();
+        // A process leaving at once (`_exit` after a hang) puts what was
+        // written at its path first.
+        let mut out = create_output(&path).unwrap();
+        out.write_all(b"rows so far").unwrap();
+        commit_pending();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "rows so far");
+        drop(out);
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "rows so far");
+        assert_eq!(names(), 3, "r.csv, l.csv and victim only");
     }
 }

@@ -154,8 +154,8 @@ impl Image {
     }
 
     /// Those of `names` the image does not define: for a cubin, the names
-    /// missing from its symbol strings (each NUL-terminated in the ELF
-    /// string table).
+    /// missing from its strings (each NUL-terminated in an ELF string
+    /// table).
     pub fn missing_entry_points<'a>(&self, names: &[&'a str]) -> Vec<&'a str> {
         match self {
             Image::Ptx(_) => {
@@ -166,11 +166,16 @@ impl Image {
                     .copied()
                     .collect()
             }
+            // The name whole, ending in NUL: after a NUL (the symbol
+            // table's own string) or a dot (a string it shares the end of,
+            // such as its section's `.text.NAME`).
             Image::Cubin(bytes) => names
                 .iter()
                 .filter(|n| {
-                    let sym = [b"\0", n.as_bytes(), b"\0"].concat();
-                    !bytes.windows(sym.len()).any(|w| w == sym.as_slice())
+                    let sym = [n.as_bytes(), b"\0"].concat();
+                    !bytes
+                        .windows(sym.len() + 1)
+                        .any(|w| matches!(w[0], 0 | b'.') && w[1..] == sym[..])
                 })
                 .copied()
                 .collect(),
