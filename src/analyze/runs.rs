@@ -157,11 +157,16 @@ pub fn split(dumps: Vec<RankDump>) -> (Vec<Run>, Vec<Duplicate>) {
     let mut ignored = Vec::new();
     // Class: what must be equal for two dumps to be of one run, whatever their process.
     let mut classes: Vec<(ClassKey, Vec<RankDump>)> = Vec::new();
+    // Each class's place in `classes` (thousands of runs in one folder).
+    let mut at: std::collections::HashMap<ClassKey, usize> = std::collections::HashMap::new();
     for dump in dumps {
         let key = class_key(&dump);
-        match classes.iter_mut().find(|(k, _)| *k == key) {
-            Some((_, list)) => list.push(dump),
-            None => classes.push((key, vec![dump])),
+        match at.get(&key) {
+            Some(&i) => classes[i].1.push(dump),
+            None => {
+                at.insert(key.clone(), classes.len());
+                classes.push((key, vec![dump]));
+            }
         }
     }
     let mut runs: Vec<(usize, Run)> = Vec::new();
@@ -184,12 +189,13 @@ pub fn split(dumps: Vec<RankDump>) -> (Vec<Run>, Vec<Duplicate>) {
 /// Gives runs whose labels would be equal a `#2`, `#3`, ... (the first keeps
 /// its plain label), so that every label names one run.
 fn number_alike(runs: &mut [Run]) {
-    let labels: Vec<String> = runs.iter().map(Run::plain_label).collect();
-    for i in 0..runs.len() {
-        let before = labels[..i].iter().filter(|l| **l == labels[i]).count();
-        if before > 0 {
-            runs[i].suffix = format!(" #{}", before + 1);
+    let mut seen: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+    for run in runs.iter_mut() {
+        let before = seen.entry(run.plain_label()).or_default();
+        if *before > 0 {
+            run.suffix = format!(" #{}", *before + 1);
         }
+        *before += 1;
     }
 }
 
@@ -205,6 +211,22 @@ fn span(dumps: &[RankDump]) -> Option<(u64, u64)> {
     })
 }
 
+/// An operation of a dump: (group, seq, point-to-point seq).
+type OpKey = (String, u64, Option<u64>);
+
+/// When a dump's operations were created, by operation.
+fn times_of(d: &RankDump) -> BTreeMap<OpKey, Vec<u64>> {
+    let mut map: BTreeMap<OpKey, Vec<u64>> = BTreeMap::new();
+    for r in &d.records {
+        if let Some(t) = r.t_scheduled_ns {
+            map.entry((r.pg.clone(), r.seq, r.p2p_seq))
+                .or_default()
+                .push(t);
+        }
+    }
+    map
+}
+
 /// Whether two dumps of one rank come from different processes: they hold
 /// the same operation (group, seq, point-to-point seq) created at times
 /// none of which the other has. A key may hold several records in one
@@ -212,20 +234,8 @@ fn span(dumps: &[RankDump]) -> Option<(u64, u64)> {
 /// seq), so the times are compared as sets. Without such evidence (no
 /// shared operation: a ring buffer that wrapped between them, or no times)
 /// they are taken as one process.
-fn different_processes(a: &RankDump, b: &RankDump) -> bool {
-    type Key = (String, u64, Option<u64>);
-    let times = |d: &RankDump| -> BTreeMap<Key, Vec<u64>> {
-        let mut map: BTreeMap<Key, Vec<u64>> = BTreeMap::new();
-        for r in &d.records {
-            if let Some(t) = r.t_scheduled_ns {
-                map.entry((r.pg.clone(), r.seq, r.p2p_seq))
-                    .or_default()
-                    .push(t);
-            }
-        }
-        map
-    };
-    let (ta, tb) = (times(a), times(b));
+/// (Their operation times, [`times_of`].)
+fn differ(ta: &BTreeMap<OpKey, Vec<u64>>, tb: &BTreeMap<OpKey, Vec<u64>>) -> bool {
     ta.iter().any(|(k, xs)| {
         tb.get(k)
             .is_some_and(|ys| !xs.iter().any(|x| ys.contains(x)))
@@ -236,22 +246,29 @@ fn different_processes(a: &RankDump, b: &RankDump) -> bool {
 /// operation) keep one; then each process, oldest first, joins the run
 /// lacking its rank whose time span is nearest its own, or starts a run.
 fn split_pytorch(list: Vec<RankDump>, ignored: &mut Vec<Duplicate>) -> Vec<Run> {
-    let mut processes: Vec<RankDump> = Vec::new();
+    // Each process's operation times, made once (not once a comparison).
+    let mut processes: Vec<(RankDump, BTreeMap<OpKey, Vec<u64>>)> = Vec::new();
     for dump in list {
+        let times = times_of(&dump);
         match processes
             .iter_mut()
-            .find(|p| p.rank == dump.rank && !different_processes(p, &dump))
+            .find(|(p, pt)| p.rank == dump.rank && !differ(pt, &times))
         {
-            Some(kept) => keep_one(kept, dump, ignored),
-            None => processes.push(dump),
+            Some((kept, kept_times)) => {
+                keep_one(kept, dump, ignored);
+                *kept_times = times_of(kept);
+            }
+            None => processes.push((dump, times)),
         }
     }
+    let mut processes: Vec<RankDump> = processes.into_iter().map(|(p, _)| p).collect();
     // Oldest first; a dump without times after the others, in the order read.
     processes.sort_by_key(|p| span(std::slice::from_ref(p)).map_or(u64::MAX, |(lo, _)| lo));
-    let mut runs: Vec<Run> = Vec::new();
+    // Each run with its time span, kept as processes join.
+    let mut runs: Vec<(Run, Option<(u64, u64)>)> = Vec::new();
     for process in processes {
         let own = span(std::slice::from_ref(&process));
-        let gap = |run: &Run| match (own, span(&run.dumps)) {
+        let gap = |run_span: Option<(u64, u64)>| match (own, run_span) {
             (Some((lo, hi)), Some((rlo, rhi))) => {
                 lo.saturating_sub(rhi).max(rlo.saturating_sub(hi))
             }
@@ -259,21 +276,24 @@ fn split_pytorch(list: Vec<RankDump>, ignored: &mut Vec<Duplicate>) -> Vec<Run> 
         };
         let nearest = runs
             .iter_mut()
-            .filter(|r| r.has_rank(process.rank).is_none())
-            .min_by_key(|r| gap(r));
+            .filter(|(r, _)| r.has_rank(process.rank).is_none())
+            .min_by_key(|(_, s)| gap(*s));
         match nearest {
-            Some(run) => run.add(process, ignored),
+            Some((run, run_span)) => {
+                run.add(process, ignored);
+                *run_span = span(&run.dumps);
+            }
             None => {
                 let mut run = Run::new("pytorch", &process);
                 run.add(process, ignored);
-                runs.push(run);
+                runs.push((run, own));
             }
         }
     }
-    runs
+    runs.into_iter().map(|(r, _)| r).collect()
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 enum ClassKey {
     Pytorch,
     /// Collbench, with an id.
