@@ -634,3 +634,27 @@ fn ranks_missing_from_a_collective_while_waiting_on_a_late_rank_are_not_blamed()
     let d = run(&dumps(false));
     assert_root(&d, FindingKind::NotJoined, Some(9), &[0, 2]);
 }
+
+/// As above, in a ring: rank 2 waits in seq 8 on rank 0, which waits on the
+/// late rank 1. Rank 2 is blocked behind it too, so the late rank is still
+/// the root cause (the end-to-end run met this: ranks 0 and 2 blamed).
+#[test]
+fn ranks_waiting_in_a_ring_behind_a_late_rank_are_not_blamed() {
+    let dumps: Vec<Dump> = (0..3)
+        .map(|r| {
+            let mut e = history(r, 7);
+            match r {
+                1 => {
+                    let mut s8 = entry(r, 8, State::Completed);
+                    s8.t_started_ns = s8.t_started_ns.map(|t| t + 1_300 * MS);
+                    e.push(s8);
+                    e.push(blocked(r, 9, 1, Some(0)));
+                }
+                0 => e.push(blocked(r, 8, 1, Some(1))),
+                _ => e.push(blocked(r, 8, 1, Some(0))),
+            }
+            dump(r, 3, e, "timeout")
+        })
+        .collect();
+    assert_root(&run(&dumps), FindingKind::Late, Some(8), &[1]);
+}

@@ -251,11 +251,13 @@ fn diagnose_run(run: &[RankDump]) -> Diagnosis {
 
 /// The seq where each rank a `not-joined` finding blames is still, when
 /// every one of them is in an earlier collective of the group, waiting
-/// (its channels) only on ranks that entered the finding's, and one of
-/// those is found late (`lates`) in the group by then: they did not join
-/// because they were waiting on it (a rank that entered a collective just
-/// past the others' timeout finishes it, its peers' data being there, and
-/// waits in the next for peers that gave up).
+/// (its channels) on ranks that entered the finding's, or on ranks so
+/// waiting themselves (a ring: rank 2 waits on rank 0, which waits on the
+/// rank that went ahead), and one rank waited on is found late (`lates`)
+/// in the group by then: they did not join because they were waiting on
+/// it (a rank that entered a collective just past the others' timeout
+/// finishes it, its peers' data being there, and waits in the next for
+/// peers that gave up).
 fn absent_while_waiting(
     c: &Candidate,
     dumps: &BTreeMap<usize, &RankDump>,
@@ -266,13 +268,14 @@ fn absent_while_waiting(
     if f.kind != FindingKind::NotJoined || f.ranks.is_empty() {
         return None;
     }
-    let joined: BTreeSet<usize> = dumps
+    let mut behind: BTreeSet<usize> = dumps
         .values()
         .filter(|d| d.records.iter().any(|r| &r.pg == pg && r.seq == seq))
         .map(|d| d.rank)
         .collect();
     let mut at = None;
-    let mut waited: BTreeSet<usize> = BTreeSet::new();
+    // Each blamed rank's peers it waits on, in an earlier collective.
+    let mut waits: BTreeMap<usize, BTreeSet<usize>> = BTreeMap::new();
     for a in &f.ranks {
         let newest = dumps
             .get(a)?
@@ -280,20 +283,34 @@ fn absent_while_waiting(
             .iter()
             .filter(|r| &r.pg == pg)
             .max_by_key(|r| r.seq)?;
-        let peers: Vec<i64> = newest
+        let peers: Option<BTreeSet<usize>> = newest
             .channels
             .iter()
-            .filter_map(|ch| ch.waiting_on.as_ref().map(|w| w.peer))
+            .filter_map(|ch| ch.waiting_on.as_ref().map(|w| usize::try_from(w.peer).ok()))
             .collect();
-        let on_joined = peers
-            .iter()
-            .all(|&p| usize::try_from(p).is_ok_and(|p| joined.contains(&p)));
-        if newest.seq >= seq || newest.state == State::Completed || peers.is_empty() || !on_joined {
+        let peers = peers?;
+        if newest.seq >= seq || newest.state == State::Completed || peers.is_empty() {
             return None;
         }
-        waited.extend(peers.iter().filter_map(|&p| usize::try_from(p).ok()));
+        waits.insert(*a, peers);
         at = at.max(Some(newest.seq));
     }
+    // Ranks blocked behind those that entered: until none is added.
+    loop {
+        let more: Vec<usize> = waits
+            .iter()
+            .filter(|(a, peers)| !behind.contains(a) && peers.is_subset(&behind))
+            .map(|(a, _)| *a)
+            .collect();
+        if more.is_empty() {
+            break;
+        }
+        behind.extend(more);
+    }
+    if !waits.keys().all(|a| behind.contains(a)) {
+        return None;
+    }
+    let waited: BTreeSet<usize> = waits.values().flatten().copied().collect();
     let m = at?;
     lates
         .iter()
