@@ -35,10 +35,11 @@ use super::diagnosis::{
     Diagnosis, Finding, FindingKind, GroupProgress, RankSummary, RunDiagnosis, Verdict, Waiting,
     DIAGNOSIS_SCHEMA,
 };
-use super::group::{ranks_text, GroupView};
+use super::group::GroupView;
 use super::load::Loaded;
 use super::model::{RankDump, Record, State};
 use super::runs::Run;
+use super::missing::missing_dumps;
 use super::{consistency, progress};
 
 /// Diagnoses what was loaded: each run on its own; with several runs, the
@@ -131,23 +132,12 @@ fn gather(runs: &[Run]) -> Diagnosis {
 /// Diagnoses the dumps of one run (one per rank).
 fn diagnose_run(run: &[RankDump]) -> Diagnosis {
     let dumps: BTreeMap<usize, &RankDump> = run.iter().map(|d| (d.rank, d)).collect();
-    // The world is every member the dumps name, not what one of them says
-    // its size is: gloo's pg_config holds whichever group came last.
-    let mut seen: BTreeSet<usize> = dumps.keys().copied().collect();
-    for dump in dumps.values() {
-        seen.extend(dump.groups.values().flatten());
-        seen.extend(0..dump.world_size.unwrap_or(0));
-    }
-    let world_size = seen.last().map(|&r| r + 1);
-    let groups = memberships(&dumps, world_size);
-    let mut world: BTreeSet<usize> = (0..world_size.unwrap_or(0)).collect();
-    world.extend(groups.values().flatten());
-    world.extend(dumps.keys());
-    let missing: BTreeSet<usize> = world
-        .iter()
-        .copied()
-        .filter(|r| !dumps.contains_key(r))
-        .collect();
+    let World {
+        size: world_size,
+        groups,
+        ranks: world,
+        missing,
+    } = World::of(&dumps);
 
     let records = super::group::ByGroup::new(&dumps);
     let views: Vec<GroupView> = groups
@@ -179,23 +169,7 @@ fn diagnose_run(run: &[RankDump]) -> Diagnosis {
         // collectives (the first group that shows it says where).
         candidates.extend(views.iter().find_map(progress::idle_at_timeout));
     }
-    let lates: Vec<Finding> = candidates
-        .iter()
-        .filter(|c| c.finding.kind == FindingKind::Late)
-        .map(|c| c.finding.clone())
-        .collect();
-    if !lates.is_empty() {
-        for c in candidates.iter_mut() {
-            if let Some(m) = absent_while_waiting(c, &dumps, &lates) {
-                // The late rank is the root cause; the ranks it names were
-                // still waiting for it when they timed out.
-                c.priority = priority::LATE + 1;
-                c.finding.detail.push_str(&format!(
-                    "; they were still in seq {m}, waiting on the ranks that entered it: those came late"
-                ));
-            }
-        }
-    }
+    demote_absent(&mut candidates, &dumps);
     candidates.sort_by(|a, b| {
         (a.priority, &a.finding.pg, a.finding.seq).cmp(&(b.priority, &b.finding.pg, b.finding.seq))
     });
@@ -208,23 +182,9 @@ fn diagnose_run(run: &[RankDump]) -> Diagnosis {
             f
         })
         .collect();
-    let mut notes = Vec::new();
-    if let (Some(reasons), false) = (&snapshot, in_flight.is_empty()) {
-        let places: Vec<String> = in_flight
-            .iter()
-            .map(|f| {
-                format!(
-                    "group {} seq {}",
-                    f.pg.as_deref().unwrap_or("?"),
-                    f.seq.unwrap_or(0)
-                )
-            })
-            .collect();
-        notes.push(format!(
-            "dumps written {reasons} while collectives were in flight ({}), none for long: a snapshot of a run that was moving, not a hang",
-            places.join(", ")
-        ));
-    }
+    let notes: Vec<String> = snapshot_note(snapshot.as_deref(), &in_flight)
+        .into_iter()
+        .collect();
     Diagnosis {
         schema: DIAGNOSIS_SCHEMA.to_owned(),
         verdict: if findings.is_empty() {
@@ -247,6 +207,88 @@ fn diagnose_run(run: &[RankDump]) -> Diagnosis {
         notes,
         runs: Vec::new(),
     }
+}
+
+/// A run's ranks: the world is every member the dumps name, not what one
+/// of them says its size is (gloo's pg_config holds whichever group came
+/// last).
+struct World {
+    size: Option<usize>,
+    /// Every group and its members.
+    groups: BTreeMap<String, Vec<usize>>,
+    ranks: BTreeSet<usize>,
+    /// Ranks of the world without a dump.
+    missing: BTreeSet<usize>,
+}
+
+impl World {
+    fn of(dumps: &BTreeMap<usize, &RankDump>) -> World {
+        let mut seen: BTreeSet<usize> = dumps.keys().copied().collect();
+        for dump in dumps.values() {
+            seen.extend(dump.groups.values().flatten());
+            seen.extend(0..dump.world_size.unwrap_or(0));
+        }
+        let size = seen.last().map(|&r| r + 1);
+        let groups = memberships(dumps, size);
+        let mut ranks: BTreeSet<usize> = (0..size.unwrap_or(0)).collect();
+        ranks.extend(groups.values().flatten());
+        ranks.extend(dumps.keys());
+        let missing = ranks
+            .iter()
+            .copied()
+            .filter(|r| !dumps.contains_key(r))
+            .collect();
+        World {
+            size,
+            groups,
+            ranks,
+            missing,
+        }
+    }
+}
+
+/// Puts `not-joined` findings of ranks still waiting on a late rank
+/// ([`absent_while_waiting`]) after the `late` finding: the late rank is
+/// the root cause.
+fn demote_absent(candidates: &mut [Candidate], dumps: &BTreeMap<usize, &RankDump>) {
+    let lates: Vec<Finding> = candidates
+        .iter()
+        .filter(|c| c.finding.kind == FindingKind::Late)
+        .map(|c| c.finding.clone())
+        .collect();
+    if lates.is_empty() {
+        return;
+    }
+    for c in candidates.iter_mut() {
+        if let Some(m) = absent_while_waiting(c, dumps, &lates) {
+            // The ranks it names were still waiting for it when they
+            // timed out.
+            c.priority = priority::LATE + 1;
+            c.finding.detail.push_str(&format!(
+                "; they were still in seq {m}, waiting on the ranks that entered it: those came late"
+            ));
+        }
+    }
+}
+
+/// The note of dumps written while the run was moving (`reasons`) with
+/// collectives in flight: a snapshot, not a hang.
+fn snapshot_note(reasons: Option<&str>, in_flight: &[Finding]) -> Option<String> {
+    let reasons = reasons.filter(|_| !in_flight.is_empty())?;
+    let places: Vec<String> = in_flight
+        .iter()
+        .map(|f| {
+            format!(
+                "group {} seq {}",
+                f.pg.as_deref().unwrap_or("?"),
+                f.seq.unwrap_or(0)
+            )
+        })
+        .collect();
+    Some(format!(
+        "dumps written {reasons} while collectives were in flight ({}), none for long: a snapshot of a run that was moving, not a hang",
+        places.join(", ")
+    ))
 }
 
 /// The seq where each rank a `not-joined` finding blames is still, when
@@ -389,186 +431,6 @@ fn memberships(
         .into_iter()
         .map(|(name, ranks)| (name, ranks.into_iter().collect()))
         .collect()
-}
-
-/// Where ranks with a dump are seen blocked on a missing rank.
-struct Blocked {
-    pg: String,
-    seq: u64,
-    op: String,
-    /// The ranks blocked there.
-    waiting: BTreeSet<usize>,
-    /// True when a channel waits on the missing rank itself; false when the
-    /// group it belongs to has a collective not completed.
-    direct: bool,
-}
-
-/// How each rank whose process died ended, as the dumps of the ranks that
-/// lived report their launcher's word (`--procs`).
-fn deaths(dumps: &BTreeMap<usize, &RankDump>) -> BTreeMap<usize, String> {
-    let mut died = BTreeMap::new();
-    for l in dumps.values().filter_map(|d| d.origin.lost.as_ref()) {
-        // A dump's own text, kept to a line.
-        let mut how: String = l.how.chars().take(160).collect();
-        if how.len() < l.how.len() {
-            how.push('…');
-        }
-        died.entry(l.rank).or_insert(how);
-    }
-    died
-}
-
-/// "no readable dump of rank 2", and how the process of each that died
-/// ended, where a launcher said.
-fn no_dump_of(missing: &[usize], died: &BTreeMap<usize, String>) -> String {
-    let mut text = format!("no readable dump of {}", ranks_text(missing));
-    let hows: Vec<String> = missing
-        .iter()
-        .filter_map(|r| died.get(r).map(|how| (r, how)))
-        .map(|(r, how)| {
-            if missing.len() == 1 {
-                format!("its process died, {how}")
-            } else {
-                format!("rank {r}'s process died, {how}")
-            }
-        })
-        .collect();
-    if !hows.is_empty() {
-        text.push_str(&format!(" ({}, as the launcher saw)", hows.join("; ")));
-    }
-    text
-}
-
-impl Blocked {
-    /// What the finding says about the `missing` ranks blocked here.
-    fn detail(&self, missing: &[usize], died: &BTreeMap<usize, String>) -> String {
-        let waiting: Vec<usize> = self.waiting.iter().copied().collect();
-        let them = if missing.len() == 1 { "it" } else { "them" };
-        let (missing, waiting) = (no_dump_of(missing, died), ranks_text(&waiting));
-        let (pg, seq, op) = (&self.pg, self.seq, &self.op);
-        if self.direct {
-            let verb = if self.waiting.len() == 1 {
-                "waits"
-            } else {
-                "wait"
-            };
-            format!("{missing}, while {waiting} {verb} on {them} in seq {seq} ({op}) of group {pg}")
-        } else {
-            let verb = if self.waiting.len() == 1 {
-                "has"
-            } else {
-                "have"
-            };
-            format!(
-                "{missing}, a member of group {pg}, where {waiting} {verb} not completed seq {seq} ({op})"
-            )
-        }
-    }
-}
-
-/// A finding for the missing ranks others are seen blocked on, one per
-/// place, and one for the rest.
-fn missing_dumps(
-    missing: &BTreeSet<usize>,
-    views: &[GroupView],
-    dumps: &BTreeMap<usize, &RankDump>,
-    world: usize,
-) -> Vec<Candidate> {
-    let blocked = blocked_on(missing, views, dumps);
-    let died = deaths(dumps);
-    let mut by_place: BTreeMap<(String, u64), Vec<usize>> = BTreeMap::new();
-    for (rank, b) in &blocked {
-        by_place
-            .entry((b.pg.clone(), b.seq))
-            .or_default()
-            .push(*rank);
-    }
-    let mut out = Vec::new();
-    for ((pg, seq), ranks) in by_place {
-        let Some(b) = ranks.first().and_then(|r| blocked.get(r)) else {
-            continue;
-        };
-        let detail = b.detail(&ranks, &died);
-        out.push(Candidate::new(
-            priority::MISSING_WAITED,
-            FindingKind::MissingDump,
-            Some(pg),
-            Some(seq),
-            ranks,
-            detail,
-        ));
-    }
-    let rest: Vec<usize> = missing
-        .iter()
-        .copied()
-        .filter(|m| !blocked.contains_key(m))
-        .collect();
-    if !rest.is_empty() {
-        let detail = format!(
-            "{} (world of {world}); no rank with a dump is seen waiting for it",
-            no_dump_of(&rest, &died)
-        );
-        out.push(Candidate::new(
-            priority::MISSING,
-            FindingKind::MissingDump,
-            None,
-            None,
-            rest,
-            detail,
-        ));
-    }
-    out
-}
-
-/// Missing ranks some channel waits on, then missing members of groups whose
-/// newest collective is not completed on the ranks that have dumps.
-fn blocked_on(
-    missing: &BTreeSet<usize>,
-    views: &[GroupView],
-    dumps: &BTreeMap<usize, &RankDump>,
-) -> BTreeMap<usize, Blocked> {
-    let mut blocked: BTreeMap<usize, Blocked> = BTreeMap::new();
-    for dump in dumps.values() {
-        for record in dump.records.iter().filter(|r| r.state != State::Completed) {
-            for (_, wait) in record.waits() {
-                let Some(peer) = usize::try_from(wait.peer)
-                    .ok()
-                    .filter(|p| missing.contains(p))
-                else {
-                    continue;
-                };
-                let place = blocked.entry(peer).or_insert_with(|| Blocked {
-                    pg: record.pg.clone(),
-                    seq: record.seq,
-                    op: record.op.clone(),
-                    waiting: BTreeSet::new(),
-                    direct: true,
-                });
-                place.waiting.insert(dump.rank);
-            }
-        }
-    }
-    for view in views {
-        let at = view.at(view.high);
-        let waiting: BTreeSet<usize> = at
-            .iter()
-            .filter(|(_, r)| r.state != State::Completed)
-            .map(|(rank, _)| *rank)
-            .collect();
-        if waiting.is_empty() {
-            continue;
-        }
-        for m in view.members.iter().filter(|m| missing.contains(m)) {
-            blocked.entry(*m).or_insert_with(|| Blocked {
-                pg: view.name.clone(),
-                seq: view.high,
-                op: at.values().next().map(|r| r.op.clone()).unwrap_or_default(),
-                waiting: waiting.clone(),
-                direct: false,
-            });
-        }
-    }
-    blocked
 }
 
 /// One rank's standing in each of its groups, and its blocked channels.

@@ -48,6 +48,7 @@ pub mod diagnosis;
 pub mod group;
 pub mod json_tree;
 pub mod load;
+mod missing;
 pub mod model;
 pub mod p2p;
 pub mod pickle;
