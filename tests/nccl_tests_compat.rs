@@ -886,3 +886,25 @@ fn the_header_comes_out_before_a_hang_in_the_first_case() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("validation: 0 graph: 0"), "{text}");
 }
+
+/// nccl-tests 2.17's flags (-S, -J, -x, -D, -V) are taken, each said to be
+/// unused, and `-f` is read as its `strtol` reads it: `2.5` steps by 2.
+#[test]
+fn nccl_tests_2_17_flags_are_taken_and_step_factors_are_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    collbench().arg("install-aliases").arg(d).assert().success();
+    let args = [
+        "-b", "64", "-e", "256", "-f", "2.5", "-n", "1", "-w", "0", "-J", "x.json", "-S", "1",
+        "-x", "2", "-D", "1", "-V", "4",
+    ];
+    let (code, text, err) = run_alias(d, "all_reduce_perf", &args, &[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(header_of(&text).contains("step: 2(factor)"), "{text}");
+    let runs = parse_runs(&text).unwrap();
+    let sizes: Vec<&str> = runs[0].rows.iter().map(|r| r[0].as_str()).collect();
+    assert_eq!(sizes, ["64", "128", "256"], "{text}");
+    for flag in ["-S:", "-J x.json:", "-x:", "-D:", "-V:"] {
+        assert!(err.contains(&format!("note: {flag}")), "{flag}: {err}");
+    }
+}

@@ -37,9 +37,9 @@ use super::diagnosis::{
 };
 use super::group::GroupView;
 use super::load::Loaded;
+use super::missing::missing_dumps;
 use super::model::{RankDump, Record, State};
 use super::runs::Run;
-use super::missing::missing_dumps;
 use super::{consistency, progress};
 
 /// Diagnoses what was loaded: each run on its own; with several runs, the

@@ -188,4 +188,3 @@ fn blocked_on(
     }
     blocked
 }
-

@@ -53,6 +53,37 @@ pub fn nccl_tests_size(v: &str) -> Option<u64> {
     (bytes.is_finite() && bytes < 9.0e18).then_some(bytes as u64)
 }
 
+/// A step factor as nccl-tests reads `-f` (C's `strtol` in base 0): the
+/// whole number its text starts with, decimal, hexadecimal after `0x` or
+/// octal after `0` (`2.5` is 2, `1e308` is 1); 0 where none (nccl-tests then
+/// steps by `-i`).
+pub fn nccl_tests_factor(v: &str) -> i64 {
+    let t = v.trim_start();
+    let (negative, t) = match t.as_bytes().first() {
+        Some(b'-') => (true, &t[1..]),
+        Some(b'+') => (false, &t[1..]),
+        _ => (false, t),
+    };
+    let (radix, digits) = if let Some(h) = t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
+        (16, h)
+    } else if t.starts_with('0') {
+        (8, t)
+    } else {
+        (10, t)
+    };
+    let end = digits
+        .find(|c: char| !c.is_digit(radix))
+        .unwrap_or(digits.len());
+    // Past the largest, strtol gives the largest (LONG_MAX or LONG_MIN).
+    let n =
+        i64::from_str_radix(&digits[..end], radix).unwrap_or(if end == 0 { 0 } else { i64::MAX });
+    if negative {
+        n.checked_neg().unwrap_or(i64::MIN)
+    } else {
+        n
+    }
+}
+
 /// The command line collbench runs for `argv`: unchanged, or, when run as
 /// an nccl-tests binary, the collective's subcommand with nccl-tests'
 /// option names translated where collbench's differ (`--check N` is
@@ -70,12 +101,27 @@ pub fn command_line(argv: Vec<OsString>) -> Vec<OsString> {
     ];
     const ALL_OPS: &str = "sum,prod,max,min,avg,mulsum";
     let size = |v: &str| nccl_tests_size(v).map_or_else(|| v.to_string(), |b| b.to_string());
-    let (mut op_value, mut size_value) = (false, false);
+    let factor = |v: &str| nccl_tests_factor(v).to_string();
+    let (mut op_value, mut size_value, mut factor_value) = (false, false, false);
     for a in argv.into_iter().skip(1) {
         let after_op = std::mem::take(&mut op_value);
         let after_size = std::mem::take(&mut size_value);
+        let after_factor = std::mem::take(&mut factor_value);
         let translated = match a.to_str() {
             Some(v) if after_size => size(v).into(),
+            Some(v) if after_factor => factor(v).into(),
+            Some("-f" | "--stepfactor") => {
+                factor_value = true;
+                a
+            }
+            Some(s) if s.starts_with("--stepfactor=") => {
+                format!("--stepfactor={}", factor(&s[13..])).into()
+            }
+            // `-f2.5` and `-f=2.5` alike.
+            Some(s) if s.starts_with("-f") && s.len() > 2 => {
+                let eq = if s[2..].starts_with('=') { "=" } else { "" };
+                format!("-f{eq}{}", factor(&s[2 + eq.len()..])).into()
+            }
             Some("--check") => "--check-iters".into(),
             Some(s) if s.starts_with("--check=") => format!("--check-iters={}", &s[8..]).into(),
             Some("all") if after_op => ALL_OPS.into(),
@@ -111,6 +157,35 @@ pub fn command_line(argv: Vec<OsString>) -> Vec<OsString> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `-f` as nccl-tests' `strtol` reads it: the whole number it starts with.
+    #[test]
+    fn step_factors_are_whole_numbers_as_nccl_tests_reads_them() {
+        for (v, n) in [
+            ("2", 2),
+            ("2.5", 2),
+            ("1.0000001", 1),
+            ("1e308", 1),
+            ("0x10", 16),
+            ("010", 8),
+            ("-3", -3),
+            ("abc", 0),
+            ("99999999999999999999", i64::MAX),
+        ] {
+            assert_eq!(nccl_tests_factor(v), n, "{v}");
+        }
+        assert_eq!(
+            line(&[
+                "all_reduce_perf",
+                "-f",
+                "2.5",
+                "-f2.5",
+                "-f=2.5",
+                "--stepfactor=2.5"
+            ])[3..],
+            ["-f", "2", "-f2", "-f=2", "--stepfactor=2"]
+        );
+    }
 
     fn line(args: &[&str]) -> Vec<String> {
         command_line(args.iter().map(OsString::from).collect())

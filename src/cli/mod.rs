@@ -488,6 +488,31 @@ pub struct NcclTestsArgs {
     /// nccl-tests -k: side computation (NCCL forks).
     #[arg(short = 'k', long = "side_comp", hide = true, value_name = "N")]
     pub side_comp: Option<String>,
+    /// nccl-tests -S (2.17): timestamps on the rows (0 or 1).
+    #[arg(
+        short = 'S',
+        long = "report_timestamps",
+        hide = true,
+        value_name = "0|1"
+    )]
+    pub report_timestamps: Option<String>,
+    /// nccl-tests -J (2.17): its JSON results to FILE.
+    #[arg(short = 'J', long = "output_file", hide = true, value_name = "FILE")]
+    pub output_file: Option<String>,
+    /// nccl-tests -x (2.17): NCCL's CTA policy.
+    #[arg(short = 'x', long = "cta_policy", hide = true, value_name = "N")]
+    pub cta_policy: Option<String>,
+    /// nccl-tests -D (2.17): the device-side implementation.
+    #[arg(
+        short = 'D',
+        long = "device_implementation",
+        hide = true,
+        value_name = "N"
+    )]
+    pub device_implementation: Option<String>,
+    /// nccl-tests -V (2.17): CTAs of the device-side implementation.
+    #[arg(short = 'V', long = "device_cta_count", hide = true, value_name = "N")]
+    pub device_cta_count: Option<String>,
     /// Behave as nccl-tests' binary of the same collective (set when
     /// collbench is run as `all_reduce_perf`, ...).
     #[arg(long = "as-nccl-tests", hide = true)]

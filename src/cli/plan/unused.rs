@@ -152,5 +152,26 @@ pub(super) fn flag_notes(iters: usize, nt: &NcclTestsArgs) -> Vec<String> {
     if nt.side_comp.is_some() {
         out.push("-k: no side computation runs beside the collectives".into());
     }
+    if nt.report_timestamps.is_some() {
+        out.push(
+            "-S: rows carry no timestamps; the results' JSON (--json) has the run's start".into(),
+        );
+    }
+    if let Some(f) = &nt.output_file {
+        out.push(format!(
+            "-J {f}: nccl-tests' JSON is not written; collbench's results are, with --json FILE"
+        ));
+    }
+    for (flag, given) in [
+        ("-x", &nt.cta_policy),
+        ("-D", &nt.device_implementation),
+        ("-V", &nt.device_cta_count),
+    ] {
+        if given.is_some() {
+            out.push(format!(
+                "{flag}: NCCL's kernels' settings; collbench's engine has its own (--channels, --protocol)"
+            ));
+        }
+    }
     out
 }
