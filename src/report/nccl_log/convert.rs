@@ -393,7 +393,12 @@ pub fn read_log(text: &str, source: &str) -> Result<Vec<Results>, LogError> {
             what: "a data row that does not read (a size, count and type, then times, bandwidths and #wrong: each time and bandwidth a number from 0 to 1e12)".into(),
         });
     }
-    if runs.iter().all(|r| r.rows.is_empty()) {
+    // A run stopped before its first row finished (a hang, a signal: its
+    // footer says so) reads as the run that did not finish it is.
+    if runs
+        .iter()
+        .all(|r| r.rows.is_empty() && r.stopped.is_none())
+    {
         let failure = runs.iter().find_map(|r| r.failure.as_deref());
         return Err(LogError::Whole(match failure {
             Some(f) => format!("an nccl-tests log without data rows; it failed: {f}"),

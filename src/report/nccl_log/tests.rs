@@ -655,3 +655,23 @@ fn device_lines_that_repeat_a_rank_are_counted_once_and_noted() {
     assert_eq!(doubled.world_size(), 2);
     assert!(doubled.rank_lines_note().unwrap().contains("ranks 0, 1, 1"));
 }
+
+/// A run stopped in its first case (its only row commented out, its footer
+/// saying why) reads as the run that did not finish it is: no rows, and a
+/// `partial` in its meta, not an unreadable log.
+#[test]
+fn a_run_stopped_before_its_first_row_reads_as_unfinished() {
+    let text = "# Collective test starting: all_reduce_perf\n\
+        # nThread 1 nGpus 2 minBytes 64 maxBytes 256 step: 2(factor) warmup iters: 1 iters: 2 agg iters: 1 validation: 1 graph: 0\n\
+        #\n\
+        #         64            16     float     sum      -1     1.63    0.04    0.04      0        -       -       -      -\n\
+        # Out of bounds values : 0 FAILED (run interrupted: hang, 5 row(s) missing)\n\
+        # Avg bus bandwidth    : 0.0392698 \n#\n";
+    let runs = read_log(text, "h.txt").unwrap();
+    assert_eq!(runs.len(), 1);
+    assert!(runs[0].rows.is_empty());
+    assert!(runs[0].meta.partial.is_some(), "{:?}", runs[0].meta);
+    // Without the footer's word, a log of no rows is still no log.
+    let bare = text.replace(" FAILED (run interrupted: hang, 5 row(s) missing)", " OK");
+    assert!(read_log(&bare, "h.txt").is_err());
+}
