@@ -2432,3 +2432,41 @@ fn the_names_results_are_checked_against_are_the_engines() {
         .collect();
     assert_eq!(ops, OPS);
 }
+
+/// A log of a run stopped mid-sweep prints again with the average it
+/// printed (which counted the case it stopped in), and one stopped in its
+/// first case reads as a run that did not finish (exit 1).
+#[test]
+fn a_stopped_log_prints_its_own_average_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let head = "# Collective test starting: all_reduce_perf\n\
+        # nThread 1 nGpus 2 minBytes 64 maxBytes 256 step: 2(factor) warmup iters: 1 iters: 2 agg iters: 1 validation: 1 graph: 0\n\
+        #\n";
+    let rows = "          64            16     float     sum      -1     2.67    0.02    0.02      0     0.76    0.08    0.08      0\n\
+        #        128            32     float     sum      -1     0.62    0.21    0.21      0        -       -       -      -\n\
+        # Out of bounds values : 0 FAILED (run interrupted: hang, 3 row(s) missing)\n\
+        # Avg bus bandwidth    : 0.105199 \n#\n";
+    let mid = dir.path().join("mid.txt");
+    std::fs::write(&mid, format!("{head}{rows}")).unwrap();
+    let o = run(&["report", s(&mid), "--format", "nccl-tests"]);
+    assert_eq!(o.code, 1, "{}{}", o.stdout, o.stderr);
+    assert!(
+        o.stdout.contains("# Avg bus bandwidth    : 0.105199 \n"),
+        "{}",
+        o.stdout
+    );
+    let first = dir.path().join("first.txt");
+    std::fs::write(
+        &first,
+        format!("{head}#         64            16     float     sum      -1     1.63    0.04    0.04      0        -       -       -      -\n# Out of bounds values : 0 FAILED (run interrupted: hang, 5 row(s) missing)\n# Avg bus bandwidth    : 0.0392698 \n#\n"),
+    )
+    .unwrap();
+    let o = run(&["report", s(&first), "--format", "nccl-tests"]);
+    assert_eq!(o.code, 1, "{}{}", o.stdout, o.stderr);
+    assert!(
+        o.stdout.contains("# Avg bus bandwidth    : 0.0392698 \n"),
+        "{}",
+        o.stdout
+    );
+    assert!(o.stderr.contains("did not finish"), "{}", o.stderr);
+}

@@ -344,13 +344,20 @@ impl Layout for NcclTests {
 
     fn close(&self, rows: &[Row], meta: Option<&Meta>, stopped: Option<&Partial>) -> Vec<String> {
         let (bad, _) = bad_values(rows);
+        // A log's own average where it printed one (its rows keep too few
+        // digits of busbw to recompute it exactly, and a stopped run's
+        // counted the case it stopped in).
+        let average = |rows: &[Row]| {
+            meta.and_then(|m| m.log_avg_busbw.clone())
+                .unwrap_or_else(|| fmt_g(avg_busbw(rows)))
+        };
         let Some(first) = rows.first() else {
             // Stopped in the section's first case: its header is out, and
             // log parsers must not read the silence as a pass.
             return match stopped {
                 Some(p) => vec![
                     format!("# Out of bounds values : 0 FAILED ({p})"),
-                    "# Avg bus bandwidth    : 0 ".into(),
+                    format!("# Avg bus bandwidth    : {} ", average(rows)),
                     "#".into(),
                 ],
                 None => Vec::new(),
@@ -361,7 +368,7 @@ impl Layout for NcclTests {
             return vec![
                 algorithm_line(rows),
                 format!("# Out of bounds values : {bad} FAILED ({p})"),
-                format!("# Avg bus bandwidth    : {} ", fmt_g(avg_busbw(rows))),
+                format!("# Avg bus bandwidth    : {} ", average(rows)),
                 "#".into(),
             ];
         }
@@ -380,12 +387,7 @@ impl Layout for NcclTests {
             ),
             format!(
                 "# Avg bus bandwidth    : {} {}",
-                {
-                    // A log's own average where it printed one (its rows keep
-                    // too few digits of busbw to recompute it exactly).
-                    let printed = meta.and_then(|m| m.log_avg_busbw.clone());
-                    printed.unwrap_or_else(|| fmt_g(avg_busbw(rows)))
-                },
+                average(rows),
                 match meta.and_then(|m| m.nccl_tests_min_bw) {
                     Some(min) if below_min_bw(rows, min) => "FAILED",
                     Some(_) => "OK",
