@@ -1540,13 +1540,6 @@ fn the_nccl_tests_flag_typed_by_hand_is_no_panic() {
 fn runaway_input_is_refused_and_a_refused_sweep_keeps_the_users_files() {
     let dir = tempfile::tempdir().unwrap();
     let sweep = ["all-reduce", "--device", "host", "--ranks", "2", "-q"];
-    let code_and_err = |args: &[&str]| {
-        let out = collbench().args(args).output().unwrap();
-        (
-            out.status.code(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
-    };
     for extra in [
         &["--sizes", "1K", "--iters", "99999999999"][..],
         &["--sizes", "1K", "--warmup", "99999999999"],
@@ -1837,19 +1830,21 @@ fn channels_past_an_algorithms_blocks_are_refused_before_the_sweep() {
     );
 }
 
+/// collbench's exit code and stderr for `args`.
+fn code_and_err(args: &[&str]) -> (Option<i32>, String) {
+    let out = collbench().args(args).output().unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
 /// A FIFO output whose reader waits before the run gets the whole output:
 /// the check that it is read keeps its descriptor for the write (closing
 /// it would end the reader's data before any came).
 #[test]
 fn a_fifo_with_its_reader_waiting_gets_the_whole_output() {
     let dir = tempfile::tempdir().unwrap();
-    let code_and_err = |args: &[&str]| {
-        let out = collbench().args(args).output().unwrap();
-        (
-            out.status.code(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
-    };
     let results = dir.path().join("r.json");
     let (code, err) = code_and_err(&[
         "all-reduce",

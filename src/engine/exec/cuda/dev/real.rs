@@ -256,11 +256,12 @@ impl RealDevice {
             .map_err(|e| DevError::new(format!("compiling {variant}"), e.detail()))?;
         // PTX is text the driver reads to its NUL; a cubin's ELF header
         // says its size.
-        let bytes = match &image {
+        let bytes: std::borrow::Cow<[u8]> = match &image {
             Image::Ptx(text) => CString::new(text.as_str())
                 .map_err(|_| DevError::new("cuModuleLoadData", "PTX holds a NUL byte"))?
-                .into_bytes_with_nul(),
-            Image::Cubin(b) => b.clone(),
+                .into_bytes_with_nul()
+                .into(),
+            Image::Cubin(b) => b.as_slice().into(),
         };
         self.bind()?;
         // SAFETY: a NUL-terminated PTX image or a whole cubin, alive for
