@@ -291,17 +291,7 @@ fn make_row(
         .map(|r| r.total_ns as f64 / iters / 1e3)
         .collect();
     let time_us = plan.rank_time.combine(&per_rank_us);
-    let samples: Vec<f64> = (0..plan.iters)
-        .map(|i| {
-            reports
-                .iter()
-                .filter_map(|r| r.iter_ns.get(i))
-                .copied()
-                .max()
-                .unwrap_or(0) as f64
-                / 1e3
-        })
-        .collect();
+    let samples = slowest_per_iteration(reports, plan.iters);
     let algbw = if time_us > 0.0 {
         case.bytes as f64 / (time_us * 1e-6) / 1e9
     } else {
@@ -328,32 +318,13 @@ fn make_row(
         // A prediction past what results hold (11 days: a table of a slow
         // link's bandwidth at a large size) is no time: left out, so the
         // results stay readable.
-        predicted_us: plan
-            .tuning
-            .as_ref()
-            .filter(|_| builtin)
-            .and_then(|t| {
-                t.predict(
-                    case.coll,
-                    case.algo,
-                    plan.ranks,
-                    case.bytes,
-                    plan.model_protocol(),
-                )
-            })
-            .filter(|us| us.is_finite() && *us <= crate::report::model::MAX_MEASURE),
+        predicted_us: predicted_us(plan, case).filter(|_| builtin),
         auto_pick: plan
             .model_pick(case.coll, case.bytes)
             .map(|p| p.algo.name().to_string()),
         last_arrival: last_arrival(reports),
         collective: case.coll.name().into(),
-        engine: match (case.engine, setup.gpu) {
-            // On the emulated device NCCL's rows come from a host stand-in.
-            (Engine::Nccl, Some(crate::engine::exec::cuda::launch::Kind::Emu)) => {
-                "nccl-standin".into()
-            }
-            (e, _) => e.name().into(),
-        },
+        engine: engine_name(case.engine, setup),
         algo: match case.engine {
             Engine::Builtin => case.algo.name().into(),
             other => other.name().into(),
@@ -381,6 +352,48 @@ fn make_row(
         stats: stats::summarize(&samples),
         per_rank_us,
         first_error,
+    }
+}
+
+/// Each iteration's time (us) on its slowest rank.
+fn slowest_per_iteration(reports: &[Report], iters: usize) -> Vec<f64> {
+    (0..iters)
+        .map(|i| {
+            reports
+                .iter()
+                .filter_map(|r| r.iter_ns.get(i))
+                .copied()
+                .max()
+                .unwrap_or(0) as f64
+                / 1e3
+        })
+        .collect()
+}
+
+/// The tuning table's prediction for the case (us). A prediction past
+/// what results hold (11 days: a table of a slow link's bandwidth at a
+/// large size) is no time: left out, so the results stay readable.
+fn predicted_us(plan: &Plan, case: &Case) -> Option<f64> {
+    plan.tuning
+        .as_ref()
+        .and_then(|t| {
+            t.predict(
+                case.coll,
+                case.algo,
+                plan.ranks,
+                case.bytes,
+                plan.model_protocol(),
+            )
+        })
+        .filter(|us| us.is_finite() && *us <= crate::report::model::MAX_MEASURE)
+}
+
+/// The engine's name in results: on the emulated device NCCL's rows come
+/// from a host stand-in.
+fn engine_name(engine: Engine, setup: &Setup) -> String {
+    match (engine, setup.gpu) {
+        (Engine::Nccl, Some(crate::engine::exec::cuda::launch::Kind::Emu)) => "nccl-standin".into(),
+        (e, _) => e.name().into(),
     }
 }
 

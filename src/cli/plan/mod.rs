@@ -195,13 +195,7 @@ fn build_over(
     let ranks = ranks(a.ranks, nt, world)?;
     // The slowed links of `--inject slow` and `slow-link`.
     let pace = Pace::new(a.inject.iter().filter_map(|i| i.pace_rule()).collect());
-    let format = match a.out.format {
-        Some(f) => f,
-        None if nt.as_nccl_tests => FormatChoice::NcclTests,
-        None => FormatChoice::Table,
-    };
-    // nccl-tests' text has both placements on every line, never a dash.
-    let both = format == FormatChoice::NcclTests && a.placement != PlacementChoice::Both;
+    let (format, both) = output_format(a);
     let placements = if both {
         PlacementChoice::Both
     } else {
@@ -212,12 +206,7 @@ fn build_over(
     check_together(a, ranks)?;
     let premul = a.op.0.contains(&ReduceOp::PreMulSum) && collectives.iter().any(|c| c.reduces());
     let (group, group_mix, collectives) = grouping(a, coll, collectives)?;
-    let mut members: Vec<Collective> = Vec::new();
-    for &c in collectives.iter().chain(&group_mix) {
-        if !members.contains(&c) {
-            members.push(c);
-        }
-    }
+    let members = members_of(&collectives, &group_mix);
     check_members(a, &members, ranks, premul)?;
     let tuning = match &a.tuning {
         Some(p) => Some(std::sync::Arc::new(read_tuning(p)?)),
@@ -245,11 +234,7 @@ fn build_over(
         placements,
         iters,
         warmup: a.warmup,
-        rank_time: nt.average.unwrap_or(if nt.as_nccl_tests {
-            RankTime::Mean
-        } else {
-            RankTime::Max
-        }),
+        rank_time: rank_time(a),
         check_iters: match (a.check_iters, a.no_check) {
             (_, true) => 0,
             (Some(c), false) => c,
@@ -261,11 +246,7 @@ fn build_over(
         fr_entries: a.fr_entries,
         dump_dir: a.dump_dir.clone(),
         injects: a.inject.clone(),
-        graph: match (a.graph, nt.cudagraph) {
-            (true, _) => GraphAsk::Required,
-            (false, Some(n)) if n > 0 => GraphAsk::IfCuda,
-            _ => GraphAsk::No,
-        },
+        graph: graph_ask(a),
         protocol: a.protocol.proto(),
         links_from: None,
         tuning,
@@ -276,9 +257,20 @@ fn build_over(
         // A bad value stops the run here, before anything runs.
         cuda_knobs: crate::engine::exec::cuda::launch::EnvKnobs::from_env().map_err(PlanError)?,
     };
+    finish(a, plan, format, notes, world)
+}
+
+/// The sweep of `plan` with the run's outputs and reporting from `a`.
+fn finish(
+    a: &RunArgs,
+    plan: Plan,
+    format: FormatChoice,
+    notes: Vec<String>,
+    world: Option<usize>,
+) -> Result<Sweep, PlanError> {
     Ok(Sweep {
         nccl_tests: nccl_tests_run(a, world)?,
-        agg_iters: nt.agg_iters.unwrap_or(1),
+        agg_iters: a.nccl_tests.agg_iters.unwrap_or(1),
         plan,
         device: a.device,
         timing: a.timing,
@@ -292,6 +284,51 @@ fn build_over(
         inputs: inputs(a),
         notes,
     })
+}
+
+/// The output's format (nccl-tests' text when run by a binary's name), and
+/// whether it forces both placements: nccl-tests' text has both on every
+/// line, never a dash.
+fn output_format(a: &RunArgs) -> (FormatChoice, bool) {
+    let format = match a.out.format {
+        Some(f) => f,
+        None if a.nccl_tests.as_nccl_tests => FormatChoice::NcclTests,
+        None => FormatChoice::Table,
+    };
+    let both = format == FormatChoice::NcclTests && a.placement != PlacementChoice::Both;
+    (format, both)
+}
+
+/// The collectives that run, each once: the sweep's, then a group's mix.
+fn members_of(collectives: &[Collective], group_mix: &[Collective]) -> Vec<Collective> {
+    let mut members: Vec<Collective> = Vec::new();
+    for &c in collectives.iter().chain(group_mix) {
+        if !members.contains(&c) {
+            members.push(c);
+        }
+    }
+    members
+}
+
+/// How ranks' times make a row's: `-a` when given, else nccl-tests' mean
+/// by a binary's name and the slowest rank otherwise.
+fn rank_time(a: &RunArgs) -> RankTime {
+    let nt = &a.nccl_tests;
+    nt.average.unwrap_or(if nt.as_nccl_tests {
+        RankTime::Mean
+    } else {
+        RankTime::Max
+    })
+}
+
+/// Whether iterations run as a captured graph: `--graph` requires one,
+/// nccl-tests' `-G N` asks for one where the device has graphs.
+fn graph_ask(a: &RunArgs) -> GraphAsk {
+    match (a.graph, a.nccl_tests.cudagraph) {
+        (true, _) => GraphAsk::Required,
+        (false, Some(n)) if n > 0 => GraphAsk::IfCuda,
+        _ => GraphAsk::No,
+    }
 }
 
 /// What the sweep's collectives (`members`, grouped ones included) ask

@@ -65,73 +65,34 @@ impl Compiled {
         scalar: u64,
     ) -> Result<Compiled, ExecError> {
         let rank = program.rank;
-        let mut index: HashMap<(bool, usize, u32), u16> = HashMap::new();
-        let (mut ins, mut outs) = (Vec::new(), Vec::new());
+        let mut conns = Conns::default();
         let stable = Stability::new(program, &layout);
         let need = program
             .bounds(&layout, dtype)
             .map_err(|e| ExecError::Setup(e.to_string()))?;
         let mut channels = Vec::with_capacity(program.channels.len());
-        let mut any_direct = false;
         for (c, ch) in program.channels.iter().enumerate() {
             let mut xs = Vec::with_capacity(ch.steps.len());
             for (i, step) in ch.steps.iter().enumerate() {
-                let bytes = step.len * dtype.size();
-                // A message must fit a slot; a local copy may be any size.
-                let message = !step.recv.is_empty() || !step.send.is_empty();
-                if message && bytes > world.options().slot_bytes {
-                    return Err(ExecError::Setup(format!(
-                        "step of {bytes} bytes exceeds the {}-byte FIFO slot",
-                        world.options().slot_bytes
-                    )));
-                }
-                let mut x = XStep {
-                    step: *step,
-                    recv: [0; MAX_PEERS],
-                    send: [0; MAX_PEERS],
-                    direct: false,
-                    // The rank's input enters the reduction once, scaled,
-                    // wherever a step reads it (in place too: the layout
-                    // maps Send, which is never read after it is written).
-                    pre: op == ReduceOp::PreMulSum && step.src.is_some_and(|s| s.buf == Buf::Send),
-                };
-                for (k, p) in step.recv.iter().enumerate() {
-                    let key = (false, p.rank as usize, p.chan);
-                    x.recv[k] = lookup(&mut index, &mut ins, key, || {
-                        world.fifo(p.rank as usize, rank, p.chan)
-                    })?;
-                }
-                for (k, p) in step.send.iter().enumerate() {
-                    let key = (true, p.rank as usize, p.chan);
-                    x.send[k] = lookup(&mut index, &mut outs, key, || {
-                        world.fifo(rank, p.rank as usize, p.chan)
-                    })?;
-                }
+                let mut x = conns.x_step(world, rank, step, dtype.size(), op)?;
                 // A premultiplied send posts the scaled copy, never the input.
                 x.direct = !step.send.is_empty()
                     && !x.pre
-                    && bytes >= world.options().direct_min_bytes
+                    && step.len * dtype.size() >= world.options().direct_min_bytes
                     && stable.holds(c, i, step);
-                any_direct |= x.direct;
                 xs.push(x);
             }
             channels.push(xs);
         }
+        let any_direct = channels.iter().flatten().any(|x| x.direct);
         if channels.len() > MAX_CHANNELS {
             return Err(ExecError::Setup(format!(
                 "{} channels; at most {MAX_CHANNELS}",
                 channels.len()
             )));
         }
-        let mut out_peers = vec![0; outs.len()];
-        let mut in_peers = vec![0; ins.len()];
-        for (&(is_out, peer, _), &i) in &index {
-            if is_out {
-                out_peers[i as usize] = peer;
-            } else {
-                in_peers[i as usize] = peer;
-            }
-        }
+        let (in_peers, out_peers) = conns.peers();
+        let Conns { ins, outs, .. } = conns;
         let pace = &world.options().pace;
         let in_pace = in_peers.iter().map(|&p| pace.factor(p, rank)).collect();
         tracing::debug!(
@@ -167,19 +128,84 @@ impl Compiled {
     }
 }
 
-fn lookup(
-    index: &mut HashMap<(bool, usize, u32), u16>,
-    list: &mut Vec<Arc<Fifo>>,
-    key: (bool, usize, u32),
-    make: impl FnOnce() -> Result<Arc<Fifo>, ExecError>,
-) -> Result<u16, ExecError> {
-    if let Some(&i) = index.get(&key) {
-        return Ok(i);
+/// A program's connections as it resolves them: each (direction, peer,
+/// channel) once, numbered in the order first named.
+#[derive(Default)]
+struct Conns {
+    index: HashMap<(bool, usize, u32), u16>,
+    ins: Vec<Arc<Fifo>>,
+    outs: Vec<Arc<Fifo>>,
+}
+
+impl Conns {
+    /// `step` of `rank` with its connections resolved in `world` (not yet
+    /// judged direct). A message must fit a slot; a local copy may be any
+    /// size.
+    fn x_step(
+        &mut self,
+        world: &HostWorld,
+        rank: usize,
+        step: &Step,
+        elem_bytes: usize,
+        op: ReduceOp,
+    ) -> Result<XStep, ExecError> {
+        let bytes = step.len * elem_bytes;
+        let message = !step.recv.is_empty() || !step.send.is_empty();
+        if message && bytes > world.options().slot_bytes {
+            return Err(ExecError::Setup(format!(
+                "step of {bytes} bytes exceeds the {}-byte FIFO slot",
+                world.options().slot_bytes
+            )));
+        }
+        let mut x = XStep {
+            step: *step,
+            recv: [0; MAX_PEERS],
+            send: [0; MAX_PEERS],
+            direct: false,
+            // The rank's input enters the reduction once, scaled,
+            // wherever a step reads it (in place too: the layout
+            // maps Send, which is never read after it is written).
+            pre: op == ReduceOp::PreMulSum && step.src.is_some_and(|s| s.buf == Buf::Send),
+        };
+        for (k, p) in step.recv.iter().enumerate() {
+            let from = p.rank as usize;
+            x.recv[k] = self.lookup((false, from, p.chan), || world.fifo(from, rank, p.chan))?;
+        }
+        for (k, p) in step.send.iter().enumerate() {
+            let to = p.rank as usize;
+            x.send[k] = self.lookup((true, to, p.chan), || world.fifo(rank, to, p.chan))?;
+        }
+        Ok(x)
     }
-    list.push(make()?);
-    let i = (list.len() - 1) as u16;
-    index.insert(key, i);
-    Ok(i)
+
+    fn lookup(
+        &mut self,
+        key: (bool, usize, u32),
+        make: impl FnOnce() -> Result<Arc<Fifo>, ExecError>,
+    ) -> Result<u16, ExecError> {
+        if let Some(&i) = self.index.get(&key) {
+            return Ok(i);
+        }
+        let list = if key.0 { &mut self.outs } else { &mut self.ins };
+        list.push(make()?);
+        let i = (list.len() - 1) as u16;
+        self.index.insert(key, i);
+        Ok(i)
+    }
+
+    /// The peer rank of each incoming and each outgoing connection.
+    fn peers(&self) -> (Vec<usize>, Vec<usize>) {
+        let mut in_peers = vec![0; self.ins.len()];
+        let mut out_peers = vec![0; self.outs.len()];
+        for (&(is_out, peer, _), &i) in &self.index {
+            if is_out {
+                out_peers[i as usize] = peer;
+            } else {
+                in_peers[i as usize] = peer;
+            }
+        }
+        (in_peers, out_peers)
+    }
 }
 
 /// Which sent values stay unchanged until the receiver reads them: no step

@@ -346,7 +346,40 @@ pub(super) enum Event {
 /// for [`Event::Died`]).
 pub(super) fn serve(streams: Vec<UnixStream>, tx: mpsc::Sender<Event>, rx: mpsc::Receiver<Event>) {
     let n = streams.len();
-    let mut writers = Vec::with_capacity(n);
+    let mut hub = Hub {
+        writers: spawn_readers(streams, tx),
+        gathers: HashMap::new(),
+        joined: vec![0; n],
+        gone: vec![false; n],
+    };
+    while let Ok(ev) = rx.recv() {
+        match ev {
+            Event::Frame(r, f) => match f.kind {
+                Kind::Gather => hub.gather(r, f.a, f.payload),
+                Kind::Send => hub.send(f.a as usize, Kind::Message, r as u32, f.b, &f.payload),
+                _ => {}
+            },
+            Event::Died(r, how) => {
+                // Ranks inside a collective with it wait on its shared
+                // memory, not on the hub: tell every other rank.
+                for to in (0..n).filter(|&to| to != r) {
+                    hub.send(to, Kind::Lost, r as u32, 0, how.as_bytes());
+                }
+            }
+            Event::Gone(r) => {
+                hub.gone(r);
+                if hub.gone.iter().all(|&g| g) {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// One reader thread a rank, each turning its frames into events on `tx`;
+/// the writers, `None` for a rank whose stream could not be shared.
+fn spawn_readers(streams: Vec<UnixStream>, tx: mpsc::Sender<Event>) -> Vec<Option<UnixStream>> {
+    let mut writers = Vec::with_capacity(streams.len());
     for (r, s) in streams.into_iter().enumerate() {
         let mut reader = match s.try_clone() {
             Ok(c) => c,
@@ -374,81 +407,73 @@ pub(super) fn serve(streams: Vec<UnixStream>, tx: mpsc::Sender<Event>, rx: mpsc:
                 }
             });
     }
-    drop(tx);
-    let mut gathers: HashMap<u32, Vec<Option<Vec<u8>>>> = HashMap::new();
-    let mut joined: Vec<u32> = vec![0; n];
-    let mut gone: Vec<bool> = vec![false; n];
-    let send = |writers: &mut Vec<Option<UnixStream>>, to: usize, kind, a, b, p: &[u8]| {
-        if let Some(w) = writers.get_mut(to).and_then(Option::as_mut) {
+    writers
+}
+
+/// The hub's state: a writer a rank, the all-gathers under way (a slot a
+/// rank), how far each rank joined them, and the ranks gone.
+struct Hub {
+    writers: Vec<Option<UnixStream>>,
+    gathers: HashMap<u32, Vec<Option<Vec<u8>>>>,
+    joined: Vec<u32>,
+    gone: Vec<bool>,
+}
+
+impl Hub {
+    /// Writes a frame to rank `to`; a rank that cannot be written to is
+    /// written to no more.
+    fn send(&mut self, to: usize, kind: Kind, a: u32, b: u32, p: &[u8]) {
+        if let Some(w) = self.writers.get_mut(to).and_then(Option::as_mut) {
             if write_frame(w, kind, a, b, p).is_err() {
-                writers[to] = None;
+                self.writers[to] = None;
             }
         }
-    };
-    while let Ok(ev) = rx.recv() {
-        match ev {
-            Event::Frame(r, f) => match f.kind {
-                Kind::Gather => {
-                    let seq = f.a;
-                    joined[r] = joined[r].max(seq + 1);
-                    if let Some(d) = (0..n).find(|&d| gone[d] && joined[d] <= seq) {
-                        send(&mut writers, r, Kind::Failed, seq, d as u32, &[]);
-                        continue;
-                    }
-                    let slot = gathers.entry(seq).or_insert_with(|| vec![None; n]);
-                    slot[r] = Some(f.payload);
-                    if slot.iter().all(Option::is_some) {
-                        let records: Vec<Vec<u8>> = gathers
-                            .remove(&seq)
-                            .unwrap_or_default()
-                            .into_iter()
-                            .flatten()
-                            .collect();
-                        let all = encode_records(&records);
-                        for to in 0..n {
-                            send(&mut writers, to, Kind::Gathered, seq, 0, &all);
-                        }
-                    }
-                }
-                Kind::Send => {
-                    send(
-                        &mut writers,
-                        f.a as usize,
-                        Kind::Message,
-                        r as u32,
-                        f.b,
-                        &f.payload,
-                    );
-                }
-                _ => {}
-            },
-            Event::Died(r, how) => {
-                // Ranks inside a collective with it wait on its shared
-                // memory, not on the hub: tell every other rank.
-                for to in (0..n).filter(|&to| to != r) {
-                    send(&mut writers, to, Kind::Lost, r as u32, 0, how.as_bytes());
-                }
+    }
+
+    /// Rank `r` joins all-gather `seq`; the last to join sends every rank
+    /// the records. A rank already gone that never joined fails it.
+    fn gather(&mut self, r: usize, seq: u32, payload: Vec<u8>) {
+        let n = self.writers.len();
+        self.joined[r] = self.joined[r].max(seq + 1);
+        if let Some(d) = (0..n).find(|&d| self.gone[d] && self.joined[d] <= seq) {
+            self.send(r, Kind::Failed, seq, d as u32, &[]);
+            return;
+        }
+        let slot = self.gathers.entry(seq).or_insert_with(|| vec![None; n]);
+        slot[r] = Some(payload);
+        if slot.iter().all(Option::is_some) {
+            let records: Vec<Vec<u8>> = self
+                .gathers
+                .remove(&seq)
+                .unwrap_or_default()
+                .into_iter()
+                .flatten()
+                .collect();
+            let all = encode_records(&records);
+            for to in 0..n {
+                self.send(to, Kind::Gathered, seq, 0, &all);
             }
-            Event::Gone(r) => {
-                gone[r] = true;
-                writers[r] = None;
-                // Gathers it never joined cannot complete: tell who waits.
-                let stuck: Vec<u32> = gathers
-                    .iter()
-                    .filter(|(&seq, slot)| joined[r] <= seq && slot.iter().any(Option::is_some))
-                    .map(|(&seq, _)| seq)
-                    .collect();
-                for seq in stuck {
-                    if let Some(slot) = gathers.remove(&seq) {
-                        for (to, s) in slot.iter().enumerate() {
-                            if s.is_some() {
-                                send(&mut writers, to, Kind::Failed, seq, r as u32, &[]);
-                            }
-                        }
+        }
+    }
+
+    /// Rank `r` has gone: the gathers it never joined cannot complete, so
+    /// those waiting in them are told.
+    fn gone(&mut self, r: usize) {
+        self.gone[r] = true;
+        self.writers[r] = None;
+        let joined = self.joined[r];
+        let stuck: Vec<u32> = self
+            .gathers
+            .iter()
+            .filter(|(&seq, slot)| joined <= seq && slot.iter().any(Option::is_some))
+            .map(|(&seq, _)| seq)
+            .collect();
+        for seq in stuck {
+            if let Some(slot) = self.gathers.remove(&seq) {
+                for (to, s) in slot.iter().enumerate() {
+                    if s.is_some() {
+                        self.send(to, Kind::Failed, seq, r as u32, &[]);
                     }
-                }
-                if gone.iter().all(|&g| g) {
-                    return;
                 }
             }
         }

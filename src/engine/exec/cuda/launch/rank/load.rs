@@ -40,6 +40,15 @@ fn launch_width(
     u32::try_from(warps * 32).map_or(opts.threads, |w| w.min(opts.threads))
 }
 
+/// Where each part of a rank's table upload starts, in bytes from its base.
+struct TableOffsets {
+    steps: u64,
+    chan: u64,
+    ins: u64,
+    outs: u64,
+    links: Option<u64>,
+}
+
 /// The larger of an operation's buffers, in bytes.
 fn op_bytes(op: &OpDesc) -> usize {
     op.counts.send.max(op.counts.recv) * op.dtype.size()
@@ -88,6 +97,41 @@ impl CudaRank {
         nranks: usize,
         op_bytes: usize,
     ) -> Result<(CbRank, Proto), ExecError> {
+        let (blob, at, mut records) = self.table_blob(t)?;
+        self.tables = self.region(self.tables, blob.len())?;
+        let base = self.tables.0;
+        self.dev.upload(self.stream, base, &blob).map_err(dev_err)?;
+        if let (Some(r), Some(links)) = (records.as_mut(), at.links) {
+            r.at = base + links;
+        }
+        self.link_records = records;
+        let proto = self.pick_proto(t, nranks, op_bytes)?;
+        let arg = CbRank {
+            steps: base + at.steps,
+            chan_start: base + at.chan,
+            ins: base + at.ins,
+            outs: base + at.outs,
+            bufs: self.bufs,
+            progress: self.progress.dev,
+            status: self.world.status.dev(self.di),
+            links: self.link_records.as_ref().map_or(0, |r| r.at),
+            timeout_ns: self.world.opts.timeout.as_nanos().min(u64::MAX as u128) as u64,
+            rank: self.rank as u32,
+            nranks: nranks as u32,
+            proto: proto as u32 | if self.world.staged { PROTO_SYS } else { 0 },
+            nchannels: t.nchannels() as u32,
+            scalar: 0,
+        };
+        Ok((arg, proto))
+    }
+
+    /// The rank's tables laid out as one upload (each part 16-byte
+    /// aligned), where each part starts, and the link records when links
+    /// are timed or paced.
+    fn table_blob(
+        &self,
+        t: &RankTables,
+    ) -> Result<(Vec<u8>, TableOffsets, Option<LinkRecords>), ExecError> {
         let mut ins = Vec::with_capacity(t.ins.len());
         let mut outs = Vec::with_capacity(t.outs.len());
         for (keys, list) in [(&t.ins, &mut ins), (&t.outs, &mut outs)] {
@@ -113,20 +157,30 @@ impl CudaRank {
             .iter()
             .map(|k| (host.pace.factor(k.from, k.to) * 1000.0).round() as u64)
             .collect();
-        let mut records =
-            (host.link_timing || pace.iter().any(|&p| p > 1000)).then(|| LinkRecords {
-                at: 0,
-                from: t.ins.iter().map(|k| k.from).collect(),
-                pace,
-            });
-        let links_at = records.as_ref().map(|r| put(as_bytes(&r.fresh())));
-        self.tables = self.region(self.tables, blob.len())?;
-        let base = self.tables.0;
-        self.dev.upload(self.stream, base, &blob).map_err(dev_err)?;
-        if let (Some(r), Some(at)) = (records.as_mut(), links_at) {
-            r.at = base + at;
-        }
-        self.link_records = records;
+        let records = (host.link_timing || pace.iter().any(|&p| p > 1000)).then(|| LinkRecords {
+            at: 0,
+            from: t.ins.iter().map(|k| k.from).collect(),
+            pace,
+        });
+        let links = records.as_ref().map(|r| put(as_bytes(&r.fresh())));
+        let at = TableOffsets {
+            steps,
+            chan,
+            ins: ins_at,
+            outs: outs_at,
+            links,
+        };
+        Ok((blob, at, records))
+    }
+
+    /// The protocol the operation runs: the one asked for, or the one its
+    /// largest step and size call for, agreed by every rank.
+    fn pick_proto(
+        &mut self,
+        t: &RankTables,
+        nranks: usize,
+        op_bytes: usize,
+    ) -> Result<Proto, ExecError> {
         let ll_max = self.world.opts.shape.ll_max_bytes();
         let ll128_max = self.world.opts.shape.ll128_max_bytes();
         let (proto, why) = match self.world.opts.proto {
@@ -176,23 +230,7 @@ impl CudaRank {
             why,
             "protocol"
         );
-        let arg = CbRank {
-            steps: base + steps,
-            chan_start: base + chan,
-            ins: base + ins_at,
-            outs: base + outs_at,
-            bufs: self.bufs,
-            progress: self.progress.dev,
-            status: self.world.status.dev(self.di),
-            links: self.link_records.as_ref().map_or(0, |r| r.at),
-            timeout_ns: self.world.opts.timeout.as_nanos().min(u64::MAX as u128) as u64,
-            rank: self.rank as u32,
-            nranks: nranks as u32,
-            proto: proto as u32 | if self.world.staged { PROTO_SYS } else { 0 },
-            nchannels: t.nchannels() as u32,
-            scalar: 0,
-        };
-        Ok((arg, proto))
+        Ok(proto)
     }
 
     /// Refuses tables the rank cannot run: buffers too small, a step
