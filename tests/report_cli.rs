@@ -2470,3 +2470,61 @@ fn a_stopped_log_prints_its_own_average_again() {
     );
     assert!(o.stderr.contains("did not finish"), "{}", o.stderr);
 }
+
+#[test]
+fn a_sweep_or_info_whose_stdout_fills_the_disk_fails() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    for args in [
+        vec![
+            "all-reduce",
+            "--device",
+            "host",
+            "--ranks",
+            "2",
+            "--sizes",
+            "64B:1K",
+            "-n",
+            "2",
+            "-w",
+            "1",
+            "--json",
+            s(&json),
+        ],
+        vec![
+            "all-reduce",
+            "--device",
+            "host",
+            "--ranks",
+            "2",
+            "--sizes",
+            "64B",
+            "-n",
+            "1",
+            "-w",
+            "0",
+            "--format",
+            "nccl-tests",
+        ],
+        vec!["info"],
+    ] {
+        let full = std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .unwrap();
+        let out = std::process::Command::new(assert_cmd::cargo::cargo_bin("collbench"))
+            .args(&args)
+            .stdout(full)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(
+            err.contains("writing to stdout: No space left on device"),
+            "{args:?}: {err}"
+        );
+    }
+    // The file the sweep named is whole.
+    let text = std::fs::read_to_string(&json).unwrap();
+    assert_eq!(text.matches("\"collective\"").count(), 10, "{text}");
+}

@@ -18,17 +18,17 @@ macro_rules! say_part {
     };
 }
 
-/// `println!` that never panics (see [`emit`]).
+/// `println!` that never panics (see [`emit_stdout`]).
 macro_rules! out {
     ($($t:tt)*) => {
-        crate::run::emit(&mut std::io::stdout(), &format!($($t)*), true)
+        crate::run::emit_stdout(&format!($($t)*), true)
     };
 }
 
-/// `print!` that never panics (see [`emit`]).
+/// `print!` that never panics (see [`emit_stdout`]).
 macro_rules! out_part {
     ($($t:tt)*) => {
-        crate::run::emit(&mut std::io::stdout(), &format!($($t)*), false)
+        crate::run::emit_stdout(&format!($($t)*), false)
     };
 }
 
@@ -44,6 +44,46 @@ pub(crate) fn emit(to: &mut impl Write, text: &str, line: bool) {
     } else {
         write!(to, "{text}")
     };
+}
+
+/// [`emit`] to stdout, keeping the first error other than a closed pipe
+/// (see [`stdout_lost`]).
+pub(crate) fn emit_stdout(text: &str, line: bool) {
+    let text = printable(text);
+    let mut to = std::io::stdout().lock();
+    let r = if line {
+        writeln!(to, "{text}")
+    } else {
+        write!(to, "{text}")
+    };
+    note_stdout(r);
+}
+
+/// The first error writing text to stdout other than a closed pipe (a full
+/// disk under `> table.txt`).
+static STDOUT_ERROR: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// Keeps `r`'s error (see [`STDOUT_ERROR`]); a closed pipe is the reader's
+/// choice, not an error.
+pub(crate) fn note_stdout(r: std::io::Result<()>) {
+    if let Err(e) = r {
+        if e.kind() != std::io::ErrorKind::BrokenPipe {
+            let _ = STDOUT_ERROR.set(e.to_string());
+        }
+    }
+}
+
+/// A command's exit code once its stdout is flushed: text that could not
+/// be written (a full disk) fails a command that would otherwise have
+/// passed or only found a problem, saying so: its output is incomplete.
+fn stdout_lost(code: i32) -> i32 {
+    note_stdout(std::io::stdout().flush());
+    match STDOUT_ERROR.get() {
+        Some(e) if code == OK || code == CHECK_FAILED => fail(format!(
+            "writing to stdout: {e}: what it shows is incomplete (files named by --json and --csv are whole)"
+        )),
+        _ => code,
+    }
 }
 
 /// Writes a command's output (`analyze`'s diagnosis, `report`'s text) to
@@ -152,6 +192,11 @@ pub fn run(cli: Cli) -> i32 {
     // Before anything initialises the CUDA driver.
     crate::engine::exec::cuda::dev::real::prepare_env();
     logs::init(verbosity(&cli.command));
+    stdout_lost(command(cli))
+}
+
+/// [`run`]'s command.
+fn command(cli: Cli) -> i32 {
     let (coll, args) = match cli.command {
         Command::Info(a) => return info::info(&a),
         Command::Analyze(a) => return analyze::analyze(&a),

@@ -128,12 +128,15 @@ pub(super) fn sinks(s: &Sweep, leader: bool) -> anyhow::Result<Fanout> {
             progress::suspend(|| {
                 if data_on_stdout {
                     let _ = writeln!(std::io::stderr().lock(), "{line}");
-                } else if writeln!(std::io::stdout().lock(), "{line}")
-                    .is_err_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
-                {
+                    return;
+                }
+                match writeln!(std::io::stdout().lock(), "{line}") {
                     // Its reader went away (`| head`): the run stops as
                     // for a signal, with every finished row in its files.
-                    watchdog::stop_for_closed_stdout();
+                    Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {
+                        watchdog::stop_for_closed_stdout();
+                    }
+                    r => super::note_stdout(r),
                 }
             })
         });
