@@ -120,7 +120,7 @@ impl Layout for Markdown {
         vec![String::new()]
     }
 
-    fn footer(&self, results: &Results) -> Vec<String> {
+    fn footer(&self, results: &Results, _opened: bool) -> Vec<String> {
         let mut out = vec![format!(
             "**Wrong or NaN/Inf values:** {} · **Avg bus bandwidth:** {}",
             run_verdict(results),

@@ -403,10 +403,11 @@ impl Layout for NcclTests {
         ]
     }
 
-    fn footer(&self, results: &Results) -> Vec<String> {
-        if results.rows.is_empty() {
+    fn footer(&self, results: &Results, opened: bool) -> Vec<String> {
+        if results.rows.is_empty() && !opened {
             // A run that failed before its first row (a log's NCCL init
-            // failure): its header as it was, and no pass.
+            // failure): its header as it was, and no pass. (A live run
+            // that stopped in its first case closed its open section.)
             let m = &results.meta;
             let mut out = Vec::new();
             if m.command.ends_with("_perf") {
@@ -526,6 +527,36 @@ mod tests {
             text.lines()
                 .any(|l| l.starts_with("#         16 ") && l.ends_with("      -")),
             "{text}"
+        );
+    }
+
+    /// A live run stopped in its first case (its section's header out, no
+    /// row) closes that section once: the footer does not print the run's
+    /// header and close again, as it does for a log that failed before any.
+    #[test]
+    fn a_run_stopped_in_its_first_case_has_one_footer() {
+        let mut r = results(Vec::new());
+        r.meta.command = "all_reduce_perf".into();
+        r.meta.partial = Some(Partial {
+            reason: crate::report::StopReason::Hang,
+            missing_rows: 6,
+        });
+        let layout = NcclTests::new(vec!["out".into(), "in".into()], vec![8], false);
+        let mut lines = crate::report::text::Lines::new(Box::new(layout));
+        let mut out = lines.start(&r.meta);
+        out.extend(lines.case(&row(8, "out")));
+        out.extend(lines.finish(&r));
+        let text = out.join("\n");
+        assert_eq!(text.matches("# Out of bounds values").count(), 1, "{text}");
+        assert_eq!(text.matches("# Avg bus bandwidth").count(), 1, "{text}");
+        assert!(text.contains("FAILED (run interrupted: hang, 6 row(s) missing)"));
+        // Re-rendered, a log's run that failed before its first case keeps
+        // its header and its one footer.
+        let again = render(&r);
+        assert_eq!(
+            again.matches("# Out of bounds values").count(),
+            1,
+            "{again}"
         );
     }
 

@@ -101,7 +101,7 @@ impl Layout for Table {
         line.end(&tail)
     }
 
-    fn footer(&self, results: &Results) -> Vec<String> {
+    fn footer(&self, results: &Results, _opened: bool) -> Vec<String> {
         let mut out = vec![
             format!("# Wrong or NaN/Inf values : {}", run_verdict(results)),
             format!(

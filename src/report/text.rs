@@ -35,8 +35,9 @@ pub trait Layout {
         Vec::new()
     }
     /// Lines after everything (`results.meta.partial` says whether the
-    /// run finished).
-    fn footer(&self, _results: &Results) -> Vec<String> {
+    /// run finished); `opened`: a section was opened (its header is out),
+    /// even if the run stopped before its first row.
+    fn footer(&self, _results: &Results, _opened: bool) -> Vec<String> {
         Vec::new()
     }
     /// The placement names each line holds, in column order.
@@ -113,6 +114,8 @@ pub struct Lines<L: Layout + ?Sized> {
     pending: Vec<Row>,
     section: Option<String>,
     section_rows: Vec<Row>,
+    /// A section was ever opened.
+    opened: bool,
 }
 
 impl<L: Layout + ?Sized> Lines<L> {
@@ -123,6 +126,7 @@ impl<L: Layout + ?Sized> Lines<L> {
             pending: Vec::new(),
             section: None,
             section_rows: Vec::new(),
+            opened: false,
         }
     }
 
@@ -171,6 +175,7 @@ impl<L: Layout + ?Sized> Lines<L> {
             out.extend(self.close_section(None));
             out.extend(self.layout.open(proto, self.meta.as_ref()));
             self.section = Some(key);
+            self.opened = true;
         }
         out
     }
@@ -186,6 +191,7 @@ impl<L: Layout + ?Sized> Lines<L> {
             out.extend(self.close_section(None));
             out.extend(self.layout.open(row, self.meta.as_ref()));
             self.section = Some(key);
+            self.opened = true;
         }
         if self.pending.first().is_some_and(|p| !same_case(p, row)) {
             out.extend(self.flush_line());
@@ -202,7 +208,7 @@ impl<L: Layout + ?Sized> Lines<L> {
     /// so when the run did not finish (`results.meta.partial`).
     pub fn finish(&mut self, results: &Results) -> Vec<String> {
         let mut out = self.close_section(results.meta.partial.as_ref());
-        out.extend(self.layout.footer(results));
+        out.extend(self.layout.footer(results, self.opened));
         out
     }
 
