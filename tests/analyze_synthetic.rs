@@ -6,7 +6,8 @@ use std::path::Path;
 
 use collbench::analyze::{analyze_paths, render_text, Diagnosis, FindingKind, Verdict};
 use collbench::recorder::model::{
-    ChannelProgress, Clocks, Dump, Entry, Group, IterKind, PeerLost, State, Wait, DUMP_SCHEMA,
+    ChannelProgress, Clocks, Dump, Entry, Group, GroupStatus, IterKind, PeerLost, State, Wait,
+    DUMP_SCHEMA,
 };
 use tempfile::TempDir;
 
@@ -60,6 +61,7 @@ fn dump(rank: usize, world: usize, entries: Vec<Entry>, reason: &str) -> Dump {
             name: "0".into(),
             ranks: (0..world).collect(),
         }],
+        status: Vec::new(),
         entries,
     }
 }
@@ -460,6 +462,48 @@ fn wrapped_buffers_compare_only_what_every_rank_still_holds() {
     });
     let d = run(&dumps);
     assert_eq!(d.verdict, Verdict::Healthy, "{}", render_text(&d));
+}
+
+/// A rank whose ring (of one entry) holds only a barrier of another group
+/// is not "unknown" in group 0: its dump's status says it completed seq 5
+/// there, so it never joined seq 6, where the others wait on it. Without
+/// the status (a dump written before it was kept) nothing is claimed.
+#[test]
+fn a_group_whose_records_the_ring_dropped_is_judged_by_the_dump_status() {
+    let make = |with_status: bool| -> Vec<Dump> {
+        (0..3)
+            .map(|r| {
+                let mut barrier = entry(r, 5, State::Completed);
+                barrier.pg = "barrier".into();
+                let e = if r == 1 {
+                    barrier
+                } else {
+                    blocked(r, 6, 1, Some(1))
+                };
+                let mut d = dump(r, 3, vec![e], "timeout");
+                d.capacity = 1;
+                let (entered, completed) = if r == 1 { (5, 5) } else { (6, 5) };
+                if with_status {
+                    d.status = vec![GroupStatus {
+                        group: "0".into(),
+                        entered,
+                        started: entered,
+                        completed,
+                    }];
+                }
+                d
+            })
+            .collect()
+    };
+    let d = run(&make(true));
+    assert_root(&d, FindingKind::NotJoined, Some(6), &[1]);
+    let text = render_text(&d);
+    assert!(
+        text.contains("rank 1 at seq 5, completed (its ring buffer dropped the group's records; --fr-entries sets its size)"),
+        "{text}"
+    );
+    let d = run(&make(false));
+    assert!(d.culprits.is_empty(), "{}", render_text(&d));
 }
 
 #[test]

@@ -460,6 +460,18 @@ fn summarize(dump: &RankDump, groups: &BTreeMap<String, Vec<usize>>) -> RankSumm
                     .map(|r| r.seq)
                     .max()
             };
+            if let (None, Some(s)) = (last, dump.status.get(pg).filter(|_| dump.wrapped)) {
+                // The ring dropped the group's records; the dump kept how
+                // far the rank got.
+                return GroupProgress {
+                    pg: pg.to_owned(),
+                    last_entered: Some(s.entered).filter(|&n| n > 0),
+                    last_started: s.started,
+                    last_completed: s.completed,
+                    op: None,
+                    state: None,
+                };
+            }
             GroupProgress {
                 pg: pg.to_owned(),
                 last_entered: last.map(|r| r.seq),

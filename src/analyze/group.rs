@@ -87,15 +87,21 @@ impl<'a> GroupView<'a> {
             for &record in records.of(*rank, name) {
                 by_seq.insert(record.seq, record);
             }
-            if by_seq.is_empty() && dump.wrapped {
-                continue; // its buffer may have dropped all of them: unknown
-            }
-            let last = by_seq.keys().next_back().copied().unwrap_or(0);
-            let last_completed = by_seq
-                .iter()
-                .rev()
-                .find(|(_, r)| r.state == State::Completed)
-                .map(|(&s, _)| s);
+            let (last, last_completed) = match dump.status.get(name) {
+                // Its buffer dropped every record of the group: how far it
+                // got is known only where the dump keeps it apart.
+                Some(s) if by_seq.is_empty() && dump.wrapped => (s.entered, s.completed),
+                None if by_seq.is_empty() && dump.wrapped => continue, // unknown
+                _ => {
+                    let last = by_seq.keys().next_back().copied().unwrap_or(0);
+                    let last_completed = by_seq
+                        .iter()
+                        .rev()
+                        .find(|(_, r)| r.state == State::Completed)
+                        .map(|(&s, _)| s);
+                    (last, last_completed)
+                }
+            };
             tracks.insert(
                 *rank,
                 Track {

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::json_tree::{self, JsonTreeError};
-use super::model::{Format, Origin, RankDump, Record, MAX_RANKS};
+use super::model::{Format, GroupSeqs, Origin, RankDump, Record, MAX_RANKS};
 use super::pickle::{self, Limits, PickleError};
 use super::pytorch;
 use super::runs::{self, Run};
@@ -421,6 +421,18 @@ fn from_collbench(dump: Dump, run_id: Option<String>, path: &Path) -> Result<Ran
         groups.insert("0".into(), (0..dump.world_size).collect());
     }
     let wrapped = dump.capacity > 0 && dump.entries.len() >= dump.capacity;
+    let status = dump
+        .status
+        .iter()
+        .map(|s| {
+            let seqs = GroupSeqs {
+                entered: s.entered,
+                started: Some(s.started).filter(|&n| n > 0),
+                completed: Some(s.completed).filter(|&n| n > 0),
+            };
+            (s.group.clone(), seqs)
+        })
+        .collect();
     let records = dump
         .entries
         .into_iter()
@@ -447,6 +459,7 @@ fn from_collbench(dump: Dump, run_id: Option<String>, path: &Path) -> Result<Ran
         groups,
         records,
         wrapped,
+        status,
         reason: Some(dump.reason),
         group_descs: BTreeMap::new(),
         origin: Origin {

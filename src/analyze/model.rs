@@ -35,6 +35,15 @@ impl Format {
     }
 }
 
+/// A rank's newest sequence numbers in one group (see [`RankDump::status`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GroupSeqs {
+    /// 0: none entered.
+    pub entered: u64,
+    pub started: Option<u64>,
+    pub completed: Option<u64>,
+}
+
 /// One rank's dump, normalised.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RankDump {
@@ -49,6 +58,10 @@ pub struct RankDump {
     pub records: Vec<Record>,
     /// True when the ring buffer may have dropped older records.
     pub wrapped: bool,
+    /// Each group's newest sequence numbers, where the dump keeps them
+    /// apart from its ring (collbench's `status`, PyTorch's `pg_status`):
+    /// what is known of a group whose records the ring dropped.
+    pub status: BTreeMap<String, GroupSeqs>,
     /// Why the dump was written (collbench: `timeout`, `signal`, `request`,
     /// `exit`, `peer-lost`).
     pub reason: Option<String>,
@@ -76,6 +89,13 @@ impl RankDump {
                 .collect();
         };
         rename(&mut self.groups);
+        self.status = std::mem::take(&mut self.status)
+            .into_iter()
+            .map(|(mut k, v)| {
+                esc(&mut k);
+                (k, v)
+            })
+            .collect();
         self.group_descs = std::mem::take(&mut self.group_descs)
             .into_iter()
             .map(|(mut k, mut v)| {

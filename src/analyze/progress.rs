@@ -91,6 +91,23 @@ pub fn not_joined(view: &GroupView) -> Option<Candidate> {
                 r.op,
                 state_name(r.state)
             ),
+            // Its ring dropped the group's records; its dump kept how far.
+            None if view.tracks[rank].last > 0 => {
+                let t = &view.tracks[rank];
+                let state = if t.last_completed == Some(t.last) {
+                    "completed"
+                } else {
+                    "entered"
+                };
+                let size = match t.dump.format {
+                    Format::Collbench => "--fr-entries",
+                    _ => "TORCH_FR_BUFFER_SIZE",
+                };
+                format!(
+                    "rank {rank} at seq {}, {state} (its ring buffer dropped the group's records; {size} sets its size)",
+                    t.last
+                )
+            }
             None => format!("rank {rank} entered nothing in this group"),
         })
         .collect();

@@ -20,7 +20,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-use super::model::{Format, Origin, RankDump, Record, State, MAX_RANKS};
+use super::model::{Format, GroupSeqs, Origin, RankDump, Record, State, MAX_RANKS};
 use super::value::Value;
 
 /// Why a PyTorch dump cannot be read.
@@ -112,6 +112,7 @@ pub fn read_dump(root: &Value, path: &Path, format: Format) -> Result<RankDump, 
         groups,
         records,
         wrapped: first_record_id.is_some_and(|id| id > 0),
+        status: read_status(root),
         reason: None,
         group_descs,
         origin: Origin::default(),
@@ -336,6 +337,37 @@ fn read_groups(root: &Value, records: &[Record]) -> BTreeMap<String, Vec<usize>>
     groups
 }
 
+/// `pg_status`: each group's last enqueued, started and completed
+/// collective (PyTorch writes them as numbers or as text, -1 for none).
+fn read_status(root: &Value) -> BTreeMap<String, GroupSeqs> {
+    let seq = |v: &Value, key: &str| -> Option<u64> {
+        let v = v.get(key)?;
+        let n = match v.as_str() {
+            Some(text) => text.trim().parse::<i128>().ok()?,
+            None => v.as_int()?,
+        };
+        u64::try_from(n).ok().filter(|&n| n > 0)
+    };
+    let mut out = BTreeMap::new();
+    for (key, value) in root
+        .get("pg_status")
+        .and_then(Value::as_dict)
+        .unwrap_or(&[])
+    {
+        let Some(name) = key.as_str() else { continue };
+        let Some(entered) = seq(value, "last_enqueued_collective") else {
+            continue;
+        };
+        let seqs = GroupSeqs {
+            entered,
+            started: seq(value, "last_started_collective"),
+            completed: seq(value, "last_completed_collective"),
+        };
+        out.insert(name.to_owned(), seqs);
+    }
+    out
+}
+
 /// `"[0, 1, 2, 3]"` (how PyTorch writes them) or a list of integers.
 fn parse_ranks(v: &Value) -> Option<Vec<usize>> {
     let mut ranks: Vec<usize> = match v {
@@ -442,6 +474,44 @@ mod tests {
         assert_eq!(dump.records[0].p2p_seq, Some(7));
         assert!(dump.wrapped);
         assert_eq!(dump.world_size, None);
+    }
+
+    /// `pg_status` as PyTorch writes it: numbers as text (JSON) or
+    /// integers (pickle), -1 for none; a group without any enqueued
+    /// collective is left out.
+    #[test]
+    fn pg_status_gives_each_groups_newest_seqs() {
+        let status = |enq: Value, start: Value, done: Value| {
+            dict(vec![
+                ("last_enqueued_collective", enq),
+                ("last_started_collective", start),
+                ("last_completed_collective", done),
+            ])
+        };
+        let root = dict(vec![
+            ("rank", Value::Int(1)),
+            (
+                "entries",
+                Value::List(vec![entry("0", 9, "nccl:all_reduce")]),
+            ),
+            (
+                "pg_status",
+                Value::Dict(vec![
+                    (s("0"), status(s("12"), s("-1"), s("11"))),
+                    (s("1"), status(Value::Int(4), Value::Int(4), Value::Int(3))),
+                    (s("2"), status(s("-1"), s("-1"), s("-1"))),
+                ]),
+            ),
+        ]);
+        let dump = read_dump(&root, Path::new("rank1"), Format::PytorchJson).unwrap();
+        let seqs = |e, st, c| GroupSeqs {
+            entered: e,
+            started: st,
+            completed: c,
+        };
+        assert_eq!(dump.status.get("0"), Some(&seqs(12, None, Some(11))));
+        assert_eq!(dump.status.get("1"), Some(&seqs(4, Some(4), Some(3))));
+        assert_eq!(dump.status.get("2"), None);
     }
 
     #[test]

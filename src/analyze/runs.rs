@@ -390,6 +390,7 @@ mod tests {
             groups: BTreeMap::new(),
             records: Vec::new(),
             wrapped: false,
+            status: BTreeMap::new(),
             reason: Some("exit".into()),
             group_descs: BTreeMap::new(),
             origin: Origin {

@@ -71,7 +71,9 @@ pub fn snapshot_of(rec: &RankRecorder, info: &RunInfo, why: Why) -> Dump {
             name: super::WORLD_GROUP.into(),
             ranks: (0..info.world_size).collect(),
         }],
+        // Read after the entries: at least as new as they are.
         entries: rec.snapshot(),
+        status: rec.status(),
     }
 }
 

@@ -9,7 +9,7 @@ pub mod model;
 pub mod watchdog;
 
 use crate::engine::observe::{Observer, WaitKind};
-use model::{ChannelProgress, Entry, IterKind, State, Wait};
+use model::{ChannelProgress, Entry, GroupStatus, IterKind, State, Wait};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicI64, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Mutex, MutexGuard};
@@ -87,10 +87,19 @@ impl Rec {
     }
 }
 
+/// A group's newest sequence numbers (0: none).
+#[derive(Default)]
+struct Progress {
+    group: &'static str,
+    entered: u64,
+    started: u64,
+    completed: u64,
+}
+
 struct Ring {
     entries: VecDeque<Rec>,
-    /// Next sequence number per group.
-    next: Vec<(&'static str, u64)>,
+    /// Each group's progress (`entered + 1` is its next sequence number).
+    status: Vec<Progress>,
 }
 
 #[derive(Default)]
@@ -124,7 +133,7 @@ impl RankRecorder {
             capacity: capacity.max(1),
             ring: Mutex::new(Ring {
                 entries: VecDeque::new(),
-                next: Vec::new(),
+                status: Vec::new(),
             }),
             chans: (0..MAX_CHANNELS).map(|_| Chan::default()).collect(),
             used_chans: AtomicU64::new(0),
@@ -147,10 +156,10 @@ impl RankRecorder {
     /// The sequence number the next operation of `group` will get.
     pub fn next_seq(&self, group: &str) -> u64 {
         let ring = self.lock();
-        ring.next
+        ring.status
             .iter()
-            .find(|(g, _)| *g == group)
-            .map_or(1, |(_, n)| *n)
+            .find(|p| p.group == group)
+            .map_or(1, |p| p.entered + 1)
     }
 
     /// Records a scheduled operation; returns its sequence number.
@@ -161,16 +170,22 @@ impl RankRecorder {
     /// Appends a record in `state` at time `now`; returns its sequence number.
     fn push(&self, op: &OpInfo, iteration: IterKind, state: State, now: u64) -> u64 {
         let mut ring = self.lock();
-        let seq = match ring.next.iter_mut().find(|(g, _)| *g == op.group) {
-            Some((_, n)) => {
-                *n += 1;
-                *n - 1
-            }
+        let at = match ring.status.iter().position(|p| p.group == op.group) {
+            Some(at) => at,
             None => {
-                ring.next.push((op.group, 2));
-                1
+                ring.status.push(Progress {
+                    group: op.group,
+                    ..Progress::default()
+                });
+                ring.status.len() - 1
             }
         };
+        let progress = &mut ring.status[at];
+        progress.entered += 1;
+        let seq = progress.entered;
+        if state == State::Started {
+            progress.started = seq;
+        }
         if ring.entries.len() == self.capacity {
             ring.entries.pop_front();
         }
@@ -187,8 +202,17 @@ impl RankRecorder {
         seq
     }
 
-    fn update(&self, group: &str, seq: u64, f: impl FnOnce(&mut Rec)) {
+    fn update(
+        &self,
+        group: &str,
+        seq: u64,
+        progress: impl FnOnce(&mut Progress),
+        f: impl FnOnce(&mut Rec),
+    ) {
         let mut ring = self.lock();
+        if let Some(p) = ring.status.iter_mut().find(|p| p.group == group) {
+            progress(p);
+        }
         if let Some(e) = ring
             .entries
             .iter_mut()
@@ -202,7 +226,8 @@ impl RankRecorder {
     /// The operation `seq` of `group` has started.
     pub fn start(&self, group: &str, seq: u64) {
         let now = mono_ns();
-        self.update(group, seq, |e| {
+        let progress = |p: &mut Progress| p.started = p.started.max(seq);
+        self.update(group, seq, progress, |e| {
             e.state = State::Started;
             e.t_started = now;
         });
@@ -224,7 +249,8 @@ impl RankRecorder {
     pub fn complete(&self, group: &str, seq: u64) {
         self.inflight_since.store(0, Ordering::Release);
         let now = mono_ns();
-        self.update(group, seq, |e| {
+        let progress = |p: &mut Progress| p.completed = p.completed.max(seq);
+        self.update(group, seq, progress, |e| {
             e.state = State::Completed;
             e.t_completed = now;
         });
@@ -264,6 +290,20 @@ impl RankRecorder {
                 now_mono.saturating_sub(since),
             )
         })
+    }
+
+    /// Each group's progress, in the order the groups were first entered.
+    pub fn status(&self) -> Vec<GroupStatus> {
+        self.lock()
+            .status
+            .iter()
+            .map(|p| GroupStatus {
+                group: p.group.into(),
+                entered: p.entered,
+                started: p.started,
+                completed: p.completed,
+            })
+            .collect()
     }
 
     /// The ring's entries, oldest first, with channel progress on every
@@ -375,6 +415,30 @@ mod tests {
             .all(|e| e.state == State::Completed && e.t_completed_ns.is_some()));
         assert_eq!(r.next_seq(WORLD_GROUP), 6);
         assert_eq!(r.next_seq("barrier"), 1);
+    }
+
+    /// Each group's progress outlives the ring's entries of it.
+    #[test]
+    fn group_status_survives_the_ring_dropping_its_entries() {
+        let r = RankRecorder::new(0, 1);
+        for _ in 0..4 {
+            let s = r.enter(&op(), IterKind::Timed);
+            r.complete(WORLD_GROUP, s);
+        }
+        let s = r.schedule(&op(), IterKind::Timed);
+        r.start(WORLD_GROUP, s);
+        let mut barrier = op();
+        barrier.group = "barrier";
+        let b = r.enter(&barrier, IterKind::Barrier);
+        r.complete("barrier", b);
+        let e = r.snapshot();
+        assert_eq!(e.len(), 1);
+        assert_eq!(e[0].pg, "barrier");
+        let status = r.status();
+        let world = status.iter().find(|g| g.group == WORLD_GROUP).unwrap();
+        assert_eq!((world.entered, world.started, world.completed), (5, 5, 4));
+        let bar = status.iter().find(|g| g.group == "barrier").unwrap();
+        assert_eq!((bar.entered, bar.started, bar.completed), (1, 1, 1));
     }
 
     #[test]

@@ -83,6 +83,17 @@ pub struct Group {
     pub ranks: Vec<usize>,
 }
 
+/// How far a rank got in a process group: the newest sequence number it
+/// entered, started and completed (0: none). Kept apart from the ring, so
+/// it survives the ring dropping the group's entries.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GroupStatus {
+    pub group: String,
+    pub entered: u64,
+    pub started: u64,
+    pub completed: u64,
+}
+
 /// Clocks at dump time, for aligning hosts.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Clocks {
@@ -127,5 +138,8 @@ pub struct Dump {
     /// Capacity of the ring buffer; `entries` holds at most this many, oldest first.
     pub capacity: usize,
     pub groups: Vec<Group>,
+    /// Each group's progress (absent in dumps written before it was kept).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub status: Vec<GroupStatus>,
     pub entries: Vec<Entry>,
 }
