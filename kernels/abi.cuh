@@ -92,8 +92,8 @@ struct CbProgress {
 // receives over it to pace / 1000 times its length.
 struct CbLink {
     u64 bytes;
-    u64 wait_ns;      // waiting for the sender's data (simple protocol)
-    u64 transfer_ns;  // moving it once there (with the low-latency protocol, the wait too)
+    u64 wait_ns;      // waiting for the sender's data (its first line, with LL and LL128)
+    u64 transfer_ns;  // moving it once there
     u64 pace;         // 1000: not slowed
 };
 

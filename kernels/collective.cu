@@ -645,6 +645,30 @@ CB_DEVICE void cb_move_ll(CbBlock *b, const CbStep *s, const CbIo &io, const CbF
     }
 }
 
+// Waits (thread 0) until the first line of every LL message of `s` has
+// come (`--links`: the wait for a sender, apart from the move). False: the
+// wait gave up.
+CB_DEVICE bool cb_wait_ll_first(CbBlock *b, const CbStep *s) {
+    const CbRank *r = b->r;
+    for (u32 k = 0; k < s->nrecv; k++) {
+        const CbConn *c = &r->ins[s->recv[k]];
+        u64 idx = *c->head;
+        const u32 *line = cb_ll_slot(c, idx);
+        u32 seq = (u32)(idx + 1);
+        u32 d0, f0, d1, f1;
+        for (;;) {
+            cb_ll_load(line, &d0, &f0, &d1, &f1);
+            if (f0 == seq && f1 == seq) {
+                break;
+            }
+            if (!cb_keep_waiting(b, c->peer, CB_WAIT_RECV)) {
+                return false;
+            }
+        }
+    }
+    return true;
+}
+
 CB_DEVICE u64 *cb_ll128_slot(const CbConn *c, u64 seq_index) {
     return (u64 *)(c->ll128 + (seq_index % c->slots) * c->ll128_slot_bytes);
 }
@@ -812,10 +836,10 @@ CB_DEVICE bool cb_run_step(CbBlock *b, const CbStep *s, CbIo *shared_io, u32 *sh
         // for room forever).
         if (ok && (!lines || s->len == 0)) {
             ok = cb_wait_recv(b, s);
-        } else if (ok && ll128 && timed) {
+        } else if (ok && timed) {
             // `--links`: the data's wait is until each message's first line
             // is there, so a slow sender is not counted as a slow transfer.
-            ok = cb_wait_ll128_first(b, s);
+            ok = ll128 ? cb_wait_ll128_first(b, s) : cb_wait_ll_first(b, s);
         }
         if (timed) {
             t_data = cb_now_ns();

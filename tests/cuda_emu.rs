@@ -725,6 +725,48 @@ fn the_links_probe_fills_every_pair_on_the_emulated_device() {
     assert!(rows(&v).iter().all(|r| r["wrong"] == 0));
 }
 
+/// Under the low-latency protocol a receiver's wait for its sender ends
+/// at the message's first line, apart from the move: an 8x slower link
+/// stands out. (Its wait was counted as transfer before, so every link
+/// read alike and the slowed one was missed.)
+#[test]
+fn the_low_latency_protocol_times_a_links_wait_apart() {
+    if !have_compiler("the_low_latency_protocol_times_a_links_wait_apart") {
+        return;
+    }
+    let probe = [
+        "links",
+        "--ranks",
+        "3",
+        "--sizes",
+        "4K",
+        "--placement",
+        "out",
+        "--protocol",
+        "ll",
+        "--inject",
+        "slow-link:from=2,to=0,factor=8",
+    ];
+    let (code, v, err) = run_alone(&probe);
+    assert_eq!(code, 1, "{err}");
+    let pairs = v["links"]["pairs"].as_array().expect("links.pairs");
+    assert_eq!(pairs.len(), 6, "{pairs:?}");
+    let gbps = |p: &serde_json::Value| p["gbps"].as_f64().unwrap();
+    let slowest = pairs
+        .iter()
+        .min_by(|a, b| gbps(a).total_cmp(&gbps(b)))
+        .unwrap();
+    assert_eq!(
+        (slowest["from"].as_u64(), slowest["to"].as_u64()),
+        (Some(2), Some(0)),
+        "{err} {pairs:?}"
+    );
+    assert!(
+        pairs.iter().any(|p| p["wait_us"].as_f64().unwrap() > 0.0),
+        "{pairs:?}"
+    );
+}
+
 #[test]
 fn a_device_too_small_for_the_layout_is_refused_before_launch() {
     if !have_compiler("a_device_too_small_for_the_layout_is_refused_before_launch") {
