@@ -836,3 +836,92 @@ fn what_tune_and_tuning_write_reads_back() {
     );
     assert!(!table.exists());
 }
+
+/// `--root all` measures a point a root at each size: the fit takes their
+/// median (it refused its own fit, after the whole sweep, before). Sizes
+/// all within latency fit no bandwidth, said as such, not as 0 GB/s.
+#[test]
+fn tune_over_every_root_fits_one_point_a_size() {
+    let dir = tempfile::tempdir().unwrap();
+    let table = dir.path().join("t.json");
+    let out = collbench()
+        .args(["tune", "--device", "host", "--ranks", "3"])
+        .args(["--collective", "broadcast", "--root", "all"])
+        .args(["--sizes", "1K:64K:x8", "--iters", "2", "--warmup", "1"])
+        .arg("--output")
+        .arg(&table)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let t = json(&table);
+    let entries = t["entries"].as_array().unwrap();
+    assert!(!entries.is_empty(), "{t}");
+    assert!(
+        entries
+            .iter()
+            .all(|e| e["collective"] == "broadcast" && e["points"] == 3),
+        "{t}"
+    );
+
+    let out = collbench()
+        .args(["tune", "--device", "host", "--ranks", "2", "--sizes", "1K"])
+        .args(["--iters", "2", "--warmup", "1", "--output"])
+        .arg(&table)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains("latency only") && !text.contains(" 0.00 "),
+        "{text}"
+    );
+}
+
+/// `tune --from` results of other collectives than `--collective` names
+/// (all-reduce by default): the message says which they hold.
+#[test]
+fn tune_from_results_of_another_collective_names_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let results = dir.path().join("b.json");
+    let out = collbench()
+        .args([
+            "broadcast",
+            "--device",
+            "host",
+            "--ranks",
+            "2",
+            "--sizes",
+            "1K:4K",
+        ])
+        .args(["--iters", "2", "--warmup", "1", "-q", "--json"])
+        .arg(&results)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let table = dir.path().join("t.json");
+    let out = collbench()
+        .arg("tune")
+        .arg("--from")
+        .arg(&results)
+        .arg("--output")
+        .arg(&table)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("no rows of all-reduce") && err.contains("which hold broadcast"),
+        "{err}"
+    );
+    assert!(!table.exists());
+}

@@ -89,13 +89,17 @@ fn tune_inner(a: &TuneArgs) -> anyhow::Result<i32> {
         dtype: s.plan.dtypes.first().map_or("float", |d| d.name()).into(),
         iters: s.plan.iters,
     };
-    let groups = points(
+    let mut groups = points(
         &results.rows,
         &tmeta.dtype,
         protocol,
         s.plan.channels,
         s.plan.ranks,
     );
+    // `--root all`: a point a root at each size, made one.
+    for (_, _, pts) in &mut groups {
+        *pts = median_by_size(std::mem::take(pts));
+    }
     write_table(a, Tuning::fit(tmeta, &groups))
 }
 
@@ -116,8 +120,16 @@ fn tune_from(a: &TuneArgs) -> anyhow::Result<i32> {
     let mut tmeta = TuningMeta::default();
     let mut commands = Vec::new();
     let mut first: Option<(String, String)> = None;
+    // The collectives the files hold, for a `--collective` that took none.
+    let mut held: std::collections::BTreeSet<String> = Default::default();
     for p in &a.from {
         let r = read_from(p)?;
+        held.extend(
+            r.rows
+                .iter()
+                .filter(|row| Collective::parse(&row.collective).is_some())
+                .map(|row| row.collective.clone()),
+        );
         let m = &r.meta;
         let ran_on = ran_on(m);
         match &first {
@@ -167,6 +179,15 @@ fn tune_from(a: &TuneArgs) -> anyhow::Result<i32> {
             };
         }
         commands.push(m.command.clone());
+    }
+    let asked: Vec<&str> = a.collective.0.iter().map(|c| c.name()).collect();
+    if groups.is_empty() && !held.is_empty() && !held.iter().any(|h| asked.contains(&h.as_str())) {
+        let held: Vec<&str> = held.iter().map(String::as_str).collect();
+        bail!(
+            "--from: no rows of {} (--collective; all-reduce by default) in the results, which hold {}: name those with --collective",
+            asked.join(", "),
+            held.join(", ")
+        );
     }
     let me = crate::units::command_line();
     tmeta.command = format!("{me} (from: {})", commands.join("; "));
@@ -324,17 +345,17 @@ fn render_entries(entries: &[Entry]) -> String {
             0 => "auto".to_string(),
             n => n.to_string(),
         };
+        // No bandwidth curve: the sizes were all within latency (the
+        // model then predicts latency alone), not a bandwidth of 0.
+        let peak = if e.bandwidth.is_empty() {
+            "latency only".to_string()
+        } else {
+            format!("{:.2}", e.peak_gbps())
+        };
         let _ = writeln!(
             t,
-            "  {:<15} {:<7} {:<9} {:>8} {:>6}  {:>16.3}  {:>14.2}  {:>5}",
-            e.collective,
-            e.algo,
-            e.protocol,
-            channels,
-            e.ranks,
-            e.latency_us,
-            e.peak_gbps(),
-            e.points
+            "  {:<15} {:<7} {:<9} {:>8} {:>6}  {:>16.3}  {:>14}  {:>5}",
+            e.collective, e.algo, e.protocol, channels, e.ranks, e.latency_us, peak, e.points
         );
     }
     t
