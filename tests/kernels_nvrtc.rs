@@ -152,6 +152,18 @@ fn a_bad_arch_is_a_usage_error() {
         );
         assert!(!err.contains("panicked"), "{err}");
     }
+    // Architectures the kernels cannot compile for (they need Volta's
+    // __nanosleep and __grid_constant__) are refused up front, not
+    // compiled into 72 failures (exit 1).
+    for old in ["sm_50", "sm_60", "6.1"] {
+        let (code, out, err) = run(dir.path(), &["info", "--compile-kernels", "--arch", old]);
+        assert_eq!(code, 2, "{old}: {err}");
+        assert!(out.is_empty(), "{out}");
+        assert!(
+            err.contains("need compute capability 7.0 (sm_70, Volta) or newer"),
+            "{old}: {err}"
+        );
+    }
 }
 
 #[test]

@@ -528,12 +528,21 @@ pub struct InfoArgs {
     /// through the kernel cache; exit 1 if any fails, 2 if NVRTC cannot be loaded.
     #[arg(long)]
     pub compile_kernels: bool,
-    /// GPU architecture to compile for: sm_90, sm_80, 90, compute_90 ...
-    /// (default: the GPU's, else sm_90).
+    /// GPU architecture to compile for: sm_90, sm_80, 90, compute_90 ...,
+    /// sm_70 or newer (default: the GPU's, else sm_90).
     #[arg(long, value_name = "sm_XX", requires = "compile_kernels", value_parser = parse_arch)]
     pub arch: Option<Arch>,
 }
 
-fn parse_arch(s: &str) -> Result<Arch, crate::engine::exec::cuda::ArchError> {
-    s.parse()
+fn parse_arch(s: &str) -> Result<Arch, String> {
+    let arch: Arch = s
+        .parse()
+        .map_err(|e: crate::engine::exec::cuda::ArchError| e.to_string())?;
+    if !arch.supported() {
+        return Err(format!(
+            "{arch}: {}",
+            crate::engine::exec::cuda::kernels::TOO_OLD
+        ));
+    }
+    Ok(arch)
 }

@@ -46,6 +46,9 @@ pub enum Unusable {
     /// The driver works but counts no device.
     #[error("the CUDA driver sees no GPU")]
     NoGpu,
+    /// GPUs the kernels cannot run on: which.
+    #[error("{0}: {too_old}; hide them with CUDA_VISIBLE_DEVICES", too_old = super::kernels::TOO_OLD)]
+    TooOld(String),
 }
 
 impl Unusable {
@@ -131,6 +134,9 @@ fn probe_driver() -> Result<Devices, Unusable> {
         });
         handles.push(dev);
     }
+    if let Some(old) = too_old(&devices) {
+        return Err(old);
+    }
     let p2p = handles
         .iter()
         .map(|&a| {
@@ -156,9 +162,37 @@ fn probe_driver() -> Result<Devices, Unusable> {
     })
 }
 
+/// GPUs older than the kernels need, said as why none is usable.
+fn too_old(devices: &[DeviceInfo]) -> Option<Unusable> {
+    let old: Vec<String> = devices
+        .iter()
+        .filter(|d| d.capability.0 * 10 + d.capability.1 < super::kernels::MIN_CC as i32)
+        .map(|d| format!("GPU {} ({}, {})", d.ordinal, d.name, d.arch))
+        .collect();
+    (!old.is_empty()).then(|| Unusable::TooOld(old.join(", ")))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn gpus_older_than_volta_are_named_as_unusable() {
+        let gpu = |ordinal, name: &str, (major, minor)| DeviceInfo {
+            ordinal,
+            name: name.into(),
+            capability: (major, minor),
+            arch: format!("sm_{major}{minor}"),
+            memory_bytes: 16 << 30,
+            multiprocessors: 56,
+            bus_id: "0000:01:00".into(),
+        };
+        assert_eq!(too_old(&[gpu(0, "Tesla V100", (7, 0))]), None);
+        let why = too_old(&[gpu(0, "Tesla P100", (6, 0)), gpu(1, "Tesla V100", (7, 0))])
+            .unwrap()
+            .to_string();
+        assert_eq!(why, "GPU 0 (Tesla P100, sm_60): collbench's kernels need compute capability 7.0 (sm_70, Volta) or newer; hide them with CUDA_VISIBLE_DEVICES");
+    }
 
     #[test]
     fn probing_never_panics_and_explains_an_absence() {

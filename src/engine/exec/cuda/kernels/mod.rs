@@ -21,7 +21,7 @@ pub use cache::{cache_dir_from, default_cache_dir, writable_without_making, Cach
 pub use compile::{compile_all, compile_variants, Report};
 pub use key::{cache_key, Fnv1a};
 pub use sources::{required_entry_points, source, ENTRY_POINTS, SOURCES};
-pub use variants::{Arch, ArchError, Code, Variant};
+pub use variants::{Arch, ArchError, Code, Variant, MIN_CC, TOO_OLD};
 
 #[cfg(test)]
 mod tests;

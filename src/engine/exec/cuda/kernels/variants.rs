@@ -13,7 +13,20 @@ pub struct Arch {
     pub specific: bool,
 }
 
+/// The oldest compute capability the kernels compile for (Volta): they
+/// sleep in waits (`__nanosleep`) and read their rank table in place
+/// (`__grid_constant__`), both 7.0 and newer.
+pub const MIN_CC: u32 = 70;
+
+/// What is said of a GPU or `--arch` older than [`MIN_CC`].
+pub const TOO_OLD: &str = "collbench's kernels need compute capability 7.0 (sm_70, Volta) or newer";
+
 impl Arch {
+    /// Whether the kernels compile for it (see [`MIN_CC`]).
+    pub fn supported(self) -> bool {
+        self.cc >= MIN_CC
+    }
+
     /// What is compiled for when no GPU says otherwise.
     pub const DEFAULT: Arch = Arch {
         cc: 90,
@@ -72,7 +85,7 @@ impl fmt::Display for Arch {
 
 /// Why an architecture did not parse.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("{0:?} is not a GPU architecture: expected e.g. sm_90, sm_80, 90 or compute_90 (compute capability 5.0 or newer)")]
+#[error("{0:?} is not a GPU architecture: expected e.g. sm_90, sm_80, 90 or compute_90 (compute capability 7.0 or newer)")]
 pub struct ArchError(pub String);
 
 impl FromStr for Arch {
