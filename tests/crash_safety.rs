@@ -178,21 +178,32 @@ fn too_little_memory_is_a_clear_error_not_an_abort() {
             3_000_000,
             "all-to-all --ranks 64 --sizes 64K:64K",
             "plus 3.94GiB of connections",
+            "its connections alone do not fit, whatever the sizes: lower --ranks or --channels",
         ),
         // Buffers alone: 4 ranks x 2 x 512 MiB under 1.5 GB of address space.
         (
             1_500_000,
             "all-reduce --ranks 4 --sizes 512M:512M --placement out",
             "4 ranks x 1GiB of buffers",
+            "lower --sizes' maximum or --ranks",
         ),
     ];
-    for (kib, args, why) in cases {
+    for (kib, args, why, advice) in cases {
         let (status, err) = under_ulimit(kib, args);
         assert!(!crashed(&status), "{args}: {status:?}\n{err}");
         assert_eq!(status.code(), Some(2), "{args}: {err}");
         assert!(err.contains("not enough memory"), "{args}: {err}");
         assert!(err.contains("RLIMIT_AS"), "{args}: {err}");
         assert!(err.contains(why), "{args}: expected '{why}' in: {err}");
+        // What may be used, said as such (90% of what is free).
+        assert!(
+            err.contains("but may use ") && err.contains("(90% of the "),
+            "{args}: {err}"
+        );
+        assert!(
+            err.contains(advice),
+            "{args}: expected '{advice}' in: {err}"
+        );
         assert!(!err.contains("panicked"), "{args}: {err}");
     }
 }

@@ -18,10 +18,20 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// What to change when the sweep's memory does not fit in `free`: where
+/// the connections alone outgrow what may be used, no size fits.
+fn memory_advice(extra: Bytes, free: Bytes) -> &'static str {
+    if extra.0 >= free.0 / 10 * 9 {
+        "its connections alone do not fit, whatever the sizes: lower --ranks or --channels"
+    } else {
+        "lower --sizes' maximum or --ranks"
+    }
+}
+
 /// Why a sweep stopped.
 #[derive(Debug, thiserror::Error)]
 pub enum HarnessError {
-    #[error("not enough memory: the sweep needs {need} ({} x {per_rank} of buffers, plus {extra} of connections) but {free} is available ({limit}); lower --sizes' maximum or --ranks", crate::units::count_of(*.ranks, "rank"))]
+    #[error("not enough memory: the sweep needs {need} ({} x {per_rank} of buffers, plus {extra} of connections) but may use {} (90% of the {free} of {limit}); {}", crate::units::count_of(*.ranks, "rank"), Bytes(.free.0 / 10 * 9), memory_advice(*.extra, *.free))]
     Memory {
         need: Bytes,
         per_rank: Bytes,

@@ -285,13 +285,19 @@ pub(super) fn check_devices(
         );
         if need > free / 10 * 9 {
             return Err(ExecError::Setup(format!(
-                "not enough memory on GPU {} ({}): {} x {} of buffers and connections need {}, but {} is free; lower --sizes' maximum or --ranks",
+                "not enough memory on GPU {} ({}): {} x {} of buffers and connections need {}, but may use {} (90% of the {} free); {}",
                 desc.ordinal,
                 desc.name,
                 crate::units::count_of(here, "rank"),
                 crate::units::Bytes(per_rank.saturating_add(conn) as u64),
                 crate::units::Bytes(need),
-                crate::units::Bytes(free)
+                crate::units::Bytes(free / 10 * 9),
+                crate::units::Bytes(free),
+                if (conn as u64).saturating_mul(here as u64) >= free / 10 * 9 {
+                    "the connections alone do not fit, whatever the sizes: lower --ranks or --channels"
+                } else {
+                    "lower --sizes' maximum or --ranks"
+                }
             )));
         }
     }
