@@ -156,6 +156,14 @@ fn list<T: Copy + PartialEq>(
                 return bad(format!("{flag} {v}: '{item}' is given twice"))
             }
             Some(x) => out.push(x),
+            // `all` (and `--algo auto`) are whole choices, not items.
+            None if item.eq_ignore_ascii_case("all")
+                || (flag == "--algo" && item.eq_ignore_ascii_case("auto")) =>
+            {
+                return bad(format!(
+                    "{flag} {v}: '{item}' stands alone; give it alone, or list the ones wanted"
+                ))
+            }
             None => return bad(format!("unknown {flag} '{item}' (known: {known}, all)")),
         }
     }
@@ -175,6 +183,11 @@ pub fn group_mix(v: &str) -> Result<List<Collective>, ValueError> {
     for item in v.split(',').map(str::trim).filter(|s| !s.is_empty()) {
         match Collective::parse(item) {
             Some(c) => out.push(c),
+            None if item.eq_ignore_ascii_case("all") => {
+                return bad(format!(
+                    "--group-mix {v}: 'all' stands alone (the nine collectives); give it alone, or list them"
+                ))
+            }
             None => {
                 return bad(format!(
                     "unknown --group-mix collective '{item}' (known: {}, all)",
@@ -243,6 +256,16 @@ pub fn ops(v: &str) -> Result<List<ReduceOp>, ValueError> {
 
 pub fn scalar(v: &str) -> Result<crate::engine::elem::Scalar, ValueError> {
     crate::engine::elem::Scalar::parse(v).ok_or_else(|| {
+        let t = v.trim();
+        let digits = t.strip_prefix(['-', '+']).unwrap_or(t);
+        if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
+            // A whole number no type holds.
+            return ValueError(format!(
+                "--scalar '{v}': out of range: no type holds it (integers run from {} for int64 to {} for uint64)",
+                i64::MIN,
+                u64::MAX
+            ));
+        }
         ValueError(format!(
             "--scalar '{v}': expected a finite number (an integer for integer types)"
         ))
@@ -696,6 +719,25 @@ mod tests {
         assert!(ops("x").unwrap_err().to_string().contains("premulsum"));
         assert_eq!(algos("auto"), Ok(AlgoArg::Auto));
         assert_eq!(algos("all"), Ok(AlgoArg::List(Algo::ALL.to_vec())));
+        // `all` and `auto` are whole choices: in a list, said as such.
+        for (e, item) in [
+            (algos("ring,all").unwrap_err().0, "'all'"),
+            (algos("ring,auto").unwrap_err().0, "'auto'"),
+            (dtypes("all,float").unwrap_err().0, "'all'"),
+            (ops("sum, ALL").unwrap_err().0, "'ALL'"),
+        ] {
+            assert!(e.contains(&format!("{item} stands alone")), "{e}");
+            assert!(!e.contains("unknown"), "{e}");
+        }
+        let e = scalar("18446744073709551616").unwrap_err().0;
+        assert!(
+            e.contains("out of range") && e.contains("18446744073709551615"),
+            "{e}"
+        );
+        assert!(scalar("18446744073709551615").is_ok());
+        let e = scalar("-9223372036854775809").unwrap_err().0;
+        assert!(e.contains("out of range"), "{e}");
+        assert!(scalar("1e400").unwrap_err().0.contains("finite number"));
         assert_eq!(
             engines("builtin,nccl").unwrap().0,
             vec![Engine::Builtin, Engine::Nccl]
