@@ -68,6 +68,13 @@ pub fn writable_without_making(dir: &Path) -> Result<(), String> {
     }
 }
 
+/// Why a cache file was not written: the folder takes no file (none can
+/// be), or this entry's name is taken (a folder there: only it is lost).
+enum Failed {
+    Folder(std::io::Error),
+    Entry(std::io::Error),
+}
+
 /// Where a PTX came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Origin {
@@ -245,20 +252,30 @@ impl Cache {
             return;
         };
         let header = Cache::header(key, image.kind(), image.bytes());
-        if let Err(e) = Cache::write_atomic(&path, &header, image.bytes()) {
-            self.disk_off.store(true, Ordering::Relaxed);
-            self.warn(format!(
-                "kernel cache: cannot write {}: {e}; kernels are compiled again next time \
-                 (set COLLBENCH_CACHE_DIR to a writable folder)",
+        match Cache::write_atomic(&path, &header, image.bytes()) {
+            Ok(()) => {}
+            // The entry's own name is taken (a folder there): that entry
+            // is compiled each time; the others are still cached.
+            Err(Failed::Entry(e)) => self.warn(format!(
+                "kernel cache: cannot put {} in place: {e}; remove what is there",
                 path.display()
-            ));
+            )),
+            // The folder takes no file: the cache is off for this run.
+            Err(Failed::Folder(e)) => {
+                self.disk_off.store(true, Ordering::Relaxed);
+                self.warn(format!(
+                    "kernel cache: cannot write {}: {e}; kernels are compiled again next time \
+                     (set COLLBENCH_CACHE_DIR to a writable folder)",
+                    path.display()
+                ));
+            }
         }
     }
 
-    fn write_atomic(path: &Path, header: &str, body: &[u8]) -> std::io::Result<()> {
+    fn write_atomic(path: &Path, header: &str, body: &[u8]) -> Result<(), Failed> {
         static SEQ: AtomicU64 = AtomicU64::new(0);
         let dir = path.parent().unwrap_or(Path::new("."));
-        std::fs::create_dir_all(dir)?;
+        std::fs::create_dir_all(dir).map_err(Failed::Folder)?;
         let tmp = dir.join(format!(
             ".tmp-{}-{}-{}",
             std::process::id(),
@@ -270,9 +287,10 @@ impl Cache {
             let mut f = std::fs::File::create(&tmp)?;
             f.write_all(header.as_bytes())?;
             f.write_all(body)?;
-            f.sync_all()?;
-            std::fs::rename(&tmp, path)
-        })();
+            f.sync_all()
+        })()
+        .map_err(Failed::Folder)
+        .and_then(|()| std::fs::rename(&tmp, path).map_err(Failed::Entry));
         if result.is_err() {
             let _ = std::fs::remove_file(&tmp);
         }

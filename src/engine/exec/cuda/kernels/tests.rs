@@ -271,6 +271,20 @@ fn an_unusable_cache_folder_is_a_warning_not_an_error() {
     assert_eq!(o, Origin::Compiled);
     let w = cache.take_warnings();
     assert!(w.iter().any(|w| w.contains("cannot read")), "{w:?}");
+    assert!(
+        w.iter()
+            .any(|w| w.contains("cannot put") && w.contains("remove what is there")),
+        "{w:?}"
+    );
+    assert!(
+        !w.iter().any(|w| w.contains("COLLBENCH_CACHE_DIR")),
+        "{w:?}"
+    );
+    // ... and only that entry is lost: the others are still cached.
+    cache.get_or_insert_with(6, || ptx("// q\n")).unwrap();
+    assert!(cache.file(6).unwrap().is_file());
+    let fresh = Cache::new(Some(dir.path().join("c")));
+    assert_eq!(fresh.get_or_insert_with(6, never).unwrap().1, Origin::Disk);
 
     // No folder at all: memory only, silently.
     let cache = Cache::new(None);
