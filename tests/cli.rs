@@ -272,6 +272,14 @@ fn sizes_left_out_are_named_once_each() {
         "{}",
         v["meta"]["notes"]
     );
+    // Of several collectives, it names those the sizes were left out of
+    // (all-reduce, broadcast, reduce and send-recv ran 8 B).
+    let (code, _, err) = run_json(&[
+        "all", "--device", "host", "--ranks", "3", "--sizes", "8B:64",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let want = "1 of 4 size(s) left out of 5 case(s) of all-gather, reduce-scatter, all-to-all, gather, scatter: 8B";
+    assert!(err.contains(want), "{err}");
 }
 
 /// `--check` with `--check-iters 0` says two things: exit 2, not a run

@@ -68,11 +68,17 @@ impl Split {
         let mut rows: Vec<Vec<u64>> = Vec::new();
         for (no, line) in text.lines().enumerate() {
             let line = line.split('#').next().unwrap_or("");
+            // Between two commas there is a weight: `1,,2` is a weight
+            // missing, not two weights (a comma at the end is no weight).
+            let items: Vec<&str> = line.trim_end().trim_end_matches(',').split(',').collect();
+            if items.len() > 1 && items.iter().any(|i| i.trim().is_empty()) {
+                return Err(format!(
+                    "{name}:{}: an empty weight (two commas, or one at the start)",
+                    no + 1
+                ));
+            }
             let mut row = Vec::new();
-            for tok in line
-                .split(|c: char| c.is_whitespace() || c == ',')
-                .filter(|t| !t.is_empty())
-            {
+            for tok in items.iter().flat_map(|i| i.split_whitespace()) {
                 let v: f64 = tok
                     .parse()
                     .map_err(|_| format!("{name}:{}: {tok:?} is not a number", no + 1))?;
@@ -427,6 +433,13 @@ mod tests {
         assert!(Split::from_text("e", "1 x\n")
             .unwrap_err()
             .contains("not a number"));
+        // A missing weight between commas is said, not skipped.
+        for bad in ["1,,2\n", ",1,2\n", "1, ,2\n"] {
+            let e = Split::from_text("e", bad).unwrap_err();
+            assert!(e.contains("e:1: an empty weight"), "{bad:?}: {e}");
+        }
+        let trailing = Split::from_text("t", "1,2,3,\n").unwrap();
+        assert_eq!(trailing, Split::from_text("t", "1 2 3\n").unwrap());
         let z = Split::from_text("z", "0 0\n").unwrap();
         assert!(z.check(VKind::AllGather, 2).unwrap_err().contains("zero"));
         // Below a millionth is zero, and said why.

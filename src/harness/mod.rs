@@ -187,8 +187,15 @@ pub fn prepare(plan: &Plan, setup: &Setup, mpi: Option<&Peers>) -> Result<Prepar
         } else {
             String::new()
         };
+        // Of a sweep of several collectives, those it concerns.
+        let of = if skipped.collectives.len() < plan.collectives.len() {
+            let names: Vec<&str> = skipped.collectives.iter().map(|c| c.name()).collect();
+            format!(" of {}", names.join(", "))
+        } else {
+            String::new()
+        };
         notes.push(format!(
-            "{} of {} size(s) left out of {} case(s): {}{more} (fewer than one element per rank, or the same case as the size before)",
+            "{} of {} size(s) left out of {} case(s){of}: {}{more} (fewer than one element per rank, or the same case as the size before)",
             skipped.sizes.len(),
             plan.sizes.len(),
             skipped.pairs,

@@ -338,6 +338,8 @@ pub struct Skipped {
     pub sizes: std::collections::BTreeSet<u64>,
     /// How many (case, size) pairs were left out.
     pub pairs: usize,
+    /// The collectives some size was left out of.
+    pub collectives: std::collections::BTreeSet<Collective>,
 }
 
 /// Cases in sweep order: collective, engine, algorithm, dtype, op, root, size.
@@ -433,6 +435,7 @@ fn sizes(plan: &Plan, proto: Case, algo: Option<Algo>, out: &mut Vec<Case>, skip
     let mut skip = |size| {
         skipped.sizes.insert(size);
         skipped.pairs += 1;
+        skipped.collectives.insert(coll);
     };
     for &size in &plan.sizes {
         let counts = coll.counts_split(size, es, plan.ranks, plan.split);
