@@ -258,7 +258,9 @@ pub struct SizeArgs {
     /// Largest size (nccl-tests -e).
     #[arg(short = 'e', long = "maxbytes", value_name = "SIZE", conflicts_with = "sizes", value_parser = values::bytes, allow_negative_numbers = true)]
     pub maxbytes: Option<u64>,
-    /// Growth factor between sizes (nccl-tests -f) [default: 2].
+    /// Growth factor between sizes (nccl-tests -f) [default: 2; run by an
+    /// nccl-tests binary's name, as nccl-tests: sizes step by -i, 1 MiB,
+    /// unless -f is above 1].
     #[arg(short = 'f', long = "stepfactor", value_name = "F", conflicts_with = "sizes", value_parser = values::factor, allow_negative_numbers = true)]
     pub stepfactor: Option<f64>,
     /// Growth step between sizes (nccl-tests -i).
