@@ -114,80 +114,99 @@ pub fn parse_spec(text: &str) -> Result<Vec<CheckSpec>, SpecError> {
                 "{at}: another check has the same name; give each its own (name = \"...\")"
             )));
         }
-        if [
-            c.min_busbw_gbps,
-            c.max_time_us,
-            c.min_link_gbps,
-            c.max_link_spread,
-        ]
-        .iter()
-        .all(Option::is_none)
-        {
-            return Err(SpecError(format!(
-                "{at}: has no threshold; give min_busbw_gbps, max_time_us, min_link_gbps and/or max_link_spread"
-            )));
-        }
-        if let Some(v) = c.max_link_spread.filter(|v| !(v.is_finite() && *v >= 1.0)) {
-            return Err(SpecError(format!(
-                "{at}: max_link_spread is the fastest link over the slowest: at least 1, got {v}"
-            )));
-        }
-        // Past these no measurement reaches (results hold times and
-        // bandwidths up to 1e12; no link passes a million GB/s).
-        for (field, v, most) in [
-            ("min_busbw_gbps", c.min_busbw_gbps, 1e12),
-            ("max_time_us", c.max_time_us, 1e12),
-            ("min_link_gbps", c.min_link_gbps, 1e6),
-        ] {
-            if let Some(v) = v.filter(|v| !(v.is_finite() && *v > 0.0 && *v <= most)) {
-                return Err(SpecError(format!(
-                    "{at}: {field} must be a positive number up to {most:e}, got {}",
-                    crate::units::fmt_number(v)
-                )));
-            }
-        }
-        if c.log.is_some() && c.is_probe() {
-            return Err(SpecError(format!(
-                "{at}: `collective = \"links\"` runs the links probe: it takes no `log`"
-            )));
-        }
-        if let Some(log) = &c.log {
-            if log.trim().is_empty() {
-                return Err(SpecError(format!(
-                    "{at}: `log` is empty: name the file to judge (relative to the spec's folder)"
-                )));
-            }
-            if let Some(key) = c
-                .sweep_keys()
-                .into_iter()
-                .find(|&k| k != "sizes" && k != "ranks")
-            {
-                return Err(SpecError(format!(
-                    "{at}: `{key}` does not apply to a check with `log` (it judges the log's rows and runs nothing; `sizes` and `ranks` pick which)"
-                )));
-            }
-            if c.ranks == Some(0) {
-                return Err(SpecError(format!("{at}: ranks must be at least 1")));
-            }
-            c.log_sizes().map_err(|e| SpecError(format!("{at}: {e}")))?;
-            continue;
-        }
-        for (field, missing) in [
-            ("device", c.device.is_none()),
-            ("ranks", c.ranks.is_none()),
-            ("sizes", c.sizes.is_none()),
-        ] {
-            if missing {
-                return Err(SpecError(format!(
-                    "{at}: missing field `{field}` (a check without `log` runs a sweep: give device, ranks and sizes)"
-                )));
-            }
-        }
-        if c.ranks == Some(0) {
-            return Err(SpecError(format!("{at}: ranks must be at least 1")));
+        check_thresholds(&at, c)?;
+        if c.log.is_some() {
+            check_log(&at, c)?;
+        } else {
+            check_sweep(&at, c)?;
         }
     }
     Ok(spec.check)
+}
+
+/// A check's thresholds: at least one, each one a measurement can reach.
+fn check_thresholds(at: &str, c: &CheckSpec) -> Result<(), SpecError> {
+    if [
+        c.min_busbw_gbps,
+        c.max_time_us,
+        c.min_link_gbps,
+        c.max_link_spread,
+    ]
+    .iter()
+    .all(Option::is_none)
+    {
+        return Err(SpecError(format!(
+            "{at}: has no threshold; give min_busbw_gbps, max_time_us, min_link_gbps and/or max_link_spread"
+        )));
+    }
+    if let Some(v) = c.max_link_spread.filter(|v| !(v.is_finite() && *v >= 1.0)) {
+        return Err(SpecError(format!(
+            "{at}: max_link_spread is the fastest link over the slowest: at least 1, got {v}"
+        )));
+    }
+    // Past these no measurement reaches (results hold times and
+    // bandwidths up to 1e12; no link passes a million GB/s).
+    for (field, v, most) in [
+        ("min_busbw_gbps", c.min_busbw_gbps, 1e12),
+        ("max_time_us", c.max_time_us, 1e12),
+        ("min_link_gbps", c.min_link_gbps, 1e6),
+    ] {
+        if let Some(v) = v.filter(|v| !(v.is_finite() && *v > 0.0 && *v <= most)) {
+            return Err(SpecError(format!(
+                "{at}: {field} must be a positive number up to {most:e}, got {}",
+                crate::units::fmt_number(v)
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// A check that judges a log: a file named, and of the sweep's fields only
+/// `sizes` and `ranks` (which pick rows).
+fn check_log(at: &str, c: &CheckSpec) -> Result<(), SpecError> {
+    if c.is_probe() {
+        return Err(SpecError(format!(
+            "{at}: `collective = \"links\"` runs the links probe: it takes no `log`"
+        )));
+    }
+    if c.log.as_deref().is_some_and(|l| l.trim().is_empty()) {
+        return Err(SpecError(format!(
+            "{at}: `log` is empty: name the file to judge (relative to the spec's folder)"
+        )));
+    }
+    if let Some(key) = c
+        .sweep_keys()
+        .into_iter()
+        .find(|&k| k != "sizes" && k != "ranks")
+    {
+        return Err(SpecError(format!(
+            "{at}: `{key}` does not apply to a check with `log` (it judges the log's rows and runs nothing; `sizes` and `ranks` pick which)"
+        )));
+    }
+    if c.ranks == Some(0) {
+        return Err(SpecError(format!("{at}: ranks must be at least 1")));
+    }
+    c.log_sizes().map_err(|e| SpecError(format!("{at}: {e}")))?;
+    Ok(())
+}
+
+/// A check that runs a sweep: its device, ranks and sizes given.
+fn check_sweep(at: &str, c: &CheckSpec) -> Result<(), SpecError> {
+    for (field, missing) in [
+        ("device", c.device.is_none()),
+        ("ranks", c.ranks.is_none()),
+        ("sizes", c.sizes.is_none()),
+    ] {
+        if missing {
+            return Err(SpecError(format!(
+                "{at}: missing field `{field}` (a check without `log` runs a sweep: give device, ranks and sizes)"
+            )));
+        }
+    }
+    if c.ranks == Some(0) {
+        return Err(SpecError(format!("{at}: ranks must be at least 1")));
+    }
+    Ok(())
 }
 
 /// The sweep flags' defaults, as clap declares them.

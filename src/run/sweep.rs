@@ -110,23 +110,35 @@ pub(super) fn sweep(coll: Option<Collective>, args: &RunArgs, probe: bool) -> an
         let crowded = || links::crowded(setup.gpu, ranks_here, links::cpus(rank_processes));
         add_links(s, o, &mut results, crowded);
     }
+    conclude(s, &mut sink, &results, result, capped.as_ref(), rank)
+}
+
+/// Ends a sweep that ran (or stopped): its files finished (or, refused or
+/// failed, abandoned), the link matrix and warnings said, its exit code.
+fn conclude(
+    s: &Sweep,
+    sink: &mut Fanout,
+    results: &Results,
+    result: Result<harness::Outcome, harness::HarnessError>,
+    capped: Option<&warn::Warning>,
+    rank: usize,
+) -> anyhow::Result<i32> {
+    let leader = rank == 0;
     if result.as_ref().is_err_and(|e| e.partial().is_none()) {
         // Refused or failed: no verdict on values that were never made.
-        sink.abandon(&results).context("writing results")?;
+        sink.abandon(results).context("writing results")?;
     } else {
-        sink.finish(&results).context("writing results")?;
+        sink.finish(results).context("writing results")?;
     }
     if leader {
-        show_links(s, &results)?;
-    }
-    if leader {
-        for w in capped.iter().chain(&warn::scan(&results.rows)) {
+        show_links(s, results)?;
+        for w in capped.into_iter().chain(&warn::scan(&results.rows)) {
             say!("collbench: warning: {w}");
         }
     }
     let code = exit_code(result, rank);
     // nccl-tests' bandwidth floor fails a run that is otherwise clean.
-    if code == OK && leader && below_min_bw(&results, plan) {
+    if code == OK && leader && below_min_bw(results, &s.plan) {
         return Ok(CHECK_FAILED);
     }
     Ok(code)
