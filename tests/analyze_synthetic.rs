@@ -467,7 +467,8 @@ fn wrapped_buffers_compare_only_what_every_rank_still_holds() {
 /// A rank whose ring (of one entry) holds only a barrier of another group
 /// is not "unknown" in group 0: its dump's status says it completed seq 5
 /// there, so it never joined seq 6, where the others wait on it. Without
-/// the status (a dump written before it was kept) nothing is claimed.
+/// the status (a dump written before it was kept) the rank is blamed as
+/// the one waited on, its whereabouts unknown.
 #[test]
 fn a_group_whose_records_the_ring_dropped_is_judged_by_the_dump_status() {
     let make = |with_status: bool| -> Vec<Dump> {
@@ -502,8 +503,58 @@ fn a_group_whose_records_the_ring_dropped_is_judged_by_the_dump_status() {
         text.contains("rank 1 at seq 5, completed (its ring buffer dropped the group's records; --fr-entries sets its size)"),
         "{text}"
     );
+    // Without the status (a dump written before it was kept), the rank the
+    // others wait on is still named, said to be unknown.
     let d = run(&make(false));
-    assert!(d.culprits.is_empty(), "{}", render_text(&d));
+    assert_root(&d, FindingKind::Stuck, Some(6), &[1]);
+    let text = render_text(&d);
+    assert!(
+        text.contains(
+            "The dump of rank 1 holds no record of this group (its ring buffer dropped them)"
+        ),
+        "{text}"
+    );
+}
+
+/// A member known only by its status, which completed the hung seq (a
+/// broadcast's root that went on to a barrier), does not hide the hang of
+/// the others: they are stuck there, not healthy.
+#[test]
+fn a_member_known_only_by_its_status_does_not_hide_a_hang() {
+    let dumps: Vec<Dump> = (0..3)
+        .map(|r| {
+            let e = if r == 1 {
+                let mut barrier = entry(r, 6, State::Completed);
+                barrier.pg = "barrier".into();
+                barrier
+            } else {
+                blocked(r, 6, 1, Some(if r == 0 { 1 } else { 0 }))
+            };
+            let mut d = dump(r, 3, vec![e], "timeout");
+            d.capacity = 1;
+            let (entered, completed) = if r == 1 { (6, 6) } else { (6, 5) };
+            d.status = vec![GroupStatus {
+                group: "0".into(),
+                entered,
+                started: entered,
+                completed,
+            }];
+            d
+        })
+        .collect();
+    let d = run(&dumps);
+    let text = render_text(&d);
+    assert_eq!(d.verdict, Verdict::Problem, "{text}");
+    assert_eq!(
+        (
+            d.findings[0].kind,
+            d.findings[0].pg.as_deref(),
+            d.findings[0].seq
+        ),
+        (FindingKind::Stuck, Some("0"), Some(6)),
+        "{text}"
+    );
+    assert!(!d.culprits.contains(&1), "{text}");
 }
 
 #[test]

@@ -411,15 +411,18 @@ fn memberships(
     }
     let mut described: BTreeSet<String> = groups.keys().cloned().collect();
     for dump in dumps.values() {
-        for record in &dump.records {
-            if described.contains(&record.pg) {
+        // The groups its records are in, and those its status names (whose
+        // records its ring may have dropped).
+        let named = dump.records.iter().map(|r| &r.pg).chain(dump.status.keys());
+        for pg in named {
+            if described.contains(pg) {
                 continue;
             }
-            let members = groups.entry(record.pg.clone()).or_default();
+            let members = groups.entry(pg.clone()).or_default();
             match world_size {
-                Some(n) if record.pg == "0" => {
+                Some(n) if pg == "0" => {
                     members.extend(0..n);
-                    described.insert(record.pg.clone());
+                    described.insert(pg.clone());
                 }
                 _ => {
                     members.insert(dump.rank);

@@ -12,7 +12,8 @@ pub struct Track<'a> {
     pub dump: &'a RankDump,
     /// Collectives only (point-to-point records are not matched by seq).
     pub by_seq: BTreeMap<u64, &'a Record>,
-    /// Highest seq entered, 0 when none.
+    /// Highest seq entered, 0 when none. A member without records of the
+    /// group has it from its dump's status (see [`Track::blind`]).
     pub last: u64,
     /// Highest seq completed, if any.
     pub last_completed: Option<u64>,
@@ -21,6 +22,12 @@ pub struct Track<'a> {
 impl Track<'_> {
     pub fn rank(&self) -> usize {
         self.dump.rank
+    }
+
+    /// Whether the dump holds no record of the group: only its status says
+    /// how far the rank got.
+    pub fn blind(&self) -> bool {
+        self.by_seq.is_empty()
     }
 
     /// True when the rank completed a collective after `seq`: its record of
@@ -38,7 +45,7 @@ pub struct GroupView<'a> {
     pub tracks: BTreeMap<usize, Track<'a>>,
     /// First seq every track can still hold.
     pub low: u64,
-    /// Highest seq any member entered.
+    /// Highest seq any member's records show entered.
     pub high: u64,
 }
 
@@ -88,9 +95,10 @@ impl<'a> GroupView<'a> {
                 by_seq.insert(record.seq, record);
             }
             let (last, last_completed) = match dump.status.get(name) {
-                // Its buffer dropped every record of the group: how far it
-                // got is known only where the dump keeps it apart.
-                Some(s) if by_seq.is_empty() && dump.wrapped => (s.entered, s.completed),
+                // No record of the group (its buffer dropped them, or
+                // keeps none): how far it got is known only where the dump
+                // keeps it apart.
+                Some(s) if by_seq.is_empty() => (s.entered, s.completed),
                 None if by_seq.is_empty() && dump.wrapped => continue, // unknown
                 _ => {
                     let last = by_seq.keys().next_back().copied().unwrap_or(0);
@@ -117,7 +125,14 @@ impl<'a> GroupView<'a> {
             .filter_map(|t| t.by_seq.keys().next().copied())
             .max()
             .unwrap_or(1);
-        let high = tracks.values().map(|t| t.last).max().unwrap_or(0);
+        // The newest seq a record shows: a member known only by its
+        // status may be further on, in collectives no record shows.
+        let high = tracks
+            .values()
+            .filter(|t| !t.by_seq.is_empty())
+            .map(|t| t.last)
+            .max()
+            .unwrap_or(0);
         GroupView {
             name: name.to_owned(),
             members,

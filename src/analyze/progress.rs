@@ -30,7 +30,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::candidate::{priority, Candidate};
 use super::diagnosis::FindingKind;
-use super::group::{ranks_text, GroupView};
+use super::group::{ranks_text, GroupView, Track};
 use super::model::{state_name, Format, Record, State};
 
 /// Late means later than this, at least.
@@ -191,9 +191,11 @@ pub fn idle_at_timeout(view: &GroupView) -> Option<Candidate> {
 
 /// The first collective every member entered and some are hung in.
 pub fn stuck(view: &GroupView, missing: &BTreeSet<usize>) -> Option<Candidate> {
+    // Members known only by their status: entered a seq as far as it says.
+    let blind: Vec<&Track> = view.tracks.values().filter(|t| t.blind()).collect();
     for seq in view.seqs() {
         let at = view.at(seq);
-        if at.len() < view.tracks.len() {
+        if at.len() + blind.iter().filter(|t| t.last >= seq).count() < view.tracks.len() {
             continue; // not everyone entered it: that is not-joined's case
         }
         let not_done: Vec<usize> = at
@@ -201,15 +203,37 @@ pub fn stuck(view: &GroupView, missing: &BTreeSet<usize>) -> Option<Candidate> {
             .filter(|(rank, r)| r.state != State::Completed && !view.tracks[*rank].moved_past(seq))
             .map(|(rank, _)| *rank)
             .collect();
-        let some_done = at.values().any(|r| r.state == State::Completed);
+        let some_done = at.values().any(|r| r.state == State::Completed)
+            || blind.iter().any(|t| t.last_completed >= Some(seq));
         let waits = not_done.iter().any(|r| at[r].waits().next().is_some());
         if not_done.is_empty() || !(some_done || waits || timed_out(view)) {
             continue;
         }
-        let (blamed, why) = blame_stuck(&at, &not_done, some_done, missing);
+        // Members whose dumps hold nothing of the group (their ring
+        // buffer dropped it): not known to have entered, nor to wait.
+        // Those whose status says they entered it and never completed it
+        // are in it, waiting on no one known.
+        let unknown: BTreeSet<usize> = view
+            .members
+            .iter()
+            .copied()
+            .filter(|m| !view.tracks.contains_key(m) && !missing.contains(m))
+            .chain(
+                blind
+                    .iter()
+                    .filter(|t| t.last >= seq && t.last_completed < Some(seq))
+                    .map(|t| t.rank()),
+            )
+            .collect();
+        let (blamed, why) = blame_stuck(&at, &not_done, some_done, missing, &unknown);
         let detail = format!(
-            "all {} ranks with a dump entered seq {seq} ({}); {} did not complete it{}. {why}",
+            "all {} ranks {} entered seq {seq} ({}); {} did not complete it{}. {why}",
             at.len(),
+            if unknown.is_empty() {
+                "with a dump"
+            } else {
+                "whose dumps hold the group's records"
+            },
             op_of(&at),
             ranks_text(&not_done),
             wait_list(&at, &not_done)
@@ -231,12 +255,15 @@ pub fn stuck(view: &GroupView, missing: &BTreeSet<usize>) -> Option<Candidate> {
     None
 }
 
-/// Who the hang at one seq points to, and why, in words.
+/// Who the hang at one seq points to, and why, in words. `missing`:
+/// members without a dump; `unknown`: members whose dump holds nothing of
+/// the group.
 fn blame_stuck(
     at: &BTreeMap<usize, &Record>,
     not_done: &[usize],
     some_done: bool,
     missing: &BTreeSet<usize>,
+    unknown: &BTreeSet<usize>,
 ) -> (Vec<usize>, String) {
     let waiters: BTreeSet<usize> = not_done
         .iter()
@@ -265,7 +292,11 @@ fn blame_stuck(
         .iter()
         .copied()
         .filter(|p| !waiters.contains(p))
-        .filter(|p| missing.contains(p) || at.get(p).is_some_and(|r| r.state != State::Completed))
+        .filter(|p| {
+            missing.contains(p)
+                || unknown.contains(p)
+                || at.get(p).is_some_and(|r| r.state != State::Completed)
+        })
         .collect();
     if !sinks.is_empty() {
         let unstarted: Vec<usize> = sinks
@@ -273,7 +304,7 @@ fn blame_stuck(
             .copied()
             .filter(|p| at.get(p).is_some_and(|r| r.state == State::Scheduled))
             .collect();
-        let why = if unstarted.is_empty() {
+        let mut why = if unstarted.is_empty() {
             format!("Waited on, and waiting on no one: {}.", ranks_text(&sinks))
         } else {
             format!(
@@ -282,6 +313,17 @@ fn blame_stuck(
                 ranks_text(&unstarted)
             )
         };
+        let dropped: Vec<usize> = sinks
+            .iter()
+            .copied()
+            .filter(|p| unknown.contains(p))
+            .collect();
+        if !dropped.is_empty() {
+            why.push_str(&format!(
+                " The dump of {} holds no record of this group (its ring buffer dropped them): where it stopped is not known.",
+                ranks_text(&dropped)
+            ));
+        }
         return (sinks, why);
     }
     let least = waiters.iter().map(|r| at[r].progress()).min().unwrap_or(0);
