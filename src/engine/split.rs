@@ -70,7 +70,8 @@ impl Split {
             let line = line.split('#').next().unwrap_or("");
             // Between two commas there is a weight: `1,,2` is a weight
             // missing, not two weights (a comma at the end is no weight).
-            let items: Vec<&str> = line.trim_end().trim_end_matches(',').split(',').collect();
+            let line = line.trim_end();
+            let items: Vec<&str> = line.strip_suffix(',').unwrap_or(line).split(',').collect();
             if items.len() > 1 && items.iter().any(|i| i.trim().is_empty()) {
                 return Err(format!(
                     "{name}:{}: an empty weight (two commas, or one at the start)",
@@ -434,7 +435,7 @@ mod tests {
             .unwrap_err()
             .contains("not a number"));
         // A missing weight between commas is said, not skipped.
-        for bad in ["1,,2\n", ",1,2\n", "1, ,2\n"] {
+        for bad in ["1,,2\n", ",1,2\n", "1, ,2\n", "1,2,,\n"] {
             let e = Split::from_text("e", bad).unwrap_err();
             assert!(e.contains("e:1: an empty weight"), "{bad:?}: {e}");
         }

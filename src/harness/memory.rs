@@ -154,6 +154,7 @@ pub fn check_budget(plan: &Plan, cases: &[Case], budget: Budget) -> Result<(), H
                     ranks,
                     extra: Bytes(extra.saturating_mul(ranks as u64)),
                     free: Bytes(free),
+                    usable: Bytes(free / 10 * 9),
                     limit: "free device memory",
                 });
             }
@@ -185,12 +186,13 @@ fn check_host(plan: &Plan, cases: &[Case], per_rank: u64) -> Result<(), HarnessE
         address_space_room = ?limits.address_space,
         "memory check (host)"
     );
-    let refuse = |free: u64, limit: &'static str| HarnessError::Memory {
+    let refuse = |free: u64, usable: u64, limit: &'static str| HarnessError::Memory {
         need: Bytes(need),
         per_rank: Bytes(per_rank),
         ranks,
         extra: Bytes(fifos.total()),
         free: Bytes(free),
+        usable: Bytes(usable),
         limit,
     };
     if let Some(free) = limits.resident() {
@@ -200,13 +202,14 @@ fn check_host(plan: &Plan, cases: &[Case], per_rank: u64) -> Result<(), HarnessE
             } else {
                 "MemAvailable"
             };
-            return Err(refuse(free, limit));
+            return Err(refuse(free, free / 10 * 9, limit));
         }
     }
     if let Some(room) = limits.address_space {
         if need.saturating_add(threads) > room / 10 * 9 {
             return Err(refuse(
-                room.saturating_sub(threads),
+                room,
+                (room / 10 * 9).saturating_sub(threads),
                 "address space left under RLIMIT_AS (ulimit -v), less the rank threads' stacks and arenas",
             ));
         }

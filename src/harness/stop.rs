@@ -18,10 +18,10 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// What to change when the sweep's memory does not fit in `free`: where
-/// the connections alone outgrow what may be used, no size fits.
-fn memory_advice(extra: Bytes, free: Bytes) -> &'static str {
-    if extra.0 >= free.0 / 10 * 9 {
+/// What to change when the sweep's memory does not fit in `usable`: where
+/// the connections alone outgrow it, no size fits.
+fn memory_advice(extra: Bytes, usable: Bytes) -> &'static str {
+    if extra.0 >= usable.0 {
         "its connections alone do not fit, whatever the sizes: lower --ranks or --channels"
     } else {
         "lower --sizes' maximum or --ranks"
@@ -31,7 +31,7 @@ fn memory_advice(extra: Bytes, free: Bytes) -> &'static str {
 /// Why a sweep stopped.
 #[derive(Debug, thiserror::Error)]
 pub enum HarnessError {
-    #[error("not enough memory: the sweep needs {need} ({} x {per_rank} of buffers, plus {extra} of connections) but may use {} (90% of the {free} of {limit}); {}", crate::units::count_of(*.ranks, "rank"), Bytes(.free.0 / 10 * 9), memory_advice(*.extra, *.free))]
+    #[error("not enough memory: the sweep needs {need} ({} x {per_rank} of buffers, plus {extra} of connections) but may use {usable} (90% of the {free} of {limit}); {}", crate::units::count_of(*.ranks, "rank"), memory_advice(*.extra, *.usable))]
     Memory {
         need: Bytes,
         per_rank: Bytes,
@@ -39,6 +39,8 @@ pub enum HarnessError {
         /// Connections (host FIFOs, device connections) and other overhead.
         extra: Bytes,
         free: Bytes,
+        /// What the sweep may use of it (90%, less what `limit` says).
+        usable: Bytes,
         /// Which limit refused it.
         limit: &'static str,
     },

@@ -66,8 +66,10 @@ static STDOUT_ERROR: std::sync::OnceLock<String> = std::sync::OnceLock::new();
 /// Keeps `r`'s error (see [`STDOUT_ERROR`]); a closed pipe is the reader's
 /// choice, not an error.
 pub(crate) fn note_stdout(r: std::io::Result<()>) {
+    use std::io::ErrorKind;
     if let Err(e) = r {
-        if e.kind() != std::io::ErrorKind::BrokenPipe {
+        // A socket's reader that went away resets it: gone, as a pipe's.
+        if !matches!(e.kind(), ErrorKind::BrokenPipe | ErrorKind::ConnectionReset) {
             let _ = STDOUT_ERROR.set(e.to_string());
         }
     }
@@ -80,7 +82,7 @@ fn stdout_lost(code: i32) -> i32 {
     note_stdout(std::io::stdout().flush());
     match STDOUT_ERROR.get() {
         Some(e) if code == OK || code == CHECK_FAILED => fail(format!(
-            "writing to stdout: {e}: what it shows is incomplete (files named by --json and --csv are whole)"
+            "writing to stdout: {e}: what it shows is incomplete"
         )),
         _ => code,
     }

@@ -47,7 +47,7 @@ pub enum Unusable {
     #[error("the CUDA driver sees no GPU")]
     NoGpu,
     /// GPUs the kernels cannot run on: which.
-    #[error("{0}: {too_old}; hide them with CUDA_VISIBLE_DEVICES", too_old = super::kernels::TOO_OLD)]
+    #[error("{0}: {too_old}; hide older GPUs with CUDA_VISIBLE_DEVICES", too_old = super::kernels::TOO_OLD)]
     TooOld(String),
 }
 
@@ -191,7 +191,7 @@ mod tests {
         let why = too_old(&[gpu(0, "Tesla P100", (6, 0)), gpu(1, "Tesla V100", (7, 0))])
             .unwrap()
             .to_string();
-        assert_eq!(why, "GPU 0 (Tesla P100, sm_60): collbench's kernels need compute capability 7.0 (sm_70, Volta) or newer; hide them with CUDA_VISIBLE_DEVICES");
+        assert_eq!(why, "GPU 0 (Tesla P100, sm_60): collbench's kernels need compute capability 7.0 (sm_70, Volta) or newer; hide older GPUs with CUDA_VISIBLE_DEVICES");
     }
 
     #[test]
