@@ -25,63 +25,16 @@ impl Unused {
         pace: &Pace,
         ranks: usize,
     ) -> Vec<String> {
-        // The sweep's collectives the table has no entry for.
-        let untuned: Vec<&str> = match tuning {
-            Some(t) => {
-                let mut v: Vec<&str> = members
-                    .iter()
-                    .filter(|&&c| !t.entries.iter().any(|e| e.coll() == Some(c)))
-                    .map(|c| c.name())
-                    .collect();
-                v.dedup();
-                v
-            }
-            None => Vec::new(),
-        };
-        // `all --algo tree`: the collectives without such an algorithm.
-        let algo_skipped: Vec<&str> = match &a.algo {
-            AlgoArg::List(l) if collectives.len() > 1 => collectives
-                .iter()
-                .filter(|c| !l.iter().any(|x| c.algos().contains(x)))
-                .map(|c| c.name())
-                .collect(),
-            _ => Vec::new(),
-        };
-        let nt = &a.nccl_tests;
-        flag_notes(a.iters, nt)
+        let untuned = untuned(members, tuning);
+        let algo_skipped = algo_skipped(a, collectives);
+        flag_notes(a.iters, &a.nccl_tests)
             .into_iter()
-            .chain((!self.premul && a.scalar != Scalar::default()).then(|| {
-                format!(
-                    "--scalar {} is premulsum's: no premulsum runs in this sweep, so it is unused",
-                    a.scalar
-                )
-            }))
-            .chain((!self.v_runs && a.split != Split::Uniform).then(|| {
-                format!(
-                    "--split {} is the v-collectives': none runs in this sweep, so it is unused",
-                    a.split
-                )
-            }))
-            .chain((!self.reduce_runs && a.op.0 != [ReduceOp::Sum]).then(|| {
-                format!(
-                    "--op {} is the reductions' (all-reduce, reduce, reduce-scatter): none runs in this sweep, so it is unused",
-                    a.op.0.iter().map(|o| o.name()).collect::<Vec<_>>().join(",")
-                )
-            }))
+            .chain(self.unused_settings(a))
             .chain((!untuned.is_empty()).then(|| {
                 format!(
                     "--tuning {}: no entry for {}: no prediction in those rows, and auto picks as without a table",
                     a.tuning.as_deref().unwrap_or(std::path::Path::new("")).display(),
                     untuned.join(", ")
-                )
-            }))
-            .chain((!self.rooted_runs && a.root != RootChoice::One(0)).then(|| {
-                format!(
-                    "--root {} is the rooted collectives' (broadcast, reduce, gather, scatter): none runs in this sweep, so it is unused",
-                    match a.root {
-                        RootChoice::One(r) => r.to_string(),
-                        _ => "all".to_string(),
-                    }
                 )
             }))
             .chain(step_unused(&a.sizes))
@@ -109,6 +62,71 @@ impl Unused {
                 "--format nccl-tests shows out-of-place and in-place side by side, as nccl-tests does: both run".to_string()
             }))
             .collect()
+    }
+
+    /// The settings of collectives none of which runs: premulsum's scalar,
+    /// the v-collectives' split, the reductions' operators, the rooted
+    /// collectives' root.
+    fn unused_settings(&self, a: &RunArgs) -> Vec<String> {
+        (!self.premul && a.scalar != Scalar::default())
+            .then(|| {
+                format!(
+                    "--scalar {} is premulsum's: no premulsum runs in this sweep, so it is unused",
+                    a.scalar
+                )
+            })
+            .into_iter()
+            .chain((!self.v_runs && a.split != Split::Uniform).then(|| {
+                format!(
+                    "--split {} is the v-collectives': none runs in this sweep, so it is unused",
+                    a.split
+                )
+            }))
+            .chain((!self.reduce_runs && a.op.0 != [ReduceOp::Sum]).then(|| {
+                format!(
+                    "--op {} is the reductions' (all-reduce, reduce, reduce-scatter): none runs in this sweep, so it is unused",
+                    a.op.0.iter().map(|o| o.name()).collect::<Vec<_>>().join(",")
+                )
+            }))
+            .chain((!self.rooted_runs && a.root != RootChoice::One(0)).then(|| {
+                format!(
+                    "--root {} is the rooted collectives' (broadcast, reduce, gather, scatter): none runs in this sweep, so it is unused",
+                    match a.root {
+                        RootChoice::One(r) => r.to_string(),
+                        _ => "all".to_string(),
+                    }
+                )
+            }))
+            .collect()
+    }
+}
+
+/// The sweep's collectives the tuning table has no entry for.
+fn untuned(
+    members: &[Collective],
+    tuning: Option<&crate::harness::tuning::Tuning>,
+) -> Vec<&'static str> {
+    let Some(t) = tuning else {
+        return Vec::new();
+    };
+    let mut v: Vec<&str> = members
+        .iter()
+        .filter(|&&c| !t.entries.iter().any(|e| e.coll() == Some(c)))
+        .map(|c| c.name())
+        .collect();
+    v.dedup();
+    v
+}
+
+/// `all --algo tree`: the collectives without such an algorithm.
+fn algo_skipped(a: &RunArgs, collectives: &[Collective]) -> Vec<&'static str> {
+    match &a.algo {
+        AlgoArg::List(l) if collectives.len() > 1 => collectives
+            .iter()
+            .filter(|c| !l.iter().any(|x| c.algos().contains(x)))
+            .map(|c| c.name())
+            .collect(),
+        _ => Vec::new(),
     }
 }
 
