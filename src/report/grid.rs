@@ -4,7 +4,8 @@
 //! columns a gap apart, each as wide as its widest cell, trailing spaces
 //! trimmed, so the text pipes and diffs cleanly.
 
-use comfy_table::{presets, CellAlignment, Table};
+pub use comfy_table::Table;
+use comfy_table::{presets, CellAlignment};
 
 /// An empty plain table; add a header and rows, then [`render`] it.
 pub fn plain() -> Table {

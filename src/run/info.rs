@@ -290,6 +290,47 @@ pub fn to_json(f: &Facts) -> Value {
     v
 }
 
+/// The GPUs' rows of the facts for people: the driver, each device, their
+/// P2P matrix and which engine runs use; or why none is usable.
+fn gpu_rows(t: &mut grid::Table, f: &Facts) {
+    match &f.gpus {
+        Ok(g) => {
+            t.add_row(["driver:".to_string(), format!("CUDA {}", version(g.driver))]);
+            for d in &g.devices {
+                t.add_row([
+                    format!("device {}:", d.ordinal),
+                    format!(
+                        "{} ({}, {} SMs, {})",
+                        d.name,
+                        d.arch,
+                        d.multiprocessors,
+                        Bytes(d.memory_bytes)
+                    ),
+                ]);
+            }
+            if g.devices.len() > 1 {
+                t.add_row(["p2p:", "(row can access column)"]);
+                for (a, row) in g.p2p.iter().enumerate() {
+                    let cells: Vec<&str> = row.iter().map(|&p| if p { "Y" } else { "." }).collect();
+                    t.add_row([String::new(), format!("{a:>3}: {}", cells.join(" "))]);
+                }
+            }
+            let how = if f.nvrtc.is_ok() {
+                "runs use the CUDA engine (--device auto or cuda)"
+            } else {
+                "NVRTC is missing, so runs use the host engine"
+            };
+            t.add_row([String::new(), format!("({how})")]);
+        }
+        Err(why) => {
+            t.add_row([
+                "devices:".to_string(),
+                format!("none usable ({why}); runs use the host engine"),
+            ]);
+        }
+    }
+}
+
 /// The facts for people: a title line, then a plain table of what and how.
 pub fn to_text(f: &Facts) -> String {
     let mut t = grid::plain();
@@ -332,42 +373,7 @@ pub fn to_text(f: &Facts) -> String {
     if let Some(k) = &f.kernels {
         t.add_rows(report_rows(&k.report));
     }
-    match &f.gpus {
-        Ok(g) => {
-            t.add_row(["driver:".to_string(), format!("CUDA {}", version(g.driver))]);
-            for d in &g.devices {
-                t.add_row([
-                    format!("device {}:", d.ordinal),
-                    format!(
-                        "{} ({}, {} SMs, {})",
-                        d.name,
-                        d.arch,
-                        d.multiprocessors,
-                        Bytes(d.memory_bytes)
-                    ),
-                ]);
-            }
-            if g.devices.len() > 1 {
-                t.add_row(["p2p:", "(row can access column)"]);
-                for (a, row) in g.p2p.iter().enumerate() {
-                    let cells: Vec<&str> = row.iter().map(|&p| if p { "Y" } else { "." }).collect();
-                    t.add_row([String::new(), format!("{a:>3}: {}", cells.join(" "))]);
-                }
-            }
-            let how = if f.nvrtc.is_ok() {
-                "runs use the CUDA engine (--device auto or cuda)"
-            } else {
-                "NVRTC is missing, so runs use the host engine"
-            };
-            t.add_row([String::new(), format!("({how})")]);
-        }
-        Err(why) => {
-            t.add_row([
-                "devices:".to_string(),
-                format!("none usable ({why}); runs use the host engine"),
-            ]);
-        }
-    }
+    gpu_rows(&mut t, f);
     t.add_rows(f.emulated.rows());
     for (i, bad) in f.bad_settings.iter().enumerate() {
         let label = if i == 0 { "settings:" } else { "" };
