@@ -295,3 +295,36 @@ fn a_huge_world_from_one_file_name_is_told_in_spans() {
     assert!(text.len() < 4096, "{} bytes", text.len());
     assert!(text.contains("no dump of ranks 2, 4-1048574"), "{text}");
 }
+
+/// A rank whose dump holds no entry (its buffer kept none) is judged by its
+/// `pg_status`: ok-4 stays healthy (gloo's entries stay `scheduled`, so a
+/// status's completions must not make the others look stuck), and in
+/// skip-4 rank 2, whose status says it enqueued only up to 10, is still
+/// the one that never joined 11.
+#[test]
+fn a_rank_known_by_its_pg_status_alone() {
+    let Some(root) = fixtures() else { return };
+    for (case, want) in [
+        (
+            "ok-4",
+            serde_json::json!({"kind": "healthy", "culprits": [], "seq": null}),
+        ),
+        (
+            "skip-4",
+            serde_json::json!({"kind": "not-joined", "culprits": [2], "seq": 11}),
+        ),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        for r in 0..4 {
+            let from = root.join(case).join("json").join(format!("rank{r}"));
+            let mut v: serde_json::Value =
+                serde_json::from_slice(&std::fs::read(&from).unwrap()).unwrap();
+            if r == 2 {
+                v["entries"] = serde_json::json!([]);
+                assert!(v["pg_status"]["0"].is_object(), "{case}: {v}");
+            }
+            std::fs::write(dir.path().join(format!("rank{r}")), v.to_string()).unwrap();
+        }
+        assert_eq!(outcome(dir.path()), want, "{case}");
+    }
+}

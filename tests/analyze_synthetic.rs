@@ -500,7 +500,7 @@ fn a_group_whose_records_the_ring_dropped_is_judged_by_the_dump_status() {
     assert_root(&d, FindingKind::NotJoined, Some(6), &[1]);
     let text = render_text(&d);
     assert!(
-        text.contains("rank 1 at seq 5, completed (its ring buffer dropped the group's records; --fr-entries sets its size)"),
+        text.contains("rank 1 at seq 5, completed (by its dump's status: the dump holds no record of the group, which its ring buffer drops when full; --fr-entries sets its size)"),
         "{text}"
     );
     // Without the status (a dump written before it was kept), the rank the
@@ -555,6 +555,41 @@ fn a_member_known_only_by_its_status_does_not_hide_a_hang() {
         "{text}"
     );
     assert!(!d.culprits.contains(&1), "{text}");
+}
+
+/// A status no run makes (a seq past 2^53, more completed than entered)
+/// is left out: the rank is then judged as one whose ring dropped the
+/// group without a status (named as the one waited on), never by a wrapped
+/// or absurd number.
+#[test]
+fn an_implausible_status_is_left_out() {
+    for (entered, completed) in [(u64::MAX, u64::MAX), (5, 9)] {
+        let dumps: Vec<Dump> = (0..3)
+            .map(|r| {
+                let mut barrier = entry(r, 5, State::Completed);
+                barrier.pg = "barrier".into();
+                let e = if r == 1 {
+                    barrier
+                } else {
+                    blocked(r, 6, 1, Some(1))
+                };
+                let mut d = dump(r, 3, vec![e], "timeout");
+                d.capacity = 1;
+                if r == 1 {
+                    d.status = vec![GroupStatus {
+                        group: "0".into(),
+                        entered,
+                        started: entered,
+                        completed,
+                    }];
+                }
+                d
+            })
+            .collect();
+        let d = run(&dumps);
+        assert_root(&d, FindingKind::Stuck, Some(6), &[1]);
+        assert!(!render_text(&d).contains("18446744073709551615"));
+    }
 }
 
 #[test]

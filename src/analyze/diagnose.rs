@@ -411,10 +411,10 @@ fn memberships(
     }
     let mut described: BTreeSet<String> = groups.keys().cloned().collect();
     for dump in dumps.values() {
-        // The groups its records are in, and those its status names (whose
-        // records its ring may have dropped).
-        let named = dump.records.iter().map(|r| &r.pg).chain(dump.status.keys());
-        for pg in named {
+        // The groups its records are in. (Not those its status names: a
+        // group no record shows, made of every rank whose status names it,
+        // would blame ranks that hang elsewhere for never joining it.)
+        for pg in dump.records.iter().map(|r| &r.pg) {
             if described.contains(pg) {
                 continue;
             }
@@ -463,9 +463,9 @@ fn summarize(dump: &RankDump, groups: &BTreeMap<String, Vec<usize>>) -> RankSumm
                     .map(|r| r.seq)
                     .max()
             };
-            if let (None, Some(s)) = (last, dump.status.get(pg).filter(|_| dump.wrapped)) {
-                // The ring dropped the group's records; the dump kept how
-                // far the rank got.
+            if let (None, Some(s)) = (last, dump.status.get(pg)) {
+                // No record of the group (its ring dropped them); the dump
+                // kept how far the rank got.
                 return GroupProgress {
                     pg: pg.to_owned(),
                     last_entered: Some(s.entered).filter(|&n| n > 0),

@@ -432,6 +432,7 @@ fn from_collbench(dump: Dump, run_id: Option<String>, path: &Path) -> Result<Ran
             };
             (s.group.clone(), seqs)
         })
+        .filter(|(_, seqs)| seqs.plausible())
         .collect();
     let records = dump
         .entries

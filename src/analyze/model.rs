@@ -44,6 +44,21 @@ pub struct GroupSeqs {
     pub completed: Option<u64>,
 }
 
+/// Sequence numbers past this are no real run's (2^53: a collective a
+/// nanosecond would take 104 days to reach it): a status claiming one is
+/// left out.
+pub const MAX_SEQ: u64 = 1 << 53;
+
+impl GroupSeqs {
+    /// Whether a run could have made it: seqs in range, and no more
+    /// started or completed than entered.
+    pub fn plausible(&self) -> bool {
+        self.entered <= MAX_SEQ
+            && self.started.is_none_or(|s| s <= self.entered)
+            && self.completed.is_none_or(|c| c <= self.entered)
+    }
+}
+
 /// One rank's dump, normalised.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RankDump {

@@ -104,7 +104,7 @@ pub fn not_joined(view: &GroupView) -> Option<Candidate> {
                     _ => "TORCH_FR_BUFFER_SIZE",
                 };
                 format!(
-                    "rank {rank} at seq {}, {state} (its ring buffer dropped the group's records; {size} sets its size)",
+                    "rank {rank} at seq {}, {state} (by its dump's status: the dump holds no record of the group, which its ring buffer drops when full; {size} sets its size)",
                     t.last
                 )
             }
@@ -158,11 +158,17 @@ fn timed_out(view: &GroupView) -> bool {
 /// The collective after the oldest member's newest is the one never
 /// entered; the members that got least far are the culprits.
 pub fn idle_at_timeout(view: &GroupView) -> Option<Candidate> {
+    // A member known by its status alone is pending where it entered more
+    // than it completed.
     let pending = view
         .tracks
         .values()
         .flat_map(|t| t.by_seq.values())
-        .any(|r| r.state != State::Completed);
+        .any(|r| r.state != State::Completed)
+        || view
+            .tracks
+            .values()
+            .any(|t| t.blind() && t.last_completed < Some(t.last));
     if !timed_out(view) || pending || view.tracks.is_empty() {
         return None;
     }
@@ -173,7 +179,7 @@ pub fn idle_at_timeout(view: &GroupView) -> Option<Candidate> {
         .filter(|t| t.last == least)
         .map(|t| t.rank())
         .collect();
-    let (all, seq) = (behind.len() == view.tracks.len(), least + 1);
+    let (all, seq) = (behind.len() == view.tracks.len(), least.saturating_add(1));
     let detail = format!(
         "the dumps were written on a timeout, yet no rank is in a collective: {} completed seq {least}{} and never entered seq {seq}: stopped outside communication (the program, the host, I/O, or an injected hang)",
         ranks_text(&behind),
@@ -195,7 +201,12 @@ pub fn stuck(view: &GroupView, missing: &BTreeSet<usize>) -> Option<Candidate> {
     let blind: Vec<&Track> = view.tracks.values().filter(|t| t.blind()).collect();
     for seq in view.seqs() {
         let at = view.at(seq);
-        if at.len() + blind.iter().filter(|t| t.last >= seq).count() < view.tracks.len() {
+        let blind_in: Vec<usize> = blind
+            .iter()
+            .filter(|t| t.last >= seq)
+            .map(|t| t.rank())
+            .collect();
+        if at.len() + blind_in.len() < view.tracks.len() {
             continue; // not everyone entered it: that is not-joined's case
         }
         let not_done: Vec<usize> = at
@@ -203,8 +214,9 @@ pub fn stuck(view: &GroupView, missing: &BTreeSet<usize>) -> Option<Candidate> {
             .filter(|(rank, r)| r.state != State::Completed && !view.tracks[*rank].moved_past(seq))
             .map(|(rank, _)| *rank)
             .collect();
-        let some_done = at.values().any(|r| r.state == State::Completed)
-            || blind.iter().any(|t| t.last_completed >= Some(seq));
+        // (A status's completions are not evidence: gloo's dumps count a
+        // collective completed that timed out.)
+        let some_done = at.values().any(|r| r.state == State::Completed);
         let waits = not_done.iter().any(|r| at[r].waits().next().is_some());
         if not_done.is_empty() || !(some_done || waits || timed_out(view)) {
             continue;
@@ -213,11 +225,15 @@ pub fn stuck(view: &GroupView, missing: &BTreeSet<usize>) -> Option<Candidate> {
         // buffer dropped it): not known to have entered, nor to wait.
         // Those whose status says they entered it and never completed it
         // are in it, waiting on no one known.
-        let unknown: BTreeSet<usize> = view
+        let untracked: Vec<usize> = view
             .members
             .iter()
             .copied()
             .filter(|m| !view.tracks.contains_key(m) && !missing.contains(m))
+            .collect();
+        let unknown: BTreeSet<usize> = untracked
+            .iter()
+            .copied()
             .chain(
                 blind
                     .iter()
@@ -226,10 +242,20 @@ pub fn stuck(view: &GroupView, missing: &BTreeSet<usize>) -> Option<Candidate> {
             )
             .collect();
         let (blamed, why) = blame_stuck(&at, &not_done, some_done, missing, &unknown);
+        let by_status = if blind_in.is_empty() {
+            String::new()
+        } else {
+            let whose = if blind_in.len() == 1 {
+                "its dump's"
+            } else {
+                "their dumps'"
+            };
+            format!(", {} by {whose} status alone", ranks_text(&blind_in))
+        };
         let detail = format!(
-            "all {} ranks {} entered seq {seq} ({}); {} did not complete it{}. {why}",
-            at.len(),
-            if unknown.is_empty() {
+            "all {} ranks {} entered seq {seq} ({}{by_status}); {} did not complete it{}. {why}",
+            at.len() + blind_in.len(),
+            if untracked.is_empty() {
                 "with a dump"
             } else {
                 "whose dumps hold the group's records"

@@ -363,7 +363,9 @@ fn read_status(root: &Value) -> BTreeMap<String, GroupSeqs> {
             started: seq(value, "last_started_collective"),
             completed: seq(value, "last_completed_collective"),
         };
-        out.insert(name.to_owned(), seqs);
+        if seqs.plausible() {
+            out.insert(name.to_owned(), seqs);
+        }
     }
     out
 }
