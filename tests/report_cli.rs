@@ -2527,4 +2527,20 @@ fn a_sweep_or_info_whose_stdout_fills_the_disk_fails() {
     // The file the sweep named is whole.
     let text = std::fs::read_to_string(&json).unwrap();
     assert_eq!(text.matches("\"collective\"").count(), 10, "{text}");
+    // `compare`'s table too.
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .unwrap();
+    let out = std::process::Command::new(assert_cmd::cargo::cargo_bin("collbench"))
+        .args(["compare", s(&json), s(&json)])
+        .stdout(full)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("writing to stdout: No space left on device"),
+        "{err}"
+    );
 }

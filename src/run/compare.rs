@@ -10,7 +10,6 @@ use crate::cli::CompareArgs;
 use crate::report::compare::compare_runs as judge;
 use crate::report::json::read_any;
 use crate::report::Results;
-use std::io::Write;
 
 pub fn compare(a: &CompareArgs) -> i32 {
     let pct = a.max_regression;
@@ -44,13 +43,12 @@ pub fn compare(a: &CompareArgs) -> i32 {
             c.pairs.len()
         ));
     }
-    let mut out = std::io::stdout().lock();
-    // A closed stdout (a pipe into `head`) is not an error worth dying for.
+    // A closed stdout (a pipe into `head`) is not an error worth dying
+    // for; a full disk is said at the end (see `stdout_lost`).
     if c.loose.is_some() || c.by_world {
-        let _ = writeln!(out, "{matched_on}");
+        out!("{matched_on}");
     }
-    let _ = write!(out, "{}", c.render());
-    drop(out);
+    out_part!("{}", c.render());
     let cand_fails = say_unfinished(&base, &cand);
     say_warnings(&c);
     let missing = !c.missing.is_empty() && !a.allow_missing;

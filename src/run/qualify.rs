@@ -368,7 +368,7 @@ pub fn qualify(a: &QualifyArgs) -> i32 {
     if xml_on_stdout {
         let _ = write!(std::io::stderr().lock(), "{}", render(&results));
     } else {
-        let _ = write!(std::io::stdout().lock(), "{}", render(&results));
+        out_part!("{}", render(&results));
     }
     if let Some(path) = &a.junit {
         if let Err(e) = write_junit(a, path, &started, &results) {
