@@ -306,75 +306,87 @@ fn check_values(r: &Results) -> Result<(), String> {
                 row.placement.escape_debug()
             ));
         }
-        check_names(row).map_err(|why| format!("{}: {why}", at()))?;
-        let mut values = vec![
-            ("time_us", row.time_us),
-            ("algbw_gbps", row.algbw_gbps),
-            ("busbw_gbps", row.busbw_gbps),
-            ("stats.p50_us", row.stats.p50_us),
-            ("stats.p99_us", row.stats.p99_us),
-            ("stats.min_us", row.stats.min_us),
-            ("stats.max_us", row.stats.max_us),
-        ];
-        values.extend(
-            row.last_arrival
-                .map(|a| ("last_arrival.late_us", a.late_us)),
-        );
-        values.extend(row.predicted_us.map(|p| ("predicted_us", p)));
-        values.extend(row.per_rank_us.iter().map(|&t| ("per_rank_us", t)));
-        for (name, v) in values {
-            if !v.is_finite() || !(0.0..=MAX_MEASURE).contains(&v) {
-                let v = if v.abs() < MAX_MEASURE {
-                    v.to_string()
-                } else {
-                    format!("{v:e}")
-                };
-                return Err(format!(
-                    "{}: {name} is {v}, not a time or bandwidth (0 to {MAX_MEASURE:e})",
-                    at()
-                ));
-            }
-        }
-        let ranks = world as u64;
-        if row.root < -1 || row.root >= world as i64 {
+        check_names(row)
+            .and_then(|()| check_measures(row))
+            .and_then(|()| check_ranks(row, world as u64))
+            .and_then(|()| check_counts(row))
+            .map_err(|why| format!("{}: {why}", at()))?;
+    }
+    Ok(())
+}
+
+/// A row's times and bandwidths: each a finite number from 0 to
+/// [`MAX_MEASURE`].
+fn check_measures(row: &Row) -> Result<(), String> {
+    let mut values = vec![
+        ("time_us", row.time_us),
+        ("algbw_gbps", row.algbw_gbps),
+        ("busbw_gbps", row.busbw_gbps),
+        ("stats.p50_us", row.stats.p50_us),
+        ("stats.p99_us", row.stats.p99_us),
+        ("stats.min_us", row.stats.min_us),
+        ("stats.max_us", row.stats.max_us),
+    ];
+    values.extend(
+        row.last_arrival
+            .map(|a| ("last_arrival.late_us", a.late_us)),
+    );
+    values.extend(row.predicted_us.map(|p| ("predicted_us", p)));
+    values.extend(row.per_rank_us.iter().map(|&t| ("per_rank_us", t)));
+    for (name, v) in values {
+        if !v.is_finite() || !(0.0..=MAX_MEASURE).contains(&v) {
+            let v = if v.abs() < MAX_MEASURE {
+                v.to_string()
+            } else {
+                format!("{v:e}")
+            };
             return Err(format!(
-                "{}: root {} is not a rank of the {ranks} (nor -1, no root)",
-                at(),
-                row.root
+                "{name} is {v}, not a time or bandwidth (0 to {MAX_MEASURE:e})"
             ));
         }
-        if let Some(a) = row.last_arrival.filter(|a| a.rank as u64 >= ranks) {
-            return Err(format!(
-                "{}: last_arrival.rank {} is not a rank of the {ranks}",
-                at(),
-                a.rank
-            ));
+    }
+    Ok(())
+}
+
+/// A row's ranks (root, late rank, per-rank times) within the world of
+/// `ranks`.
+fn check_ranks(row: &Row, ranks: u64) -> Result<(), String> {
+    if row.root < -1 || row.root >= ranks as i64 {
+        return Err(format!(
+            "root {} is not a rank of the {ranks} (nor -1, no root)",
+            row.root
+        ));
+    }
+    if let Some(a) = row.last_arrival.filter(|a| a.rank as u64 >= ranks) {
+        return Err(format!(
+            "last_arrival.rank {} is not a rank of the {ranks}",
+            a.rank
+        ));
+    }
+    if row.per_rank_us.len() as u64 > ranks {
+        return Err(format!(
+            "per_rank_us has {} times for {ranks} ranks",
+            row.per_rank_us.len()
+        ));
+    }
+    Ok(())
+}
+
+/// A row's counts of wrong and NaN elements: -1 (not checked) or more,
+/// NaN/Inf among the wrong.
+fn check_counts(row: &Row) -> Result<(), String> {
+    for (name, v) in [("wrong", row.wrong), ("nan", row.nan)] {
+        if v < -1 {
+            return Err(format!("{name} is {v}, not a count (nor -1, not checked)"));
         }
-        if row.per_rank_us.len() as u64 > ranks {
-            return Err(format!(
-                "{}: per_rank_us has {} times for {ranks} ranks",
-                at(),
-                row.per_rank_us.len()
-            ));
-        }
-        for (name, v) in [("wrong", row.wrong), ("nan", row.nan)] {
-            if v < -1 {
-                return Err(format!(
-                    "{}: {name} is {v}, not a count (nor -1, not checked)",
-                    at()
-                ));
-            }
-        }
-        // NaN/Inf elements are among the wrong ones: a row with more would
-        // print `#wrong 0` and pass while it holds NaN.
-        if row.wrong >= 0 && row.nan > row.wrong {
-            return Err(format!(
-                "{}: nan is {} but wrong {} (NaN/Inf elements are counted among the wrong ones)",
-                at(),
-                row.nan,
-                row.wrong
-            ));
-        }
+    }
+    // NaN/Inf elements are among the wrong ones: a row with more would
+    // print `#wrong 0` and pass while it holds NaN.
+    if row.wrong >= 0 && row.nan > row.wrong {
+        return Err(format!(
+            "nan is {} but wrong {} (NaN/Inf elements are counted among the wrong ones)",
+            row.nan, row.wrong
+        ));
     }
     Ok(())
 }
