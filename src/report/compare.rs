@@ -321,19 +321,42 @@ pub fn compare_runs<'a>(
         }
     }
     let only_cand = by_key.len();
+    let differences = differences(base, cand, &base_worlds, &cand_worlds, by_world);
+    Comparison {
+        pairs,
+        only_base: missing.len(),
+        only_cand,
+        max_regression_pct,
+        loose,
+        missing,
+        duplicates,
+        differences,
+        by_world,
+    }
+}
+
+/// How the two sides' runs differ beyond their rows: world sizes
+/// (`by_world`: rows are matched at equal world size) and device.
+fn differences(
+    base: &[Results],
+    cand: &[Results],
+    base_worlds: &[usize],
+    cand_worlds: &[usize],
+    by_world: bool,
+) -> Vec<String> {
     let mut differences = Vec::new();
     if base_worlds != cand_worlds {
         differences.push(if by_world {
             format!(
                 "world sizes: baseline {} ranks, candidate {} (rows are matched at equal world size)",
-                list(&base_worlds),
-                list(&cand_worlds)
+                list(base_worlds),
+                list(cand_worlds)
             )
         } else {
             format!(
                 "world size: baseline {} ranks, candidate {}",
-                list(&base_worlds),
-                list(&cand_worlds)
+                list(base_worlds),
+                list(cand_worlds)
             )
         });
     }
@@ -348,17 +371,7 @@ pub fn compare_runs<'a>(
             "device: baseline {base_device}, candidate {cand_device}"
         ));
     }
-    Comparison {
-        pairs,
-        only_base: missing.len(),
-        only_cand,
-        max_regression_pct,
-        loose,
-        missing,
-        duplicates,
-        differences,
-        by_world,
-    }
+    differences
 }
 
 impl Comparison {
