@@ -592,6 +592,51 @@ fn an_implausible_status_is_left_out() {
     }
 }
 
+/// A broadcast whose root and another rank went on (to seq 7, then into
+/// the barrier) while rank 0 waits in seq 6 for rank 2, which scheduled it
+/// and never started: small rings dropped seq 6 from the ranks that went
+/// on, and ranks 0 and 2 never reached the barrier. The hang is rank 2 in
+/// seq 6, not ranks 0 and 2 missing the barrier (they are held up in
+/// group 0).
+#[test]
+fn a_hang_below_what_every_ring_holds_is_found_where_it_is() {
+    let barrier = |r: usize, seq: u64, state: State| {
+        let mut e = entry(r, seq, state);
+        e.pg = "barrier".into();
+        e
+    };
+    let dumps: Vec<Dump> = (0..4)
+        .map(|r| {
+            let entries = match r {
+                0 => vec![barrier(r, 5, State::Completed), blocked(r, 6, 0, Some(2))],
+                2 => vec![
+                    barrier(r, 5, State::Completed),
+                    entry(r, 6, State::Scheduled),
+                ],
+                _ => vec![entry(r, 7, State::Completed), barrier(r, 6, State::Started)],
+            };
+            let mut d = dump(r, 4, entries, "timeout");
+            d.capacity = 2;
+            d
+        })
+        .collect();
+    let d = run(&dumps);
+    assert_root(&d, FindingKind::Stuck, Some(6), &[2]);
+    assert_eq!(
+        d.findings[0].pg.as_deref(),
+        Some("0"),
+        "{}",
+        render_text(&d)
+    );
+    let text = render_text(&d);
+    assert!(
+        text.contains("rank 2 called it and never started it"),
+        "{text}"
+    );
+    // The barrier's not-joined comes after it, said to be held up there.
+    assert!(text.contains("they are pending elsewhere"), "{text}");
+}
+
 #[test]
 fn a_hang_in_a_subgroup_is_placed_in_that_group() {
     let dumps: Vec<Dump> = (0..4)

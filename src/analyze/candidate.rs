@@ -13,6 +13,9 @@ pub mod priority {
     pub const MISSING_WAITED: u8 = 20;
     pub const STUCK_BLAMED: u8 = 30;
     pub const LATE: u8 = 35;
+    /// `not-joined` whose ranks are each pending in another group's
+    /// collective: held up there, not idle.
+    pub const NOT_JOINED_ELSEWHERE: u8 = 38;
     pub const STUCK_UNBLAMED: u8 = 40;
     pub const IDLE_AT_TIMEOUT: u8 = 45;
     pub const MISSING: u8 = 50;

@@ -170,6 +170,7 @@ fn diagnose_run(run: &[RankDump]) -> Diagnosis {
         candidates.extend(views.iter().find_map(progress::idle_at_timeout));
     }
     demote_absent(&mut candidates, &dumps);
+    demote_elsewhere(&mut candidates, &dumps);
     candidates.sort_by(|a, b| {
         (a.priority, &a.finding.pg, a.finding.seq).cmp(&(b.priority, &b.finding.pg, b.finding.seq))
     });
@@ -266,6 +267,38 @@ fn demote_absent(candidates: &mut [Candidate], dumps: &BTreeMap<usize, &RankDump
             c.priority = priority::LATE + 1;
             c.finding.detail.push_str(&format!(
                 "; they were still in seq {m}, waiting on the ranks that entered it: those came late"
+            ));
+        }
+    }
+}
+
+/// Puts `not-joined` findings whose ranks are each pending (entered, not
+/// completed) in a collective of another group after the findings of
+/// where they hang: a rank held up in group 0 never reaches the barrier,
+/// and is not the reason the barrier waits.
+fn demote_elsewhere(candidates: &mut [Candidate], dumps: &BTreeMap<usize, &RankDump>) {
+    for c in candidates.iter_mut() {
+        if c.priority != priority::NOT_JOINED || c.finding.ranks.is_empty() {
+            continue;
+        }
+        let Some(pg) = c.finding.pg.clone() else {
+            continue;
+        };
+        let pending = |rank: &usize| {
+            dumps.get(rank).and_then(|d| {
+                d.records
+                    .iter()
+                    .rev()
+                    .find(|r| r.pg != pg && !r.is_p2p() && r.state != State::Completed)
+                    .map(|r| format!("rank {rank} in group {} seq {}", r.pg, r.seq))
+            })
+        };
+        let places: Option<Vec<String>> = c.finding.ranks.iter().map(pending).collect();
+        if let Some(places) = places {
+            c.priority = priority::NOT_JOINED_ELSEWHERE;
+            c.finding.detail.push_str(&format!(
+                "; they are pending elsewhere ({}): held up there, not idle",
+                places.join(", ")
             ));
         }
     }

@@ -150,6 +150,18 @@ impl<'a> GroupView<'a> {
             .collect()
     }
 
+    /// Seqs below the comparable window that a member has pending (entered,
+    /// not completed), ascending: where it may hang, though another
+    /// member's ring no longer holds that seq.
+    pub fn pending_below(&self) -> BTreeSet<u64> {
+        self.tracks
+            .values()
+            .flat_map(|t| t.by_seq.range(..self.low))
+            .filter(|(_, r)| r.state != State::Completed)
+            .map(|(s, _)| *s)
+            .collect()
+    }
+
     /// The records of `seq`, by rank, of the members that entered it.
     pub fn at(&self, seq: u64) -> BTreeMap<usize, &'a Record> {
         self.tracks

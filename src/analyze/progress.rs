@@ -199,14 +199,23 @@ pub fn idle_at_timeout(view: &GroupView) -> Option<Candidate> {
 pub fn stuck(view: &GroupView, missing: &BTreeSet<usize>) -> Option<Candidate> {
     // Members known only by their status: entered a seq as far as it says.
     let blind: Vec<&Track> = view.tracks.values().filter(|t| t.blind()).collect();
-    for seq in view.seqs() {
+    // Seqs pending below the window too: members whose ring dropped one
+    // but completed a later one completed it.
+    let mut seqs = view.pending_below();
+    seqs.extend(view.seqs());
+    for seq in seqs {
         let at = view.at(seq);
         let blind_in: Vec<usize> = blind
             .iter()
             .filter(|t| t.last >= seq)
             .map(|t| t.rank())
             .collect();
-        if at.len() + blind_in.len() < view.tracks.len() {
+        let past = view
+            .tracks
+            .values()
+            .filter(|t| !t.blind() && !t.by_seq.contains_key(&seq) && t.moved_past(seq))
+            .count();
+        if at.len() + blind_in.len() + past < view.tracks.len() {
             continue; // not everyone entered it: that is not-joined's case
         }
         let not_done: Vec<usize> = at
@@ -216,7 +225,7 @@ pub fn stuck(view: &GroupView, missing: &BTreeSet<usize>) -> Option<Candidate> {
             .collect();
         // (A status's completions are not evidence: gloo's dumps count a
         // collective completed that timed out.)
-        let some_done = at.values().any(|r| r.state == State::Completed);
+        let some_done = at.values().any(|r| r.state == State::Completed) || past > 0;
         let waits = not_done.iter().any(|r| at[r].waits().next().is_some());
         if not_done.is_empty() || !(some_done || waits || timed_out(view)) {
             continue;
