@@ -637,6 +637,68 @@ fn a_hang_below_what_every_ring_holds_is_found_where_it_is() {
     assert!(text.contains("they are pending elsewhere"), "{text}");
 }
 
+/// A send-recv ring whose rank 2 scheduled seq 6 and never started it:
+/// rank 3 waits on it in seq 6; ranks 0 and 1 went on to seq 7, where
+/// rank 0 waits on rank 3. The hang is rank 2 at seq 6, not ranks 2 and 3
+/// missing seq 7: with rings that hold seq 6 everywhere (the not-joined at
+/// 7 comes after the stuck at 6) and with rings of one (seq 6 judged from
+/// what the ranks entered after it, and rank 1's status).
+#[test]
+fn ranks_held_up_at_an_earlier_seq_are_not_blamed_for_a_later_one() {
+    let send_recv = |r: usize, seq: u64, state: State| {
+        let mut e = entry(r, seq, state);
+        e.collective = "send-recv".into();
+        e
+    };
+    let waits = |r: usize, seq: u64, peer: i64| {
+        let mut e = blocked(r, seq, 0, Some(peer));
+        e.collective = "send-recv".into();
+        e
+    };
+    let mut barrier = entry(1, 6, State::Started);
+    barrier.pg = "barrier".into();
+    for ring in [3, 1] {
+        let dumps: Vec<Dump> = (0..4)
+            .map(|r| {
+                let mut entries = match r {
+                    0 => vec![send_recv(r, 6, State::Completed), waits(r, 7, 3)],
+                    1 => vec![
+                        send_recv(r, 6, State::Completed),
+                        send_recv(r, 7, State::Completed),
+                        barrier.clone(),
+                    ],
+                    2 => vec![send_recv(r, 6, State::Scheduled)],
+                    _ => vec![waits(r, 6, 2)],
+                };
+                let keep = entries.len().saturating_sub(ring);
+                entries.drain(..keep);
+                let mut d = dump(r, 4, entries, "timeout");
+                d.capacity = ring;
+                let (entered, completed) = match r {
+                    0 => (7, 6),
+                    1 => (7, 7),
+                    _ => (6, 5),
+                };
+                d.status = vec![GroupStatus {
+                    group: "0".into(),
+                    entered,
+                    started: entered,
+                    completed,
+                }];
+                d
+            })
+            .collect();
+        let d = run(&dumps);
+        let text = render_text(&d);
+        assert_root(&d, FindingKind::Stuck, Some(6), &[2]);
+        assert_eq!(
+            d.findings[0].pg.as_deref(),
+            Some("0"),
+            "ring {ring}: {text}"
+        );
+    }
+}
+
 #[test]
 fn a_hang_in_a_subgroup_is_placed_in_that_group() {
     let dumps: Vec<Dump> = (0..4)

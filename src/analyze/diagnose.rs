@@ -171,6 +171,7 @@ fn diagnose_run(run: &[RankDump]) -> Diagnosis {
     }
     demote_absent(&mut candidates, &dumps);
     demote_elsewhere(&mut candidates, &dumps);
+    demote_behind_stuck(&mut candidates);
     candidates.sort_by(|a, b| {
         (a.priority, &a.finding.pg, a.finding.seq).cmp(&(b.priority, &b.finding.pg, b.finding.seq))
     });
@@ -299,6 +300,39 @@ fn demote_elsewhere(candidates: &mut [Candidate], dumps: &BTreeMap<usize, &RankD
             c.finding.detail.push_str(&format!(
                 "; they are pending elsewhere ({}): held up there, not idle",
                 places.join(", ")
+            ));
+        }
+    }
+}
+
+/// Puts a `not-joined` at seq S after a `stuck` of the same group at an
+/// earlier seq that blames some of its ranks: they never reached S
+/// because they hang there (a ring's ranks downstream of the stopped one
+/// wait at the earlier seq; those upstream went on and wait at S).
+fn demote_behind_stuck(candidates: &mut [Candidate]) {
+    let stuck: Vec<(Option<String>, u64, Vec<usize>)> = candidates
+        .iter()
+        .filter(|c| c.finding.kind == FindingKind::Stuck && !c.finding.ranks.is_empty())
+        .filter_map(|c| {
+            Some((
+                c.finding.pg.clone(),
+                c.finding.seq?,
+                c.finding.ranks.clone(),
+            ))
+        })
+        .collect();
+    for c in candidates.iter_mut() {
+        if c.priority != priority::NOT_JOINED {
+            continue;
+        }
+        let Some(seq) = c.finding.seq else { continue };
+        let below = stuck.iter().find(|(pg, s, ranks)| {
+            *pg == c.finding.pg && *s < seq && ranks.iter().all(|r| c.finding.ranks.contains(r))
+        });
+        if let Some((_, s, _)) = below {
+            c.priority = priority::NOT_JOINED_ELSEWHERE;
+            c.finding.detail.push_str(&format!(
+                "; the group hangs earlier, at seq {s}, which holds them up"
             ));
         }
     }

@@ -210,12 +210,14 @@ pub fn stuck(view: &GroupView, missing: &BTreeSet<usize>) -> Option<Candidate> {
             .filter(|t| t.last >= seq)
             .map(|t| t.rank())
             .collect();
-        let past = view
+        // Members whose ring dropped it but that entered a later one
+        // entered it; those that completed a later one completed it.
+        let past: Vec<&Track> = view
             .tracks
             .values()
-            .filter(|t| !t.blind() && !t.by_seq.contains_key(&seq) && t.moved_past(seq))
-            .count();
-        if at.len() + blind_in.len() + past < view.tracks.len() {
+            .filter(|t| !t.blind() && !t.by_seq.contains_key(&seq) && t.last > seq)
+            .collect();
+        if at.len() + blind_in.len() + past.len() < view.tracks.len() {
             continue; // not everyone entered it: that is not-joined's case
         }
         let not_done: Vec<usize> = at
@@ -225,7 +227,8 @@ pub fn stuck(view: &GroupView, missing: &BTreeSet<usize>) -> Option<Candidate> {
             .collect();
         // (A status's completions are not evidence: gloo's dumps count a
         // collective completed that timed out.)
-        let some_done = at.values().any(|r| r.state == State::Completed) || past > 0;
+        let some_done = at.values().any(|r| r.state == State::Completed)
+            || past.iter().any(|t| t.moved_past(seq));
         let waits = not_done.iter().any(|r| at[r].waits().next().is_some());
         if not_done.is_empty() || !(some_done || waits || timed_out(view)) {
             continue;
