@@ -35,6 +35,23 @@ fn entry(rank: usize, seq: u64, state: State) -> Entry {
     }
 }
 
+/// An entry of the barrier group.
+fn barrier(rank: usize, seq: u64, state: State) -> Entry {
+    let mut e = entry(rank, seq, state);
+    e.pg = "barrier".into();
+    e
+}
+
+/// A dump's status with group "0" alone, started as far as entered.
+fn status_of_group_0(entered: u64, completed: u64) -> Vec<GroupStatus> {
+    vec![GroupStatus {
+        group: "0".into(),
+        entered,
+        started: entered,
+        completed,
+    }]
+}
+
 /// Seqs `1..=done` completed, then the given in-flight entries.
 fn history(rank: usize, done: u64) -> Vec<Entry> {
     (1..=done)
@@ -474,10 +491,8 @@ fn a_group_whose_records_the_ring_dropped_is_judged_by_the_dump_status() {
     let make = |with_status: bool| -> Vec<Dump> {
         (0..3)
             .map(|r| {
-                let mut barrier = entry(r, 5, State::Completed);
-                barrier.pg = "barrier".into();
                 let e = if r == 1 {
-                    barrier
+                    barrier(r, 5, State::Completed)
                 } else {
                     blocked(r, 6, 1, Some(1))
                 };
@@ -485,12 +500,7 @@ fn a_group_whose_records_the_ring_dropped_is_judged_by_the_dump_status() {
                 d.capacity = 1;
                 let (entered, completed) = if r == 1 { (5, 5) } else { (6, 5) };
                 if with_status {
-                    d.status = vec![GroupStatus {
-                        group: "0".into(),
-                        entered,
-                        started: entered,
-                        completed,
-                    }];
+                    d.status = status_of_group_0(entered, completed);
                 }
                 d
             })
@@ -524,21 +534,14 @@ fn a_member_known_only_by_its_status_does_not_hide_a_hang() {
     let dumps: Vec<Dump> = (0..3)
         .map(|r| {
             let e = if r == 1 {
-                let mut barrier = entry(r, 6, State::Completed);
-                barrier.pg = "barrier".into();
-                barrier
+                barrier(r, 6, State::Completed)
             } else {
                 blocked(r, 6, 1, Some(if r == 0 { 1 } else { 0 }))
             };
             let mut d = dump(r, 3, vec![e], "timeout");
             d.capacity = 1;
             let (entered, completed) = if r == 1 { (6, 6) } else { (6, 5) };
-            d.status = vec![GroupStatus {
-                group: "0".into(),
-                entered,
-                started: entered,
-                completed,
-            }];
+            d.status = status_of_group_0(entered, completed);
             d
         })
         .collect();
@@ -566,22 +569,15 @@ fn an_implausible_status_is_left_out() {
     for (entered, completed) in [(u64::MAX, u64::MAX), (5, 9)] {
         let dumps: Vec<Dump> = (0..3)
             .map(|r| {
-                let mut barrier = entry(r, 5, State::Completed);
-                barrier.pg = "barrier".into();
                 let e = if r == 1 {
-                    barrier
+                    barrier(r, 5, State::Completed)
                 } else {
                     blocked(r, 6, 1, Some(1))
                 };
                 let mut d = dump(r, 3, vec![e], "timeout");
                 d.capacity = 1;
                 if r == 1 {
-                    d.status = vec![GroupStatus {
-                        group: "0".into(),
-                        entered,
-                        started: entered,
-                        completed,
-                    }];
+                    d.status = status_of_group_0(entered, completed);
                 }
                 d
             })
@@ -600,11 +596,6 @@ fn an_implausible_status_is_left_out() {
 /// group 0).
 #[test]
 fn a_hang_below_what_every_ring_holds_is_found_where_it_is() {
-    let barrier = |r: usize, seq: u64, state: State| {
-        let mut e = entry(r, seq, state);
-        e.pg = "barrier".into();
-        e
-    };
     let dumps: Vec<Dump> = (0..4)
         .map(|r| {
             let entries = match r {
@@ -655,8 +646,6 @@ fn ranks_held_up_at_an_earlier_seq_are_not_blamed_for_a_later_one() {
         e.collective = "send-recv".into();
         e
     };
-    let mut barrier = entry(1, 6, State::Started);
-    barrier.pg = "barrier".into();
     for ring in [3, 1] {
         let dumps: Vec<Dump> = (0..4)
             .map(|r| {
@@ -665,7 +654,7 @@ fn ranks_held_up_at_an_earlier_seq_are_not_blamed_for_a_later_one() {
                     1 => vec![
                         send_recv(r, 6, State::Completed),
                         send_recv(r, 7, State::Completed),
-                        barrier.clone(),
+                        barrier(r, 6, State::Started),
                     ],
                     2 => vec![send_recv(r, 6, State::Scheduled)],
                     _ => vec![waits(r, 6, 2)],
@@ -679,12 +668,7 @@ fn ranks_held_up_at_an_earlier_seq_are_not_blamed_for_a_later_one() {
                     1 => (7, 7),
                     _ => (6, 5),
                 };
-                d.status = vec![GroupStatus {
-                    group: "0".into(),
-                    entered,
-                    started: entered,
-                    completed,
-                }];
+                d.status = status_of_group_0(entered, completed);
                 d
             })
             .collect();

@@ -2358,17 +2358,8 @@ fn output_that_cannot_be_written_is_an_error() {
             "writing the diagnosis to stdout: No space left on device",
         ),
     ] {
-        let full = std::fs::OpenOptions::new()
-            .write(true)
-            .open("/dev/full")
-            .unwrap();
-        let out = std::process::Command::new(assert_cmd::cargo::cargo_bin("collbench"))
-            .args(&args)
-            .stdout(full)
-            .output()
-            .unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        let (code, err) = onto_full_disk(&args);
+        assert_eq!(code, Some(2), "{args:?}: {err}");
         assert!(err.contains(says), "{args:?}: {err}");
         // A closed pipe: the command's own exit.
         let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("collbench"))
@@ -2507,18 +2498,11 @@ fn a_sweep_or_info_whose_stdout_fills_the_disk_fails() {
             "nccl-tests",
         ],
         vec!["info"],
+        // `compare`'s table too (of the results the first sweep wrote).
+        vec!["compare", s(&json), s(&json)],
     ] {
-        let full = std::fs::OpenOptions::new()
-            .write(true)
-            .open("/dev/full")
-            .unwrap();
-        let out = std::process::Command::new(assert_cmd::cargo::cargo_bin("collbench"))
-            .args(&args)
-            .stdout(full)
-            .output()
-            .unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        let (code, err) = onto_full_disk(&args);
+        assert_eq!(code, Some(2), "{args:?}: {err}");
         assert!(
             err.contains("writing to stdout: No space left on device"),
             "{args:?}: {err}"
@@ -2527,20 +2511,22 @@ fn a_sweep_or_info_whose_stdout_fills_the_disk_fails() {
     // The file the sweep named is whole.
     let text = std::fs::read_to_string(&json).unwrap();
     assert_eq!(text.matches("\"collective\"").count(), 10, "{text}");
-    // `compare`'s table too.
+}
+
+/// Runs collbench with `args` and its stdout on a full disk (`/dev/full`):
+/// its exit code and stderr.
+fn onto_full_disk(args: &[&str]) -> (Option<i32>, String) {
     let full = std::fs::OpenOptions::new()
         .write(true)
         .open("/dev/full")
         .unwrap();
     let out = std::process::Command::new(assert_cmd::cargo::cargo_bin("collbench"))
-        .args(["compare", s(&json), s(&json)])
+        .args(args)
         .stdout(full)
         .output()
         .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{err}");
-    assert!(
-        err.contains("writing to stdout: No space left on device"),
-        "{err}"
-    );
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }

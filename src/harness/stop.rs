@@ -18,20 +18,10 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// What to change when the sweep's memory does not fit in `usable`: where
-/// the connections alone outgrow it, no size fits.
-fn memory_advice(extra: Bytes, usable: Bytes) -> &'static str {
-    if extra.0 >= usable.0 {
-        "its connections alone do not fit, whatever the sizes: lower --ranks or --channels"
-    } else {
-        "lower --sizes' maximum or --ranks"
-    }
-}
-
 /// Why a sweep stopped.
 #[derive(Debug, thiserror::Error)]
 pub enum HarnessError {
-    #[error("not enough memory: the sweep needs {need} ({} x {per_rank} of buffers, plus {extra} of connections) but may use {usable} (90% of the {free} of {limit}); {}", crate::units::count_of(*.ranks, "rank"), memory_advice(*.extra, *.usable))]
+    #[error("not enough memory: the sweep needs {need} ({} x {per_rank} of buffers, plus {extra} of connections) but may use {usable} (90% of the {free} of {limit}); {}", crate::units::count_of(*.ranks, "rank"), crate::engine::exec::world::memory_advice(.extra.0, .usable.0))]
     Memory {
         need: Bytes,
         per_rank: Bytes,

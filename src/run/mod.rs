@@ -38,25 +38,23 @@ macro_rules! out_part {
 /// fails, and `println!` would panic on it; the message is lost, never the
 /// results.
 pub(crate) fn emit(to: &mut impl Write, text: &str, line: bool) {
-    let text = printable(text);
-    let _ = if line {
-        writeln!(to, "{text}")
-    } else {
-        write!(to, "{text}")
-    };
+    let _ = write_text(to, text, line);
 }
 
 /// [`emit`] to stdout, keeping the first error other than a closed pipe
 /// (see [`stdout_lost`]).
 pub(crate) fn emit_stdout(text: &str, line: bool) {
+    note_stdout(write_text(&mut std::io::stdout().lock(), text, line));
+}
+
+/// `text` made [`printable`], and a newline with `line`.
+fn write_text(to: &mut impl Write, text: &str, line: bool) -> std::io::Result<()> {
     let text = printable(text);
-    let mut to = std::io::stdout().lock();
-    let r = if line {
+    if line {
         writeln!(to, "{text}")
     } else {
         write!(to, "{text}")
-    };
-    note_stdout(r);
+    }
 }
 
 /// The first error writing text to stdout other than a closed pipe (a full

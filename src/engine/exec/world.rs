@@ -97,6 +97,17 @@ pub enum ExecError {
     Mpi(String),
 }
 
+/// What to change when a sweep's memory does not fit in the `usable`
+/// bytes (said of the sweep): where its `connections` alone outgrow
+/// them, no size fits.
+pub fn memory_advice(connections: u64, usable: u64) -> &'static str {
+    if connections >= usable {
+        "its connections alone do not fit, whatever the sizes: lower --ranks or --channels"
+    } else {
+        "lower --sizes' maximum or --ranks"
+    }
+}
+
 impl ExecError {
     /// A wait on a peer that gave up at the timeout: the run hung (the
     /// harness dumps the flight recorders and ends with exit code 3).

@@ -293,11 +293,10 @@ pub(super) fn check_devices(
                 crate::units::Bytes(need),
                 crate::units::Bytes(free / 10 * 9),
                 crate::units::Bytes(free),
-                if (conn as u64).saturating_mul(here as u64) >= free / 10 * 9 {
-                    "the connections alone do not fit, whatever the sizes: lower --ranks or --channels"
-                } else {
-                    "lower --sizes' maximum or --ranks"
-                }
+                crate::engine::exec::world::memory_advice(
+                    (conn as u64).saturating_mul(here as u64),
+                    free / 10 * 9
+                )
             )));
         }
     }
