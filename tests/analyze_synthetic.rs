@@ -526,6 +526,37 @@ fn a_group_whose_records_the_ring_dropped_is_judged_by_the_dump_status() {
     );
 }
 
+/// A scatter whose rank 2 never entered seq 7: the others completed it
+/// (their sends were buffered) and wait in barrier seq 6. Rank 2's ring of
+/// one holds only its seq 6 of group 0; its status says it completed
+/// barrier seq 5. It is a member of the barrier the others' records show,
+/// by its status, and the one that never joined it.
+#[test]
+fn a_rank_whose_ring_dropped_a_group_others_show_is_its_member_by_status() {
+    let dumps: Vec<Dump> = (0..4)
+        .map(|r| {
+            let (e, group_0, barrier_seqs) = if r == 2 {
+                (entry(r, 6, State::Completed), (6, 6), (5, 5))
+            } else {
+                (barrier(r, 6, State::Started), (7, 7), (6, 5))
+            };
+            let mut d = dump(r, 4, vec![e], "timeout");
+            d.capacity = 1;
+            d.status = status_of_group_0(group_0.0, group_0.1);
+            d.status.push(GroupStatus {
+                group: "barrier".into(),
+                entered: barrier_seqs.0,
+                started: barrier_seqs.0,
+                completed: barrier_seqs.1,
+            });
+            d
+        })
+        .collect();
+    let d = run(&dumps);
+    assert_root(&d, FindingKind::NotJoined, Some(6), &[2]);
+    assert_eq!(d.findings[0].pg.as_deref(), Some("barrier"));
+}
+
 /// A member known only by its status, which completed the hung seq (a
 /// broadcast's root that went on to a barrier), does not hide the hang of
 /// the others: they are stuck there, not healthy.

@@ -478,7 +478,7 @@ fn memberships(
     }
     let mut described: BTreeSet<String> = groups.keys().cloned().collect();
     for dump in dumps.values() {
-        // The groups its records are in. (Not those its status names: a
+        // The groups its records are in. (Not those only a status names: a
         // group no record shows, made of every rank whose status names it,
         // would blame ranks that hang elsewhere for never joining it.)
         for pg in dump.records.iter().map(|r| &r.pg) {
@@ -494,6 +494,16 @@ fn memberships(
                 _ => {
                     members.insert(dump.rank);
                 }
+            }
+        }
+    }
+    // A rank whose ring dropped every record of such a group is a member
+    // still where its status names the group: it may be the one the others
+    // wait for.
+    for dump in dumps.values() {
+        for name in dump.status.keys() {
+            if let (false, Some(members)) = (described.contains(name), groups.get_mut(name)) {
+                members.insert(dump.rank);
             }
         }
     }
