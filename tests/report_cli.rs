@@ -387,6 +387,38 @@ fn report_of_a_killed_sweeps_jsonl_gives_no_passing_verdict() {
     );
 }
 
+/// JSON and JSONL are told apart by what they hold, not their names: a
+/// sweep's `--json r.jsonl` (JSON under that name) and its JSONL renamed
+/// `.json` both read, and `-` reads standard input.
+#[test]
+fn results_read_by_what_they_hold_whatever_their_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = sweep_json(dir.path(), "r.jsonl");
+    let rows = dir.path().join("r.jsonl.jsonl");
+    assert!(rows.exists(), "the sweep's JSONL beside it");
+    let renamed = dir.path().join("rows.json");
+    std::fs::copy(&rows, &renamed).unwrap();
+    let want = run(&["report", s(&json)]);
+    assert_eq!(want.code, 0, "{}", want.stderr);
+    assert!(
+        want.stdout.contains("# Wrong or NaN/Inf values : OK"),
+        "{}",
+        want.stdout
+    );
+    let o = run(&["report", s(&renamed)]);
+    assert_eq!((o.code, &o.stdout), (0, &want.stdout), "{}", o.stderr);
+    let piped = collbench()
+        .args(["report", "-"])
+        .pipe_stdin(&rows)
+        .unwrap()
+        .output()
+        .unwrap();
+    assert_eq!(piped.status.code(), Some(0));
+    assert_eq!(String::from_utf8_lossy(&piped.stdout), want.stdout);
+    let o = run(&["compare", s(&json), s(&renamed)]);
+    assert_eq!(o.code, 0, "{}{}", o.stdout, o.stderr);
+}
+
 /// A `qualify` check of `collective` in `log` (in `dir`) with `threshold`
 /// fails, saying the results did not finish.
 fn assert_qualify_fails_unfinished(dir: &Path, collective: &str, log: &str, threshold: &str) {
@@ -573,6 +605,10 @@ fn unreadable_results_exit_2_naming_the_file() {
         (
             vec!["compare", s(&a), s(&a), "--max-regression", "-3"],
             "not a percentage".into(),
+        ),
+        (
+            vec!["compare", s(&a), s(&a), "--max-regression", "10%%"],
+            "--max-regression '10%%' is not a percentage".into(),
         ),
         (
             vec!["report", s(&a), s(&notjson)],
@@ -1528,7 +1564,7 @@ fn unreadable_logs_exit_2_with_one_line() {
     for (file, why) in [
         (
             &absurd,
-            "absurd.log: not a readable nccl-tests log: line 3: a data row that does not read (a size, count and type, then times, bandwidths and #wrong: each time and bandwidth a number from 0 to 1e12)",
+            "absurd.log: not a readable nccl-tests log: line 3: a data row that does not read (a size, count and type, then times, bandwidths and #wrong: each time and bandwidth a number from 0 to 1e12, #wrong a count from 0 or N/A)",
         ),
         (
             &empty,

@@ -298,6 +298,9 @@ fn bad_model_input_is_exit_2_with_a_reason() {
     let dir = tempfile::tempdir().unwrap();
     let junk = dir.path().join("junk.json");
     std::fs::write(&junk, "{\"schema\": 1}").unwrap();
+    // A value the error quotes, with an escape sequence in it.
+    let colour = dir.path().join("colour.json");
+    std::fs::write(&colour, "{\"schema\": \"x\\u001b[31m\"}").unwrap();
     let missing = dir.path().join("none.json");
     let log = dir.path().join("ar.log");
     std::fs::write(
@@ -379,6 +382,16 @@ fn bad_model_input_is_exit_2_with_a_reason() {
         ),
         (
             vec![
+                "model".into(),
+                "--tuning".into(),
+                colour.display().to_string(),
+                "--ranks".into(),
+                "4".into(),
+            ],
+            "schema 'x\\u001b[31m'",
+        ),
+        (
+            vec![
                 "all-reduce".into(),
                 "--tuning".into(),
                 missing.display().to_string(),
@@ -422,6 +435,7 @@ fn bad_model_input_is_exit_2_with_a_reason() {
         assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
         assert!(err.contains(why), "{args:?}: expected '{why}' in {err}");
         assert!(!err.contains("panicked"), "{err}");
+        assert!(!err.contains('\u{1b}'), "{args:?}: {err}");
     }
 }
 

@@ -76,7 +76,8 @@ pub struct QualifyArgs {
 
 /// `--max-regression`: a number >= 0, with an optional `%`.
 fn percentage(v: &str) -> Result<f64, super::values::ValueError> {
-    match v.trim().trim_end_matches('%').parse::<f64>() {
+    let t = v.trim();
+    match t.strip_suffix('%').unwrap_or(t).parse::<f64>() {
         Ok(p) if p >= 0.0 && p.is_finite() => Ok(p),
         _ => Err(super::values::ValueError(format!(
             "--max-regression '{v}' is not a percentage (a number >= 0, like 5)"

@@ -109,6 +109,17 @@ pub fn parse_spec(text: &str) -> Result<Vec<CheckSpec>, SpecError> {
                 i + 1
             )));
         }
+        // One line of the table and of the progress line: a control
+        // character (a newline) would split or forge one.
+        if c.name
+            .as_deref()
+            .is_some_and(|n| n.chars().any(char::is_control))
+        {
+            return Err(SpecError(format!(
+                "check {}: its name holds a control character (a newline, a tab); a name is one line of text",
+                i + 1
+            )));
+        }
         if !titles.insert(c.title()) {
             return Err(SpecError(format!(
                 "{at}: another check has the same name; give each its own (name = \"...\")"
@@ -467,6 +478,10 @@ min_busbw_gbps = 100000.0
             (
                 &format!("{base}max_time_us = 5.0\nname = \" \"\n"),
                 "check 1: an empty name",
+            ),
+            (
+                &format!("{base}max_time_us = 5.0\nname = \"a\\nPASS b\"\n"),
+                "check 1: its name holds a control character",
             ),
             (
                 &format!("{base}max_time_us = 5.0\n{base}min_busbw_gbps = 1.0\n"),

@@ -65,6 +65,12 @@ pub struct Entry {
     pub bandwidth: Vec<(u64, f64)>,
     /// Sizes the fit saw.
     pub points: usize,
+    /// The largest size the fit saw, bytes (0: not known, a table written
+    /// before it was kept). A fit without a bandwidth curve predicts no
+    /// larger size: its times never grew with the size, so how they grow
+    /// past it is not known.
+    #[serde(default)]
+    pub max_bytes: u64,
 }
 
 /// One measured size of one choice.
@@ -124,6 +130,7 @@ impl Entry {
             latency_us: base / h,
             bandwidth,
             points: pts.len(),
+            max_bytes: pts.last().map_or(0, |p| p.bytes),
         })
     }
 
@@ -152,9 +159,13 @@ impl Entry {
         Some(monotone_cubic(&x, &y, i - 1, (bytes as f64).ln()).exp())
     }
 
-    /// Predicted time of `bytes` on `n` ranks, microseconds.
+    /// Predicted time of `bytes` on `n` ranks, microseconds; None past
+    /// the sizes a fit of latency alone saw.
     pub fn predict(&self, n: usize, bytes: u64) -> Option<f64> {
         let (c, a) = (self.coll()?, self.algo()?);
+        if self.bandwidth.is_empty() && bytes > self.max_bytes {
+            return None;
+        }
         let lat = cost::hops(c, a, n) * self.latency_us;
         let bw = match self.bandwidth_at(bytes) {
             Some(gbps) if gbps > 0.0 => bytes as f64 * cost::traffic(c, a, n) / (gbps * 1e3),
@@ -235,6 +246,7 @@ impl Tuning {
                 latency_us,
                 bandwidth: vec![(1, link_gbps)],
                 points: 0,
+                max_bytes: 0,
             })
             .collect();
         Tuning {
@@ -507,6 +519,53 @@ mod tests {
         }
     }
 
+    /// A fit whose times never grew with the size (every size within
+    /// latency) predicts the sizes it saw and none past them: a pick
+    /// never takes its "no bandwidth term" for an infinite bandwidth.
+    #[test]
+    fn a_fit_of_latency_alone_predicts_only_the_sizes_it_saw() {
+        let c = choice(Collective::AllReduce, Algo::Direct);
+        let flat: Vec<Point> = [8u64, 64, 1024]
+            .iter()
+            .map(|&bytes| Point { bytes, p50_us: 5.0 })
+            .collect();
+        let e = Entry::fit(&c, 2, &flat).unwrap();
+        assert!(e.bandwidth.is_empty());
+        assert_eq!(e.max_bytes, 1024);
+        assert_eq!(e.predict(2, 1024), Some(5.0));
+        assert_eq!(e.predict(2, 1025), None);
+        assert_eq!(e.predict(8, 1 << 30), None);
+        // A table from before the largest size was kept: none.
+        let old = Entry { max_bytes: 0, ..e };
+        assert_eq!(old.predict(2, 8), None);
+        // Beside a fit with a bandwidth, the pick past 1 KiB is that one.
+        let ring = Entry::fit(
+            &choice(Collective::AllReduce, Algo::Ring),
+            2,
+            &ideal(
+                &choice(Collective::AllReduce, Algo::Ring),
+                2,
+                1.0,
+                10.0,
+                &[8, 1 << 20],
+            ),
+        )
+        .unwrap();
+        let table = Tuning {
+            schema: SCHEMA.into(),
+            meta: TuningMeta::default(),
+            entries: vec![
+                Entry {
+                    max_bytes: 1024,
+                    ..old
+                },
+                ring,
+            ],
+        };
+        let pick = table.pick(Collective::AllReduce, 8, 1 << 30, None).unwrap();
+        assert_eq!(pick.algo, Algo::Ring);
+    }
+
     #[test]
     fn bandwidth_reads_between_and_beyond_its_points() {
         let e = Entry {
@@ -518,6 +577,7 @@ mod tests {
             latency_us: 1.0,
             bandwidth: vec![(1 << 10, 1.0), (1 << 20, 4.0)],
             points: 2,
+            max_bytes: 1 << 20,
         };
         assert_eq!(e.bandwidth_at(1), Some(1.0));
         assert_eq!(e.bandwidth_at(1 << 30), Some(4.0));

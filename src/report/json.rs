@@ -119,7 +119,13 @@ fn read_text(path: &Path) -> Result<String, ResultsError> {
         path: path.to_path_buf(),
         source,
     };
-    let file = crate::units::open_input(path).map_err(io)?;
+    // `-`: standard input, as for outputs.
+    let from = if path == Path::new("-") {
+        Path::new("/dev/stdin")
+    } else {
+        path
+    };
+    let file = crate::units::open_input(from).map_err(io)?;
     let mut bytes = Vec::new();
     // Bounded: a device or a runaway file (`/dev/zero`) stops at the limit.
     file.take(MAX_RESULTS_BYTES + 1)
@@ -181,10 +187,31 @@ fn schema_hint(schema: &str) -> &'static str {
     }
 }
 
+/// Whether `text` is a sweep's JSONL rather than its JSON, by what it
+/// holds, not its name (`--json r.jsonl` writes JSON under that name):
+/// more than one JSON value (its head, rows and end, or a torn last line),
+/// or, named `.jsonl`, a head alone (a sweep stopped before its first row).
+fn is_jsonl(path: &Path, text: &str) -> bool {
+    use serde::de::IgnoredAny;
+    let mut values = serde_json::Deserializer::from_str(text).into_iter::<IgnoredAny>();
+    match values.next() {
+        Some(Ok(_)) if values.next().is_some() => true,
+        Some(Ok(_)) => {
+            #[derive(serde::Deserialize)]
+            struct Rows {
+                rows: Option<IgnoredAny>,
+            }
+            path.extension().is_some_and(|e| e == "jsonl")
+                && serde_json::from_str::<Rows>(text).is_ok_and(|r| r.rows.is_none())
+        }
+        _ => false,
+    }
+}
+
 fn parse_results(path: &Path, text: &str) -> Result<Results, ResultsError> {
     let parsed = if text.trim().is_empty() {
         Err(ParseError::Empty)
-    } else if path.extension().is_some_and(|e| e == "jsonl") {
+    } else if is_jsonl(path, text) {
         parse_jsonl(text)
     } else {
         serde_json::from_str::<Results>(text).map_err(ParseError::from)

@@ -19,6 +19,9 @@ pub fn xml_escape(s: &str) -> String {
             '\'' => out.push_str("&apos;"),
             '\n' => out.push_str("&#10;"),
             c if (c as u32) < 0x20 && c != '\t' => {}
+            // Characters XML 1.0 forbids (no reader takes them escaped
+            // either), shown as the replacement character.
+            '\u{FFFE}' | '\u{FFFF}' => out.push('\u{FFFD}'),
             c => out.push(c),
         }
     }
@@ -138,5 +141,21 @@ mod tests {
         assert!(x.contains("timestamp=\"2026-11-21T20:00:00\""), "{x}");
         assert_eq!(x.matches("<testsuite ").count(), 1);
         assert!(x.trim_end().ends_with("</testsuites>"));
+    }
+
+    /// Every character XML 1.0 forbids is kept out: controls but tab and
+    /// newline are dropped, U+FFFE and U+FFFF become U+FFFD.
+    #[test]
+    fn characters_xml_forbids_never_reach_the_file() {
+        let escaped = xml_escape("a\u{1}b\u{FFFE}c\u{FFFF}d\te\nf\u{10FFFF}");
+        assert_eq!(escaped, "ab\u{FFFD}c\u{FFFD}d\te&#10;f\u{10FFFF}");
+        let allowed = |c: char| {
+            matches!(c, '\t' | '\n' | '\r')
+                || ('\u{20}'..='\u{D7FF}').contains(&c)
+                || ('\u{E000}'..='\u{FFFD}').contains(&c)
+                || c >= '\u{10000}'
+        };
+        let every: String = (0..=0x10FFFF).filter_map(char::from_u32).collect();
+        assert!(xml_escape(&every).chars().all(allowed));
     }
 }

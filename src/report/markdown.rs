@@ -29,6 +29,26 @@ fn row() -> Line {
     Line::new("| ", " | ")
 }
 
+/// `s` as literal Markdown text: its punctuation escaped (a `|` would
+/// split a table cell, a `<b>` open HTML), a line break a space.
+fn text(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '\\' | '|' | '*' | '_' | '`' | '[' | ']' | '~' => {
+                out.push('\\');
+                out.push(c);
+            }
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '&' => out.push_str("&amp;"),
+            '\n' | '\r' => out.push(' '),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
 /// Times as the table prints them: two decimals, fewer when large.
 fn time(us: f64) -> String {
     fmt_time(us, TimeDigits::TABLE)
@@ -40,7 +60,7 @@ impl Layout for Markdown {
     }
 
     fn preamble(&self, meta: &Meta) -> Vec<String> {
-        vec![format!("**{}**", machine_line(meta)), String::new()]
+        vec![format!("**{}**", text(&machine_line(meta))), String::new()]
     }
 
     fn open(&self, row: &Row, _meta: Option<&Meta>) -> Vec<String> {
@@ -66,7 +86,11 @@ impl Layout for Markdown {
             rule = rule.right(0, "---");
         }
         vec![
-            format!("### {} ({} engine)", row.collective, row.engine),
+            format!(
+                "### {} ({} engine)",
+                text(&row.collective),
+                text(&row.engine)
+            ),
             String::new(),
             head.end(" |"),
             rule.end("|"),
@@ -82,10 +106,10 @@ impl Layout for Markdown {
             [
                 Bytes(first.bytes).to_string(),
                 first.count.to_string(),
-                first.dtype.clone(),
-                first.op.clone(),
+                text(&first.dtype),
+                text(&first.op),
                 first.root.to_string(),
-                first.algo.clone(),
+                text(&first.algo),
             ],
         );
         for cell in cells {
@@ -104,7 +128,7 @@ impl Layout for Markdown {
         }
         if self.verbose {
             line = match slowest(cells) {
-                Some(s) => line.right(0, s.describe(time).trim_start_matches("rank ").to_string()),
+                Some(s) => line.right(0, text(s.describe(time).trim_start_matches("rank "))),
                 None => line.right(0, "-"),
             };
         }
@@ -129,13 +153,14 @@ impl Layout for Markdown {
         for r in &results.rows {
             if let Some(e) = &r.first_error {
                 out.push(format!(
-                    "- first wrong value in {} {} {} {} {} ({}): {e}",
-                    r.collective,
-                    r.algo,
-                    r.dtype,
-                    r.op,
+                    "- first wrong value in {} {} {} {} {} ({}): {}",
+                    text(&r.collective),
+                    text(&r.algo),
+                    text(&r.dtype),
+                    text(&r.op),
                     Bytes(r.bytes),
-                    placement_title(&r.placement)
+                    placement_title(&r.placement),
+                    text(e)
                 ));
             }
         }
@@ -171,5 +196,29 @@ mod tests {
         );
         assert!(table[3].contains(" - | - | - | - |"), "{text}");
         assert!(text.contains("**Wrong or NaN/Inf values:** OK"), "{text}");
+    }
+
+    /// Values from a results file are literal text: a `|` does not split
+    /// a cell, a `<b>` opens no HTML, a line break does not end the row.
+    #[test]
+    fn markdown_escapes_what_a_results_file_holds() {
+        let mut odd = row(1024, "out");
+        odd.algo = "ring|tree".into();
+        odd.engine = "<b>x</b>".into();
+        odd.dtype = "float\n| 1 |".into();
+        let r = results(vec![odd]);
+        let text = render_with(Box::new(Markdown::new(placements_of(&r.rows), false)), &r);
+        assert!(
+            text.contains("### all-reduce (&lt;b&gt;x&lt;/b&gt; engine)"),
+            "{text}"
+        );
+        let table: Vec<&str> = text.lines().filter(|l| l.starts_with('|')).collect();
+        assert_eq!(table.len(), 3, "{text}");
+        let cells = |l: &str| l.replace("\\|", "").matches('|').count();
+        assert!(table.iter().all(|l| cells(l) == cells(table[0])), "{text}");
+        assert!(
+            table[2].contains("| float \\| 1 \\| | sum | -1 | ring\\|tree |"),
+            "{text}"
+        );
     }
 }

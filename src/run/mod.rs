@@ -244,8 +244,9 @@ pub(crate) fn one_line(e: &anyhow::Error) -> String {
 
 /// Says why a command could not run; the usage/runtime exit code.
 fn fail(e: impl std::fmt::Display) -> i32 {
-    // One write, so the lines of ranks that are processes never interleave.
-    let line = format!("collbench: error: {e}\n");
+    // One write, so the lines of ranks that are processes never interleave;
+    // text from a file it names cannot drive the terminal.
+    let line = format!("collbench: error: {}\n", printable(&e.to_string()));
     progress::suspend(|| {
         let _ = std::io::stderr().write_all(line.as_bytes());
     });

@@ -339,7 +339,11 @@ fn render_entries(entries: &[Entry]) -> String {
     let mut t = String::from(
         "# collective      algo    protocol  channels  ranks  latency/hop (us)  peak bw (GB/s)  sizes\n",
     );
+    let mut latency_only = Vec::new();
     for e in entries {
+        if e.bandwidth.is_empty() {
+            latency_only.push(format!("{} {}", e.collective, e.algo));
+        }
         // 0: the channels the engine picked (`--channels auto`).
         let channels = match e.channels {
             0 => "auto".to_string(),
@@ -356,6 +360,13 @@ fn render_entries(entries: &[Entry]) -> String {
             t,
             "  {:<15} {:<7} {:<9} {:>8} {:>6}  {:>16.3}  {:>14}  {:>5}",
             e.collective, e.algo, e.protocol, channels, e.ranks, e.latency_us, peak, e.points
+        );
+    }
+    if !latency_only.is_empty() {
+        let _ = writeln!(
+            t,
+            "# latency only ({}): no size was bandwidth-bound, so these predict no size past the largest swept; sweep larger sizes (--sizes) to fit a bandwidth",
+            latency_only.join(", ")
         );
     }
     t
@@ -550,21 +561,29 @@ fn fit_line(coll: Collective, entries: &[&Entry], n: usize) -> String {
         .iter()
         .filter_map(|e| {
             let algo = e.algo()?;
+            // Figures as given, never rounded to zero (`%g`).
+            let g = crate::report::nccl::fmt_g;
             let hops = format!(
-                "{} {} hops x {:.2} us",
+                "{} {} hops x {} us",
                 e.algo,
                 cost::hops(coll, algo, n),
-                e.latency_us
+                g(e.latency_us)
             );
             // A fit whose sizes were all latency-bound has no bandwidth
             // (its times do not grow with size): said, not "0.0 GB/s".
             Some(if e.bandwidth.is_empty() {
-                format!("{hops}, latency only (no size of the fit was bandwidth-bound)")
+                match e.max_bytes {
+                    0 => format!("{hops}, latency only (no size of the fit was bandwidth-bound, and the table does not say which sizes it saw: it predicts none)"),
+                    most => format!(
+                        "{hops}, latency only (no size of the fit was bandwidth-bound; it predicts sizes up to {})",
+                        crate::units::Bytes(most)
+                    ),
+                }
             } else {
                 format!(
-                    "{hops}, {:.2} x bytes at up to {:.1} GB/s",
-                    cost::traffic(coll, algo, n),
-                    e.peak_gbps()
+                    "{hops}, {} x bytes at up to {} GB/s",
+                    g(cost::traffic(coll, algo, n)),
+                    g(e.peak_gbps())
                 )
             })
         })

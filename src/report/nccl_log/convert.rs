@@ -160,6 +160,19 @@ impl LogRun {
     /// path as shown; `index`, `of`: which run of the file this is.
     pub fn to_results(&self, source: &str, index: usize, of: usize) -> Result<Results, LogError> {
         let name = source.rsplit(['/', '\\']).next().unwrap_or(source);
+        let most = crate::report::json::MAX_WORLD_SIZE;
+        if self.world_size() > most {
+            return Err(LogError::At {
+                line: self.lines.start + 1,
+                what: format!(
+                    "the run's header says {} ranks (nThread x nGpus): a run has from 1 to {most}",
+                    self.header
+                        .as_ref()
+                        .map_or(0, |h| u128::from(h.nthread.unwrap_or(0))
+                            * u128::from(h.ngpus.unwrap_or(0)))
+                ),
+            });
+        }
         // A run that failed before its first row has no row to name.
         let (collective, guessed) = match (self.rows.is_empty(), self.collective(name)) {
             (true, Err(_)) => (String::new(), None),
@@ -368,10 +381,12 @@ pub fn read_log(text: &str, source: &str) -> Result<Vec<Results>, LogError> {
     // copied) ends in a torn row, whose numbers are not what nccl-tests
     // printed: left out, and its run, which has no footer, is unfinished.
     let torn = !text.ends_with('\n')
-        && text
-            .lines()
-            .next_back()
-            .is_some_and(|l| matches!(classify(untagged(l), 0), Line::Row(_) | Line::BadRow(_)));
+        && text.lines().next_back().is_some_and(|l| {
+            matches!(
+                classify(untagged(l), 0),
+                Line::Row(_) | Line::BadRow(_) | Line::BadFooter(_)
+            )
+        });
     let text = if torn {
         &text[..text.rfind('\n').map_or(0, |i| i + 1)]
     } else {
@@ -381,16 +396,17 @@ pub fn read_log(text: &str, source: &str) -> Result<Vec<Results>, LogError> {
         .into_iter()
         .filter(|r| {
             !r.rows.is_empty()
-                || !r.bad_rows.is_empty()
+                || !r.bad_lines.is_empty()
                 || (!r.finished() && (r.header.is_some() || r.binary.is_some()))
         })
         .collect();
     // A row left out would be a size missing from a report, or a check
-    // that never saw it: refused, naming the line.
-    if let Some(&line) = runs.iter().flat_map(|r| &r.bad_rows).next() {
+    // that never saw it; a footer passed over may hide a failed test:
+    // refused, naming the line.
+    if let Some(&(line, what)) = runs.iter().flat_map(|r| &r.bad_lines).next() {
         return Err(LogError::At {
             line,
-            what: "a data row that does not read (a size, count and type, then times, bandwidths and #wrong: each time and bandwidth a number from 0 to 1e12)".into(),
+            what: what.into(),
         });
     }
     // A run stopped before its first row finished (a hang, a signal: its

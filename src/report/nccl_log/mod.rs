@@ -180,8 +180,9 @@ pub struct LogRun {
     pub avg_text: Option<String>,
     /// `# Collective test concluded` was seen.
     pub concluded: bool,
-    /// 1-based lines laid out as data rows whose values do not read.
-    pub bad_rows: Vec<usize>,
+    /// 1-based lines laid out as data rows, or as the out-of-bounds
+    /// footer, whose values do not read, and what each should be.
+    pub bad_lines: Vec<(usize, &'static str)>,
     /// Its column header is newer nccl-tests' wider one (`busbw  #wrong`).
     pub wide: bool,
     /// The first line inside the run telling that the test failed
@@ -219,8 +220,8 @@ impl LogRun {
         }
         self.header
             .as_ref()
-            .and_then(|h| Some(h.nthread? * h.ngpus?))
-            .map_or(1, |n| n.max(1) as usize)
+            .and_then(|h| Some(h.nthread?.saturating_mul(h.ngpus?)))
+            .map_or(1, |n| usize::try_from(n.max(1)).unwrap_or(usize::MAX))
     }
 
     /// The mean busbw over every row and both placements, as printed.
@@ -313,7 +314,9 @@ fn parse_cell(f: &[&str]) -> Option<Cell> {
     let wrong = match *wrong {
         "N/A" => None,
         w => match w.parse::<i64>() {
-            Ok(n) => Some(n),
+            Ok(n) if n >= 0 => Some(n),
+            // A count of wrong values below zero is no count.
+            Ok(_) => return None,
             // The older float `error` column is not a count of wrong values.
             Err(_) => {
                 w.parse::<f64>().ok()?;
@@ -360,6 +363,13 @@ fn parse_row(line: &str, at: usize) -> Option<LogRow> {
     })
 }
 
+/// What a data row that does not read should be.
+pub(super) const BAD_ROW: &str = "a data row that does not read (a size, count and type, then times, bandwidths and #wrong: each time and bandwidth a number from 0 to 1e12, #wrong a count from 0 or N/A)";
+
+/// What an out-of-bounds footer that does not read should be.
+pub(super) const BAD_FOOTER: &str =
+    "an `# Out of bounds values` line that does not read (a count from 0, then OK or FAILED)";
+
 /// What one line of a log is.
 enum Line {
     Version(String, String),
@@ -379,6 +389,9 @@ enum Line {
     /// A line laid out as a data row (size, count, type and 11 to 13
     /// fields) whose values do not read.
     BadRow(usize),
+    /// An `# Out of bounds values` line without a count and OK or FAILED:
+    /// a footer that may say the test failed is never passed over.
+    BadFooter(usize),
     /// Neither a `#` line nor a data row.
     Other,
 }
@@ -450,8 +463,11 @@ fn classify(line: &str, at: usize) -> Line {
                     .trim_end_matches(')')
                     .to_string()
             });
-            return Line::OutOfBounds(n, *ok == "OK", stopped);
+            if matches!(*ok, "OK" | "FAILED") {
+                return Line::OutOfBounds(n, *ok == "OK", stopped);
+            }
         }
+        return Line::BadFooter(at);
     }
     if let Some(v) = body.strip_prefix("Avg bus bandwidth") {
         let v = v.trim_start_matches([' ', ':']).trim();
@@ -530,7 +546,8 @@ pub fn parse_log(text: &str) -> Vec<LogRun> {
                 cur.avg_text = Some(s);
             }
             Line::Row(r) => cur.rows.push(r),
-            Line::BadRow(at) => cur.bad_rows.push(at),
+            Line::BadRow(at) => cur.bad_lines.push((at, BAD_ROW)),
+            Line::BadFooter(at) => cur.bad_lines.push((at, BAD_FOOTER)),
             Line::Columns(wide) => cur.wide = wide,
             Line::Comment => {}
             Line::Other => {

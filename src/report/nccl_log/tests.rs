@@ -456,12 +456,84 @@ fn a_data_row_that_does_not_read_is_an_error_naming_its_line() {
             "{bad}: {e}"
         );
     }
+    // A negative count of wrong values (the in-place #wrong of the second
+    // row) is no count.
+    let second = good.lines().nth(line - 1).expect("the second row");
+    let negative = second
+        .rsplit_once(' ')
+        .map(|(head, _)| format!("{head} -5"))
+        .expect("fields");
+    let e = read_log(&good.replace(second, &negative), "x.log")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.starts_with(&format!("line {line}: a data row that does not read")),
+        "{e}"
+    );
     // Lines that are no data row (a launcher's output) are still skipped.
     let chatty = good.replace(
         "#\n#       size",
         "#\nnode0: NCCL INFO Bootstrap\n#       size",
     );
     assert_eq!(read_log(&chatty, "x.log").unwrap()[0].rows.len(), 4);
+}
+
+/// A footer whose count does not read (negative, past u64, missing) or
+/// whose word is neither OK nor FAILED may hide a failed test: refused,
+/// naming its line, by the reader and the validator alike.
+#[test]
+fn an_out_of_bounds_footer_that_does_not_read_is_an_error_naming_its_line() {
+    let rows = [(8, 2, "float", "sum", -1, 10.0, 0.0, 0.0)];
+    let good = synthetic(&rows, 2);
+    let line = good
+        .lines()
+        .position(|l| l.contains("Out of bounds"))
+        .expect("the footer")
+        + 1;
+    for bad in [
+        "-1 FAILED",
+        "99999999999999999999999 FAILED",
+        "FAILED",
+        "0 MAYBE",
+        "",
+    ] {
+        let text = good.replace("0 OK", bad);
+        let want = format!("line {line}: an `# Out of bounds values` line that does not read");
+        let e = read_log(&text, "x.log").unwrap_err().to_string();
+        assert!(e.starts_with(&want), "{bad}: {e}");
+        let e = validate_one_run(&text).unwrap_err().to_string();
+        assert!(e.starts_with(&want), "{bad}: {e}");
+    }
+}
+
+/// A header whose nThread x nGpus is past what a run has (or past u64)
+/// is refused, never wrapped to some other world.
+#[test]
+fn a_world_past_what_a_run_has_is_refused() {
+    let rows = [(8, 2, "float", "sum", -1, 10.0, 0.0, 0.0)];
+    let good = synthetic(&rows, 2);
+    let header = good
+        .lines()
+        .find(|l| l.starts_with("# nThread"))
+        .expect("the header");
+    for (threads, gpus, ranks) in [
+        ("4294967296", "4294967297", "18446744078004518912"),
+        ("2048", "4096", "8388608"),
+    ] {
+        let mut h: Vec<String> = header.split(' ').map(str::to_string).collect();
+        h[2] = threads.into();
+        h[4] = gpus.into();
+        let text: String = good
+            .lines()
+            .filter(|l| !l.starts_with("#  Rank"))
+            .map(|l| if l == header { h.join(" ") } else { l.to_string() } + "\n")
+            .collect();
+        let e = read_log(&text, "x.log").unwrap_err().to_string();
+        assert!(
+            e.contains(&format!("the run's header says {ranks} ranks")),
+            "{e}\n{text}"
+        );
+    }
 }
 
 #[test]

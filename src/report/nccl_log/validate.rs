@@ -57,6 +57,7 @@ fn scan_lines(text: &str) -> Result<Marks, LogError> {
                     return Err(at(n, "a data row after the footer".into()));
                 }
             }
+            Line::BadFooter(_) => return Err(at(n, BAD_FOOTER.into())),
             Line::Other => {
                 return Err(at(
                     n,
