@@ -1762,3 +1762,82 @@ fn builtin_knobs_with_a_library_engine_alone_are_said_unused() {
     assert_eq!(code, 0, "{err}");
     assert!(!err.contains("chooses its own"), "{err}");
 }
+
+/// A NaN or a flipped bit aimed at a rank whose uneven block is empty has
+/// nowhere to go: the run goes on (no "read outside the rank's buffers"),
+/// checked and clean, and the warning says the injection never fired. On
+/// the host engine alike (it had written outside the view).
+#[test]
+fn an_injection_into_an_empty_block_never_fires() {
+    if !have_compiler("an_injection_into_an_empty_block_never_fires") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let none_last = dir.path().join("w.txt");
+    std::fs::write(&none_last, "1 1 0\n").unwrap();
+    let split = none_last.to_str().unwrap();
+    let cases = [
+        ("all-gather-v", "nan:rank=2"),
+        ("reduce-scatter-v", "corrupt:rank=2"),
+    ];
+    for device in ["cuda-emu", "host"] {
+        for (coll, inject) in cases {
+            for placement in ["in", "out"] {
+                let json = dir.path().join(format!("{device}-{coll}-{placement}.json"));
+                let out = collbench()
+                    .args([coll, "--device", device, "--ranks", "3", "--split", split])
+                    .args(["--sizes", "3K", "--iters", "1", "--warmup", "0", "-q"])
+                    .args(["--placement", placement, "--inject", inject, "--json"])
+                    .arg(&json)
+                    .output()
+                    .unwrap();
+                let err = String::from_utf8_lossy(&out.stderr);
+                let what = format!("{device} {coll} {placement}: {err}");
+                assert_eq!(out.status.code(), Some(1), "{what}");
+                assert!(err.contains("never fired"), "{what}");
+                let v: serde_json::Value =
+                    serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+                let rows = v["rows"].as_array().unwrap();
+                assert_eq!(rows.len(), 1, "{what}");
+                assert_eq!(
+                    (&rows[0]["wrong"], &rows[0]["nan"]),
+                    (&0.into(), &0.into()),
+                    "{what}"
+                );
+            }
+        }
+    }
+}
+
+/// Every emulated GPU's memory is the host's: 4 ranks on 4 emulated GPUs
+/// of 1 GiB of buffers each must fit the host's room together, not each
+/// on its own (each GPU had claimed all of it, and the allocations failed,
+/// or an out-of-memory killer came). Refused before anything is allocated.
+#[test]
+fn emulated_gpus_share_the_hosts_memory() {
+    if !have_compiler("emulated_gpus_share_the_hosts_memory") {
+        return;
+    }
+    let bin = assert_cmd::cargo::cargo_bin("collbench");
+    let script = format!(
+        "ulimit -v 3000000; exec '{}' all-reduce --device cuda-emu --ranks 4 --sizes 512M:512M --placement out -n 1 -w 0",
+        bin.display()
+    );
+    let out = std::process::Command::new("bash")
+        .args(["-c", &script])
+        .env("COLLBENCH_CACHE_DIR", cache_dir())
+        .env("COLLBENCH_EMU_GPUS", "4")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("the sweep needs") && err.contains("4 ranks x 1GiB of buffers"),
+        "{err}"
+    );
+    assert!(
+        err.contains("of host memory (every emulated GPU's)"),
+        "{err}"
+    );
+    assert!(!err.contains("refused"), "nothing allocated first: {err}");
+}

@@ -21,8 +21,14 @@ pub enum Budget {
     /// memory cgroup's room and the address space left (`mem::MemLimits`).
     Host,
     /// The most crowded device: `free` bytes shared by `ranks` ranks, each
-    /// also holding `extra` bytes of connections and tables.
-    Device { free: u64, ranks: usize, extra: u64 },
+    /// also holding `extra` bytes of connections and tables; `limit` says
+    /// what the room is (free device memory; the host's, for emulated GPUs).
+    Device {
+        free: u64,
+        ranks: usize,
+        extra: u64,
+        limit: &'static str,
+    },
 }
 
 impl Budget {
@@ -135,7 +141,12 @@ pub fn check_budget(plan: &Plan, cases: &[Case], budget: Budget) -> Result<(), H
         .fold(0usize, |a, &b| a.saturating_add(b));
     match budget {
         Budget::Host => check_host(plan, cases, per_rank as u64),
-        Budget::Device { free, ranks, extra } => {
+        Budget::Device {
+            free,
+            ranks,
+            extra,
+            limit,
+        } => {
             let need = (per_rank as u64)
                 .saturating_add(extra)
                 .saturating_mul(ranks as u64);
@@ -155,7 +166,7 @@ pub fn check_budget(plan: &Plan, cases: &[Case], budget: Budget) -> Result<(), H
                     extra: Bytes(extra.saturating_mul(ranks as u64)),
                     free: Bytes(free),
                     usable: Bytes(free / 10 * 9),
-                    limit: "free device memory",
+                    limit,
                 });
             }
             Ok(())

@@ -300,7 +300,7 @@ pub(super) fn budget(plan: &Plan, chosen: &Chosen, here: Here) -> Option<harness
         plan,
         &crate::harness::plan::cases(plan).0,
     ));
-    let (free, ranks, extra) = memory_budget(kind, here, &opts)?;
+    let (free, ranks, extra, limit) = memory_budget(kind, here, &opts)?;
     // A group's ways of running each hold connections of their own.
     let extra = extra * plan.group_ways() as u64;
     tracing::info!(
@@ -309,7 +309,12 @@ pub(super) fn budget(plan: &Plan, chosen: &Chosen, here: Here) -> Option<harness
         per_rank_extra = %Bytes(extra),
         "memory budget: device"
     );
-    Some(harness::Budget::Device { free, ranks, extra })
+    Some(harness::Budget::Device {
+        free,
+        ranks,
+        extra,
+        limit,
+    })
 }
 
 /// `--procs N` on the CUDA engine: the GPU of each of the N ranks (from

@@ -448,7 +448,7 @@ pub(super) fn exit_code(
                     continue;
                 }
                 say!(
-                    "collbench: warning: --inject {i} never fired: the sweep ended before collective {} on rank {}, or no case had a type it applies to and a check that sees it (not a non-root rank's input of broadcast or scatter, or output of reduce or gather)",
+                    "collbench: warning: --inject {i} never fired: the sweep ended before collective {} on rank {}, or no case had a type it applies to, elements where it goes (an uneven block may have none) and a check that sees it (not a non-root rank's input of broadcast or scatter, or output of reduce or gather)",
                     i.seq, i.rank
                 );
             }

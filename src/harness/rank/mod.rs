@@ -332,8 +332,9 @@ impl RankJob<'_> {
             return Ok(None);
         }
         let (rank, next) = (self.rank(), self.rec.next_seq(WORLD_GROUP));
-        if self.nan_hits(next) {
-            let (at, count) = self.first_send(r);
+        let (at, count) = self.first_send(r);
+        // An empty view (an uneven block of none) has nothing to poison.
+        if self.nan_hits(next) && count > 0 {
             self.poke(r, at, count / 2, inject::poke_nan)?;
         }
         let es = r.case.dtype.size();
@@ -478,11 +479,16 @@ impl RankJob<'_> {
             .iter()
             .position(|f| f.fault == Fault::Corrupt && f.hits(rank, seq))
         {
-            // Fired where a check can see it (the output is the result).
-            self.fired[i] |= !self.plan.injects[i].unseen(r.case.coll, rank, r.case.root);
+            // Fired where a check can see it (the output is the result),
+            // and where there is an output: an uneven block may hold none.
             let part = &r.parts[0];
-            let at = part.at(&r.layout, Slice::recv(0));
-            self.poke(r, at, part.case.counts.recv_of(rank) / 2, inject::flip_bit)?;
+            let count = part.case.counts.recv_of(rank);
+            let unseen = self.plan.injects[i].unseen(r.case.coll, rank, r.case.root);
+            self.fired[i] |= !unseen && count > 0;
+            if count > 0 {
+                let at = part.at(&r.layout, Slice::recv(0));
+                self.poke(r, at, count / 2, inject::flip_bit)?;
+            }
         }
         Ok(())
     }
@@ -602,14 +608,16 @@ impl RankJob<'_> {
         let rank = self.rank();
         let next = self.rec.next_seq(WORLD_GROUP);
         let injects = &self.plan.injects;
-        let float = r.case.dtype.is_float();
+        // A NaN goes into the send view: none in an empty one (an uneven
+        // block of none).
+        let float = r.case.dtype.is_float() && self.first_send(r).1 > 0;
         let mut fired = Vec::new();
         let mut hit = |want: fn(&Fault) -> bool| {
             let i = injects
                 .iter()
                 .position(|f| want(&f.fault) && f.hits(rank, next))?;
-            // A NaN has no bits in an integer: it does not fire there; nor
-            // where no check can see it.
+            // A NaN has no bits in an integer, nor room in an empty view:
+            // it does not fire there; nor where no check can see it.
             let unseen = injects[i].unseen(r.case.coll, rank, r.case.root);
             if (injects[i].fault != Fault::Nan || float) && !unseen {
                 fired.push(i);

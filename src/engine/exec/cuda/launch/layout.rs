@@ -21,10 +21,16 @@ pub enum Here<'a> {
 
 /// Room for buffers on the devices ranks of `kind` would use: (free bytes
 /// of the most crowded device, ranks on it, bytes each rank needs beyond
-/// its buffers). A rank process looks at its own GPU only (and so opens no
+/// its buffers, what the room is). Emulated GPUs are all host memory: where
+/// the host's room shared by every rank (of the process, or of the node's
+/// rank processes) is tighter than one device's, it is that. A rank process looks at its own GPU only (and so opens no
 /// context on the others). `None` when the devices cannot be opened (the
 /// world's own checks then say why).
-pub fn memory_budget(kind: Kind, here: Here, opts: &CudaOptions) -> Option<(u64, usize, u64)> {
+pub fn memory_budget(
+    kind: Kind,
+    here: Here,
+    opts: &CudaOptions,
+) -> Option<(u64, usize, u64, &'static str)> {
     let devices = match open_devices(kind) {
         Ok(d) => d,
         Err(e) => {
@@ -64,6 +70,19 @@ pub fn memory_budget(kind: Kind, here: Here, opts: &CudaOptions) -> Option<(u64,
         }
     };
     let overhead = overhead as u64;
+    let everyone = match here {
+        Here::Threads(n) => n,
+        Here::Process { node_size, .. } => node_size.max(1),
+    };
+    let (free, per_device, limit) = match (kind, crate::engine::exec::mem::available_bytes()) {
+        // free / per_device > host / everyone, in whole numbers.
+        (Kind::Emu, Some(host))
+            if u128::from(free) * everyone as u128 > u128::from(host) * per_device as u128 =>
+        {
+            (host, everyone, "host memory (every emulated GPU's)")
+        }
+        _ => (free, per_device, "free device memory"),
+    };
     tracing::debug!(
         kind = kind.name(),
         ?here,
@@ -72,7 +91,7 @@ pub fn memory_budget(kind: Kind, here: Here, opts: &CudaOptions) -> Option<(u64,
         overhead_bytes_per_rank = overhead,
         "memory budget"
     );
-    Some((free, per_device, overhead))
+    Some((free, per_device, overhead, limit))
 }
 
 /// Device bytes a rank holds beyond its buffers, at most: its incoming
