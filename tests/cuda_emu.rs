@@ -1841,3 +1841,45 @@ fn emulated_gpus_share_the_hosts_memory() {
     );
     assert!(!err.contains("refused"), "nothing allocated first: {err}");
 }
+
+/// A layout one of the sweep's algorithms cannot run (the tree all-reduce's
+/// 4 blocks a channel on a GPU of 3 SMs x 1 block for 3 ranks) is refused
+/// before the first launch, naming the algorithm: no rows of the others
+/// first. Where `--algo auto` picked it, the error says so.
+#[test]
+fn an_algorithm_that_cannot_be_resident_is_refused_before_any_row() {
+    if !have_compiler("an_algorithm_that_cannot_be_resident_is_refused_before_any_row") {
+        return;
+    }
+    // On 5 ranks auto takes trees up to 64 KiB (direct on up to 4).
+    let cases: [(&[&str], &str, &str); 2] = [
+        (
+            &["--ranks", "3", "--algo", "all", "--sizes", "4K:64K:x16"],
+            "3",
+            "all-reduce over tree cannot run here: 3 rank(s) x 4 block(s) = 12 blocks must be resident at once",
+        ),
+        (
+            &["--ranks", "5", "--sizes", "4K:1M:x16"],
+            "5",
+            "--algo auto picks tree for all-reduce at 64KiB, which cannot run here: 5 rank(s) x 4 block(s)",
+        ),
+    ];
+    for (args, sms, why) in cases {
+        let out = collbench()
+            .env("COLLBENCH_EMU_GPUS", "1")
+            .env("COLLBENCH_EMU_SMS", sms)
+            .env("COLLBENCH_EMU_BLOCKS_PER_SM", "1")
+            .args(["all-reduce", "--device", "cuda-emu", "-n", "1", "-w", "0"])
+            .args(args)
+            .output()
+            .unwrap();
+        let (text, err) = (
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+        );
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(why), "{args:?}: want '{why}' in {err}");
+        let rows = text.lines().filter(|l| !l.starts_with('#')).count();
+        assert_eq!(rows, 0, "{args:?}: rows ran first:\n{text}");
+    }
+}

@@ -1139,7 +1139,7 @@ fn compare_matches_a_log_against_collbench_results_ignoring_engine() {
     assert_eq!(
         first,
         format!(
-            "matched on collective, dtype, op, root, bytes, placement (engine and algorithm ignored: {} is an nccl-tests log)",
+            "matched on collective, dtype, op, root, bytes, placement, group members, split (engine and algorithm ignored: {} is an nccl-tests log)",
             pkb.display()
         )
     );
@@ -1313,7 +1313,7 @@ fn compare_and_qualify_tell_runs_of_a_log_apart_by_world_size() {
     assert_eq!(o.code, 1, "{}{}", o.stdout, o.stderr);
     assert!(
         o.stdout.starts_with(
-            "matched on collective, dtype, op, root, bytes, placement, world size (engine"
+            "matched on collective, dtype, op, root, bytes, placement, group members, split, world size (engine"
         ),
         "{}",
         o.stdout

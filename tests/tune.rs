@@ -235,10 +235,17 @@ fn tune_writes_a_table_that_auto_and_model_read() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{text}");
     assert!(
-        text.contains("latency only (no size of the fit was bandwidth-bound)")
-            && !text.contains("at up to"),
+        text.contains(
+            "latency only (no size of the fit was bandwidth-bound; it predicts sizes up to"
+        ) && !text.contains("at up to"),
         "{text}"
     );
+    // Past the sizes the fit saw, no prediction and no pick.
+    let past = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("1048576"))
+        .unwrap_or_default();
+    assert!(past.trim_end().ends_with("-  -"), "{text}");
 }
 
 /// From a link's figures alone: rings win large messages on many ranks

@@ -1,7 +1,7 @@
 //! Comparing a candidate results file against a baseline: rows are matched
-//! on (collective, engine, algo, dtype, op, root, bytes, placement), or,
-//! when either side was read from an nccl-tests log (engine
-//! `nccl-tests-log`), on (collective, dtype, op, root, bytes, placement):
+//! on (collective, engine, algo, dtype, op, root, bytes, placement, group
+//! members, split), or, when either side was read from an nccl-tests log
+//! (engine `nccl-tests-log`), on the same without engine and algorithm:
 //! engine and algorithm ignored, and the op of a collective that does not
 //! reduce ignored too (nccl-tests' `sendrecv_perf` prints `sum`). When a
 //! file holds runs at several world sizes (a log of `-g 1`, `-g 2`, ...
@@ -380,7 +380,7 @@ impl Comparison {
         let world = if self.by_world { ", world size" } else { "" };
         let Some(loose) = self.loose else {
             return format!(
-                "matched on collective, engine, algo, dtype, op, root, bytes, placement{world}"
+                "matched on collective, engine, algo, dtype, op, root, bytes, placement, group members, split{world}"
             );
         };
         let why = match loose {
@@ -388,7 +388,7 @@ impl Comparison {
             Loose::Candidate => format!("{cand} is an nccl-tests log"),
             Loose::Both => "both are nccl-tests logs".into(),
         };
-        format!("matched on collective, dtype, op, root, bytes, placement{world} (engine and algorithm ignored: {why})")
+        format!("matched on collective, dtype, op, root, bytes, placement, group members, split{world} (engine and algorithm ignored: {why})")
     }
 
     pub fn regressions(&self) -> usize {
@@ -656,7 +656,7 @@ mod tests {
         assert_eq!(c.loose, Some(Loose::Baseline));
         assert_eq!(
             c.matched_on("a.log", "b.json"),
-            "matched on collective, dtype, op, root, bytes, placement (engine and algorithm ignored: a.log is an nccl-tests log)"
+            "matched on collective, dtype, op, root, bytes, placement, group members, split (engine and algorithm ignored: a.log is an nccl-tests log)"
         );
         let c = compare(&cand, &base, 5.0);
         assert!(c

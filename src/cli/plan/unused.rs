@@ -84,7 +84,7 @@ impl Unused {
             }))
             .chain((!self.reduce_runs && a.op.0 != [ReduceOp::Sum]).then(|| {
                 format!(
-                    "--op {} is the reductions' (all-reduce, reduce, reduce-scatter): none runs in this sweep, so it is unused",
+                    "--op {} is the reductions' (all-reduce, reduce, reduce-scatter, reduce-scatter-v): none runs in this sweep, so it is unused",
                     a.op.0.iter().map(|o| o.name()).collect::<Vec<_>>().join(",")
                 )
             }))

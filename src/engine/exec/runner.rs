@@ -74,6 +74,14 @@ pub trait RankRunner: Send {
     }
     /// Makes `program` the operation [`RankRunner::launch`] runs.
     fn load(&mut self, op: &OpDesc, program: &Program) -> Result<(), ExecError>;
+    /// The checks [`RankRunner::load`] makes of `program` before it changes
+    /// anything (that its blocks can all be resident at once, its tables
+    /// fit): run before the sweep's first launch, so a layout that cannot
+    /// run is refused before any row rather than midway.
+    fn check_load(&mut self, op: &OpDesc, program: &Program) -> Result<(), ExecError> {
+        let _ = (op, program);
+        Ok(())
+    }
     /// Makes a library's collectives (`--engine nccl`) the operation
     /// [`RankRunner::launch`] runs, on the same buffers: one, or a group's
     /// (issued between the library's group start and end).

@@ -21,25 +21,7 @@ impl RankJob<'_> {
             let l = Layout::new(case.coll, case.counts, pl, rank);
             (None, l, vec![Shift::default(); members.len()])
         };
-        let counts = if case.group == 0 {
-            case.counts
-        } else {
-            crate::engine::types::Counts {
-                send: layout.buf0,
-                recv: layout.buf1.max(layout.buf0 * usize::from(layout.aliased())),
-                ..Default::default()
-            }
-        };
-        let op = OpDesc {
-            coll: case.coll,
-            dtype: case.dtype,
-            op: case.op,
-            scalar: case.scalar,
-            counts,
-            root: case.root.unwrap_or(0),
-            nranks: self.plan.ranks,
-            layout,
-        };
+        let op = self.op_desc(case, layout);
         if case.engine == Engine::Nccl {
             let ops = if case.group == 0 {
                 vec![op]
@@ -81,6 +63,71 @@ impl RankJob<'_> {
             info,
             parts,
         })
+    }
+
+    /// The operation the runner loads for `case` laid out as `layout` (a
+    /// group's: its whole buffers).
+    fn op_desc(&self, case: &Case, layout: Layout) -> OpDesc {
+        let counts = if case.group == 0 {
+            case.counts
+        } else {
+            crate::engine::types::Counts {
+                send: layout.buf0,
+                recv: layout.buf1.max(layout.buf0 * usize::from(layout.aliased())),
+                ..Default::default()
+            }
+        };
+        OpDesc {
+            coll: case.coll,
+            dtype: case.dtype,
+            op: case.op,
+            scalar: case.scalar,
+            counts,
+            root: case.root.unwrap_or(0),
+            nranks: self.plan.ranks,
+            layout,
+        }
+    }
+
+    /// Before the first launch, the builtin engine's program of the
+    /// largest case of each (collective, algorithm, root, group) goes
+    /// through the runner's load checks at every placement: a layout that
+    /// cannot run (blocks that cannot all be resident at once) is refused
+    /// before any row, not after the rows of the algorithms that fit.
+    pub(super) fn preflight(&mut self) -> Result<(), ExecError> {
+        let mut largest: Vec<&Case> = Vec::new();
+        for c in self.cases.iter().filter(|c| c.engine == Engine::Builtin) {
+            let key = |c: &Case| (c.coll, c.algo, c.root, c.group);
+            match largest.iter_mut().find(|l| key(l) == key(c)) {
+                Some(l) if l.bytes < c.bytes => *l = c,
+                Some(_) => {}
+                None => largest.push(c),
+            }
+        }
+        let auto = matches!(self.plan.algos, crate::harness::plan::AlgoChoice::Auto);
+        for case in largest {
+            let members = self.plan.members(case);
+            for &pl in &self.plan.placements {
+                let (program, layout, _) = self.program(case, &members, pl)?;
+                let op = self.op_desc(case, layout);
+                self.runner.check_load(&op, &program).map_err(|e| match e {
+                    // What auto picked is not what the user named.
+                    ExecError::Setup(why) if auto => ExecError::Setup(format!(
+                        "--algo auto picks {} for {} at {}, which cannot run here: {why}; name the algorithms that can (--algo)",
+                        case.algo.name(),
+                        case.coll.name(),
+                        crate::units::Bytes(case.bytes)
+                    )),
+                    ExecError::Setup(why) => ExecError::Setup(format!(
+                        "{} over {} cannot run here: {why}",
+                        case.coll.name(),
+                        case.algo.name()
+                    )),
+                    e => e,
+                })?;
+            }
+        }
+        Ok(())
     }
 
     /// The builtin engine's program of `case` on this rank, with its layout

@@ -156,6 +156,7 @@ impl RankJob<'_> {
             ..OpInfo::default()
         };
         let seq = self.rec.enter(&boot, IterKind::Bootstrap);
+        self.preflight()?;
         self.world.barrier(self.rank())?;
         self.rec.complete("bootstrap", seq);
         for (i, case) in self.cases.iter().enumerate() {

@@ -1,7 +1,7 @@
 //! The emulated devices' shape: `COLLBENCH_EMU_GPUS` (default 8),
 //! `COLLBENCH_EMU_SMS` (multiprocessors, 64), `COLLBENCH_EMU_BLOCKS_PER_SM`
 //! (what `occupancy` says for any kernel, 4) and `COLLBENCH_EMU_MEM` (bytes
-//! per device, with K/M/G/T suffixes, 16G).
+//! per device, a size as `--sizes` reads it, 16G).
 
 use crate::engine::exec::cuda::dev::DevError;
 use std::ffi::OsString;
@@ -40,7 +40,7 @@ impl EmuConfig {
             let n = s.and_then(|s| if size { parse_size(s) } else { s.parse().ok() });
             n.filter(|n| (1..=max).contains(n)).ok_or_else(|| {
                 let what = if size {
-                    "a size in bytes such as 16G, 512M or 1048576".to_string()
+                    "a size in bytes such as 16G, 1.5G, 512M or 1048576".to_string()
                 } else {
                     format!("a whole number from 1 to {max}")
                 };
@@ -63,23 +63,8 @@ impl EmuConfig {
     }
 }
 
-/// `1048576`, `512K`, `512M`, `8G`, `1T`, with an optional `B` or `iB`
-/// (binary units either way).
+/// A size as `--sizes` reads it (`16G`, `1.5G`, `512MiB`, `500MB`,
+/// `1048576`).
 pub fn parse_size(s: &str) -> Option<u64> {
-    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
-    let (num, unit) = s.split_at(split);
-    let unit = unit.trim().to_ascii_lowercase();
-    let unit = unit
-        .strip_suffix("ib")
-        .or_else(|| unit.strip_suffix('b'))
-        .unwrap_or(&unit);
-    let shift = match unit {
-        "" => 0,
-        "k" => 10,
-        "m" => 20,
-        "g" => 30,
-        "t" => 40,
-        _ => return None,
-    };
-    num.parse::<u64>().ok()?.checked_mul(1 << shift)
+    crate::units::parse_bytes(s).ok()
 }

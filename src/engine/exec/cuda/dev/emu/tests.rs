@@ -239,7 +239,14 @@ fn config_from_the_environment() {
         cfg(&[("COLLBENCH_EMU_MEM", ""), ("COLLBENCH_EMU_SMS", " ")]).unwrap(),
         EmuConfig::DEFAULT
     );
-    let sizes = [("8G", 8 << 30), ("8GiB", 8 << 30), ("1k", 1024), ("77", 77)];
+    let sizes = [
+        ("8G", 8 << 30),
+        ("8GiB", 8 << 30),
+        ("1k", 1024),
+        ("77", 77),
+        ("1.5G", 3 << 29),
+        ("2GB", 2_000_000_000),
+    ];
     for (s, n) in sizes {
         assert_eq!(parse_size(s), Some(n), "{s}");
     }

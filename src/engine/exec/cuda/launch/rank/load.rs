@@ -90,6 +90,39 @@ impl CudaRank {
         Ok(())
     }
 
+    /// `program`'s tables and its kernel, once they are known to fit (the
+    /// tables, and every block resident at once); nothing changes on the
+    /// device.
+    pub(super) fn check_kernel(
+        &mut self,
+        op: &OpDesc,
+        program: &Program,
+    ) -> Result<(RankTables, FuncId), ExecError> {
+        let premul = op.op == crate::engine::types::ReduceOp::PreMulSum;
+        let t = RankTables::new(program, &op.layout, op.dtype, premul)
+            .map_err(|e| ExecError::Setup(e.to_string()))?;
+        self.check_fits(&t)?;
+        let variant = Variant {
+            dtype: op.dtype,
+            op: op.op,
+        };
+        let coll_fn = self
+            .dev
+            .function(variant, "cb_collective")
+            .map_err(dev_err)?;
+        tracing::debug!(
+            rank = self.rank,
+            %variant,
+            channels = t.nchannels(),
+            steps = t.steps.len(),
+            ins = t.ins.len(),
+            outs = t.outs.len(),
+            "program checked for the kernel"
+        );
+        self.check_residency(coll_fn, t.nchannels())?;
+        Ok((t, coll_fn))
+    }
+
     /// Uploads the rank's tables; returns the kernel's argument.
     pub(super) fn upload_tables(
         &mut self,
@@ -282,28 +315,7 @@ impl CudaRank {
         if let Some((g, _)) = self.graph.take() {
             self.dev.drop_graph(g).map_err(dev_err)?;
         }
-        let premul = op.op == crate::engine::types::ReduceOp::PreMulSum;
-        let t = RankTables::new(program, &op.layout, op.dtype, premul)
-            .map_err(|e| ExecError::Setup(e.to_string()))?;
-        self.check_fits(&t)?;
-        let variant = Variant {
-            dtype: op.dtype,
-            op: op.op,
-        };
-        let coll_fn = self
-            .dev
-            .function(variant, "cb_collective")
-            .map_err(dev_err)?;
-        tracing::debug!(
-            rank = self.rank,
-            %variant,
-            channels = t.nchannels(),
-            steps = t.steps.len(),
-            ins = t.ins.len(),
-            outs = t.outs.len(),
-            "program loaded for the kernel"
-        );
-        self.check_residency(coll_fn, t.nchannels())?;
+        let (t, coll_fn) = self.check_kernel(op, program)?;
         let (arg, proto) = self.upload_tables(&t, op.nranks, op_bytes(op))?;
         let arg = CbRank {
             scalar: op.scalar,
@@ -348,7 +360,10 @@ impl CudaRank {
             );
         }
         self.loaded = Some(Loaded {
-            variant,
+            variant: Variant {
+                dtype: op.dtype,
+                op: op.op,
+            },
             coll_fn,
             arg,
             grid,

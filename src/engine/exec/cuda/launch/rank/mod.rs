@@ -266,6 +266,10 @@ impl RankRunner for CudaRank {
         self.load_kernel(op, program)
     }
 
+    fn check_load(&mut self, op: &OpDesc, program: &Program) -> Result<(), ExecError> {
+        self.check_kernel(op, program).map(|_| ())
+    }
+
     fn load_library(&mut self, ops: &[OpDesc], engine: Engine) -> Result<(), ExecError> {
         self.words_used = 0;
         let Some(op) = ops.first() else {
