@@ -557,6 +557,38 @@ fn a_rank_whose_ring_dropped_a_group_others_show_is_its_member_by_status() {
     assert_eq!(d.findings[0].pg.as_deref(), Some("barrier"));
 }
 
+/// Dumps that hold no record at all (every ring dropped them) are judged
+/// by their status: ranks 0, 2 and 3 entered seq 5 and never completed
+/// it, rank 1 completed seq 4 and never entered seq 5. When every rank
+/// entered it, the group is stuck there, no culprit known. Never
+/// "healthy".
+#[test]
+fn dumps_without_records_are_judged_by_their_status_alone() {
+    let make = |behind: bool| -> Vec<Dump> {
+        (0..4)
+            .map(|r| {
+                let mut d = dump(r, 4, Vec::new(), "timeout");
+                d.capacity = 1;
+                d.status = if r == 1 && behind {
+                    status_of_group_0(4, 4)
+                } else {
+                    status_of_group_0(5, 4)
+                };
+                d
+            })
+            .collect()
+    };
+    let d = run(&make(true));
+    assert_root(&d, FindingKind::NotJoined, Some(5), &[1]);
+    assert!(
+        render_text(&d).contains("by the dumps' status alone"),
+        "{}",
+        render_text(&d)
+    );
+    let d = run(&make(false));
+    assert_root(&d, FindingKind::Stuck, Some(5), &[]);
+}
+
 /// A member known only by its status, which completed the hung seq (a
 /// broadcast's root that went on to a barrier), does not hide the hang of
 /// the others: they are stuck there, not healthy.

@@ -151,7 +151,8 @@ fn diagnose_run(run: &[RankDump]) -> Diagnosis {
         candidates.extend(consistency::mismatches(view));
         let pending = progress::not_joined(view)
             .into_iter()
-            .chain(progress::stuck(view, &missing));
+            .chain(progress::stuck(view, &missing))
+            .chain(progress::by_status_alone(view));
         match (&snapshot, progress::stalled(view)) {
             (Some(_), None) => in_flight.extend(pending.map(|c| c.finding)),
             _ => candidates.extend(pending),

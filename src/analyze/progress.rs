@@ -129,6 +129,83 @@ pub fn not_joined(view: &GroupView) -> Option<Candidate> {
     ))
 }
 
+/// Where a group stands when no dump holds a record of it (every member's
+/// ring dropped them, or kept none), by the dumps' status alone: members
+/// that entered the newest seq and did not complete it wait in it; those
+/// whose newest is older never entered it (`not-joined`, the culprits).
+/// When every member entered it and a dump was written on a timeout, the
+/// group is `stuck` there, no rank known to hold the others up.
+pub fn by_status_alone(view: &GroupView) -> Option<Candidate> {
+    if view.tracks.is_empty() || !view.tracks.values().all(Track::blind) {
+        return None;
+    }
+    let high = view.tracks.values().map(|t| t.last).max()?;
+    let rank_list = |keep: &dyn Fn(&Track) -> bool| -> Vec<usize> {
+        view.tracks
+            .values()
+            .filter(|t| keep(t))
+            .map(Track::rank)
+            .collect()
+    };
+    let waiting = rank_list(&|t| t.last == high && t.last_completed < Some(high));
+    let behind = rank_list(&|t| t.last < high);
+    if high == 0 || waiting.is_empty() {
+        return None;
+    }
+    let size = match view.tracks.values().next().map(|t| t.dump.format) {
+        Some(Format::Collbench) => "--fr-entries",
+        _ => "TORCH_FR_BUFFER_SIZE",
+    };
+    let alone = format!(
+        "by the dumps' status alone: none holds a record of the group, which a ring buffer drops when full ({size} sets its size)"
+    );
+    if behind.is_empty() {
+        if !timed_out(view) {
+            return None;
+        }
+        let detail = format!(
+            "all {} ranks with a dump entered seq {high}; {} did not complete it ({alone}). Which rank holds the others up is not known.",
+            view.tracks.len(),
+            ranks_text(&waiting)
+        );
+        return Some(Candidate::new(
+            priority::STUCK_UNBLAMED,
+            FindingKind::Stuck,
+            Some(view.name.clone()),
+            Some(high),
+            Vec::new(),
+            detail,
+        ));
+    }
+    let newest: Vec<String> = behind
+        .iter()
+        .map(|rank| {
+            let t = &view.tracks[rank];
+            let state = if t.last_completed == Some(t.last) {
+                "completed"
+            } else {
+                "entered"
+            };
+            format!("rank {rank} at seq {}, {state}", t.last)
+        })
+        .collect();
+    let detail = format!(
+        "{} entered seq {high} and {} not completed it; {} never entered it (newest: {}) ({alone})",
+        ranks_text(&waiting),
+        if waiting.len() == 1 { "has" } else { "have" },
+        ranks_text(&behind),
+        newest.join("; ")
+    );
+    Some(Candidate::new(
+        priority::NOT_JOINED,
+        FindingKind::NotJoined,
+        Some(view.name.clone()),
+        Some(high),
+        behind,
+        detail,
+    ))
+}
+
 /// Whether `rank` holds `seq` only queued (scheduled, not started) behind an
 /// older operation of the group it started and has not completed.
 fn queued_behind(view: &GroupView, rank: usize, seq: u64) -> bool {
