@@ -417,6 +417,22 @@ fn results_read_by_what_they_hold_whatever_their_name() {
     assert_eq!(String::from_utf8_lossy(&piped.stdout), want.stdout);
     let o = run(&["compare", s(&json), s(&renamed)]);
     assert_eq!(o.code, 0, "{}{}", o.stdout, o.stderr);
+    // A JSONL of its head alone (a sweep stopped before its first row),
+    // under any name: an unfinished run, never a pass.
+    let head = std::fs::read_to_string(&rows).unwrap();
+    let head = head.lines().next().unwrap();
+    let head_json = dir.path().join("head.json");
+    std::fs::write(&head_json, format!("{head}\n")).unwrap();
+    let o = run(&["report", s(&head_json)]);
+    assert_eq!(o.code, 1, "{}", o.stderr);
+    assert!(o.stderr.contains("the run did not finish"), "{}", o.stderr);
+    // A JSON with more after it is a JSON with trailing text, not a JSONL.
+    let twice = dir.path().join("twice.json");
+    let whole = std::fs::read_to_string(&json).unwrap();
+    std::fs::write(&twice, format!("{whole}{whole}")).unwrap();
+    let o = run(&["report", s(&twice)]);
+    assert_eq!(o.code, 2, "{}", o.stderr);
+    assert!(o.stderr.contains("trailing characters"), "{}", o.stderr);
 }
 
 /// A `qualify` check of `collective` in `log` (in `dir`) with `threshold`

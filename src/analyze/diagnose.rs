@@ -38,7 +38,7 @@ use super::diagnosis::{
 use super::group::GroupView;
 use super::load::Loaded;
 use super::missing::missing_dumps;
-use super::model::{RankDump, Record, State};
+use super::model::{Format, RankDump, Record, State};
 use super::runs::Run;
 use super::{consistency, progress};
 
@@ -500,8 +500,10 @@ fn memberships(
     }
     // A rank whose ring dropped every record of such a group is a member
     // still where its status names the group: it may be the one the others
-    // wait for.
-    for dump in dumps.values() {
+    // wait for. (collbench's status names groups as its records do;
+    // PyTorch's `pg_status` is keyed by each process's own count of the
+    // groups it made, which a rank outside some group counts otherwise.)
+    for dump in dumps.values().filter(|d| d.format == Format::Collbench) {
         for name in dump.status.keys() {
             if let (false, Some(members)) = (described.contains(name), groups.get_mut(name)) {
                 members.insert(dump.rank);

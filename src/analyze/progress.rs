@@ -82,35 +82,7 @@ pub fn not_joined(view: &GroupView) -> Option<Candidate> {
     if seq == 0 || waiting.is_empty() || behind.is_empty() {
         return None;
     }
-    let newest: Vec<String> = behind
-        .iter()
-        .map(|rank| match view.tracks[rank].by_seq.values().next_back() {
-            Some(r) => format!(
-                "rank {rank} at seq {}, {}, {}",
-                r.seq,
-                r.op,
-                state_name(r.state)
-            ),
-            // Its ring dropped the group's records; its dump kept how far.
-            None if view.tracks[rank].last > 0 => {
-                let t = &view.tracks[rank];
-                let state = if t.last_completed == Some(t.last) {
-                    "completed"
-                } else {
-                    "entered"
-                };
-                let size = match t.dump.format {
-                    Format::Collbench => "--fr-entries",
-                    _ => "TORCH_FR_BUFFER_SIZE",
-                };
-                format!(
-                    "rank {rank} at seq {}, {state} (by its dump's status: the dump holds no record of the group, which its ring buffer drops when full; {size} sets its size)",
-                    t.last
-                )
-            }
-            None => format!("rank {rank} entered nothing in this group"),
-        })
-        .collect();
+    let newest: Vec<String> = behind.iter().map(|&rank| newest(view, rank)).collect();
     let detail = format!(
         "{} entered seq {seq} ({}) and {} not completed it; {} never entered it (newest: {})",
         ranks_text(&waiting),
@@ -136,7 +108,10 @@ pub fn not_joined(view: &GroupView) -> Option<Candidate> {
 /// When every member entered it and a dump was written on a timeout, the
 /// group is `stuck` there, no rank known to hold the others up.
 pub fn by_status_alone(view: &GroupView) -> Option<Candidate> {
-    if view.tracks.is_empty() || !view.tracks.values().all(Track::blind) {
+    // collbench's dumps only: PyTorch's `pg_status` is keyed by each
+    // process's own count of the groups it made, not by the group's name.
+    let collbench = |t: &Track| t.blind() && t.dump.format == Format::Collbench;
+    if view.tracks.is_empty() || !view.tracks.values().all(collbench) {
         return None;
     }
     let high = view.tracks.values().map(|t| t.last).max()?;
@@ -152,13 +127,7 @@ pub fn by_status_alone(view: &GroupView) -> Option<Candidate> {
     if high == 0 || waiting.is_empty() {
         return None;
     }
-    let size = match view.tracks.values().next().map(|t| t.dump.format) {
-        Some(Format::Collbench) => "--fr-entries",
-        _ => "TORCH_FR_BUFFER_SIZE",
-    };
-    let alone = format!(
-        "by the dumps' status alone: none holds a record of the group, which a ring buffer drops when full ({size} sets its size)"
-    );
+    let alone = "by the dumps' status alone: none holds a record of the group, which a ring buffer drops when full (--fr-entries sets its size)";
     if behind.is_empty() {
         if !timed_out(view) {
             return None;
@@ -204,6 +173,41 @@ pub fn by_status_alone(view: &GroupView) -> Option<Candidate> {
         behind,
         detail,
     ))
+}
+
+/// Where member `rank` of the group got to: its newest record, or, where
+/// its ring dropped the group's records, what its dump's status kept.
+fn newest(view: &GroupView, rank: usize) -> String {
+    let t = &view.tracks[&rank];
+    if let Some(r) = t.by_seq.values().next_back() {
+        return format!(
+            "rank {rank} at seq {}, {}, {}",
+            r.seq,
+            r.op,
+            state_name(r.state)
+        );
+    }
+    if t.last == 0 {
+        return format!("rank {rank} entered nothing in this group");
+    }
+    let state = if t.last_completed == Some(t.last) {
+        "completed"
+    } else {
+        "entered"
+    };
+    format!(
+        "rank {rank} at seq {}, {state} (by its dump's status: the dump holds no record of the group, which its ring buffer drops when full; {} sets its size)",
+        t.last,
+        ring_size_knob(t)
+    )
+}
+
+/// What sets the size of the ring buffer `t`'s dump came from.
+fn ring_size_knob(t: &Track) -> &'static str {
+    match t.dump.format {
+        Format::Collbench => "--fr-entries",
+        _ => "TORCH_FR_BUFFER_SIZE",
+    }
 }
 
 /// Whether `rank` holds `seq` only queued (scheduled, not started) behind an
@@ -414,33 +418,51 @@ fn blame_stuck(
         })
         .collect();
     if !sinks.is_empty() {
-        let unstarted: Vec<usize> = sinks
-            .iter()
-            .copied()
-            .filter(|p| at.get(p).is_some_and(|r| r.state == State::Scheduled))
-            .collect();
-        let mut why = if unstarted.is_empty() {
-            format!("Waited on, and waiting on no one: {}.", ranks_text(&sinks))
-        } else {
-            format!(
-                "Waited on, and waiting on no one: {}; {} called it and never started it.",
-                ranks_text(&sinks),
-                ranks_text(&unstarted)
-            )
-        };
-        let dropped: Vec<usize> = sinks
-            .iter()
-            .copied()
-            .filter(|p| unknown.contains(p))
-            .collect();
-        if !dropped.is_empty() {
-            why.push_str(&format!(
-                " The dump of {} holds no record of this group (its ring buffer dropped them): where it stopped is not known.",
-                ranks_text(&dropped)
-            ));
-        }
-        return (sinks, why);
+        return blame_sinks(at, sinks, unknown);
     }
+    blame_cycle(at, &waiters)
+}
+
+/// The ranks waited on that wait on no one (`sinks`), and why in words:
+/// which of them called the collective and never started it, and which
+/// are known only as dumps without the group's records.
+fn blame_sinks(
+    at: &BTreeMap<usize, &Record>,
+    sinks: Vec<usize>,
+    unknown: &BTreeSet<usize>,
+) -> (Vec<usize>, String) {
+    let unstarted: Vec<usize> = sinks
+        .iter()
+        .copied()
+        .filter(|p| at.get(p).is_some_and(|r| r.state == State::Scheduled))
+        .collect();
+    let mut why = if unstarted.is_empty() {
+        format!("Waited on, and waiting on no one: {}.", ranks_text(&sinks))
+    } else {
+        format!(
+            "Waited on, and waiting on no one: {}; {} called it and never started it.",
+            ranks_text(&sinks),
+            ranks_text(&unstarted)
+        )
+    };
+    let dropped: Vec<usize> = sinks
+        .iter()
+        .copied()
+        .filter(|p| unknown.contains(p))
+        .collect();
+    if !dropped.is_empty() {
+        why.push_str(&format!(
+            " The dump of {} holds no record of this group (its ring buffer dropped them): where it stopped is not known.",
+            ranks_text(&dropped)
+        ));
+    }
+    (sinks, why)
+}
+
+/// Waits that form a cycle (every rank waited on waits too): the ranks
+/// that got less than half as far as the next-least, or none when all got
+/// about as far.
+fn blame_cycle(at: &BTreeMap<usize, &Record>, waiters: &BTreeSet<usize>) -> (Vec<usize>, String) {
     let least = waiters.iter().map(|r| at[r].progress()).min().unwrap_or(0);
     let most = waiters.iter().map(|r| at[r].progress()).max().unwrap_or(0);
     let slowest: Vec<usize> = waiters

@@ -88,7 +88,8 @@ pub fn read_dump(root: &Value, path: &Path, format: Format) -> Result<RankDump, 
             first_record_id = entry.get("record_id").and_then(Value::as_int);
         }
     }
-    let groups = read_groups(root, &records);
+    let status = read_status(root, entries);
+    let groups = read_groups(root, &records, &status);
     if rank >= MAX_RANKS || groups.values().flatten().any(|&r| r >= MAX_RANKS) {
         return Err(DumpError::TooManyRanks);
     }
@@ -112,7 +113,7 @@ pub fn read_dump(root: &Value, path: &Path, format: Format) -> Result<RankDump, 
         groups,
         records,
         wrapped: first_record_id.is_some_and(|id| id > 0),
-        status: read_status(root),
+        status,
         reason: None,
         group_descs,
         origin: Origin::default(),
@@ -300,7 +301,11 @@ fn strings(v: Option<&Value>) -> Vec<String> {
 /// that was. It is taken for the entries' group only when the dump knows of
 /// no other group; otherwise it is left out, and the members come from the
 /// other dumps.
-fn read_groups(root: &Value, records: &[Record]) -> BTreeMap<String, Vec<usize>> {
+fn read_groups(
+    root: &Value,
+    records: &[Record],
+    status: &BTreeMap<String, GroupSeqs>,
+) -> BTreeMap<String, Vec<usize>> {
     let mut config: BTreeMap<String, Option<Vec<usize>>> = BTreeMap::new();
     for (key, value) in root
         .get("pg_config")
@@ -311,13 +316,7 @@ fn read_groups(root: &Value, records: &[Record]) -> BTreeMap<String, Vec<usize>>
         config.insert(name.to_owned(), value.get("ranks").and_then(parse_ranks));
     }
     let mut used: BTreeSet<String> = records.iter().map(|r| r.pg.clone()).collect();
-    if let Some(status) = root.get("pg_status").and_then(Value::as_dict) {
-        used.extend(
-            status
-                .iter()
-                .filter_map(|(k, _)| k.as_str().map(str::to_owned)),
-        );
-    }
+    used.extend(status.keys().cloned());
     let unmatched_config: Vec<&String> = config.keys().filter(|k| !used.contains(*k)).collect();
     let unmatched_used: Vec<&String> = used.iter().filter(|u| !config.contains_key(*u)).collect();
     let alias = match (unmatched_config.as_slice(), unmatched_used.as_slice()) {
@@ -338,8 +337,21 @@ fn read_groups(root: &Value, records: &[Record]) -> BTreeMap<String, Vec<usize>>
 }
 
 /// `pg_status`: each group's last enqueued, started and completed
-/// collective (PyTorch writes them as numbers or as text, -1 for none).
-fn read_status(root: &Value) -> BTreeMap<String, GroupSeqs> {
+/// collective (PyTorch writes them as numbers or as text, -1 for none), by
+/// group name. PyTorch keys it by `pg_id`, the process's own count of the
+/// groups it made (a rank outside a group counts the later ones otherwise
+/// than its members): a key is named by the dump's entries of that
+/// `pg_id`; without one, `0` is the default group and any other is left
+/// out (whose it is, is not known).
+fn read_status(root: &Value, entries: &[Value]) -> BTreeMap<String, GroupSeqs> {
+    let mut names: BTreeMap<String, String> = BTreeMap::new();
+    for entry in entries {
+        if let Some(id) = entry.get("pg_id").and_then(Value::as_int) {
+            names
+                .entry(id.to_string())
+                .or_insert_with(|| group_name(entry));
+        }
+    }
     let seq = |v: &Value, key: &str| -> Option<u64> {
         let v = v.get(key)?;
         let n = match v.as_str() {
@@ -354,7 +366,12 @@ fn read_status(root: &Value) -> BTreeMap<String, GroupSeqs> {
         .and_then(Value::as_dict)
         .unwrap_or(&[])
     {
-        let Some(name) = key.as_str() else { continue };
+        let Some(id) = key.as_str() else { continue };
+        let name = match names.get(id) {
+            Some(name) => name.as_str(),
+            None if id == "0" => "0",
+            None => continue,
+        };
         let Some(entered) = seq(value, "last_enqueued_collective") else {
             continue;
         };
@@ -478,11 +495,21 @@ mod tests {
         assert_eq!(dump.world_size, None);
     }
 
-    /// `pg_status` as PyTorch writes it: numbers as text (JSON) or
-    /// integers (pickle), -1 for none; a group without any enqueued
-    /// collective is left out.
+    /// `pg_status` as PyTorch writes it: keyed by `pg_id`, numbers as text
+    /// (JSON) or integers (pickle), -1 for none; a group without any
+    /// enqueued collective is left out. Keys are named by the entries of
+    /// their `pg_id` (`1` here is the group named `5`: this rank made
+    /// fewer groups than others); `0` without one is the default group;
+    /// another without one is not known, and left out.
     #[test]
     fn pg_status_gives_each_groups_newest_seqs() {
+        let with_id = |pg: &str, id: i64, seq: i64| {
+            let Value::Dict(mut fields) = entry(pg, seq, "nccl:all_reduce") else {
+                unreachable!("an entry is a dict")
+            };
+            fields.push((s("pg_id"), Value::Int(id)));
+            Value::Dict(fields)
+        };
         let status = |enq: Value, start: Value, done: Value| {
             dict(vec![
                 ("last_enqueued_collective", enq),
@@ -494,7 +521,7 @@ mod tests {
             ("rank", Value::Int(1)),
             (
                 "entries",
-                Value::List(vec![entry("0", 9, "nccl:all_reduce")]),
+                Value::List(vec![entry("0", 9, "nccl:all_reduce"), with_id("5", 1, 2)]),
             ),
             (
                 "pg_status",
@@ -502,6 +529,7 @@ mod tests {
                     (s("0"), status(s("12"), s("-1"), s("11"))),
                     (s("1"), status(Value::Int(4), Value::Int(4), Value::Int(3))),
                     (s("2"), status(s("-1"), s("-1"), s("-1"))),
+                    (s("3"), status(s("7"), s("7"), s("7"))),
                 ]),
             ),
         ]);
@@ -512,8 +540,8 @@ mod tests {
             completed: c,
         };
         assert_eq!(dump.status.get("0"), Some(&seqs(12, None, Some(11))));
-        assert_eq!(dump.status.get("1"), Some(&seqs(4, Some(4), Some(3))));
-        assert_eq!(dump.status.get("2"), None);
+        assert_eq!(dump.status.get("5"), Some(&seqs(4, Some(4), Some(3))));
+        assert_eq!(dump.status.len(), 2, "{:?}", dump.status);
     }
 
     #[test]

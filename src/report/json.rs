@@ -119,16 +119,16 @@ fn read_text(path: &Path) -> Result<String, ResultsError> {
         path: path.to_path_buf(),
         source,
     };
-    // `-`: standard input, as for outputs.
-    let from = if path == Path::new("-") {
-        Path::new("/dev/stdin")
+    // `-`: standard input, as for outputs (a pipe, a file or a socket).
+    let input: Box<dyn Read> = if path == Path::new("-") {
+        Box::new(std::io::stdin().lock())
     } else {
-        path
+        Box::new(crate::units::open_input(path).map_err(io)?)
     };
-    let file = crate::units::open_input(from).map_err(io)?;
     let mut bytes = Vec::new();
     // Bounded: a device or a runaway file (`/dev/zero`) stops at the limit.
-    file.take(MAX_RESULTS_BYTES + 1)
+    input
+        .take(MAX_RESULTS_BYTES + 1)
         .read_to_end(&mut bytes)
         .map_err(io)?;
     if bytes.len() as u64 > MAX_RESULTS_BYTES {
@@ -188,30 +188,32 @@ fn schema_hint(schema: &str) -> &'static str {
 }
 
 /// Whether `text` is a sweep's JSONL rather than its JSON, by what it
-/// holds, not its name (`--json r.jsonl` writes JSON under that name):
-/// more than one JSON value (its head, rows and end, or a torn last line),
-/// or, named `.jsonl`, a head alone (a sweep stopped before its first row).
-fn is_jsonl(path: &Path, text: &str) -> bool {
+/// holds, not its name (`--json r.jsonl` writes JSON under that name): its
+/// first line one whole JSON value (the head), and either more values
+/// after it (rows, the end line, or a torn last line) or no `rows` (a
+/// sweep stopped before its first row). A JSON that spans lines, whatever
+/// follows it, is JSON, refused as such.
+fn is_jsonl(text: &str) -> bool {
     use serde::de::IgnoredAny;
-    let mut values = serde_json::Deserializer::from_str(text).into_iter::<IgnoredAny>();
-    match values.next() {
-        Some(Ok(_)) if values.next().is_some() => true,
-        Some(Ok(_)) => {
-            #[derive(serde::Deserialize)]
-            struct Rows {
-                rows: Option<IgnoredAny>,
-            }
-            path.extension().is_some_and(|e| e == "jsonl")
-                && serde_json::from_str::<Rows>(text).is_ok_and(|r| r.rows.is_none())
-        }
-        _ => false,
+    #[derive(serde::Deserialize)]
+    struct Rows {
+        rows: Option<IgnoredAny>,
     }
+    let Some(first) = text.lines().find(|l| !l.trim().is_empty()) else {
+        return false;
+    };
+    if serde_json::from_str::<IgnoredAny>(first).is_err() {
+        return false;
+    }
+    let mut values = serde_json::Deserializer::from_str(text).into_iter::<IgnoredAny>();
+    values.next();
+    values.next().is_some() || serde_json::from_str::<Rows>(first).is_ok_and(|r| r.rows.is_none())
 }
 
 fn parse_results(path: &Path, text: &str) -> Result<Results, ResultsError> {
     let parsed = if text.trim().is_empty() {
         Err(ParseError::Empty)
-    } else if is_jsonl(path, text) {
+    } else if is_jsonl(text) {
         parse_jsonl(text)
     } else {
         serde_json::from_str::<Results>(text).map_err(ParseError::from)

@@ -82,6 +82,11 @@ pub trait RankRunner: Send {
         let _ = (op, program);
         Ok(())
     }
+    /// Whether [`RankRunner::check_load`] checks anything (else the
+    /// programs are not generated ahead for it).
+    fn checks_load(&self) -> bool {
+        false
+    }
     /// Makes a library's collectives (`--engine nccl`) the operation
     /// [`RankRunner::launch`] runs, on the same buffers: one, or a group's
     /// (issued between the library's group start and end).

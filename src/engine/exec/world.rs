@@ -89,6 +89,11 @@ pub enum ExecError {
     Aborted,
     #[error("{0}")]
     Setup(String),
+    /// A layout this device cannot run as asked (blocks that cannot all
+    /// be resident at once, a step past a protocol's slot): the user's
+    /// to change.
+    #[error("{0}")]
+    Unfit(String),
     /// An allocation the operation needs was refused.
     #[error("not enough memory: {0}")]
     Memory(AllocError),

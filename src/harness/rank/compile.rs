@@ -90,14 +90,18 @@ impl RankJob<'_> {
     }
 
     /// Before the first launch, the builtin engine's program of the
-    /// largest case of each (collective, algorithm, root, group) goes
-    /// through the runner's load checks at every placement: a layout that
-    /// cannot run (blocks that cannot all be resident at once) is refused
-    /// before any row, not after the rows of the algorithms that fit.
+    /// largest case of each (collective, algorithm, root, group, type,
+    /// operator: a kernel variant's occupancy is its own) goes through the
+    /// runner's load checks at every placement: a layout that cannot run
+    /// (blocks that cannot all be resident at once) is refused before any
+    /// row, not after the rows of the algorithms that fit.
     pub(super) fn preflight(&mut self) -> Result<(), ExecError> {
+        if !self.runner.checks_load() {
+            return Ok(());
+        }
         let mut largest: Vec<&Case> = Vec::new();
         for c in self.cases.iter().filter(|c| c.engine == Engine::Builtin) {
-            let key = |c: &Case| (c.coll, c.algo, c.root, c.group);
+            let key = |c: &Case| (c.coll, c.algo, c.root, c.group, c.dtype, c.op);
             match largest.iter_mut().find(|l| key(l) == key(c)) {
                 Some(l) if l.bytes < c.bytes => *l = c,
                 Some(_) => {}
@@ -112,13 +116,13 @@ impl RankJob<'_> {
                 let op = self.op_desc(case, layout);
                 self.runner.check_load(&op, &program).map_err(|e| match e {
                     // What auto picked is not what the user named.
-                    ExecError::Setup(why) if auto => ExecError::Setup(format!(
+                    ExecError::Unfit(why) if auto => ExecError::Unfit(format!(
                         "--algo auto picks {} for {} at {}, which cannot run here: {why}; name the algorithms that can (--algo)",
                         case.algo.name(),
                         case.coll.name(),
                         crate::units::Bytes(case.bytes)
                     )),
-                    ExecError::Setup(why) => ExecError::Setup(format!(
+                    ExecError::Unfit(why) => ExecError::Unfit(format!(
                         "{} over {} cannot run here: {why}",
                         case.coll.name(),
                         case.algo.name()

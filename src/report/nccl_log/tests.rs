@@ -495,6 +495,7 @@ fn an_out_of_bounds_footer_that_does_not_read_is_an_error_naming_its_line() {
         "99999999999999999999999 FAILED",
         "FAILED",
         "0 MAYBE",
+        "5 OK",
         "",
     ] {
         let text = good.replace("0 OK", bad);

@@ -78,7 +78,7 @@ impl CudaRank {
         );
         if need > cap {
             let emu = self.world.kind == Kind::Emu;
-            return Err(ExecError::Setup(format!(
+            return Err(ExecError::Unfit(format!(
                 "{here} rank(s) x {nchannels} block(s) = {need} blocks must be resident at once on GPU {} ({}), but it holds {} SMs x {per_sm} blocks{} = {cap}: lower --ranks or --channels (a block per channel of a rank's program; the tree all-reduce runs 4 a channel), or leave that algorithm out{}",
                 desc.ordinal,
                 desc.name,
@@ -276,7 +276,7 @@ impl CudaRank {
             )));
         }
         if t.max_step_bytes > self.world.opts.shape.slot_bytes {
-            return Err(ExecError::Setup(format!(
+            return Err(ExecError::Unfit(format!(
                 "a step of {} bytes exceeds the {}-byte connection slot",
                 t.max_step_bytes, self.world.opts.shape.slot_bytes
             )));
@@ -284,7 +284,7 @@ impl CudaRank {
         if self.world.opts.proto == Some(Proto::LowLatency128)
             && t.max_step_bytes > self.world.opts.shape.ll128_max_bytes()
         {
-            return Err(ExecError::Setup(format!(
+            return Err(ExecError::Unfit(format!(
                 "--protocol ll128: a step of {} bytes exceeds the {}-byte LL128 slot payload",
                 t.max_step_bytes,
                 self.world.opts.shape.ll128_max_bytes()
@@ -293,14 +293,14 @@ impl CudaRank {
         if self.world.opts.proto == Some(Proto::LowLatency)
             && t.max_step_bytes > self.world.opts.shape.ll_max_bytes()
         {
-            return Err(ExecError::Setup(format!(
+            return Err(ExecError::Unfit(format!(
                 "--protocol ll: a step of {} bytes exceeds the {}-byte low-latency slot payload",
                 t.max_step_bytes,
                 self.world.opts.shape.ll_max_bytes()
             )));
         }
         if t.nchannels() > MAX_CHANNELS {
-            return Err(ExecError::Setup(format!(
+            return Err(ExecError::Unfit(format!(
                 "{} channels; at most {MAX_CHANNELS}",
                 t.nchannels()
             )));

@@ -270,6 +270,10 @@ impl RankRunner for CudaRank {
         self.check_kernel(op, program).map(|_| ())
     }
 
+    fn checks_load(&self) -> bool {
+        true
+    }
+
     fn load_library(&mut self, ops: &[OpDesc], engine: Engine) -> Result<(), ExecError> {
         self.words_used = 0;
         let Some(op) = ops.first() else {
