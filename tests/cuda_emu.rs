@@ -1883,3 +1883,41 @@ fn an_algorithm_that_cannot_be_resident_is_refused_before_any_row() {
         assert_eq!(rows, 0, "{args:?}: rows ran first:\n{text}");
     }
 }
+
+/// A captured timed loop that runs longer than `--timeout` is no hang:
+/// its operations complete (for the recorder) only when the graph ends,
+/// and the one in flight is allowed the time of those behind it, from the
+/// warmup's operations. (It had stopped as "collective 2 ran 1.0s, past the
+/// timeout".)
+#[test]
+fn a_graph_longer_than_the_timeout_is_no_hang() {
+    if !have_compiler("a_graph_longer_than_the_timeout_is_no_hang") {
+        return;
+    }
+    let _alone = CORES.write().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let start = std::time::Instant::now();
+    let out = collbench()
+        .args([
+            "all-reduce",
+            "--device",
+            "cuda-emu",
+            "--ranks",
+            "3",
+            "--graph",
+        ])
+        .args(["--sizes", "64K", "--iters", "3000", "--warmup", "3", "-q"])
+        .args(["--timeout", "1s", "--dump-dir"])
+        .arg(dir.path())
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let v: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert_clean(&v, "graph");
+    // Long enough that one operation's timeout would have fired.
+    assert!(start.elapsed() > std::time::Duration::from_secs(1), "{err}");
+}

@@ -245,6 +245,18 @@ impl RankRecorder {
         seq
     }
 
+    /// The operation in flight (if any) is allowed `ns` more before the
+    /// watchdog counts it waiting: the first of a CUDA graph's operations,
+    /// whose completions are seen only when the whole graph ends, is in
+    /// flight while those behind it run.
+    pub fn defer(&self, ns: u64) {
+        let _ = self
+            .inflight_since
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |since| {
+                (since != 0).then_some(since.saturating_add(ns))
+            });
+    }
+
     /// The operation `seq` of `group` has completed.
     pub fn complete(&self, group: &str, seq: u64) {
         self.inflight_since.store(0, Ordering::Release);

@@ -204,7 +204,7 @@ impl RankJob<'_> {
         for _ in 0..plan.warmup {
             self.op(&ready, IterKind::Warmup)?;
         }
-        self.wait()?;
+        let warm = self.wait()?;
         // Links are measured over the timed operations only.
         self.runner.take_links();
         if self.setup.graph && ready.on_runner {
@@ -223,6 +223,17 @@ impl RankJob<'_> {
                 self.open.push(seq);
             }
             self.unrecorded = Some((ready.info, IterKind::Timed, plan.iters - window));
+            // The graph's completions are seen when it ends: its first
+            // operation is in flight while the others run, each allowed
+            // twice a warmup operation's median time (none without a
+            // warmup: then the timeout must cover the whole graph).
+            let mut warm = warm;
+            warm.sort_unstable();
+            if let Some(&median) = warm.get(warm.len() / 2) {
+                let behind = plan.iters.saturating_sub(1) as u64;
+                self.rec
+                    .defer(median.saturating_mul(2).saturating_mul(behind));
+            }
             self.runner.launch_graph(plan.iters)?;
             self.wait()?
         } else {
