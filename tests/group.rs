@@ -183,7 +183,12 @@ fn a_hang_inside_a_group_is_named_by_analyze() {
 
 #[test]
 fn bad_groups_exit_2_with_the_reason() {
+    let mix_of_65 = vec!["all-reduce"; 65].join(",");
     for (args, want) in [
+        (
+            vec!["all-reduce", "--group-mix", mix_of_65.as_str()],
+            "--group-mix names 65 collectives: a group has 2 to 64 operations",
+        ),
         (vec!["all-reduce", "--group", "1"], "--group"),
         (vec!["all-reduce", "--group", "65"], "--group"),
         (
@@ -361,4 +366,51 @@ fn a_mix_led_by_a_member_without_the_algorithm_still_runs_it() {
         assert_eq!(algo("all-reduce"), ["tree", "tree"], "{mix}");
         assert_eq!(algo("all-to-all-v"), ["direct", "direct"], "{mix}");
     }
+}
+
+/// `all --group 2` makes a group of each collective: each is a section of
+/// its own, headed by its operations, in the table, Markdown and
+/// nccl-tests text (they had been one section headed by the first).
+#[test]
+fn each_groups_operations_head_a_section_of_their_own() {
+    let colls = [
+        "all-reduce",
+        "all-gather",
+        "reduce-scatter",
+        "broadcast",
+        "reduce",
+        "all-to-all",
+        "gather",
+        "scatter",
+        "send-recv",
+    ];
+    for (format, head) in [
+        ("table", "# group of 2: {c}, {c} (builtin engine)"),
+        ("markdown", "### group of 2: {c}, {c} (builtin engine)"),
+    ] {
+        let out = collbench()
+            .args(["all", "--device", "host", "--ranks", "2", "--group", "2"])
+            .args(["--sizes", "64B:512B:x8", "-n", "1", "-w", "0"])
+            .args(["--format", format])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(out.status.code(), Some(0), "{text}");
+        for c in colls {
+            let want = head.replace("{c}", c);
+            assert_eq!(text.matches(&want).count(), 1, "{format} {want}:\n{text}");
+        }
+    }
+    let out = collbench()
+        .args(["all", "--device", "host", "--ranks", "2", "--group", "2"])
+        .args(["--sizes", "64B:512B:x8", "-n", "1", "-w", "0"])
+        .args(["--format", "nccl-tests"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        text.matches("# Collective test starting").count(),
+        9,
+        "{text}"
+    );
 }

@@ -86,11 +86,28 @@ impl Layout for Markdown {
             rule = rule.right(0, "---");
         }
         vec![
-            format!(
-                "### {} ({} engine)",
-                text(&row.collective),
-                text(&row.engine)
-            ),
+            match (row.members.as_slice(), row.split.as_deref()) {
+                ([], None) => format!(
+                    "### {} ({} engine)",
+                    text(&row.collective),
+                    text(&row.engine)
+                ),
+                ([], Some(split)) => format!(
+                    "### {} ({} engine, split {})",
+                    text(&row.collective),
+                    text(&row.engine),
+                    text(split)
+                ),
+                (members, split) => format!(
+                    "### group of {}: {} ({} engine{})",
+                    members.len(),
+                    text(&members.join(", ")),
+                    text(&row.engine),
+                    split
+                        .map(|s| format!(", split {}", text(s)))
+                        .unwrap_or_default()
+                ),
+            },
             String::new(),
             head.end(" |"),
             rule.end("|"),

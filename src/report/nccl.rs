@@ -268,10 +268,11 @@ impl Layout for NcclTests {
     }
 
     fn section_key(&self, row: &Row) -> String {
+        let section = super::text::section_of(row);
         if self.split_algos {
-            format!("{}\u{0}{}\u{0}{}", row.collective, row.engine, row.algo)
+            format!("{section}\u{0}{}", row.algo)
         } else {
-            format!("{}\u{0}{}", row.collective, row.engine)
+            section
         }
     }
 

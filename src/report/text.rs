@@ -18,7 +18,7 @@ pub trait Layout {
     }
     /// Rows with different keys go in different sections.
     fn section_key(&self, row: &Row) -> String {
-        format!("{}\u{0}{}", row.collective, row.engine)
+        section_of(row)
     }
     /// Lines that open a section; `first` is its first row.
     fn open(&self, first: &Row, meta: Option<&Meta>) -> Vec<String>;
@@ -222,6 +222,19 @@ impl<L: Layout + ?Sized> Lines<L> {
 }
 
 /// Saved results through `layout`, one string with a newline after every line.
+/// What sets a row's section apart: its collective and engine, and a
+/// group's operations or a v-collective's split (`all --group 2` makes a
+/// group of each collective: one section each, not one of all).
+pub fn section_of(row: &Row) -> String {
+    format!(
+        "{}\u{0}{}\u{0}{}\u{0}{}",
+        row.collective,
+        row.engine,
+        row.members.join(","),
+        row.split.as_deref().unwrap_or("")
+    )
+}
+
 pub fn render_with<L: Layout + ?Sized>(layout: Box<L>, results: &Results) -> String {
     let mut lines = Lines::new(layout);
     let mut out = lines.start(&results.meta);

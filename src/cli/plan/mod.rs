@@ -487,6 +487,12 @@ fn grouping(
                 mix[0]
             ))
         }
+        // As many operations as `--group` takes, at most.
+        (None, len) if len > 64 => {
+            return bad(format!(
+                "--group-mix names {len} collectives: a group has 2 to 64 operations"
+            ))
+        }
         (None, len) => len,
     };
     if mix.len() > n {
