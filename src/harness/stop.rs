@@ -253,8 +253,14 @@ impl Ending<'_> {
                 missing_rows,
             });
         }
+        // Across processes, several may time out on the one hang: the first
+        // to say so says it, the others' is another's find.
         let hang = |detail: String| HarnessError::Hang {
-            detail,
+            detail: if self.first_to_find() {
+                detail
+            } else {
+                REMOTE_HANG.into()
+            },
             dumps: self.dump(dump::Why::new("timeout"), probe.as_ref()),
             missing_rows,
         };
@@ -282,6 +288,26 @@ impl Ending<'_> {
             (_, Some(Fired::Remote)) => Err(hang(REMOTE_HANG.into())),
             (Ok(()), _) => Ok(outcome),
             (Err(e), _) => Err(e),
+        }
+    }
+
+    /// Whether this process is the run's first to find a hang: alone, it
+    /// is; across processes, the one that makes the marker beside the
+    /// trigger (made before the trigger, so a process stopped by the
+    /// trigger finds the marker there).
+    fn first_to_find(&self) -> bool {
+        let Some(t) = &self.setup.abort_trigger else {
+            return true;
+        };
+        let _ = std::fs::create_dir_all(&self.setup.dump_dir);
+        let marker = t.with_extension("found");
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(marker)
+        {
+            Ok(_) => true,
+            Err(e) => e.kind() != std::io::ErrorKind::AlreadyExists,
         }
     }
 

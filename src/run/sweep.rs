@@ -471,11 +471,11 @@ pub(super) fn exit_code(
             }
         }
         Err(e) if e.is_hang() => {
-            // The process that found it says so; of the others, rank 0. A
-            // rank's death is said by the first rank that lived.
+            // The process that found it first says so (alone). A rank's
+            // death is said by the first rank that lived.
             let speaks = match e.lost_rank() {
                 Some(lost) => rank == usize::from(lost == 0),
-                None => leader || !e.is_remote_hang(),
+                None => !e.is_remote_hang(),
             };
             if speaks {
                 say!("collbench: {e}");
