@@ -418,6 +418,10 @@ fn bad_input_exits_2_with_a_reason_and_no_panic() {
         (&["all-reduce", "--iters", "-3"], ""),
         (&["all-reduce", "--warmup", "x"], "not a non-negative"),
         (&["all-reduce", "--timeout", "soon"], "not a duration"),
+        (
+            &["all-reduce", "--fr-entries", "18446744073709551615"],
+            "at most 1000000",
+        ),
         (&["all-reduce", "--group", "-2"], "-2 is not in 2..=64"),
         (
             &["all-reduce", "--csv", "/proc/version"],
@@ -1778,6 +1782,24 @@ fn a_failed_output_keeps_the_others_and_says_the_run_failed() {
     assert!(
         text.contains("(run failed: an error stopped it, "),
         "{text}"
+    );
+    // A JSON that cannot be written is named, as the CSV is.
+    let full_json = dir.path().join("full.json");
+    std::os::unix::fs::symlink("/dev/full", &full_json).unwrap();
+    let out = collbench()
+        .args(["all-reduce", "--ranks", "2", "--sizes", "8B", "-n", "1"])
+        .args(["-w", "0", "-q", "--device", "host", "--json"])
+        .arg(&full_json)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(&format!(
+            "--json {}: No space left on device",
+            full_json.display()
+        )),
+        "{err}"
     );
     // A plot that cannot be written says why in words, PNG or SVG.
     for ext in ["png", "svg"] {

@@ -1129,3 +1129,29 @@ fn a_rank_late_past_the_timeout_is_the_culprit() {
     let v = analyze_json(&d);
     assert_eq!(v["culprits"], serde_json::json!([1]), "{v}");
 }
+
+/// Under a TMPDIR too long for a socket's path (107 bytes), the ranks meet
+/// at a socket in /tmp ("path must be shorter than SUN_LEN" had refused
+/// the run).
+#[test]
+fn a_long_tmpdir_does_not_stop_procs() {
+    let dir = tempfile::tempdir().unwrap();
+    let long = dir.path().join("d".repeat(120));
+    std::fs::create_dir_all(&long).unwrap();
+    let out = collbench(
+        &[
+            "all-reduce",
+            "--procs",
+            "2",
+            "--sizes",
+            "8B:64B",
+            "-n",
+            "1",
+            "-w",
+            "0",
+            "-q",
+        ],
+        &[("TMPDIR", long.to_str().unwrap())],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+}

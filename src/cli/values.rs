@@ -370,8 +370,17 @@ pub fn check_iters(v: &str) -> Result<usize, ValueError> {
     whole("--check-iters", v)
 }
 
+/// The most flight-recorder entries a rank keeps: each is held in memory
+/// (a few hundred bytes), a million per rank at most.
+pub const MAX_FR_ENTRIES: usize = 1_000_000;
+
 pub fn fr_entries(v: &str) -> Result<usize, ValueError> {
-    positive("--fr-entries", v)
+    match positive("--fr-entries", v)? {
+        n if n > MAX_FR_ENTRIES => bad(format!(
+            "--fr-entries {n}: at most {MAX_FR_ENTRIES} (every rank holds its entries in memory)"
+        )),
+        n => Ok(n),
+    }
 }
 
 pub fn seed(v: &str) -> Result<u64, ValueError> {

@@ -499,6 +499,8 @@ fn parse_jsonl(text: &str) -> Result<Results, ParseError> {
 /// The JSON file at the end, JSONL as rows finish.
 pub struct JsonSink {
     to: JsonTo,
+    /// What its write errors are said of (`--json PATH`); none for stdout.
+    name: Option<String>,
 }
 
 /// Where a [`JsonSink`] writes.
@@ -518,7 +520,9 @@ impl JsonSink {
         if let Some(f) = open_in_place(path) {
             // A device, FIFO or descriptor: the JSON goes there once; no
             // JSONL beside it.
-            return Ok(JsonSink::stream(Box::new(f?)));
+            let mut sink = JsonSink::stream(Box::new(f?));
+            sink.name = Some(format!("--json {}", path.display()));
+            return Ok(sink);
         }
         // Beside the JSON where its links lead.
         let jsonl = BufWriter::new(File::create(jsonl_path(&crate::units::output_end(path)))?);
@@ -527,6 +531,7 @@ impl JsonSink {
                 path: path.to_path_buf(),
                 jsonl,
             },
+            name: Some(format!("--json {}", path.display())),
         })
     }
 
@@ -534,6 +539,7 @@ impl JsonSink {
     pub fn stream(out: Box<dyn Write + Send>) -> JsonSink {
         JsonSink {
             to: JsonTo::Stream(out),
+            name: None,
         }
     }
 }
@@ -544,31 +550,44 @@ impl Sink for JsonSink {
             return Ok(());
         };
         let head = serde_json::json!({"schema": RESULTS_SCHEMA, "meta": meta});
-        writeln!(jsonl, "{head}")?;
-        jsonl.flush()
+        let written = writeln!(jsonl, "{head}").and_then(|()| jsonl.flush());
+        self.named(written)
     }
 
     fn row(&mut self, row: &Row) -> io::Result<()> {
         let JsonTo::File { jsonl, .. } = &mut self.to else {
             return Ok(());
         };
-        serde_json::to_writer(&mut *jsonl, row)?;
-        writeln!(jsonl)?;
-        jsonl.flush()
+        let written = serde_json::to_writer(&mut *jsonl, row)
+            .map_err(io::Error::from)
+            .and_then(|()| writeln!(jsonl))
+            .and_then(|()| jsonl.flush());
+        self.named(written)
     }
 
     fn finish(&mut self, results: &Results) -> io::Result<()> {
-        self.write(results, true)
+        let written = self.write(results, true);
+        self.named(written)
     }
 
     /// A run that failed: its JSON as it stands, and no end line, so that
     /// its JSONL never reads as a run that ended.
     fn abandon(&mut self, results: &Results) -> io::Result<()> {
-        self.write(results, false)
+        let written = self.write(results, false);
+        self.named(written)
     }
 }
 
 impl JsonSink {
+    /// A write's error naming the file (`--json PATH`, its JSONL beside
+    /// it included), as the other outputs' errors do.
+    fn named(&self, written: io::Result<()>) -> io::Result<()> {
+        match (&self.name, written) {
+            (Some(name), Err(e)) => Err(io::Error::new(e.kind(), format!("{name}: {e}"))),
+            (_, written) => written,
+        }
+    }
+
     /// The JSON; with `ended`, first the JSONL's end line (a reader of the
     /// JSONL alone then knows the sweep ended, and how).
     fn write(&mut self, results: &Results, ended: bool) -> io::Result<()> {

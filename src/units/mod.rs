@@ -184,7 +184,7 @@ pub fn sweep(min: u64, max: u64, growth: Growth) -> Result<Vec<u64>, UnitError> 
     Ok(out)
 }
 
-/// Parses `300`, `3s`, `500ms`, `5m`, `1h`, `2.5s`, and sums of parts each
+/// Parses `300`, `3s`, `500ms`, `20us`, `5m`, `1h`, `2.5s`, and sums of parts each
 /// with its unit: `2m30s`, `1h 30m`; positive.
 pub fn parse_duration(s: &str) -> Result<Duration, UnitError> {
     let d = parse_duration_or_zero(s)?;
@@ -216,12 +216,13 @@ pub fn parse_duration_or_zero(s: &str) -> Result<Duration, UnitError> {
             "" => return Err(not_one()),
             "s" => 1.0,
             "ms" => 1e-3,
+            "ns" => 1e-9,
             "us" => 1e-6,
             "m" | "min" => 60.0,
             "h" => 3600.0,
             other => {
                 return err(format!(
-                    "unknown time unit '{other}' in '{s}' (use us, ms, s, m or h)"
+                    "unknown time unit '{other}' in '{s}' (use ns, us, ms, s, m or h)"
                 ))
             }
         };
@@ -535,6 +536,7 @@ mod tests {
         assert_eq!(parse_duration("300"), Ok(Duration::from_secs(300)));
         assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
         assert_eq!(parse_duration("5m"), Ok(Duration::from_secs(300)));
+        assert_eq!(parse_duration("250ns"), Ok(Duration::from_nanos(250)));
         assert!(parse_duration("soon").is_err());
         assert!(parse_duration("-1s").is_err());
         assert!(parse_duration("0s").is_err());

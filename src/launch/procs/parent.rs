@@ -100,13 +100,18 @@ pub fn launch(n: usize, hooks: &Hooks) -> Result<i32, MpiError> {
         .next()
         .unwrap_or_else(|| exe.clone().into_os_string());
     let args: Vec<_> = std::env::args_os().skip(1).collect();
-    let path = std::env::temp_dir().join(format!(
+    let socket = format!(
         "collbench-procs-{}-{}.sock",
         std::process::id(),
         std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos())
-    ));
+    );
+    // A socket's path holds at most 107 bytes: under a longer TMPDIR, /tmp.
+    let path = match std::env::temp_dir().join(&socket) {
+        p if p.as_os_str().len() < 100 => p,
+        _ => std::path::Path::new("/tmp").join(&socket),
+    };
     let listener = UnixListener::bind(&path)
         .map_err(|e| MpiError(format!("--procs: a socket at {}: {e}", path.display())))?;
     let cleanup = Cleanup(path.clone());

@@ -78,10 +78,13 @@ pub(super) fn shape_candidates(run: &LogRun, ranks: u64) -> Vec<&'static str> {
     let n = ranks.max(1);
     let sample = run.rows.iter().find_map(|r| {
         let es = elem_size(&dtype_name(&r.dtype))?;
-        (r.bytes > 0 && r.count > 0).then_some((r.bytes, r.count * es))
+        // u128: a count of a row edited past reason cannot wrap into a
+        // shape it does not have.
+        (r.bytes > 0 && r.count > 0)
+            .then_some((u128::from(r.bytes), u128::from(r.count) * u128::from(es)))
     });
     let (whole, split) = match sample {
-        Some((bytes, per_rank)) => (per_rank == bytes, per_rank * n == bytes),
+        Some((bytes, per_rank)) => (per_rank == bytes, per_rank * u128::from(n) == bytes),
         None => (true, true),
     };
     let factor = run
