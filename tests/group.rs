@@ -106,7 +106,7 @@ fn groups_are_bit_exact_on_1_2_3_5_and_8_ranks() {
 
 #[test]
 fn a_corrupted_operation_is_named_in_its_row_and_the_group_s() {
-    let (code, v, _) = run_json(&[
+    let (code, v, err) = run_json(&[
         "all-gather",
         "--group-mix",
         "all-gather,all-reduce",
@@ -136,6 +136,12 @@ fn a_corrupted_operation_is_named_in_its_row_and_the_group_s() {
     assert!(
         first.starts_with("operation 0 (all-gather): rank 1"),
         "{first}"
+    );
+    // Counted as the table shows it: the group's one line, not its
+    // operations' rows too.
+    assert!(
+        err.contains("collbench: 1 row(s) had wrong or NaN/Inf values"),
+        "{err}"
     );
 }
 

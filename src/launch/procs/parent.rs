@@ -139,7 +139,7 @@ pub fn launch(n: usize, hooks: &Hooks) -> Result<i32, MpiError> {
             drop(listener);
             drop(cleanup);
             stop_all(&mut children, libc::SIGTERM);
-            let codes = wait_all(&mut children, signalled, &|| false, &|_, _| {});
+            let codes = wait_all(&mut children, signalled, &|| false, &|_, _, _| {});
             tracing::info!(?codes, "--procs: the world did not form");
             return Err(MpiError(format!("--procs: {e}")));
         }
@@ -155,23 +155,32 @@ pub fn launch(n: usize, hooks: &Hooks) -> Result<i32, MpiError> {
         .spawn(move || serve(streams, tx, rx));
     let pids: Vec<u32> = children.iter().map(Child::id).collect();
     let failed: std::cell::Cell<Option<usize>> = std::cell::Cell::new(None);
-    let codes = wait_all(&mut children, signalled, hooks.snapshot, &|rank, status| {
-        if let Some(how) = died(status) {
-            tracing::info!(rank, %how, "--procs: a rank process died");
-            (hooks.on_death)(rank, pids.get(rank).copied().unwrap_or(0), &how);
-            let _ = deaths.send(Event::Died(rank, how));
-        } else if status.code() == Some(2) && failed.get().is_none() {
-            tracing::info!(rank, "--procs: a rank process failed; the others are told");
-            failed.set(Some(rank));
-            let tell = deaths.clone();
-            let _ = std::thread::Builder::new()
-                .name("procs-failed".into())
-                .spawn(move || {
-                    std::thread::sleep(FAILED_NEWS);
-                    let _ = tell.send(Event::Died(rank, FAILED.into()));
-                });
-        }
-    });
+    let codes = wait_all(
+        &mut children,
+        signalled,
+        hooks.snapshot,
+        &|rank, status, ours| {
+            if let Some(how) = died(status) {
+                let how = match ours {
+                    Some(why) => format!("{how}, {why}"),
+                    None => how,
+                };
+                tracing::info!(rank, %how, "--procs: a rank process died");
+                (hooks.on_death)(rank, pids.get(rank).copied().unwrap_or(0), &how);
+                let _ = deaths.send(Event::Died(rank, how));
+            } else if status.code() == Some(2) && failed.get().is_none() {
+                tracing::info!(rank, "--procs: a rank process failed; the others are told");
+                failed.set(Some(rank));
+                let tell = deaths.clone();
+                let _ = std::thread::Builder::new()
+                    .name("procs-failed".into())
+                    .spawn(move || {
+                        std::thread::sleep(FAILED_NEWS);
+                        let _ = tell.send(Event::Died(rank, FAILED.into()));
+                    });
+            }
+        },
+    );
     // The hub ends when every rank is gone and nothing more can come.
     drop(deaths);
     if let Ok(h) = hub {
@@ -276,9 +285,11 @@ pub(super) fn wait_all(
     children: &mut [Child],
     signalled: &dyn Fn() -> Option<i32>,
     snapshot: &dyn Fn() -> bool,
-    ended: &dyn Fn(usize, &std::process::ExitStatus),
+    ended: &dyn Fn(usize, &std::process::ExitStatus, Option<&str>),
 ) -> Vec<i32> {
     let mut codes: Vec<Option<i32>> = vec![None; children.len()];
+    // Why the ranks this loop killed were killed, in words.
+    let mut ours: Vec<Option<String>> = vec![None; children.len()];
     let mut forwarded = false;
     // Since when the run is ending, why, and the grace the ranks get.
     let mut ending: Option<(Instant, &str, Duration)> = None;
@@ -296,7 +307,7 @@ pub(super) fn wait_all(
                     if code != 0 && ending.is_none() {
                         ending = Some((Instant::now(), "another rank ended the run", ENDED_GRACE));
                     }
-                    ended(i, &s);
+                    ended(i, &s, ours[i].as_deref());
                 }
                 Ok(None) => {}
                 Err(_) => codes[i] = Some(1),
@@ -322,14 +333,19 @@ pub(super) fn wait_all(
                 let left: Vec<usize> = (0..children.len())
                     .filter(|&i| codes[i].is_none())
                     .collect();
-                // Their deaths are said as any rank's (killed by SIGKILL).
+                // Their deaths are said as any rank's, saying who killed them.
                 tracing::warn!(
                     ranks = ?left,
                     "--procs: rank(s) still running {:?} after {why}: killed",
                     at.elapsed()
                 );
                 for &i in &left {
-                    let _ = children[i].kill();
+                    if children[i].kill().is_ok() {
+                        ours[i] = Some(format!(
+                            "by collbench: still running {:.0?} after {why}",
+                            at.elapsed()
+                        ));
+                    }
                 }
             }
         }
