@@ -2582,3 +2582,55 @@ fn onto_full_disk(args: &[&str]) -> (Option<i32>, String) {
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
 }
+
+/// `report` of a run with a link matrix shows it and its verdict, as the
+/// run printed them, and a slow link or rank it found fails the report as
+/// it failed the run (it had re-rendered as clean, exit 0); `--plot` draws
+/// its heatmap beside the plot.
+#[test]
+fn report_shows_the_link_matrix_and_fails_on_its_findings() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("links.json");
+    let o = run(&[
+        "links",
+        "--device",
+        "host",
+        "--ranks",
+        "3",
+        "--sizes",
+        "64K",
+        "-n",
+        "2",
+        "-w",
+        "1",
+        "-q",
+        "--json",
+        s(&json),
+    ]);
+    assert!(o.code == 0 || o.code == 1, "{}", o.stderr);
+    let mut v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    v["links"]["findings"] = serde_json::json!([]);
+    let clean = dir.path().join("clean.json");
+    std::fs::write(&clean, v.to_string()).unwrap();
+    let plot = dir.path().join("p.svg");
+    let o = run(&["report", s(&clean), "--plot", s(&plot)]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(o.stdout.contains("from\\to"), "{}", o.stdout);
+    assert!(o.stdout.contains("no slow link or rank"), "{}", o.stdout);
+    assert!(dir.path().join("p-links.svg").exists());
+    v["links"]["findings"] = serde_json::json!([{
+        "kind": "slow-link", "from": 1, "to": 2, "rank": null,
+        "gbps": 1.0, "median_gbps": 30.0,
+        "detail": "slow link 1 -> 2: 1.0 GB/s vs median 30.0 GB/s (30.0x)"
+    }]);
+    let slow = dir.path().join("slow.json");
+    std::fs::write(&slow, v.to_string()).unwrap();
+    let o = run(&["report", s(&slow)]);
+    assert_eq!(o.code, 1, "{}", o.stderr);
+    assert!(o.stdout.contains("slow link 1 -> 2"), "{}", o.stdout);
+    assert!(
+        o.stderr.contains("1 slow link(s) or rank(s) found"),
+        "{}",
+        o.stderr
+    );
+}

@@ -104,6 +104,14 @@ fn print_text(a: &ReportArgs, format: Format, files: &[(String, Results)]) -> st
             text.push('\n');
         }
         text.push_str(&render(format, r, a.out.verbose > 0));
+        // The link matrix and its verdict, as the sweep printed them
+        // (`--links`, `collbench links`); nccl-tests' text has none.
+        if let (Some(l), false) = (&r.links, format == Format::NcclTests) {
+            text.push_str(&crate::report::links::render(l, r.meta.world_size));
+            for c in &r.case_links {
+                text.push_str(&crate::report::links::render_case(c));
+            }
+        }
     }
     // `--csv -` makes stdout the data's: the text for people goes to stderr.
     // A closed stdout (a pipe into `head`) is not an error worth dying for;
@@ -243,6 +251,20 @@ fn write_outputs(
         if let Err(e) = plot::write(p, &sources) {
             return Err(e.to_string());
         }
+        // One run's link matrix beside its plot, as the sweep draws it.
+        if let [(
+            _,
+            Results {
+                links: Some(l),
+                meta,
+                ..
+            },
+        )] = files
+        {
+            let path = super::links::heatmap_path(p);
+            crate::report::links::plot_heatmap(l, meta.world_size, &path)
+                .map_err(|e| format!("--plot {}: {e}", path.display()))?;
+        }
     }
     Ok(())
 }
@@ -260,6 +282,14 @@ fn exit_code(files: &[(String, Results)]) -> i32 {
         }
         if let Some(why) = r.log_failed() {
             say!("collbench: {name}: {why}");
+            code = CHECK_FAILED;
+        }
+        // A slow link or rank the run found fails it, as it failed the run.
+        if let Some(l) = r.links.as_ref().filter(|l| !l.findings.is_empty()) {
+            say!(
+                "collbench: {name}: {} slow link(s) or rank(s) found (see the link matrix)",
+                l.findings.len()
+            );
             code = CHECK_FAILED;
         }
         let bad: Vec<&crate::report::Row> = r.rows.iter().filter(|row| row.is_bad()).collect();
