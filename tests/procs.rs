@@ -1155,3 +1155,36 @@ fn a_long_tmpdir_does_not_stop_procs() {
     );
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
 }
+
+/// `-v` under `--procs`: each rank process's log records start with its
+/// rank and a wall-clock time, so that the processes' interleaved records
+/// can be told apart and read in one order.
+#[test]
+fn rank_processes_logs_name_their_rank() {
+    let out = collbench(
+        &[
+            "all-reduce",
+            "--procs",
+            "2",
+            "--sizes",
+            "8B",
+            "-n",
+            "1",
+            "-w",
+            "0",
+            "-v",
+        ],
+        &[],
+    );
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    for rank in 0..2 {
+        let line = err
+            .lines()
+            .find(|l| l.starts_with(&format!("[rank {rank}] ")) && l.contains("joined the world"))
+            .unwrap_or_else(|| panic!("rank {rank}'s record: {err}"));
+        // `[rank 0] 2026-11-27T16:43:50.500545Z  INFO ...`
+        let time = line.split_whitespace().nth(2).unwrap_or_default();
+        assert!(time.ends_with('Z') && time.contains('T'), "{line}");
+    }
+}

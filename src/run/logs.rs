@@ -7,12 +7,25 @@ use crate::report::progress;
 use std::io::{IsTerminal, Write};
 use tracing_subscriber::EnvFilter;
 
-/// Writes one log record to stderr, the progress bar out of the way.
-struct Stderr;
+/// Writes one log record to stderr, the progress bar out of the way; a
+/// `--procs` rank process's records start with its rank (the processes'
+/// records interleave on one terminal).
+struct Stderr(Option<usize>);
 
 impl Write for Stderr {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        progress::suspend(|| std::io::stderr().lock().write_all(buf))?;
+        progress::suspend(|| {
+            let mut err = std::io::stderr().lock();
+            match self.0 {
+                // One write: a record is one line of one process.
+                Some(rank) => {
+                    let mut line = format!("[rank {rank}] ").into_bytes();
+                    line.extend_from_slice(buf);
+                    err.write_all(&line)
+                }
+                None => err.write_all(buf),
+            }
+        })?;
         Ok(buf.len())
     }
     fn flush(&mut self) -> std::io::Result<()> {
@@ -39,13 +52,33 @@ fn filter(verbose: u8) -> EnvFilter {
     }
 }
 
+/// This process's rank when it is one of `--procs`' rank processes.
+fn procs_rank() -> Option<usize> {
+    std::env::var(crate::launch::procs::ENV)
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
 /// Installs the subscriber for this process (once; later calls do nothing).
+/// Times are since the process started; a `--procs` rank process's are of
+/// the wall clock, so that the processes' records read in one order.
 pub fn init(verbose: u8) {
-    let _ = tracing_subscriber::fmt()
+    let rank = procs_rank();
+    let ansi = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+    let fmt = tracing_subscriber::fmt()
         .with_env_filter(filter(verbose))
-        .with_writer(|| Stderr)
-        .with_timer(tracing_subscriber::fmt::time::uptime())
+        .with_writer(move || Stderr(rank))
         .with_target(false)
-        .with_ansi(std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none())
-        .try_init();
+        .with_ansi(ansi);
+    let _ = match rank {
+        Some(_) => fmt
+            .with_timer(tracing_subscriber::fmt::time::SystemTime)
+            .try_init(),
+        None => fmt
+            .with_timer(tracing_subscriber::fmt::time::uptime())
+            .try_init(),
+    };
 }
