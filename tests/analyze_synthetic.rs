@@ -589,6 +589,52 @@ fn dumps_without_records_are_judged_by_their_status_alone() {
     assert_root(&d, FindingKind::Stuck, Some(5), &[]);
 }
 
+/// Ranks 0 and 1 also form group "1", where rank 1 never joined seq 5
+/// and rank 0 waits in it; ranks 2 and 3 wait in group 0's seq 3 for them.
+/// The root cause is rank 1 in group 1; group 0's `not-joined` of ranks 0
+/// and 1 comes after it, said to be held up there (rank 0 pending in group
+/// 1, rank 1 the one group 1 blames).
+#[test]
+fn a_not_joined_of_ranks_held_up_by_another_groups_culprit_comes_after_it() {
+    let dumps: Vec<Dump> = (0..4)
+        .map(|r| {
+            let mut e: Vec<Entry> = Vec::new();
+            if r < 2 {
+                e.extend((1..=2).map(|s| entry(r, s, State::Completed)));
+                let last = if r == 0 { 5 } else { 4 };
+                for s in 1..=last {
+                    let mut x = if r == 0 && s == 5 {
+                        blocked(r, s, 0, Some(1))
+                    } else {
+                        entry(r, s, State::Completed)
+                    };
+                    x.pg = "1".into();
+                    e.push(x);
+                }
+            } else {
+                e.extend((1..=2).map(|s| entry(r, s, State::Completed)));
+                e.push(blocked(r, 3, 0, Some(0)));
+            }
+            let mut d = dump(r, 4, e, "timeout");
+            d.groups.push(Group {
+                name: "1".into(),
+                ranks: vec![0, 1],
+            });
+            d
+        })
+        .collect();
+    let d = run(&dumps);
+    assert_root(&d, FindingKind::NotJoined, Some(5), &[1]);
+    assert_eq!(
+        d.findings[0].pg.as_deref(),
+        Some("1"),
+        "{}",
+        render_text(&d)
+    );
+    let text = render_text(&d);
+    assert!(text.contains("rank 1 not joining group 1"), "{text}");
+}
+
 /// A member known only by its status, which completed the hung seq (a
 /// broadcast's root that went on to a barrier), does not hide the hang of
 /// the others: they are stuck there, not healthy.

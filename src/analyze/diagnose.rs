@@ -279,6 +279,12 @@ fn demote_absent(candidates: &mut [Candidate], dumps: &BTreeMap<usize, &RankDump
 /// where they hang: a rank held up in group 0 never reaches the barrier,
 /// and is not the reason the barrier waits.
 fn demote_elsewhere(candidates: &mut [Candidate], dumps: &BTreeMap<usize, &RankDump>) {
+    // The ranks each group's `not-joined` blames.
+    let blamed: Vec<(Option<String>, Vec<usize>)> = candidates
+        .iter()
+        .filter(|c| c.priority == priority::NOT_JOINED)
+        .map(|c| (c.finding.pg.clone(), c.finding.ranks.clone()))
+        .collect();
     for c in candidates.iter_mut() {
         if c.priority != priority::NOT_JOINED || c.finding.ranks.is_empty() {
             continue;
@@ -295,8 +301,26 @@ fn demote_elsewhere(candidates: &mut [Candidate], dumps: &BTreeMap<usize, &RankD
                     .map(|r| format!("rank {rank} in group {} seq {}", r.pg, r.seq))
             })
         };
-        let places: Option<Vec<String>> = c.finding.ranks.iter().map(pending).collect();
-        if let Some(places) = places {
+        // Each rank is pending in another group's collective, or is the
+        // one another group's `not-joined` blames (held up by its own
+        // hang there); at least one pending.
+        let blamed_in = |rank: &usize| {
+            blamed
+                .iter()
+                .find(|(other, ranks)| {
+                    other.as_deref() != Some(pg.as_str()) && ranks.contains(rank)
+                })
+                .and_then(|(other, _)| other.as_ref())
+                .map(|other| format!("rank {rank} not joining group {other}"))
+        };
+        let places: Option<Vec<String>> = c
+            .finding
+            .ranks
+            .iter()
+            .map(|r| pending(r).or_else(|| blamed_in(r)))
+            .collect();
+        let any_pending = c.finding.ranks.iter().any(|r| pending(r).is_some());
+        if let (Some(places), true) = (places, any_pending) {
             c.priority = priority::NOT_JOINED_ELSEWHERE;
             c.finding.detail.push_str(&format!(
                 "; they are pending elsewhere ({}): held up there, not idle",

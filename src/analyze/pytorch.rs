@@ -317,6 +317,13 @@ fn read_groups(
     }
     let mut used: BTreeSet<String> = records.iter().map(|r| r.pg.clone()).collect();
     used.extend(status.keys().cloned());
+    // Every group `pg_status` knows of, named or not, even one without a
+    // collective yet: a dump that knows of several has `""` hold whichever
+    // came last, never taken for the entries' group.
+    if let Some(raw) = root.get("pg_status").and_then(Value::as_dict) {
+        let others = raw.iter().filter(|(k, _)| k.as_str() != Some("0"));
+        used.extend(others.filter_map(|(k, _)| k.as_str().map(|id| format!("pg_id {id}"))));
+    }
     let unmatched_config: Vec<&String> = config.keys().filter(|k| !used.contains(*k)).collect();
     let unmatched_used: Vec<&String> = used.iter().filter(|u| !config.contains_key(*u)).collect();
     let alias = match (unmatched_config.as_slice(), unmatched_used.as_slice()) {

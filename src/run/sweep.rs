@@ -471,11 +471,14 @@ pub(super) fn exit_code(
             }
         }
         Err(e) if e.is_hang() => {
-            // The process that found it first says so (alone). A rank's
-            // death is said by the first rank that lived.
+            // The process that found it first says so; under MPI rank 0
+            // too (mpirun may end the finder, once another process exits,
+            // before it could); `--procs`' parent waits for every rank. A
+            // rank's death is said by the first rank that lived.
+            let procs_rank = std::env::var_os(crate::launch::procs::ENV).is_some();
             let speaks = match e.lost_rank() {
                 Some(lost) => rank == usize::from(lost == 0),
-                None => !e.is_remote_hang(),
+                None => !e.is_remote_hang() || (leader && !procs_rank),
             };
             if speaks {
                 say!("collbench: {e}");

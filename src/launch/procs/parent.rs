@@ -340,7 +340,9 @@ pub(super) fn wait_all(
                     at.elapsed()
                 );
                 for &i in &left {
-                    if children[i].kill().is_ok() {
+                    // One that ended since it was looked at is said as it ended.
+                    let running = matches!(children[i].try_wait(), Ok(None));
+                    if running && children[i].kill().is_ok() {
                         ours[i] = Some(format!(
                             "by collbench: still running {:.0?} after {why}",
                             at.elapsed()
