@@ -83,22 +83,39 @@ pub fn not_joined(view: &GroupView) -> Option<Candidate> {
         return None;
     }
     let newest: Vec<String> = behind.iter().map(|&rank| newest(view, rank)).collect();
+    let seq_text = format!("seq {seq} ({})", op_of(&at));
+    Some(not_joined_at(
+        view, seq, &seq_text, &waiting, behind, &newest, "",
+    ))
+}
+
+/// The `not-joined` of `behind` at `seq` (`seq_text` says it), which
+/// `waiting` entered and have not completed; `newest`: where each of
+/// `behind` got to; `after` ends the detail.
+fn not_joined_at(
+    view: &GroupView,
+    seq: u64,
+    seq_text: &str,
+    waiting: &[usize],
+    behind: Vec<usize>,
+    newest: &[String],
+    after: &str,
+) -> Candidate {
     let detail = format!(
-        "{} entered seq {seq} ({}) and {} not completed it; {} never entered it (newest: {})",
-        ranks_text(&waiting),
-        op_of(&at),
+        "{} entered {seq_text} and {} not completed it; {} never entered it (newest: {}){after}",
+        ranks_text(waiting),
         if waiting.len() == 1 { "has" } else { "have" },
         ranks_text(&behind),
         newest.join("; ")
     );
-    Some(Candidate::new(
+    Candidate::new(
         priority::NOT_JOINED,
         FindingKind::NotJoined,
         Some(view.name.clone()),
         Some(seq),
         behind,
         detail,
-    ))
+    )
 }
 
 /// Where a group stands when no dump holds a record of it (every member's
@@ -148,31 +165,23 @@ pub fn by_status_alone(view: &GroupView) -> Option<Candidate> {
     }
     let newest: Vec<String> = behind
         .iter()
-        .map(|rank| {
-            let t = &view.tracks[rank];
-            let state = if t.last_completed == Some(t.last) {
-                "completed"
-            } else {
-                "entered"
-            };
-            format!("rank {rank} at seq {}, {state}", t.last)
-        })
+        .map(|&rank| status_place(rank, &view.tracks[&rank]))
         .collect();
-    let detail = format!(
-        "{} entered seq {high} and {} not completed it; {} never entered it (newest: {}) ({alone})",
-        ranks_text(&waiting),
-        if waiting.len() == 1 { "has" } else { "have" },
-        ranks_text(&behind),
-        newest.join("; ")
-    );
-    Some(Candidate::new(
-        priority::NOT_JOINED,
-        FindingKind::NotJoined,
-        Some(view.name.clone()),
-        Some(high),
-        behind,
-        detail,
+    let (seq_text, after) = (format!("seq {high}"), format!(" ({alone})"));
+    Some(not_joined_at(
+        view, high, &seq_text, &waiting, behind, &newest, &after,
     ))
+}
+
+/// `rank R at seq N, completed` (or `entered`): where a member known by
+/// its dump's status got to.
+fn status_place(rank: usize, t: &Track) -> String {
+    let state = if t.last_completed == Some(t.last) {
+        "completed"
+    } else {
+        "entered"
+    };
+    format!("rank {rank} at seq {}, {state}", t.last)
 }
 
 /// Where member `rank` of the group got to: its newest record, or, where
@@ -190,14 +199,9 @@ fn newest(view: &GroupView, rank: usize) -> String {
     if t.last == 0 {
         return format!("rank {rank} entered nothing in this group");
     }
-    let state = if t.last_completed == Some(t.last) {
-        "completed"
-    } else {
-        "entered"
-    };
     format!(
-        "rank {rank} at seq {}, {state} (by its dump's status: the dump holds no record of the group, which its ring buffer drops when full; {} sets its size)",
-        t.last,
+        "{} (by its dump's status: the dump holds no record of the group, which its ring buffer drops when full; {} sets its size)",
+        status_place(rank, t),
         ring_size_knob(t)
     )
 }

@@ -5,7 +5,6 @@ use super::plan::{self, Case, Plan};
 use super::{rank, HarnessError};
 use crate::engine::exec::mem;
 use crate::engine::transport::inproc::Fifo;
-use crate::engine::types::Engine;
 use crate::units::Bytes;
 use std::collections::HashSet;
 
@@ -82,18 +81,11 @@ pub fn peers_per_channel(plan: &Plan, cases: &[Case]) -> usize {
 /// algorithm and root at its largest counts.
 fn links(plan: &Plan, cases: &[Case], channels: usize) -> HashSet<(usize, usize, usize)> {
     use crate::engine::algo::{generate, Spec};
-    let mut largest: Vec<&Case> = Vec::new();
-    for c in cases.iter().filter(|c| c.engine == Engine::Builtin) {
-        let size = |c: &Case| c.counts.send.max(c.counts.recv);
-        match largest
-            .iter_mut()
-            .find(|l| (l.coll, l.algo, l.root, l.group) == (c.coll, c.algo, c.root, c.group))
-        {
-            Some(l) if size(l) < size(c) => *l = c,
-            Some(_) => {}
-            None => largest.push(c),
-        }
-    }
+    let largest = plan::largest_builtin(
+        cases,
+        |c| (c.coll, c.algo, c.root, c.group),
+        |c| c.counts.send.max(c.counts.recv) as u64,
+    );
     let n = plan.ranks;
     let mut links = HashSet::new();
     for c in largest {

@@ -346,6 +346,25 @@ pub struct Skipped {
 /// Sizes too small to give every rank an element are skipped, and so are
 /// sizes that round to the same case as the previous one; which were is
 /// returned.
+/// The builtin engine's largest case (by `size`) of each `key`, in the
+/// order the keys first come: what sizes a sweep's connections, or checks
+/// what each of its programs needs.
+pub fn largest_builtin<K: PartialEq>(
+    cases: &[Case],
+    key: impl Fn(&Case) -> K,
+    size: impl Fn(&Case) -> u64,
+) -> Vec<&Case> {
+    let mut largest: Vec<&Case> = Vec::new();
+    for c in cases.iter().filter(|c| c.engine == Engine::Builtin) {
+        match largest.iter_mut().find(|l| key(l) == key(c)) {
+            Some(l) if size(l) < size(c) => *l = c,
+            Some(_) => {}
+            None => largest.push(c),
+        }
+    }
+    largest
+}
+
 pub fn cases(plan: &Plan) -> (Vec<Case>, Skipped) {
     let mut out = Vec::new();
     let mut skipped = Skipped::default();

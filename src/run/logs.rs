@@ -52,21 +52,11 @@ fn filter(verbose: u8) -> EnvFilter {
     }
 }
 
-/// This process's rank when it is one of `--procs`' rank processes.
-fn procs_rank() -> Option<usize> {
-    std::env::var(crate::launch::procs::ENV)
-        .ok()?
-        .split_whitespace()
-        .next()?
-        .parse()
-        .ok()
-}
-
 /// Installs the subscriber for this process (once; later calls do nothing).
 /// Times are since the process started; a `--procs` rank process's are of
 /// the wall clock, so that the processes' records read in one order.
 pub fn init(verbose: u8) {
-    let rank = procs_rank();
+    let rank = crate::launch::procs::rank_here();
     let ansi = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
     let fmt = tracing_subscriber::fmt()
         .with_env_filter(filter(verbose))

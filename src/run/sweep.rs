@@ -475,7 +475,7 @@ pub(super) fn exit_code(
             // too (mpirun may end the finder, once another process exits,
             // before it could); `--procs`' parent waits for every rank. A
             // rank's death is said by the first rank that lived.
-            let procs_rank = std::env::var_os(crate::launch::procs::ENV).is_some();
+            let procs_rank = crate::launch::procs::rank_here().is_some();
             let speaks = match e.lost_rank() {
                 Some(lost) => rank == usize::from(lost == 0),
                 None => !e.is_remote_hang() || (leader && !procs_rank),

@@ -99,15 +99,11 @@ impl RankJob<'_> {
         if !self.runner.checks_load() {
             return Ok(());
         }
-        let mut largest: Vec<&Case> = Vec::new();
-        for c in self.cases.iter().filter(|c| c.engine == Engine::Builtin) {
-            let key = |c: &Case| (c.coll, c.algo, c.root, c.group, c.dtype, c.op);
-            match largest.iter_mut().find(|l| key(l) == key(c)) {
-                Some(l) if l.bytes < c.bytes => *l = c,
-                Some(_) => {}
-                None => largest.push(c),
-            }
-        }
+        let largest = crate::harness::plan::largest_builtin(
+            self.cases,
+            |c| (c.coll, c.algo, c.root, c.group, c.dtype, c.op),
+            |c| c.bytes,
+        );
         let auto = matches!(self.plan.algos, crate::harness::plan::AlgoChoice::Auto);
         for case in largest {
             let members = self.plan.members(case);

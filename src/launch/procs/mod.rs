@@ -43,5 +43,5 @@ mod rank;
 mod tests;
 mod wire;
 pub use parent::{launch, Hooks};
-pub use rank::{init, LostProbe, Procs};
+pub use rank::{init, rank_here, LostProbe, Procs};
 use wire::*;

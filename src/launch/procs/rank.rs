@@ -34,6 +34,12 @@ pub struct Procs {
     link: Arc<Link>,
 }
 
+/// This process's rank when the `--procs` parent started it as one (from
+/// [`ENV`], as [`init`] reads it; `init` checks the rest).
+pub fn rank_here() -> Option<usize> {
+    std::env::var(ENV).ok()?.split(' ').next()?.parse().ok()
+}
+
 /// Joins the `--procs` world when the parent started this process as a rank.
 pub fn init() -> Result<Option<Procs>, MpiError> {
     let Ok(v) = std::env::var(ENV) else {
