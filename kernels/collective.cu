@@ -550,6 +550,22 @@ CB_DEVICE u32 *cb_ll_slot(const CbConn *c, u64 seq_index) {
     return (u32 *)(c->ll + (seq_index % c->slots) * c->ll_slot_bytes);
 }
 
+// The 32-bit flag of low-latency message `seq_index`: 1 to 2^32 - 1, never
+// 0, so lines never written (zero) never pass for a message, whatever the
+// count (a connection's count runs on across a sweep's cases).
+CB_DEVICE u32 cb_ll_flag(u64 seq_index) {
+    return (u32)(seq_index % 0xffffffffull) + 1u;
+}
+
+// Flags repeat every 2^32 - 1 messages: a line last written that long ago
+// (past the ends of every message of its slot since) would pass for new.
+// So once every 2^24 uses of a slot, the first among them, its sender
+// writes the current flag into the slot's lines past its message: then
+// every line of a slot was written within fewer than 2^32 - 1 messages
+// (a slot takes at least 1 in 15 of them), and holds no flag a message
+// would wait for before the slot's next such pass.
+#define CB_LL_CLEAN_USES (1ull << 24)
+
 // The line protocols' shared work on `ne` elements at byte `off`: the local
 // inputs (src, scaled by premulsum, then dst-as-input) combined into `acc`
 // (returns whether there were any) ...
@@ -602,13 +618,18 @@ CB_DEVICE void cb_move_ll(CbBlock *b, const CbStep *s, const CbIo &io, const CbF
         const CbConn *c = &r->ins[s->recv[k]];
         u64 idx = *c->head;
         in_ll[k] = cb_ll_slot(c, idx);
-        in_seq[k] = (u32)(idx + 1);
+        in_seq[k] = cb_ll_flag(idx);
     }
     for (u32 k = 0; k < s->nsend; k++) {
         const CbConn *c = &r->outs[s->send[k]];
         u64 idx = *c->tail;
         out_ll[k] = cb_ll_slot(c, idx);
-        out_seq[k] = (u32)(idx + 1);
+        out_seq[k] = cb_ll_flag(idx);
+        if ((idx / c->slots) % CB_LL_CLEAN_USES == 0) {
+            for (u64 j = lines + t; j < c->ll_slot_bytes / 16; j += nt) {
+                cb_ll_store(out_ll[k] + 4 * j, 0, out_seq[k], 0, out_seq[k]);
+            }
+        }
     }
     for (u64 j = t; j < lines; j += nt) {
         u64 off = j * 8;
@@ -654,7 +675,7 @@ CB_DEVICE bool cb_wait_ll_first(CbBlock *b, const CbStep *s) {
         const CbConn *c = &r->ins[s->recv[k]];
         u64 idx = *c->head;
         const u32 *line = cb_ll_slot(c, idx);
-        u32 seq = (u32)(idx + 1);
+        u32 seq = cb_ll_flag(idx);
         u32 d0, f0, d1, f1;
         for (;;) {
             cb_ll_load(line, &d0, &f0, &d1, &f1);

@@ -315,6 +315,9 @@ for proto in simple ll ll128 auto; do
   run "proto-$proto" 0 "$bin" all-reduce --device cuda $wait --ranks 8 --placement out --protocol "$proto" \
     --sizes 8B:64M:x4 --iters 20 --warmup 5 --json "$out/proto-$proto.json" -q
 done
+say "== the low-latency flags past 2^32 messages (every connection starts at message 4294967290)"
+run ll-wrap-n8 0 env COLLBENCH_CUDA_SEQ_START=4294967290 "$bin" all-reduce --device cuda $wait --ranks 8 \
+  --algo all --protocol ll --sizes 8B:64K:x4 --json "$out/ll-wrap-n8.json" -q
 say "== uneven collectives and groups (one launch per rank per group)"
 for c in all-to-all-v all-gather-v reduce-scatter-v; do
   run "$c-n8" 0 "$bin" "$c" --device cuda $wait --ranks 8 --split skew:3 --sizes 8B:64M:x8 \
@@ -476,7 +479,7 @@ if os.environ.get("GPU_ACCEPTANCE_ONLY"):
     print(f"- this run: only the steps matching `{os.environ['GPU_ACCEPTANCE_ONLY']}`; the other figures are earlier runs' in this folder")
 print()
 print("| check | rows | wrong | nan |\n|---|---|---|---|")
-for name in ["all-n1", "all-n2", "all-n3", "all-n8", "ll128-n3", "ll128-n8", "dtype-op-n3", "timing-wall", "graph",
+for name in ["all-n1", "all-n2", "all-n3", "all-n8", "ll128-n3", "ll128-n8", "ll-wrap-n8", "dtype-op-n3", "timing-wall", "graph",
              "premulsum-n3", "premulsum-int-n3", "all-to-all-v-n8", "all-gather-v-n8", "reduce-scatter-v-n8",
              "group-n8", "group-x8-n8", "nccl-all-n1", "nccl-v-n1", "nccl-group-n1", "links-n8", "links-slow-n8",
              "procs-2", "procs-4", "mpirun-2", "mpirun-2-relay", "mpirun-2-host"]:

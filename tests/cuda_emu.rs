@@ -156,6 +156,44 @@ fn every_protocol_moves_many_steps_through_small_slots() {
     }
 }
 
+/// The low-latency protocol's 32-bit flags wrap past 2^32 messages of a
+/// connection (a long sweep's cases share connections): with counts that
+/// start just below it, the message whose count is 2^32 - 1 takes no line
+/// nobody wrote (zero) for its own, on one GPU and between GPUs (host-mapped
+/// connections).
+#[test]
+fn the_low_latency_flags_wrap_without_taking_old_lines() {
+    if !have_compiler("the_low_latency_flags_wrap_without_taking_old_lines") {
+        return;
+    }
+    for (gpus, p2p, start) in [("1", "auto", "4294967295"), ("3", "off", "4294967294")] {
+        let (code, v, err) = run_env(
+            &[
+                "all-reduce",
+                "--ranks",
+                "3",
+                "--algo",
+                "ring",
+                "--protocol",
+                "ll",
+                "--sizes",
+                "8B:4K:x8",
+                "--timeout",
+                "20s",
+            ],
+            &[
+                ("COLLBENCH_EMU_GPUS", gpus),
+                ("COLLBENCH_CUDA_P2P", p2p),
+                ("COLLBENCH_CUDA_SEQ_START", start),
+            ],
+        );
+        let what = format!("counts from {start} on {gpus} GPU(s), peer-to-peer {p2p}");
+        assert_eq!(code, 0, "{what}: {err}");
+        assert_clean(&v, &what);
+        assert_eq!(v["rows"].as_array().map(Vec::len), Some(8), "{what}");
+    }
+}
+
 /// One rank's copies are one step per channel, larger than a slot: they
 /// pass the slot check (which is for messages) and move right on both
 /// protocols, on the emulated device and on the host engine.

@@ -539,6 +539,28 @@ fn tune_refuses_what_it_cannot_fit_before_sweeping_and_is_quiet_when_asked() {
     );
     assert!(out.stdout.is_empty(), "-q: nothing on stdout");
     assert_eq!(json(&table)["schema"], "collbench.tuning/1");
+    // `--json -`: stdout is the results alone; the fit goes to stderr.
+    for data in ["--json", "--csv"] {
+        let out = collbench()
+            .args([
+                "tune", "--device", "host", "--ranks", "2", "--sizes", "8B:1K:x8",
+            ])
+            .args(["--iters", "2", "--warmup", "0", data, "-", "--output", t])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{err}");
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(!text.contains("# fitted on"), "{data} -: {text}");
+        assert!(
+            err.contains("# fitted on") && err.contains("# wrote"),
+            "{err}"
+        );
+        if data == "--json" {
+            let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+            assert_eq!(v["schema"], "collbench.results/1");
+        }
+    }
     // A protocol the table was not fitted with is named, with what it has.
     let out = collbench()
         .args(["model", "--tuning", t, "--ranks", "4", "--protocol", "ll"])
@@ -625,6 +647,49 @@ fn tune_from_several_files_fits_each_choice_once() {
         err.contains("ran on host (Another CPU (64 cores))"),
         "{err}"
     );
+}
+
+/// `tune --from` keeps what the sweep fixed: `--channels` (and, on a GPU,
+/// `--protocol`), from the results' meta; files that differ in them make
+/// entries of their own, never one merged entry.
+#[test]
+fn tune_from_keeps_the_channels_and_protocol_of_its_results() {
+    let dir = tempfile::tempdir().unwrap();
+    let c2 = host_sweep(
+        &dir.path().join("c2.json"),
+        &["--algo", "ring", "--channels", "2", "--sizes", "8B:64K:x8"],
+    );
+    let c1 = host_sweep(
+        &dir.path().join("c1.json"),
+        &["--algo", "ring", "--channels", "1", "--sizes", "8B:64K:x8"],
+    );
+    assert_eq!(json(&c2)["meta"]["channels"], 2);
+    let fit = |files: &[&std::path::Path], name: &str| {
+        let table = dir.path().join(name);
+        let mut c = collbench();
+        c.args(["tune", "-q", "--output"]).arg(&table).arg("--from");
+        let out = c.args(files).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr).to_string();
+        assert_eq!(out.status.code(), Some(0), "{err}");
+        json(&table)
+    };
+    let t = fit(&[&c2, &c1], "t.json");
+    let channels: Vec<i64> = t["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["channels"].as_i64().unwrap())
+        .collect();
+    assert_eq!(channels, [2, 1], "{t:#}");
+    // A GPU sweep's protocol (the meta of one, as `--protocol ll` writes it).
+    let mut ll = json(&c2);
+    ll["meta"]["device"] = "cuda-emu".into();
+    ll["meta"]["protocol"] = "ll".into();
+    let llp = dir.path().join("ll.json");
+    std::fs::write(&llp, serde_json::to_vec(&ll).unwrap()).unwrap();
+    let t = fit(&[&llp], "tll.json");
+    assert_eq!(t["entries"][0]["protocol"], "ll", "{t:#}");
+    assert_eq!(t["entries"][0]["channels"], 2, "{t:#}");
 }
 
 /// `tune --from` fits one operation's time: of results swept over two
@@ -782,6 +847,24 @@ fn a_tune_that_does_not_finish_exits_as_its_sweep_and_writes_no_table() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("--csv has nothing to do"), "{err}");
+    // Every option of the sweep, named as it is spelled.
+    let out = collbench()
+        .args(["tune", "--ranks", "8", "-b", "8", "--output"])
+        .arg(dir.path().join("u.json"))
+        .arg("--from")
+        .arg(&results)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("runs no sweep: ")
+            && err.contains("--ranks")
+            && err.contains("-b/--minbytes")
+            && err.contains("have nothing to do"),
+        "{err}"
+    );
+    assert!(!dir.path().join("u.json").exists());
 }
 
 /// Tables and results stay readable by collbench's own readers: a sweep

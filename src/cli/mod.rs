@@ -131,7 +131,8 @@ pub struct TuneArgs {
     #[arg(long, short = 'O', value_name = "FILE")]
     pub output: PathBuf,
     /// Fit from saved results (collbench's JSON or JSONL) instead of
-    /// running a sweep: the builtin engine's clean out-of-place rows.
+    /// running a sweep: the builtin engine's clean out-of-place rows (the
+    /// sweep's options have nothing to do then, and are refused).
     #[arg(long, value_name = "RESULTS.json", num_args = 1..)]
     pub from: Vec<PathBuf>,
     #[command(flatten)]
@@ -230,8 +231,51 @@ pub fn parse_from(argv: Vec<std::ffi::OsString>) -> Result<Cli, clap::Error> {
             ))
         });
     }
-    let matches = cmd.try_get_matches_from(argv)?;
+    let matches = cmd.clone().try_get_matches_from(argv)?;
+    if let Some(("tune", m)) = matches.subcommand() {
+        refuse_sweep_flags_with_from(&mut cmd, m)?;
+    }
     Cli::from_arg_matches(&matches)
+}
+
+/// `tune --from` fits saved results and runs no sweep: a sweep's option
+/// given with it would do nothing, so it is refused, named as typed.
+fn refuse_sweep_flags_with_from(
+    cmd: &mut clap::Command,
+    m: &clap::ArgMatches,
+) -> Result<(), clap::Error> {
+    use clap::parser::ValueSource;
+    let given = |id: &str| m.value_source(id) == Some(ValueSource::CommandLine);
+    if !given("from") {
+        return Ok(());
+    }
+    // What a fit of saved results still takes.
+    let kept = ["from", "output", "collective", "quiet", "verbose"];
+    let Some(tune) = cmd.find_subcommand("tune") else {
+        return Ok(());
+    };
+    let idle: Vec<String> = tune
+        .get_arguments()
+        .filter(|a| !kept.contains(&a.get_id().as_str()) && given(a.get_id().as_str()))
+        .map(|a| match (a.get_short(), a.get_long()) {
+            (Some(s), Some(l)) => format!("-{s}/--{l}"),
+            (None, Some(l)) => format!("--{l}"),
+            (Some(s), None) => format!("-{s}"),
+            (None, None) => a.get_id().to_string(),
+        })
+        .collect();
+    if idle.is_empty() {
+        return Ok(());
+    }
+    Err(cmd.error(
+        clap::error::ErrorKind::ArgumentConflict,
+        format!(
+            "--from fits saved results and runs no sweep: {} {} nothing to do; drop {}",
+            idle.join(", "),
+            if idle.len() == 1 { "has" } else { "have" },
+            if idle.len() == 1 { "it" } else { "them" }
+        ),
+    ))
 }
 
 #[derive(Args, Debug, Clone)]

@@ -50,6 +50,8 @@ pub fn results(rows: Vec<Row>) -> Results {
             nccl_tests_wide: false,
             agg_iters: 1,
             graph: false,
+            protocol: None,
+            channels: None,
             gpus: Vec::new(),
             processes: Vec::new(),
             pid: 0,

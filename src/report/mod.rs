@@ -82,6 +82,47 @@ impl Sink for Fanout {
     }
 }
 
+/// A sink whose failed writes name its output (`--csv r.csv: No space
+/// left on device`), as the JSON's do: a sweep with several outputs says
+/// which one failed.
+pub struct Named {
+    pub name: String,
+    pub inner: Box<dyn Sink>,
+}
+
+impl Named {
+    pub fn boxed(name: String, inner: Box<dyn Sink>) -> Box<dyn Sink> {
+        Box::new(Named { name, inner })
+    }
+
+    fn named(&self, r: io::Result<()>) -> io::Result<()> {
+        r.map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", self.name)))
+    }
+}
+
+impl Sink for Named {
+    fn start(&mut self, meta: &Meta) -> io::Result<()> {
+        let r = self.inner.start(meta);
+        self.named(r)
+    }
+    fn case(&mut self, proto: &Row) -> io::Result<()> {
+        let r = self.inner.case(proto);
+        self.named(r)
+    }
+    fn row(&mut self, row: &Row) -> io::Result<()> {
+        let r = self.inner.row(row);
+        self.named(r)
+    }
+    fn finish(&mut self, results: &Results) -> io::Result<()> {
+        let r = self.inner.finish(results);
+        self.named(r)
+    }
+    fn abandon(&mut self, results: &Results) -> io::Result<()> {
+        let r = self.inner.abandon(results);
+        self.named(r)
+    }
+}
+
 /// `f` on every sink, even after one failed (a full disk under the CSV
 /// must not cost the JSON its rows); the failures, together.
 fn every(

@@ -159,6 +159,14 @@ pub struct Meta {
     /// The timed loop ran as a CUDA graph (nccl-tests' `-G`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub graph: bool,
+    /// The CUDA engine's protocol as `--protocol` fixed it (`simple`, `ll`,
+    /// `ll128`); absent where the engine picked per size.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protocol: Option<String>,
+    /// Channels (blocks per rank) as `--channels` fixed them; absent where
+    /// the engine picked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub channels: Option<usize>,
     #[serde(default)]
     pub seed: u64,
     #[serde(default)]

@@ -139,7 +139,7 @@ use crate::recorder::watchdog;
 use crate::report::layout::{Format, LayoutSink};
 use crate::report::progress::{self, Progress, ProgressSink};
 use crate::report::{csv::CsvSink, json::JsonSink, plot::PlotSink, warn};
-use crate::report::{Fanout, Meta, Partial, Results, Sink, StopReason};
+use crate::report::{Fanout, Meta, Named, Partial, Results, Sink, StopReason};
 use crate::units::Bytes;
 use anyhow::{anyhow, bail, Context};
 use std::io::Write;

@@ -156,21 +156,21 @@ pub(super) fn sinks(s: &Sweep, leader: bool) -> anyhow::Result<Fanout> {
         f.sinks.push(Box::new(LayoutSink::new(layout, out)));
     }
     if s.csv.as_deref().is_some_and(crate::units::is_stdout) {
-        f.sinks.push(Box::new(
-            CsvSink::new(DataStdout).context("--csv - (stdout)")?,
-        ));
+        let csv = CsvSink::new(DataStdout).context("--csv - (stdout)")?;
+        f.sinks
+            .push(Named::boxed("--csv - (stdout)".into(), Box::new(csv)));
     } else if let Some(p) = s.csv.clone() {
         f.sinks.push(Deferred::boxed(move || {
             let at = || format!("--csv {}", p.display());
             let file = crate::units::create_output(&p).with_context(at)?;
-            Ok(Box::new(CsvFile(Some(
-                CsvSink::new(file).with_context(at)?,
-            ))))
+            let csv = CsvFile(Some(CsvSink::new(file).with_context(at)?));
+            Ok(Named::boxed(at(), Box::new(csv)))
         }));
     }
     if json_on_stdout {
+        let json = JsonSink::stream(Box::new(DataStdout));
         f.sinks
-            .push(Box::new(JsonSink::stream(Box::new(DataStdout))));
+            .push(Named::boxed("--json - (stdout)".into(), Box::new(json)));
     } else if let Some(p) = s.json.clone() {
         f.sinks.push(Deferred::boxed(move || {
             let sink = JsonSink::create(&p).with_context(|| format!("--json {}", p.display()))?;
@@ -233,6 +233,8 @@ pub(super) fn meta(s: &Sweep, chosen: &Chosen) -> Meta {
         nccl_tests_wide: false,
         agg_iters: s.agg_iters,
         graph: chosen.graph,
+        protocol: s.plan.model_protocol().map(Into::into),
+        channels: Some(s.plan.channels).filter(|&c| c > 0),
     }
 }
 

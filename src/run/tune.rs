@@ -105,16 +105,8 @@ fn tune_inner(a: &TuneArgs) -> anyhow::Result<i32> {
 
 /// `tune --from`: the fit of saved results.
 fn tune_from(a: &TuneArgs) -> anyhow::Result<i32> {
-    let sweep_only = [
-        ("--json", a.run.json.is_some()),
-        ("--csv", a.run.out.csv.is_some()),
-        ("--plot", a.run.out.plot.is_some()),
-        ("--tuning", a.run.tuning.is_some()),
-        ("--dump-dir", a.run.dump_dir.is_some()),
-    ];
-    if let Some((flag, _)) = sweep_only.iter().find(|(_, given)| *given) {
-        bail!("--from fits saved results and runs no sweep: {flag} has nothing to do; drop it");
-    }
+    // The sweep's options are refused with --from as the command line is
+    // read (`cli::parse_from`).
     paths::check_outputs(&[("--output", a.output.as_path())], &a.from)?;
     let mut groups: Vec<(Choice, usize, Vec<Point>)> = Vec::new();
     let mut tmeta = TuningMeta::default();
@@ -144,7 +136,14 @@ fn tune_from(a: &TuneArgs) -> anyhow::Result<i32> {
             Some(_) => {}
             None => first = Some(ran_on),
         }
-        let protocol = if m.device == "host" { "host" } else { "auto" };
+        // The protocol and channels `--protocol` and `--channels` fixed
+        // (results older than those keys: the engine's pick).
+        let protocol = match (m.device.as_str(), m.protocol.as_deref()) {
+            ("host", _) => "host",
+            (_, Some(p)) => p,
+            (_, None) => "auto",
+        };
+        let channels = m.channels.unwrap_or(0);
         // The first file's type holds for every file: a table fits one.
         let dtype = if commands.is_empty() {
             r.rows
@@ -165,7 +164,7 @@ fn tune_from(a: &TuneArgs) -> anyhow::Result<i32> {
             .collect();
         merge(
             &mut groups,
-            points(&wanted, &dtype, protocol, 0, m.world_size),
+            points(&wanted, &dtype, protocol, channels, m.world_size),
         );
         if commands.is_empty() {
             tmeta = TuningMeta {
@@ -286,9 +285,21 @@ fn write_table(a: &TuneArgs, table: Tuning) -> anyhow::Result<i32> {
     crate::units::write_atomic(&a.output, (text + "\n").as_bytes())
         .with_context(|| format!("--output {}", a.output.display()))?;
     if !a.run.out.quiet {
-        out!("# fitted on {} ({})", table.meta.device, table.meta.host);
-        out_part!("{}", render_entries(&table.entries));
-        out!("# wrote {}", a.output.display());
+        let text = format!(
+            "# fitted on {} ({})\n{}# wrote {}\n",
+            table.meta.device,
+            table.meta.host,
+            render_entries(&table.entries),
+            a.output.display()
+        );
+        // Where `--json -` or `--csv -` carry the sweep's data, stdout
+        // holds that alone.
+        let dash = |p: Option<&std::path::Path>| p.is_some_and(crate::units::is_stdout);
+        if dash(a.run.json.as_deref()) || dash(a.run.out.csv.as_deref()) {
+            say_part!("{text}");
+        } else {
+            out_part!("{text}");
+        }
     }
     Ok(super::OK)
 }

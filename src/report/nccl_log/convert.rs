@@ -336,6 +336,8 @@ impl LogRun {
             nccl_tests_wide: self.wide,
             agg_iters: agg as usize,
             graph: header.and_then(|h| h.graph).is_some_and(|g| g > 0),
+            protocol: None,
+            channels: None,
             // Every version prints its footer after the last row; a
             // collbench text of a run that stopped says how.
             partial: (!self.finished()).then(|| {

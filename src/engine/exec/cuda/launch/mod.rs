@@ -14,7 +14,7 @@
 //! kernels finish before a rank reaches the barrier that precedes an
 //! operation.
 
-use super::abi::{CbProgress, CbStatus, ConnKey, Proto};
+use super::abi::{CbProgress, CbStatus, ConnKey, Proto, FLAG_LINE};
 use super::dev::{DevError, DevPtr, Device, Mapped, StreamId};
 use super::kernels::Variant;
 use crate::engine::algo::MAX_PEERS;
@@ -347,15 +347,30 @@ impl CudaWorld {
         // The receiver's device memory where the sender's kernels reach it
         // (the same GPU, or a peer), else pinned host memory both reach.
         let direct = from == dev || self.peer.contains(&(from, dev));
+        // Tail and head start at `seq_start` (0 but in tests of the
+        // sequence numbers' wrap).
+        let start = self.opts.seq_start.to_ne_bytes();
         let p = if !direct {
             let mapped = d.alloc_mapped(bytes).map_err(dev_err)?;
             self.own(dev, Owned::Mapped(mapped));
+            for at in [0, FLAG_LINE] {
+                // SAFETY: the mapped memory holds `bytes` (past both flag
+                // lines), zeroed, and no kernel uses it yet.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(start.as_ptr(), mapped.host.add(at), 8);
+                }
+            }
             mapped.dev
         } else {
             let p = d.alloc(bytes).map_err(dev_err)?;
             self.own(dev, Owned::Dev(p));
             let s = self.setup_stream(dev)?;
             d.memset(s, p, 0, bytes).map_err(dev_err)?;
+            if self.opts.seq_start != 0 {
+                for at in [0, FLAG_LINE as u64] {
+                    d.upload(s, p + at, &start).map_err(dev_err)?;
+                }
+            }
             d.sync(s).map_err(dev_err)?;
             p
         };

@@ -57,6 +57,9 @@ pub struct CudaOptions {
     /// The most ranks one rank hears from on a channel over the sweep's
     /// programs (None: unknown, taken as every other rank).
     pub peers: Option<usize>,
+    /// The message count connections of one process start from
+    /// (`COLLBENCH_CUDA_SEQ_START`; 0 but in tests).
+    pub seq_start: u64,
 }
 
 impl CudaOptions {
@@ -97,6 +100,7 @@ impl CudaOptions {
             no_p2p: knobs.no_p2p,
             channels: 0,
             peers: None,
+            seq_start: knobs.seq_start,
         }
     }
 }
@@ -115,6 +119,10 @@ pub struct EnvKnobs {
     /// through pinned host memory, as where peer access is impossible;
     /// `auto` (the default): peer-to-peer where the GPUs allow it.
     pub no_p2p: bool,
+    /// `COLLBENCH_CUDA_SEQ_START`: the message count every connection
+    /// within a process starts from, below 2^63 (a test: near 2^32, the
+    /// low-latency protocol's 32-bit flags wrap within a few messages).
+    pub seq_start: u64,
 }
 
 impl EnvKnobs {
@@ -161,10 +169,17 @@ impl EnvKnobs {
                 ))
             }
         };
+        let seq_start = match get("COLLBENCH_CUDA_SEQ_START") {
+            None => 0,
+            Some(v) => v.parse::<u64>().ok().filter(|&n| n < 1 << 63).ok_or_else(|| {
+                format!("COLLBENCH_CUDA_SEQ_START={v:?}: expected a message count below 2^63 (where every connection's count starts)")
+            })?,
+        };
         Ok(EnvKnobs {
             threads,
             kernel_copies,
             no_p2p,
+            seq_start,
         })
     }
 }
@@ -194,6 +209,7 @@ mod tests {
                 threads: Some(256),
                 kernel_copies: true,
                 no_p2p: false,
+                seq_start: 0,
             })
         );
         let empty = [
@@ -212,6 +228,10 @@ mod tests {
             knobs(&[("COLLBENCH_CUDA_P2P", "off")]).map(|k| k.no_p2p),
             Ok(true)
         );
+        assert_eq!(
+            knobs(&[("COLLBENCH_CUDA_SEQ_START", "4294967290")]).map(|k| k.seq_start),
+            Ok(4294967290)
+        );
         for (var, bad) in [
             ("COLLBENCH_CUDA_THREADS", "100"),
             ("COLLBENCH_CUDA_THREADS", "2048"),
@@ -219,6 +239,8 @@ mod tests {
             ("COLLBENCH_CUDA_THREADS", "lots"),
             ("COLLBENCH_CUDA_COPIES", "gpu"),
             ("COLLBENCH_CUDA_P2P", "on"),
+            ("COLLBENCH_CUDA_SEQ_START", "-1"),
+            ("COLLBENCH_CUDA_SEQ_START", "9223372036854775808"),
         ] {
             let e = knobs(&[(var, bad)]).unwrap_err();
             assert!(e.contains(var) && e.contains(bad), "{var}={bad}: {e}");
