@@ -2634,3 +2634,131 @@ fn report_shows_the_link_matrix_and_fails_on_its_findings() {
         o.stderr
     );
 }
+
+/// Files an output writes beside itself (the JSONL of `--json`, the links
+/// heatmap of `--plot`), never named by the user, replace only what such
+/// an output of an earlier run wrote; names near the 255-byte limit work;
+/// a replaced file keeps its permissions; a write that fails mid-sweep
+/// names its output and says what the others kept.
+#[test]
+fn files_written_beside_an_output_never_replace_a_users() {
+    let d = tempfile::tempdir().unwrap();
+    let at = |n: &str| d.path().join(n);
+    let sweep = |extra: &[&str]| {
+        let mut args = vec!["all-reduce", "--ranks", "2", "-q"];
+        args.extend(TINY);
+        args.extend(extra);
+        run(&args)
+    };
+    // A link at the JSONL's name leads to a file of the user's: refused,
+    // and the file untouched.
+    std::fs::write(at("precious.txt"), "PRECIOUS\n").unwrap();
+    std::os::unix::fs::symlink(at("precious.txt"), at("r.jsonl")).unwrap();
+    let o = sweep(&["--json", s(&at("r.json"))]);
+    assert_eq!(o.code, 2, "{}", o.stderr);
+    assert!(
+        o.stderr.contains("also writes") && o.stderr.contains("holds something else"),
+        "{}",
+        o.stderr
+    );
+    assert_eq!(
+        std::fs::read_to_string(at("precious.txt")).unwrap(),
+        "PRECIOUS\n"
+    );
+    assert!(!at("r.json").exists());
+    // An earlier run's JSONL is replaced, as the JSON is.
+    let o = sweep(&["--json", s(&at("ok.json"))]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let o = sweep(&["--json", s(&at("ok.json"))]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    // A name of 251 bytes is written (its temporary name is cut to fit);
+    // one of 256 is refused before the sweep.
+    let long = at(&format!("{}.json", "z".repeat(246)));
+    let o = sweep(&["--json", s(&long)]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(long.exists() && at(&format!("{}.jsonl", "z".repeat(246))).exists());
+    let o = sweep(&["--json", s(&at(&format!("{}.json", "y".repeat(251))))]);
+    assert_eq!(o.code, 2, "{}", o.stderr);
+    assert!(o.stderr.contains("its name has 256 bytes"), "{}", o.stderr);
+    // A private file stays private.
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::write(at("priv.csv"), "x\n").unwrap();
+    std::fs::set_permissions(at("priv.csv"), std::fs::Permissions::from_mode(0o600)).unwrap();
+    let o = sweep(&["--csv", s(&at("priv.csv"))]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let mode = std::fs::metadata(at("priv.csv"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600);
+    // A full disk under the CSV: named, and what the JSON kept said.
+    let o = sweep(&["--csv", "/dev/full", "--json", s(&at("k.json"))]);
+    assert_eq!(o.code, 2, "{}", o.stderr);
+    assert!(
+        o.stderr.contains("--csv /dev/full: No space left"),
+        "{}",
+        o.stderr
+    );
+    let kept = common::read_json(&at("k.json"));
+    let n = kept["rows"].as_array().unwrap().len();
+    assert!(
+        o.stderr
+            .contains(&format!("its other outputs keep the {n} finished row(s)")),
+        "{}",
+        o.stderr
+    );
+    // The heatmap beside `--plot`: a file of the user's there is refused,
+    // by the sweep and by `report`; an earlier heatmap is replaced.
+    std::fs::write(at("p-links.png"), "my notes\n").unwrap();
+    let mut links = vec!["links", "--sizes", "4K", "-n", "1", "-w", "0", "-q"];
+    let (p, l) = (at("p.png"), at("l.json"));
+    links.extend(["--plot", s(&p), "--json", s(&l)]);
+    let o = run(&links);
+    assert_eq!(o.code, 2, "{}", o.stderr);
+    assert!(
+        o.stderr.contains("p-links.png (its links heatmap)"),
+        "{}",
+        o.stderr
+    );
+    assert_eq!(
+        std::fs::read_to_string(at("p-links.png")).unwrap(),
+        "my notes\n"
+    );
+    std::fs::remove_file(at("p-links.png")).unwrap();
+    let o = run(&links);
+    assert!(o.code == 0 || o.code == 1, "{}", o.stderr);
+    let o = run(&links);
+    assert!(o.code == 0 || o.code == 1, "{}", o.stderr);
+    let o = run(&[
+        "report",
+        s(&l),
+        "--plot",
+        s(&at("q.png")),
+        "--csv",
+        s(&at("q-links.png")),
+    ]);
+    assert_eq!(o.code, 2, "{}", o.stderr);
+    assert!(o.stderr.contains("both write"), "{}", o.stderr);
+    assert!(!at("q.png").exists() && !at("q-links.png").exists());
+    // ... nor is an input, nor an input's JSONL.
+    std::fs::copy(&l, at("res-links.svg")).unwrap();
+    let o = run(&[
+        "report",
+        s(&at("res-links.svg")),
+        "--plot",
+        s(&at("res.svg")),
+    ]);
+    assert_eq!(o.code, 2, "{}", o.stderr);
+    assert!(o.stderr.contains("that is an input"), "{}", o.stderr);
+    assert_eq!(
+        std::fs::read(at("res-links.svg")).unwrap(),
+        std::fs::read(&l).unwrap()
+    );
+    let o = run(&["report", s(&l), "--csv", s(&at("l.jsonl"))]);
+    assert_eq!(o.code, 2, "{}", o.stderr);
+    assert!(
+        o.stderr.contains("the rows (JSONL) of an input"),
+        "{}",
+        o.stderr
+    );
+}

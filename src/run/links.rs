@@ -95,6 +95,18 @@ pub fn told(coll: Collective, algo: Algo, table: &LinkTable) -> CaseLinks {
     }
 }
 
+/// The heatmap at `path` drawn, or why not, naming `--plot PATH` once.
+pub fn draw_heatmap(l: &LinkReport, nranks: usize, path: &std::path::Path) -> Result<(), String> {
+    crate::report::links::plot_heatmap(l, nranks, path).map_err(|e| {
+        let e = e.to_string();
+        if e.starts_with("--plot ") {
+            e
+        } else {
+            format!("--plot {}: {e}", path.display())
+        }
+    })
+}
+
 /// Where the heatmap goes beside `--plot FILE`: `FILE-links.EXT`.
 pub fn heatmap_path(plot: &std::path::Path) -> std::path::PathBuf {
     let stem = plot

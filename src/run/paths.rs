@@ -71,6 +71,88 @@ fn jsonl_of(outputs: &[(&str, &Path)]) -> Vec<(String, PathBuf)> {
         .collect()
 }
 
+/// What a file written beside a named output (never named itself) is,
+/// told by its first bytes: such a file of an earlier run may be replaced,
+/// anything else is the user's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Beside {
+    /// The JSONL of `--json` (its first line the schema and meta).
+    Jsonl,
+    /// The links heatmap of `--plot` (PNG or SVG, as the plot).
+    Heatmap,
+}
+
+impl Beside {
+    fn what(self) -> &'static str {
+        match self {
+            Beside::Jsonl => "its rows, as JSONL",
+            Beside::Heatmap => "its links heatmap",
+        }
+    }
+
+    /// Whether a file starting with `head` is one this output writes.
+    fn holds(self, path: &Path, head: &[u8]) -> bool {
+        let has = |needle: &[u8]| head.windows(needle.len()).any(|w| w == needle);
+        if head.is_empty() {
+            return true;
+        }
+        match self {
+            Beside::Jsonl => head.starts_with(b"{") && has(b"\"collbench.results/"),
+            Beside::Heatmap => {
+                let svg = path
+                    .extension()
+                    .is_some_and(|e| e.eq_ignore_ascii_case("svg"));
+                if svg {
+                    has(b"<svg")
+                } else {
+                    head.starts_with(b"\x89PNG\r\n\x1a\n")
+                }
+            }
+        }
+    }
+}
+
+/// A file that `named` (`--json r.json`) writes beside it, at `beside`: where
+/// something is there already, it must be what that output writes (an
+/// earlier run's, replaced), not a file of the user's, nor a link to
+/// nothing (written, it would make a file where the link leads).
+pub fn check_beside(named: &str, beside: &Path, kind: Beside) -> anyhow::Result<()> {
+    use std::io::Read;
+    let Ok(link) = std::fs::symlink_metadata(beside) else {
+        return Ok(());
+    };
+    let meta = match std::fs::metadata(beside) {
+        Ok(m) => m,
+        Err(_) if link.file_type().is_symlink() => bail!(
+            "{named} also writes {}, a link to nothing ({}): remove the link, or name another file",
+            beside.display(),
+            std::fs::read_link(beside).map_or_else(|_| "?".into(), |t| t.display().to_string())
+        ),
+        Err(e) => bail!("{named} also writes {}: {e}", beside.display()),
+    };
+    if !meta.is_file() {
+        // A folder is refused as any output's is; a device (`/dev/null`)
+        // is written in place.
+        return Ok(());
+    }
+    let mut head = Vec::with_capacity(4096);
+    let read = std::fs::File::open(beside).and_then(|f| f.take(4096).read_to_end(&mut head));
+    if let Err(e) = read {
+        bail!(
+            "{named} also writes {}: cannot read what is there: {e}",
+            beside.display()
+        );
+    }
+    if !kind.holds(beside, &head) {
+        bail!(
+            "{named} also writes {} ({}), which is there and holds something else: move it, or name another file",
+            beside.display(),
+            kind.what()
+        );
+    }
+    Ok(())
+}
+
 /// Checks the outputs (`(flag, path)`) against each other and against the
 /// inputs; `-` (stdout) is not a path.
 pub fn check_outputs(outputs: &[(&str, &Path)], inputs: &[impl AsRef<Path>]) -> anyhow::Result<()> {
@@ -97,6 +179,11 @@ pub fn check_outputs(outputs: &[(&str, &Path)], inputs: &[impl AsRef<Path>]) -> 
     for (i, &(flag, path)) in files.iter().enumerate() {
         check_output(flag, path, inputs, &files[..i])?;
     }
+    for (named, p) in outputs.iter().filter(|(f, _)| *f == "--json") {
+        if let Some((_, rows)) = jsonl_of(&[("--json", p)]).first() {
+            check_beside(&format!("{named} {}", p.display()), rows, Beside::Jsonl)?;
+        }
+    }
     Ok(())
 }
 
@@ -118,6 +205,17 @@ fn check_output(
         bail!(
             "{flag} {}: a name ending in / is a folder's; name a file",
             path.display()
+        );
+    }
+    if let Some(n) = path
+        .file_name()
+        .filter(|n| n.len() > crate::units::NAME_MAX)
+    {
+        bail!(
+            "{flag} {}: its name has {} bytes, past the {} a file name may have",
+            path.display(),
+            n.len(),
+            crate::units::NAME_MAX
         );
     }
     let target = match out_target(path) {
@@ -176,6 +274,18 @@ fn check_distinct(
     {
         bail!(
             "{flag} {}: that is an input of this command ({}); write the output elsewhere",
+            path.display(),
+            input.display()
+        );
+    }
+    // A results file's rows beside it (`r.jsonl` of `r.json`) are its
+    // twin: what a reader of the results falls back on.
+    if let Some(input) = inputs.iter().map(AsRef::as_ref).find(|i| {
+        i.extension().is_some_and(|e| e == "json")
+            && same_file(&crate::report::json::jsonl_path(i), path)
+    }) {
+        bail!(
+            "{flag} {}: that is the rows (JSONL) of an input of this command ({}); write the output elsewhere",
             path.display(),
             input.display()
         );

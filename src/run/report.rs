@@ -140,6 +140,18 @@ pub fn report(a: &ReportArgs) -> i32 {
         Ok(f) => f,
         Err(e) => return fail(e),
     };
+    // One run's link matrix is drawn beside `--plot`: that file is checked
+    // too, before anything is written.
+    if let (Some(h), Some(p)) = (heatmap(a.out.plot.as_deref(), &files), &a.out.plot) {
+        let mut all = outputs.clone();
+        all.push(("--plot (its links heatmap)", &h));
+        let named = format!("--plot {}", p.display());
+        let checked = super::paths::check_outputs(&all, &a.files)
+            .and_then(|()| super::paths::check_beside(&named, &h, super::paths::Beside::Heatmap));
+        if let Err(e) = checked {
+            return fail(e);
+        }
+    }
     if format == Format::NcclTests && !a.out.quiet {
         if let Err(e) = both_placements(&files) {
             return fail(e);
@@ -252,21 +264,22 @@ fn write_outputs(
             return Err(e.to_string());
         }
         // One run's link matrix beside its plot, as the sweep draws it.
-        if let [(
-            _,
-            Results {
-                links: Some(l),
-                meta,
-                ..
-            },
-        )] = files
-        {
-            let path = super::links::heatmap_path(p);
-            crate::report::links::plot_heatmap(l, meta.world_size, &path)
-                .map_err(|e| format!("--plot {}: {e}", path.display()))?;
+        if let (Some(path), [(_, r)]) = (heatmap(Some(p), files), files) {
+            if let Some(l) = &r.links {
+                super::links::draw_heatmap(l, r.meta.world_size, &path)?;
+            }
         }
     }
     Ok(())
+}
+
+/// Where `--plot` draws the links heatmap of `files`: beside it, when
+/// they are one run with a link matrix.
+fn heatmap(plot: Option<&Path>, files: &[(String, Results)]) -> Option<PathBuf> {
+    match files {
+        [(_, r)] if r.links.is_some() => plot.map(super::links::heatmap_path),
+        _ => None,
+    }
 }
 
 /// The exit code the runs call for, each run that failed said once.

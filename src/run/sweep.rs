@@ -136,7 +136,17 @@ fn conclude(
             say!("collbench: warning: {w}");
         }
     }
+    // An output that failed mid-sweep (a full disk) stopped the sweep: what
+    // the others kept is said after the error.
+    let write_failed = matches!(result, Err(harness::HarnessError::Sink(_)));
     let code = exit_code(result, rank);
+    if write_failed && leader {
+        let missing = results.meta.partial.as_ref().map_or(0, |p| p.missing_rows);
+        say!(
+            "collbench: the sweep stopped at that write; its other outputs keep the {} finished row(s) ({missing} not made)",
+            results.rows.len()
+        );
+    }
     // nccl-tests' bandwidth floor fails a run that is otherwise clean.
     if code == OK && leader && below_min_bw(results, &s.plan) {
         return Ok(CHECK_FAILED);
@@ -274,8 +284,7 @@ fn show_links(s: &Sweep, results: &Results) -> anyhow::Result<()> {
     }
     if let Some(p) = &s.plot {
         let path = links::heatmap_path(p);
-        crate::report::links::plot_heatmap(l, s.plan.ranks, &path)
-            .with_context(|| format!("--plot {}", path.display()))?;
+        links::draw_heatmap(l, s.plan.ranks, &path).map_err(|e| anyhow!(e))?;
     }
     Ok(())
 }
@@ -387,6 +396,10 @@ pub(super) fn check_paths(s: &Sweep, leader: bool, extra: &[(&str, &Path)]) -> a
             .filter_map(|(f, p)| p.as_deref().map(|p| (f, p))),
         );
         paths::check_outputs(&outputs, &s.inputs)?;
+        if let (Some(h), Some(p)) = (&heatmap, &s.plot) {
+            let named = format!("--plot {}", p.display());
+            paths::check_beside(&named, h, paths::Beside::Heatmap)?;
+        }
     }
     if let Some(d) = &s.plan.dump_dir {
         paths::check_dump_dir(d, &outputs)?;

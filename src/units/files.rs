@@ -264,12 +264,22 @@ pub fn create_output(path: &Path) -> std::io::Result<Output> {
     })
 }
 
-/// The temporary name a regular file is written under, beside it.
+/// The temporary name a regular file is written under, beside it: its
+/// name and `.tmpPID`, the name cut where the whole would pass the 255
+/// bytes a file name may have (a name that is legal must stay writable).
 fn beside(path: &Path) -> PathBuf {
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(format!(".tmp{}", std::process::id()));
-    PathBuf::from(tmp)
+    use std::os::unix::ffi::OsStrExt;
+    let suffix = format!(".tmp{}", std::process::id());
+    let name = path.file_name().map_or(&[][..], |n| n.as_bytes());
+    // Room for the suffix and a count after it (`.99`, see create_beside).
+    let keep = name.len().min(NAME_MAX - suffix.len() - 3);
+    let mut tmp = std::ffi::OsStr::from_bytes(&name[..keep]).to_owned();
+    tmp.push(&suffix);
+    path.with_file_name(tmp)
 }
+
+/// The most bytes a file name may have (Linux's NAME_MAX).
+pub const NAME_MAX: usize = 255;
 
 /// A new file beside `path` ([`beside`], with a count after it where that
 /// name is taken), made here and no link followed: a link planted at a
@@ -288,7 +298,14 @@ fn create_beside(path: &Path) -> std::io::Result<(std::fs::File, PathBuf)> {
             .custom_flags(libc::O_NOFOLLOW)
             .open(&tmp);
         match made {
-            Ok(f) => return Ok((f, tmp)),
+            Ok(f) => {
+                // A file replaced keeps its permissions (a private file
+                // stays private).
+                if let Ok(old) = std::fs::metadata(path) {
+                    let _ = f.set_permissions(old.permissions());
+                }
+                return Ok((f, tmp));
+            }
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
             Err(e) => return Err(e),
         }
