@@ -224,6 +224,8 @@ fn a_root_or_op_without_a_collective_that_takes_it_is_a_note() {
         ("send-recv", "max,min", true),
         ("reduce-scatter", "prod", false),
         ("all-gather", "sum", false),
+        // `all` named as typed, not as the six operators.
+        ("all-gather", "all", true),
     ] {
         let (code, _, err) = run_json(&[
             coll, "--device", "host", "--ranks", "2", "-o", op, "--sizes", "1K",

@@ -441,7 +441,16 @@ fn the_links_probe_refuses_what_it_cannot_measure() {
     for (args, says) in [
         (
             &["links", "--device", "host", "--ranks", "1"][..],
-            "1 rank has none",
+            "1 rank has none (give --ranks 2 or more)",
+        ),
+        // The advice names the flag that made one rank.
+        (
+            &["links", "--device", "host", "--procs", "1"][..],
+            "1 rank has none (give --procs 2 or more)",
+        ),
+        (
+            &["links", "--device", "host", "-g", "1"][..],
+            "1 rank has none (give -g 2 or more)",
         ),
         (
             &["all-reduce", "--device", "host", "--min-link-gbps", "3"][..],

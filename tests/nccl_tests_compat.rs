@@ -513,6 +513,42 @@ fn nccl_tests_binary_names_behave_as_those_binaries() {
         2,
         "no link made"
     );
+    // A link that leads to this collbench by another way (a relative
+    // path) is in place already; a folder that is a link to nothing is
+    // named as such.
+    let exe = std::path::PathBuf::from(env!("CARGO_BIN_EXE_collbench"))
+        .canonicalize()
+        .unwrap();
+    let rel = tempfile::tempdir().unwrap();
+    let up = rel.path().join("sub");
+    std::fs::create_dir(&up).unwrap();
+    std::os::unix::fs::symlink(exe.parent().unwrap(), rel.path().join("bin")).unwrap();
+    let name = exe.file_name().unwrap();
+    std::os::unix::fs::symlink(
+        std::path::Path::new("../bin").join(name),
+        up.join("all_reduce_perf"),
+    )
+    .unwrap();
+    let out = collbench()
+        .arg("install-aliases")
+        .arg(&up)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let dangling = rel.path().join("gone");
+    std::os::unix::fs::symlink(rel.path().join("nowhere"), &dangling).unwrap();
+    let out = collbench()
+        .arg("install-aliases")
+        .arg(&dangling)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("a link to nothing"), "{err}");
     // The alias prints nccl-tests' text by default and reads its long options.
     let out = std::process::Command::new(dir.path().join("all_reduce_perf"))
         .args([

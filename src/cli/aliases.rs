@@ -103,7 +103,8 @@ pub fn command_line(argv: Vec<OsString>) -> Vec<OsString> {
     let size = |v: &str| nccl_tests_size(v).map_or_else(|| v.to_string(), |b| b.to_string());
     let factor = |v: &str| nccl_tests_factor(v).to_string();
     let (mut op_value, mut size_value, mut factor_value) = (false, false, false);
-    for a in argv.into_iter().skip(1) {
+    let mut args = argv.into_iter().skip(1).peekable();
+    while let Some(a) = args.next() {
         let after_op = std::mem::take(&mut op_value);
         let after_size = std::mem::take(&mut size_value);
         let after_factor = std::mem::take(&mut factor_value);
@@ -122,7 +123,16 @@ pub fn command_line(argv: Vec<OsString>) -> Vec<OsString> {
                 let eq = if s[2..].starts_with('=') { "=" } else { "" };
                 format!("-f{eq}{}", factor(&s[2 + eq.len()..])).into()
             }
-            Some("--check") => "--check-iters".into(),
+            // nccl-tests' `--check N`; without a value, collbench's own
+            // `--check` (so an error names what was typed).
+            Some("--check")
+                if args
+                    .peek()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| !n.starts_with('-') || n.parse::<i64>().is_ok()) =>
+            {
+                "--check-iters".into()
+            }
             Some(s) if s.starts_with("--check=") => format!("--check-iters={}", &s[8..]).into(),
             Some("all") if after_op => ALL_OPS.into(),
             Some("-oall") => format!("-o{ALL_OPS}").into(),
@@ -286,6 +296,16 @@ mod tests {
         assert_eq!(
             line(&["collbench", "all-reduce", "--check"]),
             ["collbench", "all-reduce", "--check"]
+        );
+        // No value after it: collbench's own `--check`, as typed.
+        for tail in [&["--check"][..], &["--check", "-n", "5"]] {
+            let mut argv = vec!["all_reduce_perf"];
+            argv.extend(tail);
+            assert_eq!(line(&argv)[3], "--check", "{tail:?}");
+        }
+        assert_eq!(
+            line(&["all_reduce_perf", "--check", "-1"])[3],
+            "--check-iters"
         );
         assert_eq!(
             collective_of(Path::new("sendrecv_perf")),

@@ -7,9 +7,12 @@ use crate::cli::InstallArgs;
 use anyhow::{bail, Context};
 use std::path::Path;
 
-/// Whether `link` is already a link to `exe`.
+/// Whether `link` is already a link to `exe` (`exe` canonical): where it
+/// leads, however its text spells the way (`../bin/collbench`, a link to
+/// a link).
 fn links_to(link: &Path, exe: &Path) -> bool {
-    std::fs::read_link(link).is_ok_and(|t| t == exe)
+    std::fs::symlink_metadata(link).is_ok_and(|m| m.file_type().is_symlink())
+        && link.canonicalize().is_ok_and(|t| t == exe)
 }
 
 fn install(a: &InstallArgs) -> anyhow::Result<Vec<String>> {
@@ -18,6 +21,15 @@ fn install(a: &InstallArgs) -> anyhow::Result<Vec<String>> {
         .context("cannot tell where this collbench is")?;
     if a.dir.exists() && !a.dir.is_dir() {
         bail!("{}: is a file, not a folder", a.dir.display());
+    }
+    if !a.dir.exists() {
+        if let Ok(to) = std::fs::read_link(&a.dir) {
+            bail!(
+                "{}: a link to nothing ({}); make that folder, or name another",
+                a.dir.display(),
+                to.display()
+            );
+        }
     }
     std::fs::create_dir_all(&a.dir)
         .with_context(|| format!("{}: cannot make the folder", a.dir.display()))?;

@@ -449,9 +449,20 @@ fn check_together(a: &RunArgs, ranks: usize) -> Result<(), PlanError> {
         );
     }
     if a.links && ranks < 2 {
-        // A verdict of no finding would read as links that passed.
+        // A verdict of no finding would read as links that passed. The
+        // advice names the flag that made the one rank.
+        let nt = &a.nccl_tests;
+        let more = if a.procs.is_some() {
+            "give --procs 2 or more"
+        } else if a.ranks.is_none() && (nt.ngpus.is_some() || nt.nthreads.is_some()) {
+            "give -g 2 or more"
+        } else if a.ranks.is_none() && nt.as_nccl_tests {
+            "nccl-tests' binaries run one rank unless told: give -g 2 or more"
+        } else {
+            "give --ranks 2 or more"
+        };
         return bad(format!(
-            "--links (and `collbench links`) time the links between ranks: {ranks} rank has none (give --ranks 2 or more)"
+            "--links (and `collbench links`) time the links between ranks: {ranks} rank has none ({more})"
         ));
     }
     for i in &a.inject {

@@ -83,9 +83,15 @@ impl Unused {
                 )
             }))
             .chain((!self.reduce_runs && a.op.0 != [ReduceOp::Sum]).then(|| {
+                // `-o all` named as typed, not as the list it stands for.
+                let every = ReduceOp::NCCL_TESTS_ORDER.iter().all(|o| a.op.0.contains(o));
                 format!(
                     "--op {} is the reductions' (all-reduce, reduce, reduce-scatter, reduce-scatter-v): none runs in this sweep, so it is unused",
-                    a.op.0.iter().map(|o| o.name()).collect::<Vec<_>>().join(",")
+                    if every {
+                        "all".to_string()
+                    } else {
+                        a.op.0.iter().map(|o| o.name()).collect::<Vec<_>>().join(",")
+                    }
                 )
             }))
             .chain((!self.rooted_runs && a.root != RootChoice::One(0)).then(|| {
