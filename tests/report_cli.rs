@@ -2762,3 +2762,49 @@ fn files_written_beside_an_output_never_replace_a_users() {
         o.stderr
     );
 }
+
+/// A sweep that stops in the first case of a collective has printed that
+/// collective's section (headers, no row yet) and its verdict under it:
+/// `report` of its JSON prints the same text, in every format.
+#[test]
+fn report_shows_the_section_a_stopped_sweep_was_in() {
+    let d = tempfile::tempdir().unwrap();
+    for format in ["table", "nccl-tests", "markdown"] {
+        let json = d.path().join(format!("{format}.json"));
+        let dumps = d.path().join(format!("dumps-{format}"));
+        // Collective 9 of rank 0 is all-gather's first (all-reduce's one
+        // case takes 8: a warmup, 2 timed and a checked one, twice).
+        let o = run(&[
+            "all",
+            "--ranks",
+            "2",
+            "--sizes",
+            "1K:1K",
+            "-n",
+            "2",
+            "-w",
+            "1",
+            "--inject",
+            "hang:rank=0,seq=9",
+            "--timeout",
+            "1s",
+            "--format",
+            format,
+            "--json",
+            s(&json),
+            "--dump-dir",
+            s(&dumps),
+        ]);
+        assert_eq!(o.code, 3, "{}", o.stderr);
+        let sections =
+            o.stdout.matches("all-gather").count() + o.stdout.matches("all_gather").count();
+        assert!(
+            sections > 0,
+            "{format}: the sweep stopped in all-gather: {}",
+            o.stdout
+        );
+        let r = run(&["report", "--format", format, s(&json)]);
+        assert_eq!(r.code, 1, "{}", r.stderr);
+        assert_eq!(r.stdout, o.stdout, "{format}");
+    }
+}

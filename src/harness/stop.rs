@@ -151,10 +151,12 @@ impl HarnessError {
             | HarnessError::PeerLost { missing_rows, .. } => Some(Partial {
                 reason: StopReason::Hang,
                 missing_rows: *missing_rows,
+                in_case: None,
             }),
             HarnessError::Interrupted { missing_rows, .. } => Some(Partial {
                 reason: StopReason::Signal,
                 missing_rows: *missing_rows,
+                in_case: None,
             }),
             _ => None,
         }

@@ -485,6 +485,7 @@ fn parse_jsonl(text: &str) -> Result<Results, ParseError> {
         None => Some(super::Partial {
             reason: super::StopReason::Unfinished,
             missing_rows: 0,
+            in_case: None,
         }),
     };
     Ok(Results {

@@ -61,6 +61,8 @@ pub trait Sink {
 pub struct Fanout {
     pub sinks: Vec<Box<dyn Sink>>,
     pub rows: Vec<Row>,
+    /// The last case begun (its unmeasured row).
+    pub last_case: Option<Row>,
 }
 
 impl Sink for Fanout {
@@ -68,6 +70,7 @@ impl Sink for Fanout {
         self.sinks.iter_mut().try_for_each(|s| s.start(meta))
     }
     fn case(&mut self, proto: &Row) -> io::Result<()> {
+        self.last_case = Some(proto.clone());
         self.sinks.iter_mut().try_for_each(|s| s.case(proto))
     }
     fn row(&mut self, row: &Row) -> io::Result<()> {

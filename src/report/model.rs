@@ -266,11 +266,16 @@ impl StopReason {
 }
 
 /// `meta.partial`: a run that did not finish.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Partial {
     pub reason: StopReason,
     /// Rows the sweep would have made (cases x placements) that it did not.
     pub missing_rows: usize,
+    /// The case the sweep was in when it stopped, before any row of it
+    /// (its row as the case began, unmeasured): its text had printed that
+    /// case's section, so a re-rendering prints it too.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub in_case: Option<Box<Row>>,
 }
 
 impl std::fmt::Display for Partial {

@@ -505,6 +505,7 @@ mod tests {
         r.meta.partial = Some(Partial {
             reason: crate::report::StopReason::Signal,
             missing_rows: 6,
+            in_case: None,
         });
         let text = render(&r);
         assert!(
@@ -541,6 +542,7 @@ mod tests {
         r.meta.partial = Some(Partial {
             reason: crate::report::StopReason::Hang,
             missing_rows: 6,
+            in_case: None,
         });
         let layout = NcclTests::new(vec!["out".into(), "in".into()], vec![8], false);
         let mut lines = crate::report::text::Lines::new(Box::new(layout));

@@ -209,6 +209,7 @@ mod tests {
         r.meta.partial = Some(Partial {
             reason: StopReason::Hang,
             missing_rows: 3,
+            in_case: None,
         });
         let text = render_with(Box::new(Table::new(placements_of(&r.rows), false)), &r);
         assert!(

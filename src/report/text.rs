@@ -241,6 +241,15 @@ pub fn render_with<L: Layout + ?Sized>(layout: Box<L>, results: &Results) -> Str
     for r in &results.rows {
         out.extend(lines.row(r));
     }
+    // The case a stopped sweep was in: its section, as the sweep printed it.
+    if let Some(proto) = results
+        .meta
+        .partial
+        .as_ref()
+        .and_then(|p| p.in_case.as_deref())
+    {
+        out.extend(lines.case(proto));
+    }
     out.extend(lines.finish(results));
     let mut text = out.join("\n");
     text.push('\n');

@@ -105,6 +105,11 @@ pub(super) fn sweep(coll: Option<Collective>, args: &RunArgs, probe: bool) -> an
     }
     // A run stopped by a signal or a hang says so, and how much is missing.
     meta.partial = partial_of(&result, plan, sink.rows.len());
+    if let Some(p) = &mut meta.partial {
+        // Its text showed the case it stopped in (a section with no row
+        // yet, when it was a new one's first): so does a re-rendering.
+        p.in_case = sink.last_case.take().map(Box::new);
+    }
     let mut results = Results::new(meta, std::mem::take(&mut sink.rows));
     if let Ok(o) = result.as_mut() {
         let crowded = || links::crowded(setup.gpu, ranks_here, links::cpus(rank_processes));
@@ -422,11 +427,13 @@ pub(super) fn partial_of(
             Some(Partial {
                 reason: StopReason::Error,
                 missing_rows: expected.saturating_sub(made),
+                in_case: None,
             })
         }),
         Ok(_) => watchdog::signalled().then_some(Partial {
             reason: StopReason::Signal,
             missing_rows: 0,
+            in_case: None,
         }),
     }
 }

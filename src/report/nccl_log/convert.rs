@@ -345,6 +345,7 @@ impl LogRun {
                     crate::report::Partial {
                         reason: crate::report::StopReason::Truncated,
                         missing_rows: 0,
+                        in_case: None,
                     },
                 )
             }),

@@ -102,12 +102,14 @@ fn stopped_partial(text: &str) -> Option<super::Partial> {
         return Some(super::Partial {
             reason,
             missing_rows: missing(tail)?,
+            in_case: None,
         });
     }
     let rest = text.strip_prefix("run failed: ")?;
     Some(super::Partial {
         reason: StopReason::Error,
         missing_rows: missing(rest)?,
+        in_case: None,
     })
 }
 
