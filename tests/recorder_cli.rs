@@ -410,3 +410,47 @@ fn dumps_that_cannot_be_written_are_said() {
     assert!(!err.contains("collbench analyze"), "{err}");
     assert_eq!(std::fs::read(&dumps).unwrap(), b"not a folder");
 }
+
+/// Without `--dump-dir`, dumps go under ./collbench-dumps; where that
+/// cannot be made (a file of that name), under the temporary folder's, and
+/// the hang's message says where: a hang's dumps are never lost.
+#[test]
+fn dumps_find_a_folder_when_the_default_one_cannot_be_made() {
+    let cwd = tempfile::tempdir().unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(cwd.path().join("collbench-dumps"), "mine\n").unwrap();
+    let out = collbench()
+        .current_dir(cwd.path())
+        .env("TMPDIR", tmp.path())
+        .args([
+            "all-reduce",
+            "--device",
+            "host",
+            "--ranks",
+            "2",
+            "--sizes",
+            "1K",
+        ])
+        .args(["-n", "2", "-w", "1", "-q", "--timeout", "1s"])
+        .args(["--inject", "hang:rank=0,seq=3"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    let root = tmp.path().join("collbench-dumps");
+    let runs: Vec<_> = std::fs::read_dir(&root)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(runs.len(), 1, "{runs:?}");
+    assert_eq!(
+        std::fs::read_dir(&runs[0]).unwrap().count(),
+        2,
+        "a dump per rank"
+    );
+    assert!(err.contains(&runs[0].display().to_string()), "{err}");
+    assert_eq!(
+        std::fs::read_to_string(cwd.path().join("collbench-dumps")).unwrap(),
+        "mine\n"
+    );
+}

@@ -10,11 +10,21 @@ pub(super) fn run_id() -> String {
 }
 
 /// Where a run's dumps go: the user's folder, else a new one named by the
-/// run's id under ./collbench-dumps (the one policy for every command).
+/// run's id under ./collbench-dumps (the one policy for every command), or,
+/// where that cannot be made (a file by that name, a folder that takes no
+/// writes), under the temporary folder's collbench-dumps: a hang's dumps
+/// are never lost to the default place (the hang's message names where
+/// they went).
 pub(super) fn dump_dir(plan: &Plan, run_id: &str) -> PathBuf {
-    plan.dump_dir
-        .clone()
-        .unwrap_or_else(|| Path::new("collbench-dumps").join(run_id))
+    if let Some(d) = &plan.dump_dir {
+        return d.clone();
+    }
+    let here = Path::new("collbench-dumps");
+    if paths::check_dump_dir(here, &[]).is_ok() {
+        here.join(run_id)
+    } else {
+        std::env::temp_dir().join("collbench-dumps").join(run_id)
+    }
 }
 
 /// Where a run's dumps go, as every process of the run agrees (rank 0's).
