@@ -55,7 +55,14 @@ impl Layout for Table {
                 (_, []) if row.split.is_none() => {
                     format!("# {} ({} engine)", row.collective, row.engine)
                 }
-                (Some(s), []) => format!("# {} ({} engine, split {s})", row.collective, row.engine),
+                // A split file's name is one field of the line: a newline
+                // in it is escaped, never a line without its `#`.
+                (Some(s), []) => format!(
+                    "# {} ({} engine, split {})",
+                    row.collective,
+                    row.engine,
+                    crate::units::shown(s, false)
+                ),
                 (split, m) => format!(
                     "# group of {}: {} ({} engine{}), each line the group's time, sizes summed",
                     m.len(),
@@ -63,7 +70,7 @@ impl Layout for Table {
                     row.engine,
                     split
                         .as_ref()
-                        .map(|s| format!(", split {s}"))
+                        .map(|s| format!(", split {}", crate::units::shown(s, false)))
                         .unwrap_or_default()
                 ),
             },
@@ -219,5 +226,24 @@ mod tests {
             "{text}"
         );
         assert!(!text.contains(": OK"), "{text}");
+    }
+
+    /// A split file's name with a newline stays on its header line.
+    #[test]
+    fn a_split_files_name_never_breaks_a_header_line() {
+        let mut rows = vec![row(1024, "out"), row(1024, "in")];
+        for r in &mut rows {
+            r.split = Some("w\nx.txt".into());
+        }
+        let r = results(rows.clone());
+        let text = render_with(Box::new(Table::new(placements_of(&r.rows), false)), &r);
+        assert!(text.contains("split w\\u000ax.txt)"), "{text}");
+        for r in &mut rows {
+            r.members = vec!["all-gather-v".into(), "all-reduce".into()];
+        }
+        let r = results(rows);
+        let text = render_with(Box::new(Table::new(placements_of(&r.rows), false)), &r);
+        let data = text.lines().filter(|l| !l.starts_with('#')).count();
+        assert_eq!(data, 1, "{text}");
     }
 }
