@@ -559,11 +559,12 @@ CB_DEVICE u32 cb_ll_flag(u64 seq_index) {
 
 // Flags repeat every 2^32 - 1 messages: a line last written that long ago
 // (past the ends of every message of its slot since) would pass for new.
-// So once every 2^24 uses of a slot, the first among them, its sender
-// writes the current flag into the slot's lines past its message: then
-// every line of a slot was written within fewer than 2^32 - 1 messages
-// (a slot takes at least 1 in 15 of them), and holds no flag a message
-// would wait for before the slot's next such pass.
+// So once every 2^24 uses of a slot (the last of each 2^24: lines never
+// written are zero, which no flag is), its sender writes the current flag
+// into the slot's lines past its message: then every line of a slot was
+// written within fewer than 2^32 - 1 messages (a slot takes at least 1 in
+// 15 of them), and holds no flag a message would wait for before the
+// slot's next such pass.
 #define CB_LL_CLEAN_USES (1ull << 24)
 
 // The line protocols' shared work on `ne` elements at byte `off`: the local
@@ -625,7 +626,7 @@ CB_DEVICE void cb_move_ll(CbBlock *b, const CbStep *s, const CbIo &io, const CbF
         u64 idx = *c->tail;
         out_ll[k] = cb_ll_slot(c, idx);
         out_seq[k] = cb_ll_flag(idx);
-        if ((idx / c->slots) % CB_LL_CLEAN_USES == 0) {
+        if ((idx / c->slots) % CB_LL_CLEAN_USES == CB_LL_CLEAN_USES - 1) {
             for (u64 j = lines + t; j < c->ll_slot_bytes / 16; j += nt) {
                 cb_ll_store(out_ll[k] + 4 * j, 0, out_seq[k], 0, out_seq[k]);
             }

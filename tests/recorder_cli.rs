@@ -412,8 +412,9 @@ fn dumps_that_cannot_be_written_are_said() {
 }
 
 /// Without `--dump-dir`, dumps go under ./collbench-dumps; where that
-/// cannot be made (a file of that name), under the temporary folder's, and
-/// the hang's message says where: a hang's dumps are never lost.
+/// cannot be made (a file of that name), under this user's folder in the
+/// temporary folder, and the hang's message says where: a hang's dumps are
+/// not lost.
 #[test]
 fn dumps_find_a_folder_when_the_default_one_cannot_be_made() {
     let cwd = tempfile::tempdir().unwrap();
@@ -437,7 +438,10 @@ fn dumps_find_a_folder_when_the_default_one_cannot_be_made() {
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(3), "{err}");
-    let root = tmp.path().join("collbench-dumps");
+    // This user's own folder there.
+    use std::os::unix::fs::MetadataExt;
+    let uid = std::fs::metadata(tmp.path()).unwrap().uid();
+    let root = tmp.path().join(format!("collbench-dumps-{uid}"));
     let runs: Vec<_> = std::fs::read_dir(&root)
         .unwrap()
         .map(|e| e.unwrap().path())

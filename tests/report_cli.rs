@@ -2666,11 +2666,37 @@ fn files_written_beside_an_output_never_replace_a_users() {
         "PRECIOUS\n"
     );
     assert!(!at("r.json").exists());
-    // An earlier run's JSONL is replaced, as the JSON is.
+    // An earlier run's JSONL is replaced, as the JSON is; so is one whose
+    // first line (its meta) is long.
     let o = sweep(&["--json", s(&at("ok.json"))]);
     assert_eq!(o.code, 0, "{}", o.stderr);
     let o = sweep(&["--json", s(&at("ok.json"))]);
     assert_eq!(o.code, 0, "{}", o.stderr);
+    let long_head = format!(
+        "{{\"meta\":{{\"notes\":[\"{}\"]}},\"schema\":\"collbench.results/1\"}}\n",
+        "n".repeat(10_000)
+    );
+    std::fs::write(at("big.jsonl"), long_head).unwrap();
+    let o = sweep(&["--json", s(&at("big.json"))]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    // `model --json` writes no rows beside it: a JSONL there is not its.
+    std::fs::write(at("pred.jsonl"), "{\"mine\":1}\n").unwrap();
+    let o = run(&[
+        "model",
+        "--link-gbps",
+        "100",
+        "--latency-us",
+        "2",
+        "--ranks",
+        "8",
+        "--json",
+        s(&at("pred.json")),
+    ]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert_eq!(
+        std::fs::read_to_string(at("pred.jsonl")).unwrap(),
+        "{\"mine\":1}\n"
+    );
     // A name of 251 bytes is written (its temporary name is cut to fit);
     // one of 256 is refused before the sweep.
     let long = at(&format!("{}.json", "z".repeat(246)));
@@ -2704,6 +2730,13 @@ fn files_written_beside_an_output_never_replace_a_users() {
     assert!(
         o.stderr
             .contains(&format!("its other outputs keep the {n} finished row(s)")),
+        "{}",
+        o.stderr
+    );
+    let o = sweep(&["--csv", "/dev/full"]);
+    assert_eq!(o.code, 2, "{}", o.stderr);
+    assert!(
+        o.stderr.contains("which no other output kept"),
         "{}",
         o.stderr
     );

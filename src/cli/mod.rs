@@ -251,7 +251,9 @@ fn refuse_sweep_flags_with_from(
     }
     // What a fit of saved results still takes.
     let kept = ["from", "output", "collective", "quiet", "verbose"];
-    let Some(tune) = cmd.find_subcommand("tune") else {
+    // Built, the subcommand's usage names the program too.
+    cmd.build();
+    let Some(tune) = cmd.find_subcommand_mut("tune") else {
         return Ok(());
     };
     let idle: Vec<String> = tune
@@ -267,7 +269,8 @@ fn refuse_sweep_flags_with_from(
     if idle.is_empty() {
         return Ok(());
     }
-    Err(cmd.error(
+    // The error of `tune`, with its usage.
+    Err(tune.error(
         clap::error::ErrorKind::ArgumentConflict,
         format!(
             "--from fits saved results and runs no sweep: {} {} nothing to do; drop {}",

@@ -135,8 +135,19 @@ pub fn check_beside(named: &str, beside: &Path, kind: Beside) -> anyhow::Result<
         // is written in place.
         return Ok(());
     }
+    // A JSONL's first line (its meta) may be long: up to 1 MiB of it is
+    // read; a heatmap's kind shows in its first bytes.
+    let most = match kind {
+        Beside::Jsonl => 1 << 20,
+        Beside::Heatmap => 4096,
+    };
     let mut head = Vec::with_capacity(4096);
-    let read = std::fs::File::open(beside).and_then(|f| f.take(4096).read_to_end(&mut head));
+    let read = std::fs::File::open(beside).and_then(|f| f.take(most).read_to_end(&mut head));
+    if kind == Beside::Jsonl {
+        if let Some(end) = head.iter().position(|&b| b == b'\n') {
+            head.truncate(end);
+        }
+    }
     if let Err(e) = read {
         bail!(
             "{named} also writes {}: cannot read what is there: {e}",
@@ -156,7 +167,28 @@ pub fn check_beside(named: &str, beside: &Path, kind: Beside) -> anyhow::Result<
 /// Checks the outputs (`(flag, path)`) against each other and against the
 /// inputs; `-` (stdout) is not a path.
 pub fn check_outputs(outputs: &[(&str, &Path)], inputs: &[impl AsRef<Path>]) -> anyhow::Result<()> {
-    let jsonl = jsonl_of(outputs);
+    check_all(outputs, inputs, true)
+}
+
+/// [`check_outputs`] of outputs that write the one file they name (no
+/// rows beside a `--json`: `model`'s predictions).
+pub fn check_lone_outputs(
+    outputs: &[(&str, &Path)],
+    inputs: &[impl AsRef<Path>],
+) -> anyhow::Result<()> {
+    check_all(outputs, inputs, false)
+}
+
+fn check_all(
+    outputs: &[(&str, &Path)],
+    inputs: &[impl AsRef<Path>],
+    rows_beside: bool,
+) -> anyhow::Result<()> {
+    let jsonl = if rows_beside {
+        jsonl_of(outputs)
+    } else {
+        Vec::new()
+    };
     // `-`, `/dev/stdout` (or a link to it) all write to stdout.
     let dashes: Vec<(&str, &Path)> = outputs
         .iter()
@@ -179,7 +211,10 @@ pub fn check_outputs(outputs: &[(&str, &Path)], inputs: &[impl AsRef<Path>]) -> 
     for (i, &(flag, path)) in files.iter().enumerate() {
         check_output(flag, path, inputs, &files[..i])?;
     }
-    for (named, p) in outputs.iter().filter(|(f, _)| *f == "--json") {
+    let sweep_json = outputs
+        .iter()
+        .filter(|(f, _)| rows_beside && *f == "--json");
+    for (named, p) in sweep_json {
         if let Some((_, rows)) = jsonl_of(&[("--json", p)]).first() {
             check_beside(&format!("{named} {}", p.display()), rows, Beside::Jsonl)?;
         }

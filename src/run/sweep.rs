@@ -147,10 +147,14 @@ fn conclude(
     let code = exit_code(result, rank);
     if write_failed && leader {
         let missing = results.meta.partial.as_ref().map_or(0, |p| p.missing_rows);
-        say!(
-            "collbench: the sweep stopped at that write; its other outputs keep the {} finished row(s) ({missing} not made)",
-            results.rows.len()
-        );
+        let n = results.rows.len();
+        // The outputs there were: the JSON, the CSV, the text.
+        let outputs = [s.json.is_some(), s.csv.is_some(), !s.quiet];
+        if outputs.into_iter().filter(|&o| o).count() > 1 {
+            say!("collbench: the sweep stopped at that write; its other outputs keep the {n} finished row(s) ({missing} not made)");
+        } else {
+            say!("collbench: the sweep stopped at that write, after {n} finished row(s) ({missing} not made), which no other output kept");
+        }
     }
     // nccl-tests' bandwidth floor fails a run that is otherwise clean.
     if code == OK && leader && below_min_bw(results, &s.plan) {

@@ -485,7 +485,7 @@ fn model_source(a: &ModelArgs) -> anyhow::Result<(Tuning, String)> {
         _ => bail!("model: give --tuning FILE, or --link-gbps and --latency-us"),
     };
     if let Some(p) = a.json.as_deref().filter(|p| !crate::units::is_stdout(p)) {
-        paths::check_outputs(&[("--json", p)], a.tuning.as_slice())?;
+        paths::check_lone_outputs(&[("--json", p)], a.tuning.as_slice())?;
     }
     if let Some(p) = a.protocol.as_deref() {
         let have: std::collections::BTreeSet<&str> =

@@ -12,18 +12,47 @@ pub(super) fn run_id() -> String {
 /// Where a run's dumps go: the user's folder, else a new one named by the
 /// run's id under ./collbench-dumps (the one policy for every command), or,
 /// where that cannot be made (a file by that name, a folder that takes no
-/// writes), under the temporary folder's collbench-dumps: a hang's dumps
-/// are never lost to the default place (the hang's message names where
-/// they went).
+/// writes), under `collbench-dumps-UID` of the temporary folder, this
+/// user's own: a hang's dumps are not lost to the default place (the
+/// hang's message names where they went).
 pub(super) fn dump_dir(plan: &Plan, run_id: &str) -> PathBuf {
     if let Some(d) = &plan.dump_dir {
         return d.clone();
     }
     let here = Path::new("collbench-dumps");
-    if paths::check_dump_dir(here, &[]).is_ok() {
-        here.join(run_id)
-    } else {
-        std::env::temp_dir().join("collbench-dumps").join(run_id)
+    let fallback = mine_in_tmp();
+    match (writable_here(here), fallback) {
+        (false, Some(tmp)) => tmp.join(run_id),
+        _ => here.join(run_id),
+    }
+}
+
+/// Whether `dir` is a folder this process writes in, or can be made in the
+/// current folder (asked of the system: nothing is made).
+fn writable_here(dir: &Path) -> bool {
+    let at = match std::fs::metadata(dir) {
+        Ok(m) if m.is_dir() => dir,
+        Ok(_) => return false,
+        Err(_) => Path::new("."),
+    };
+    let Ok(c) = std::ffi::CString::new(at.as_os_str().as_encoded_bytes()) else {
+        return false;
+    };
+    // SAFETY: a valid NUL-terminated path.
+    unsafe { libc::access(c.as_ptr(), libc::W_OK | libc::X_OK) == 0 }
+}
+
+/// This user's dump folder in the temporary folder, where it is free to be
+/// (absent, or a folder of this user's; never a link another user planted).
+fn mine_in_tmp() -> Option<PathBuf> {
+    use std::os::unix::fs::MetadataExt;
+    // SAFETY: getuid has no preconditions.
+    let uid = unsafe { libc::getuid() };
+    let p = std::env::temp_dir().join(format!("collbench-dumps-{uid}"));
+    match std::fs::symlink_metadata(&p) {
+        Err(_) => Some(p),
+        Ok(m) if m.is_dir() && m.uid() == uid => Some(p),
+        Ok(_) => None,
     }
 }
 

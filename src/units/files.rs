@@ -271,8 +271,14 @@ fn beside(path: &Path) -> PathBuf {
     use std::os::unix::ffi::OsStrExt;
     let suffix = format!(".tmp{}", std::process::id());
     let name = path.file_name().map_or(&[][..], |n| n.as_bytes());
-    // Room for the suffix and a count after it (`.99`, see create_beside).
-    let keep = name.len().min(NAME_MAX - suffix.len() - 3);
+    // Room for the suffix and a count after it (`.99`, see create_beside),
+    // cut between characters where the name is UTF-8.
+    let mut keep = name.len().min(NAME_MAX - suffix.len() - 3);
+    if let Ok(text) = std::str::from_utf8(name) {
+        while !text.is_char_boundary(keep) {
+            keep -= 1;
+        }
+    }
     let mut tmp = std::ffi::OsStr::from_bytes(&name[..keep]).to_owned();
     tmp.push(&suffix);
     path.with_file_name(tmp)
@@ -290,7 +296,11 @@ fn create_beside(path: &Path) -> std::io::Result<(std::fs::File, PathBuf)> {
     for n in 0..100 {
         let tmp = match n {
             0 => base.clone(),
-            n => PathBuf::from(format!("{}.{n}", base.display())),
+            n => {
+                let mut t = base.clone().into_os_string();
+                t.push(format!(".{n}"));
+                PathBuf::from(t)
+            }
         };
         let made = std::fs::OpenOptions::new()
             .write(true)
@@ -385,6 +395,21 @@ impl Drop for Output {
 #[cfg(test)]
 mod output_tests {
     use super::*;
+
+    /// A temporary name fits 255 bytes, cut between characters.
+    #[test]
+    fn temporary_names_fit_and_cut_between_characters() {
+        use std::os::unix::ffi::OsStrExt;
+        let name = format!("{}.json", "é".repeat(124));
+        assert_eq!(name.len(), 253);
+        let tmp = beside(&Path::new("/d").join(&name));
+        let t = tmp.file_name().unwrap();
+        assert!(t.len() + 3 <= NAME_MAX, "{}", t.len());
+        assert!(std::str::from_utf8(t.as_bytes()).is_ok());
+        assert_eq!(tmp.parent(), Some(Path::new("/d")));
+        let short = beside(Path::new("r.json"));
+        assert!(short.to_string_lossy().starts_with("r.json.tmp"));
+    }
 
     #[test]
     fn descriptors_are_told_however_spelled() {
