@@ -194,6 +194,40 @@ fn the_low_latency_flags_wrap_without_taking_old_lines() {
     }
 }
 
+/// A group's connections are counted once: nine collectives in a group on
+/// 3 ranks hold 9 connections a rank (about 21 MiB with 256 KiB slots), so
+/// 200 MiB of device memory runs them; they had been counted once more per
+/// way of the group (560 MiB), and the sweep refused.
+#[test]
+fn a_groups_connections_are_counted_once_in_the_memory_check() {
+    if !have_compiler("a_groups_connections_are_counted_once_in_the_memory_check") {
+        return;
+    }
+    let (code, v, err) = run_env(
+        &[
+            "all-reduce",
+            "--ranks",
+            "3",
+            "--sizes",
+            "4K",
+            "--algo",
+            "ring",
+            "--channels",
+            "1",
+            "--group",
+            "9",
+            "--group-mix",
+            "all-reduce,reduce-scatter,all-gather,reduce,broadcast,all-to-all,gather,scatter,send-recv",
+        ],
+        &[("COLLBENCH_EMU_GPUS", "1"), ("COLLBENCH_EMU_MEM", "200M")],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_clean(&v, "a group of nine in 200 MiB");
+    // Both placements: a row per operation and one of the group's.
+    assert_eq!(rows(&v).len(), 2 * 10, "{v}");
+    assert!(!err.contains("skipped"), "{err}");
+}
+
 /// One rank's copies are one step per channel, larger than a slot: they
 /// pass the slot check (which is for messages) and move right on both
 /// protocols, on the emulated device and on the host engine.

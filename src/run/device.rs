@@ -300,9 +300,10 @@ pub(super) fn budget(plan: &Plan, chosen: &Chosen, here: Here) -> Option<harness
         plan,
         &crate::harness::plan::cases(plan).0,
     ));
+    // A group's ways of running each hold connections of their own: the
+    // peers a channel hears from count them (each way's channels are
+    // tags of their own in the group's program).
     let (free, ranks, extra, limit) = memory_budget(kind, here, &opts)?;
-    // A group's ways of running each hold connections of their own.
-    let extra = extra * plan.group_ways() as u64;
     tracing::info!(
         free = %Bytes(free),
         ranks_on_busiest = ranks,
