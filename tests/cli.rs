@@ -1591,10 +1591,16 @@ fn runaway_input_is_refused_and_a_refused_sweep_keeps_the_users_files() {
             "{cmd} blocked"
         );
     }
-    // Nothing to run: refused, and the user's files are untouched.
+    // Nothing to run: refused, and the user's files are untouched (the
+    // JSONL an earlier run's, which a sweep may replace; another file
+    // there is refused before anything else).
     let keep = |name: &str| dir.path().join(name);
+    let kept = |name: &str| match name {
+        "keep.jsonl" => "{\"schema\":\"collbench.results/1\",\"meta\":{}}\n",
+        _ => "KEEP",
+    };
     for name in ["keep.json", "keep.jsonl", "keep.csv"] {
-        std::fs::write(keep(name), "KEEP").unwrap();
+        std::fs::write(keep(name), kept(name)).unwrap();
     }
     let (code, err) = code_and_err(
         &[
@@ -1618,7 +1624,7 @@ fn runaway_input_is_refused_and_a_refused_sweep_keeps_the_users_files() {
     for name in ["keep.json", "keep.jsonl", "keep.csv"] {
         assert_eq!(
             std::fs::read_to_string(keep(name)).unwrap(),
-            "KEEP",
+            kept(name),
             "{name}"
         );
     }
