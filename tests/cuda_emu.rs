@@ -883,8 +883,12 @@ fn a_device_too_small_for_the_layout_is_refused_before_launch() {
     // leaves them as they were.
     let dir = tempfile::tempdir().unwrap();
     let keep = |name: &str| dir.path().join(name);
+    let kept = |name: &str| match name {
+        "keep.jsonl" => "{\"schema\":\"collbench.results/1\",\"meta\":{}}\n".to_string(),
+        _ => name.to_string(),
+    };
     for name in ["keep.json", "keep.jsonl", "keep.csv", "keep.svg"] {
-        std::fs::write(keep(name), name).unwrap();
+        std::fs::write(keep(name), kept(name)).unwrap();
     }
     let out = collbench()
         .env("COLLBENCH_EMU_GPUS", "1")
@@ -910,7 +914,7 @@ fn a_device_too_small_for_the_layout_is_refused_before_launch() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     for name in ["keep.json", "keep.jsonl", "keep.csv", "keep.svg"] {
-        assert_eq!(std::fs::read_to_string(keep(name)).unwrap(), name);
+        assert_eq!(std::fs::read_to_string(keep(name)).unwrap(), kept(name));
     }
     assert!(
         err.contains("4 rank(s) x 2 block(s) = 8 blocks must be resident at once")
