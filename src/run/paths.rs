@@ -57,16 +57,16 @@ fn writable_dir(dir: &Path) -> std::io::Result<()> {
 }
 
 /// `--json FILE` also writes its rows, as they finish, to the JSONL beside
-/// it (where its links lead): that output, flagged.
-fn jsonl_of(outputs: &[(&str, &Path)]) -> Vec<(String, PathBuf)> {
+/// it (where its links lead): that output, flagged, and the JSON's path.
+fn jsonl_of<'a>(outputs: &[(&str, &'a Path)]) -> Vec<(String, PathBuf, &'a Path)> {
     outputs
         .iter()
         .filter(|(f, p)| {
             *f == "--json" && p.as_os_str() != "-" && !crate::report::json::is_special(p)
         })
-        .map(|(_, p)| {
+        .map(|&(_, p)| {
             let l = crate::report::json::jsonl_path(&crate::units::output_end(p));
-            (format!("--json (its rows, {})", l.display()), l)
+            (format!("--json (its rows, {})", l.display()), l, p)
         })
         .collect()
 }
@@ -206,18 +206,13 @@ fn check_all(
         .iter()
         .copied()
         .filter(|(_, p)| p.as_os_str() != "-")
-        .chain(jsonl.iter().map(|(f, p)| (f.as_str(), p.as_path())))
+        .chain(jsonl.iter().map(|(f, p, _)| (f.as_str(), p.as_path())))
         .collect();
     for (i, &(flag, path)) in files.iter().enumerate() {
         check_output(flag, path, inputs, &files[..i])?;
     }
-    let sweep_json = outputs
-        .iter()
-        .filter(|(f, _)| rows_beside && *f == "--json");
-    for (named, p) in sweep_json {
-        if let Some((_, rows)) = jsonl_of(&[("--json", p)]).first() {
-            check_beside(&format!("{named} {}", p.display()), rows, Beside::Jsonl)?;
-        }
+    for (_, rows, json) in &jsonl {
+        check_beside(&format!("--json {}", json.display()), rows, Beside::Jsonl)?;
     }
     Ok(())
 }
@@ -391,7 +386,7 @@ pub fn check_dump_dir(dir: &Path, outputs: &[(&str, &Path)]) -> anyhow::Result<(
     let all = outputs
         .iter()
         .copied()
-        .chain(jsonl.iter().map(|(f, p)| (f.as_str(), p.as_path())));
+        .chain(jsonl.iter().map(|(f, p, _)| (f.as_str(), p.as_path())));
     let at = resolved(dir);
     for (flag, p) in all.filter(|(_, p)| !crate::units::is_stdout(p)) {
         if same_file(p, dir) {

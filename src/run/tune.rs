@@ -100,7 +100,7 @@ fn tune_inner(a: &TuneArgs) -> anyhow::Result<i32> {
     for (_, _, pts) in &mut groups {
         *pts = median_by_size(std::mem::take(pts));
     }
-    write_table(a, Tuning::fit(tmeta, &groups))
+    write_table(a, Tuning::fit(tmeta, &groups), s.data_on_stdout())
 }
 
 /// `tune --from`: the fit of saved results.
@@ -193,7 +193,7 @@ fn tune_from(a: &TuneArgs) -> anyhow::Result<i32> {
     for (_, _, pts) in &mut groups {
         *pts = median_by_size(std::mem::take(pts));
     }
-    write_table(a, Tuning::fit(tmeta, &groups))
+    write_table(a, Tuning::fit(tmeta, &groups), false)
 }
 
 /// The results of `tune --from`'s file `p`: collbench's own (its first
@@ -272,7 +272,9 @@ fn median_by_size(mut pts: Vec<Point>) -> Vec<Point> {
         .collect()
 }
 
-fn write_table(a: &TuneArgs, table: Tuning) -> anyhow::Result<i32> {
+/// Writes the fitted table; `data_on_stdout`: the sweep's `--json -` or
+/// `--csv -` took stdout, so the fit is said on stderr.
+fn write_table(a: &TuneArgs, table: Tuning, data_on_stdout: bool) -> anyhow::Result<i32> {
     if table.entries.is_empty() {
         bail!("tune: no clean out-of-place row of the builtin engine to fit (rows of groups are not fitted: a group times several operations)");
     }
@@ -292,10 +294,7 @@ fn write_table(a: &TuneArgs, table: Tuning) -> anyhow::Result<i32> {
             render_entries(&table.entries),
             a.output.display()
         );
-        // Where `--json -` or `--csv -` carry the sweep's data, stdout
-        // holds that alone.
-        let dash = |p: Option<&std::path::Path>| p.is_some_and(crate::units::is_stdout);
-        if dash(a.run.json.as_deref()) || dash(a.run.out.csv.as_deref()) {
+        if data_on_stdout {
             say_part!("{text}");
         } else {
             out_part!("{text}");

@@ -20,11 +20,12 @@ pub(super) fn dump_dir(plan: &Plan, run_id: &str) -> PathBuf {
         return d.clone();
     }
     let here = Path::new("collbench-dumps");
-    let fallback = mine_in_tmp();
-    match (writable_here(here), fallback) {
-        (false, Some(tmp)) => tmp.join(run_id),
-        _ => here.join(run_id),
+    if writable_here(here) {
+        return here.join(run_id);
     }
+    mine_in_tmp()
+        .unwrap_or_else(|| here.to_path_buf())
+        .join(run_id)
 }
 
 /// Whether `dir` is a folder this process writes in, or can be made in the
