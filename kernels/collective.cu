@@ -716,23 +716,24 @@ CB_DEVICE bool cb_wait_ll128_first(CbBlock *b, const CbStep *s) {
 // and reads it. False: give up (every thread of the line's group agrees).
 CB_DEVICE bool cb_ll128_wait(CbBlock *b, const u64 *line, u32 lane, u64 seq, u32 peer, u64 *w0,
                              u64 *w1) {
-#if defined(__CUDACC__)
-    // The line's eight threads read their parts at once and look at the
-    // sequence number in the last one; all of them read again until it is
-    // this message's.
-    for (;;) {
-        cb_group8_sync();
-        cb_ll128_get(line + 2 * lane, w0, w1);
-        if (cb_group8_all(lane != 7 || *w1 == seq)) {
-            return true;
-        }
-        bool give_up = !cb_keep_waiting(b, peer, CB_WAIT_RECV);
-        if (cb_group8_any(give_up)) {
-            return false;
+    if (cb_lanes8()) {
+        // The line's eight threads read their parts at once and look at the
+        // sequence number in the last one; all of them read again until it
+        // is this message's.
+        for (;;) {
+            cb_group8_sync();
+            cb_ll128_get(line + 2 * lane, w0, w1);
+            if (cb_group8_all(lane != 7 || *w1 == seq)) {
+                return true;
+            }
+            bool give_up = !cb_keep_waiting(b, peer, CB_WAIT_RECV);
+            if (cb_group8_any(give_up)) {
+                return false;
+            }
         }
     }
-#else
-    // One thread reads the line's parts in order: the sequence number first.
+    // A block of one thread reads the line's parts in order: the sequence
+    // number first.
     if (lane == 0) {
         while (cb_ll128_flag(line) != seq) {
             if (!cb_keep_waiting(b, peer, CB_WAIT_RECV)) {
@@ -742,7 +743,6 @@ CB_DEVICE bool cb_ll128_wait(CbBlock *b, const u64 *line, u32 lane, u64 seq, u32
     }
     cb_ll128_get(line + 2 * lane, w0, w1);
     return true;
-#endif
 }
 
 // LL128's data movement: 120 payload bytes a line; thread t owns part
@@ -794,9 +794,9 @@ CB_DEVICE void cb_move_ll128(CbBlock *b, const CbStep *s, const CbIo &io, const 
         if (s->nsend) {
             u64 w[2] = {0, 0};
             cb_bytes(w, acc, ne * CB_SIZE);
-#if defined(__CUDACC__)
-            cb_group8_sync();
-#endif
+            if (cb_lanes8()) {
+                cb_group8_sync();
+            }
             for (u32 k = 0; k < s->nsend; k++) {
                 cb_ll128_put(out_l[k] + line * 16 + 2 * lane, w[0], lane == 7 ? out_seq[k] : w[1],
                              lane == 7);
@@ -953,9 +953,9 @@ CB_DEVICE bool cb_run_step(CbBlock *b, const CbStep *s, CbIo *shared_io, u32 *sh
 }
 
 CB_KERNEL CB_MAX_REGISTERS void cb_collective(const CB_GRID_CONSTANT CbRank rank) {
-    CB_SHARED CbIo io;
-    CB_SHARED u32 ok;
-    CB_SHARED u32 lost;
+    CB_SHARED_VAR(CbIo, io);
+    CB_SHARED_VAR(u32, ok);
+    CB_SHARED_VAR(u32, lost);
     u32 c = cb_block();
     if (c >= rank.nchannels) {
         return;

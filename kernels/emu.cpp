@@ -1,14 +1,23 @@
 // collbench kernels: the emulated device's runtime (src/engine/exec/cuda/dev/emu.rs).
 //
 // Compiled after the concatenated kernels/ sources into one shared library
-// per variant. A block is one host thread: the device calls cb_emu_run once
-// per block, each on its own thread, with the kernel's parameters laid out
-// as cuLaunchKernel's kernelParams (params[i] points at argument i's bytes;
-// pointers are 8-byte addresses). The bytes need not be aligned: every
-// argument is copied out with memcpy.
+// per variant. The device calls cb_emu_run once per block, each on a host
+// thread of its own, which runs the block's thread 0 and starts a host
+// thread for each other thread of the block. The kernel's parameters are
+// laid out as cuLaunchKernel's kernelParams (params[i] points at argument
+// i's bytes; pointers are 8-byte addresses); the bytes need not be aligned:
+// every argument is copied out with memcpy.
+#include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <memory>
+#include <mutex>
 #include <sched.h>
+#include <thread>
+#include <vector>
 
 thread_local CbEmuThread cb_emu;
 
@@ -19,6 +28,179 @@ u64 cb_emu_now_ns() {
 }
 
 void cb_emu_pause() { sched_yield(); }
+
+// A kernel fault a GPU would report as an illegal instruction or a hang:
+// said on stderr, and the process stops (only a kernel bug gets here).
+[[noreturn]] static void cb_emu_fault(const char *what) {
+    fprintf(stderr, "collbench emulated device: kernel fault: %s\n", what);
+    fflush(stderr);
+    abort();
+}
+
+// A barrier of `expected` threads that also votes. A thread that leaves
+// (its kernel returned) no longer counts, as a GPU's barriers count only
+// the warps still running.
+struct CbEmuBarrier {
+    std::mutex m;
+    std::condition_variable cv;
+    u32 expected = 0;
+    u32 arrived = 0;
+    std::atomic<u64> round{0};
+    bool all = true, any = false;          // this round's votes so far
+    bool all_was = true, any_was = false;  // the last round's outcome
+
+    void finish_round() {
+        all_was = all;
+        any_was = any;
+        all = true;
+        any = false;
+        arrived = 0;
+        round.fetch_add(1, std::memory_order_release);
+        cv.notify_all();
+    }
+
+    // Waits for the round's other threads; the round's votes (all, any).
+    void arrive(bool ok, bool *all_out, bool *any_out) {
+        std::unique_lock<std::mutex> l(m);
+        all = all && ok;
+        any = any || ok;
+        u64 mine = round.load(std::memory_order_relaxed);
+        if (++arrived >= expected) {
+            finish_round();
+        } else {
+            // The others are mostly about to come: yield a while before
+            // sleeping (a sleep and its wake-up cost more than a round).
+            l.unlock();
+            for (int i = 0; i < 256 && round.load(std::memory_order_acquire) == mine; i++) {
+                sched_yield();
+            }
+            l.lock();
+            cv.wait(l, [&] { return round.load(std::memory_order_relaxed) != mine; });
+        }
+        // The next round cannot end before this thread arrives at it.
+        *all_out = all_was;
+        *any_out = any_was;
+    }
+
+    void leave() {
+        std::lock_guard<std::mutex> l(m);
+        expected--;
+        if (arrived > 0 && arrived >= expected) {
+            finish_round();
+        }
+    }
+};
+
+// The threads of one LL128 line: their barrier and the line being moved.
+struct CbEmuGroup {
+    CbEmuBarrier bar;
+    u64 parts[8][2];
+    const u64 *at[8];
+};
+
+// Shared memory of a block: at least what a GPU gives a block statically.
+#define CB_EMU_SHARED_BYTES (48u << 10)
+
+struct CbEmuBlock {
+    CbEmuBarrier bar;
+    std::unique_ptr<CbEmuGroup[]> groups;
+    alignas(64) unsigned char shared[CB_EMU_SHARED_BYTES];
+    // Starting the block's threads: they wait for `go`, and run nothing
+    // when `abandon` (one of them could not be started).
+    std::mutex start_m;
+    std::condition_variable start_cv;
+    bool go = false, abandon = false;
+
+    explicit CbEmuBlock(u32 nthreads) {
+        bar.expected = nthreads;
+        u32 ngroups = nthreads >= 8 ? nthreads / 8 : 0;
+        groups.reset(new CbEmuGroup[ngroups ? ngroups : 1]);
+        for (u32 g = 0; g < ngroups; g++) {
+            groups[g].bar.expected = 8;
+        }
+        // Uninitialised, as a GPU's: a pattern, not zeros.
+        memset(shared, 0xA5, sizeof shared);
+    }
+};
+
+void *cb_emu_shared(u64 bytes, u64 align) {
+    u64 at = (cb_emu.shared_used + align - 1) / align * align;
+    if (at + bytes > CB_EMU_SHARED_BYTES) {
+        cb_emu_fault("shared memory beyond the block's 48 KiB");
+    }
+    cb_emu.shared_used = at + bytes;
+    return cb_emu.ctx->shared + at;
+}
+
+void cb_emu_sync() {
+    bool all, any;
+    cb_emu.ctx->bar.arrive(true, &all, &any);
+}
+
+static CbEmuGroup &cb_emu_my_group() {
+    if (cb_emu.nthreads < 8 || cb_emu.nthreads % 8 != 0) {
+        cb_emu_fault("a group-of-8 operation in a block that is not whole groups of 8");
+    }
+    return cb_emu.ctx->groups[cb_emu.tid / 8];
+}
+
+bool cb_emu_group8(bool ok, int how) {
+    bool all, any;
+    cb_emu_my_group().bar.arrive(ok, &all, &any);
+    return how == 1 ? all : how == 2 ? any : true;
+}
+
+// The line whose parts a group's eight threads handed: one line, each part
+// at its lane's place, or a fault (on a GPU, not one access).
+static u64 *cb_emu_group_line(CbEmuGroup &g) {
+    for (u32 k = 1; k < 8; k++) {
+        if (g.at[k] != g.at[0] + 2 * k) {
+            cb_emu_fault("the 8 threads of an LL128 group named parts of different lines");
+        }
+    }
+    return (u64 *)g.at[0];
+}
+
+void cb_emu_ll128_put(u64 *part, u64 a, u64 b) {
+    CbEmuGroup &g = cb_emu_my_group();
+    u32 lane = cb_emu.tid & 7u;
+    g.at[lane] = part;
+    g.parts[lane][0] = a;
+    g.parts[lane][1] = b;
+    bool all, any;
+    g.bar.arrive(true, &all, &any);
+    if (lane == 0) {
+        u64 *line = cb_emu_group_line(g);
+        for (u32 k = 0; k < 8; k++) {
+            __atomic_store_n(&line[2 * k], g.parts[k][0], __ATOMIC_RELAXED);
+            __atomic_store_n(&line[2 * k + 1], g.parts[k][1],
+                             k == 7 ? __ATOMIC_RELEASE : __ATOMIC_RELAXED);
+        }
+    }
+    // The parts are not handed again before the line is stored.
+    g.bar.arrive(true, &all, &any);
+}
+
+void cb_emu_ll128_get(const u64 *part, u64 *a, u64 *b) {
+    CbEmuGroup &g = cb_emu_my_group();
+    u32 lane = cb_emu.tid & 7u;
+    g.at[lane] = part;
+    bool all, any;
+    g.bar.arrive(true, &all, &any);
+    if (lane == 0) {
+        const u64 *line = cb_emu_group_line(g);
+        u64 seq = __atomic_load_n(&line[15], __ATOMIC_ACQUIRE);
+        for (u32 k = 0; k < 8; k++) {
+            g.parts[k][0] = __atomic_load_n(&line[2 * k], __ATOMIC_RELAXED);
+            g.parts[k][1] = k == 7 ? seq : __atomic_load_n(&line[2 * k + 1], __ATOMIC_RELAXED);
+        }
+    }
+    g.bar.arrive(true, &all, &any);
+    // Taken before this thread's next group operation, whose first barrier
+    // the leader waits at before it writes the parts again.
+    *a = g.parts[lane][0];
+    *b = g.parts[lane][1];
+}
 
 static_assert(sizeof(void *) == 8, "the emulated device needs 64-bit addresses");
 
@@ -64,11 +246,8 @@ template <class T> static T cb_emu_arg(void **params, int i) {
     return v;
 }
 
-// Runs block `block` of `nblocks` of entry `id` on the calling thread.
-extern "C" void cb_emu_run(int id, void **p, u32 block, u32 nblocks) {
-    cb_emu.block = block;
-    cb_emu.nblocks = nblocks;
-    cb_emu.start_ns = cb_emu_now_ns();
+// Runs entry `id`'s kernel as thread `tid` of block `block`.
+static void cb_emu_kernel(int id, void **p) {
     switch (id) {
     case 0:
         cb_collective(cb_emu_arg<CbRank>(p, 0));
@@ -92,4 +271,68 @@ extern "C" void cb_emu_run(int id, void **p, u32 block, u32 nblocks) {
     default:
         break;
     }
+}
+
+static void cb_emu_thread(int id, void **p, u32 block, u32 nblocks, u32 tid, u32 nthreads,
+                          CbEmuBlock *ctx) {
+    cb_emu.block = block;
+    cb_emu.nblocks = nblocks;
+    cb_emu.tid = tid;
+    cb_emu.nthreads = nthreads;
+    cb_emu.ctx = ctx;
+    cb_emu.shared_used = 0;
+    cb_emu.start_ns = cb_emu_now_ns();
+    cb_emu_kernel(id, p);
+    // Gone from the barriers the others may still wait at.
+    if (nthreads >= 8 && nthreads % 8 == 0) {
+        ctx->groups[tid / 8].bar.leave();
+    }
+    ctx->bar.leave();
+}
+
+// Runs block `block` of `nblocks` of entry `id` with `nthreads` threads:
+// thread 0 on the calling thread. 0 when it ran; -1 when its threads could
+// not be started (then it ran on none of them); -2 for a width the kernels
+// cannot take (only 1, or whole groups of 8).
+extern "C" int cb_emu_run(int id, void **p, u32 block, u32 nblocks, u32 nthreads) {
+    if (nthreads == 0 || (nthreads > 1 && nthreads % 8 != 0)) {
+        return -2;
+    }
+    CbEmuBlock *ctx = new (std::nothrow) CbEmuBlock(nthreads);
+    if (ctx == nullptr) {
+        return -1;
+    }
+    std::vector<std::thread> others;
+    bool started = true;
+    try {
+        others.reserve(nthreads - 1);
+        for (u32 t = 1; t < nthreads; t++) {
+            others.emplace_back([=] {
+                {
+                    std::unique_lock<std::mutex> l(ctx->start_m);
+                    ctx->start_cv.wait(l, [&] { return ctx->go; });
+                    if (ctx->abandon) {
+                        return;
+                    }
+                }
+                cb_emu_thread(id, p, block, nblocks, t, nthreads, ctx);
+            });
+        }
+    } catch (...) {
+        started = false;
+    }
+    {
+        std::lock_guard<std::mutex> l(ctx->start_m);
+        ctx->go = true;
+        ctx->abandon = !started;
+    }
+    ctx->start_cv.notify_all();
+    if (started) {
+        cb_emu_thread(id, p, block, nblocks, 0, nthreads, ctx);
+    }
+    for (auto &t : others) {
+        t.join();
+    }
+    delete ctx;
+    return started ? 0 : -1;
 }

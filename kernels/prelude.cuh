@@ -1,8 +1,9 @@
 // collbench kernels: portability layer.
 //
 // Every file in kernels/ is compiled by NVRTC (no toolkit headers: this file
-// defines what the others need) and, for the emulation tests, by a host C++
-// compiler, where a block is one host thread (blockDim.x == 1). Only this
+// defines what the others need) and, for the emulated device, by a host C++
+// compiler, where each thread of a block is a host thread (blockDim.x is
+// COLLBENCH_EMU_THREADS, 1 by default: one host thread a block). Only this
 // file knows which of the two it is.
 
 typedef signed char i8;
@@ -17,7 +18,8 @@ typedef unsigned long long u64;
 
 #define CB_DEVICE __device__ __forceinline__
 #define CB_KERNEL extern "C" __global__
-#define CB_SHARED __shared__
+// A variable every thread of the block shares: CB_SHARED_VAR(u32, ok);
+#define CB_SHARED_VAR(type, name) __shared__ type name
 // The collective kernel's register cap: at most 64 a thread keeps two blocks
 // of 512 threads (the default) resident per SM, so auto channels cover
 // every SM, and 1024-thread blocks (COLLBENCH_CUDA_THREADS) still launch.
@@ -42,6 +44,9 @@ CB_DEVICE u32 cb_nblocks() { return gridDim.x; }
 CB_DEVICE u64 cb_global_tid() { return (u64)blockIdx.x * blockDim.x + threadIdx.x; }
 CB_DEVICE u64 cb_global_threads() { return (u64)gridDim.x * blockDim.x; }
 CB_DEVICE void cb_sync() { __syncthreads(); }
+// Whether the block's threads form LL128's groups of 8 (a warp's lanes in
+// fours of 8): always on a GPU, whose blocks are whole warps.
+CB_DEVICE bool cb_lanes8() { return true; }
 
 // Loads and stores other agents (peer blocks, other GPUs, the host) see:
 // system scope, so they also order against host-mapped and peer memory.
@@ -129,28 +134,59 @@ CB_DEVICE u64 cb_atomic_add(u64 *p, u64 v) { return atomicAdd(p, v); }
 CB_DEVICE void cb_mark(u32 *p) { atomicExch(p, 1u); }
 CB_DEVICE void cb_pause() { __nanosleep(64); }
 
-#else // host emulation: one thread per block
+#else // host emulation: each thread of a block a host thread (kernels/emu.cpp)
 
 #define CB_DEVICE static inline
 #define CB_KERNEL extern "C"
 #define CB_MAX_REGISTERS
 #define CB_GRID_CONSTANT
-#define CB_SHARED static thread_local
 
+struct CbEmuBlock;
 struct CbEmuThread {
     u32 block;
     u32 nblocks;
+    u32 tid;
+    u32 nthreads;
     u64 start_ns;
+    CbEmuBlock *ctx;  // the block's barriers and shared memory
+    u64 shared_used;  // bytes of the block's shared memory this thread has named
 };
 extern thread_local CbEmuThread cb_emu;
 
-static inline u32 cb_tid() { return 0; }
-static inline u32 cb_nthreads() { return 1; }
+// The next `bytes` of the block's shared memory (every thread names its
+// shared variables in the same order, so they get the same addresses);
+// never zeroed, as on a GPU: it starts as a pattern no kernel may rely on.
+void *cb_emu_shared(u64 bytes, u64 align);
+#define CB_SHARED_VAR(type, name) \
+    type &name = *(type *)cb_emu_shared(sizeof(type), alignof(type))
+
+static inline u32 cb_tid() { return cb_emu.tid; }
+static inline u32 cb_nthreads() { return cb_emu.nthreads; }
 static inline u32 cb_block() { return cb_emu.block; }
 static inline u32 cb_nblocks() { return cb_emu.nblocks; }
-static inline u64 cb_global_tid() { return cb_emu.block; }
-static inline u64 cb_global_threads() { return cb_emu.nblocks; }
-static inline void cb_sync() {}
+static inline u64 cb_global_tid() { return (u64)cb_emu.block * cb_emu.nthreads + cb_emu.tid; }
+static inline u64 cb_global_threads() { return (u64)cb_emu.nblocks * cb_emu.nthreads; }
+void cb_emu_sync();
+static inline void cb_sync() {
+    if (cb_emu.nthreads > 1) {
+        cb_emu_sync();
+    }
+}
+// Groups of 8 only in blocks of whole groups; a block of one thread runs
+// LL128's lines alone, in order.
+static inline bool cb_lanes8() { return cb_emu.nthreads >= 8; }
+// A barrier of this thread's group of 8 that also votes: how 0 syncs,
+// 1 answers whether `ok` holds on all 8, 2 whether on any.
+bool cb_emu_group8(bool ok, int how);
+static inline bool cb_group8_all(bool ok) { return cb_emu_group8(ok, 1); }
+static inline bool cb_group8_any(bool ok) { return cb_emu_group8(ok, 2); }
+static inline void cb_group8_sync() { (void)cb_emu_group8(true, 0); }
+// LL128's line as one access of its group of 8, as a warp's one instruction
+// on a GPU: every thread hands its part, then one thread stores the line
+// (its sequence number last, with release), or loads it (that first, with
+// acquire) and hands each thread its part.
+void cb_emu_ll128_put(u64 *part, u64 a, u64 b);
+void cb_emu_ll128_get(const u64 *part, u64 *a, u64 *b);
 static inline u64 cb_ld_acquire(const u64 *p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
 static inline void cb_st_release(u64 *p, u64 v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
 static inline u64 cb_ld_acquire_gpu(const u64 *p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
@@ -173,13 +209,22 @@ static inline void cb_ll_load(const u32 *line, u32 *d0, u32 *f0, u32 *d1, u32 *f
     *d0 = __atomic_load_n(&line[0], __ATOMIC_RELAXED);
     *d1 = __atomic_load_n(&line[2], __ATOMIC_RELAXED);
 }
-// LL128 emulated: one thread writes a line's eight parts in order, the
-// sequence number last with release; a reader acquires it before the rest.
+// LL128 emulated: in blocks of groups, a group's access of a line is one
+// (above); a thread alone writes a line's eight parts in order, the
+// sequence number last with release, and a reader acquires it before the rest.
 static inline void cb_ll128_put(u64 *part, u64 a, u64 b, bool flag) {
+    if (cb_lanes8()) {
+        cb_emu_ll128_put(part, a, b);
+        return;
+    }
     __atomic_store_n(&part[0], a, __ATOMIC_RELAXED);
     __atomic_store_n(&part[1], b, flag ? __ATOMIC_RELEASE : __ATOMIC_RELAXED);
 }
 static inline void cb_ll128_get(const u64 *part, u64 *a, u64 *b) {
+    if (cb_lanes8()) {
+        cb_emu_ll128_get(part, a, b);
+        return;
+    }
     *a = __atomic_load_n(&part[0], __ATOMIC_RELAXED);
     *b = __atomic_load_n(&part[1], __ATOMIC_RELAXED);
 }

@@ -156,6 +156,62 @@ fn every_protocol_moves_many_steps_through_small_slots() {
     }
 }
 
+/// Blocks of 16 threads (`COLLBENCH_EMU_THREADS`, each a host thread): the
+/// kernels' work split between threads, their block barriers and LL128's
+/// groups of 8 (two a block, each moving its own lines) run as on a GPU,
+/// which blocks of one thread never show. Every collective and algorithm of
+/// every protocol is bit-exact; a rank that hangs under LL128 is found, the
+/// waiting groups giving up together.
+#[test]
+fn blocks_of_many_threads_run_every_protocol_bit_exact() {
+    if !have_compiler("blocks_of_many_threads_run_every_protocol_bit_exact") {
+        return;
+    }
+    let wide = [("COLLBENCH_EMU_THREADS", "16"), ("COLLBENCH_EMU_GPUS", "1")];
+    for proto in ["simple", "ll", "ll128"] {
+        let (code, v, err) = run_env(
+            &[
+                "all",
+                "--ranks",
+                "3",
+                "--algo",
+                "all",
+                "--sizes",
+                "12B:48K:x4",
+                "--protocol",
+                proto,
+            ],
+            &wide,
+        );
+        let what = format!("--protocol {proto} in blocks of 16 threads");
+        assert_eq!(code, 0, "{what}: {err}");
+        assert_clean(&v, &what);
+        assert_eq!(pairs(&v).len(), 13, "{what}");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let dumps = dir.path().join("dumps");
+    let out = collbench()
+        .envs(wide)
+        .args(["all-reduce", "--device", "cuda-emu", "--ranks", "4"])
+        .args(["--sizes", "1K", "--protocol", "ll128", "-q"])
+        .args(["--inject", "hang:rank=2,seq=5", "--timeout", "3s"])
+        .arg("--dump-dir")
+        .arg(&dumps)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    let out = collbench()
+        .arg("analyze")
+        .arg(&dumps)
+        .arg("--json")
+        .output()
+        .unwrap();
+    let d: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(d["culprits"], serde_json::json!([2]), "{d}");
+    assert_eq!(d["findings"][0]["seq"], 5, "{d}");
+}
+
 /// The low-latency protocol's 32-bit flags wrap past 2^32 messages of a
 /// connection (a long sweep's cases share connections): with counts that
 /// start just below it, the message whose count is 2^32 - 1 takes no line
@@ -989,6 +1045,9 @@ fn info_tells_the_emulated_device_and_its_compiler() {
     };
     let e = info(&[("COLLBENCH_EMU_GPUS", "3"), ("COLLBENCH_EMU_MEM", "2G")]);
     assert_eq!(e["devices"]["gpus"], 3, "{e}");
+    assert_eq!(e["devices"]["block_threads"], 1, "{e}");
+    let wide = info(&[("COLLBENCH_EMU_THREADS", "16")]);
+    assert_eq!(wide["devices"]["block_threads"], 16, "{wide}");
     assert_eq!(e["devices"]["memory_bytes"], 2u64 << 30, "{e}");
     assert_eq!(e["devices"]["multiprocessors"], 64, "{e}");
     assert_eq!(e["compiler"]["command"], cxx.as_str(), "{e}");

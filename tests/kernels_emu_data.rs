@@ -1,6 +1,7 @@
-//! kernels/data.cu under host emulation: for every dtype the kernel sources
-//! (prelude, abi, elem, data) and tests/emu/data_driver.cpp are compiled by
-//! the host C++ compiler, and the test checks that `cb_fill` writes what
+//! kernels/data.cu under host emulation: for every dtype the kernel sources,
+//! the emulated device's runtime (kernels/emu.cpp) and
+//! tests/emu/data_driver.cpp are compiled by the host C++ compiler, the
+//! kernels run in blocks of one thread and of many, and the test checks that `cb_fill` writes what
 //! `check::fill_input` writes, `cb_poison` what `check::poison` writes, and
 //! that `cb_verify`'s counters, turned into a verdict by
 //! `DeviceGen::verdict_from`, equal `check::verify`'s verdict on correct and
@@ -49,6 +50,9 @@ fn data_kernels_match_the_host_under_emulation() {
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }
 
+/// Blocks of a launch, and threads of each (1, or whole groups of 8).
+type Grid = (u64, u64);
+
 /// A request to the driver, and what each of its answers must be.
 #[derive(Default)]
 struct Request {
@@ -92,22 +96,22 @@ impl Request {
         words.iter().for_each(|&w| self.word(w));
     }
 
-    fn fill(&mut self, rank: usize, first: u64, count: usize, nblocks: u64, check: Check) {
-        for w in [2, rank as u64, first, count as u64, nblocks] {
+    fn fill(&mut self, rank: usize, first: u64, count: usize, grid: Grid, check: Check) {
+        for w in [2, rank as u64, first, count as u64, grid.0, grid.1] {
             self.word(w);
         }
         self.checks.push(check);
     }
 
-    fn poison(&mut self, count: usize, nblocks: u64, check: Check) {
-        for w in [3, count as u64, nblocks] {
+    fn poison(&mut self, count: usize, grid: Grid, check: Check) {
+        for w in [3, count as u64, grid.0, grid.1] {
             self.word(w);
         }
         self.checks.push(check);
     }
 
-    fn verify(&mut self, e: &CbExpect, recv: &[u8], count: u64, nblocks: u64, check: Check) {
-        for w in [4, e.kind, e.rank, e.src, e.block, count, nblocks] {
+    fn verify(&mut self, e: &CbExpect, recv: &[u8], count: u64, grid: Grid, check: Check) {
+        for w in [4, e.kind, e.rank, e.src, e.block, count, grid.0, grid.1] {
             self.word(w);
         }
         self.words.extend_from_slice(recv);
@@ -243,7 +247,7 @@ fn check_dtype(cxx: &str, dir: &Path, dt: Dtype) -> Result<(), String> {
     let mut want = vec![0u8; 1001 * s];
     poison(dt, &mut want);
     let what = format!("{dt}: cb_poison");
-    req.poison(1001, 3, Check::Bytes { what, want });
+    req.poison(1001, (3, 8), Check::Bytes { what, want });
 
     for op in ReduceOp::ALL {
         for n in [1, 2, 3, 8] {
@@ -267,7 +271,7 @@ fn check_dtype(cxx: &str, dir: &Path, dt: Dtype) -> Result<(), String> {
                 let mut want = vec![0u8; FILL * s];
                 fill_input(&rule, q, &mut want);
                 let what = format!("{dt} {op} n={n}: cb_fill of rank {q}");
-                req.fill(q, 0, FILL, 3, Check::Bytes { what, want });
+                req.fill(q, 0, FILL, (3, 8), Check::Bytes { what, want });
                 // Past 2^32, against the host's expectation of an input.
                 let e = CbExpect {
                     kind: EXPECT_INPUT,
@@ -283,7 +287,7 @@ fn check_dtype(cxx: &str, dir: &Path, dt: Dtype) -> Result<(), String> {
                     q,
                     FAR,
                     64,
-                    2,
+                    (2, 1),
                     Check::Bytes {
                         what,
                         want: want.clone(),
@@ -302,7 +306,7 @@ fn check_dtype(cxx: &str, dir: &Path, dt: Dtype) -> Result<(), String> {
                         ..Verdict::default()
                     },
                 };
-                req.verify(&e, &want, 64, 2, check);
+                req.verify(&e, &want, 64, (2, 8), check);
             }
             for coll in Collective::ALL {
                 let case = Case::new(rule, coll, n - 1);
@@ -359,7 +363,9 @@ fn check_dtype(cxx: &str, dir: &Path, dt: Dtype) -> Result<(), String> {
                             recv: recv.clone(),
                             want,
                         };
-                        req.verify(&e, &recv, count as u64, 3, check);
+                        // Blocks of one thread and of two groups of 8.
+                        let threads = if r % 2 == 0 { 1 } else { 16 };
+                        req.verify(&e, &recv, count as u64, (3, threads), check);
                     }
                 }
             }

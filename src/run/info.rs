@@ -88,6 +88,7 @@ impl Emulated {
                     "multiprocessors": cfg.multiprocessors,
                     "blocks_per_sm": cfg.blocks_per_sm,
                     "memory_bytes": cfg.memory_bytes,
+                    "block_threads": cfg.threads,
                 }),
                 Err(e) => json!({"error": e}),
             },
@@ -107,11 +108,13 @@ impl Emulated {
     fn rows(&self) -> [[String; 2]; 2] {
         let devices = match &self.config {
             Ok(c) => format!(
-                "--device cuda-emu: {} devices x {} SMs x {} blocks per SM, {} each",
+                "--device cuda-emu: {} devices x {} SMs x {} blocks per SM, {} each; blocks of {} thread{}",
                 c.gpus,
                 c.multiprocessors,
                 c.blocks_per_sm,
-                Bytes(c.memory_bytes)
+                Bytes(c.memory_bytes),
+                c.threads,
+                if c.threads == 1 { "" } else { "s" }
             ),
             Err(e) => format!("--device cuda-emu refused: {e}"),
         };

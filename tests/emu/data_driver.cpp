@@ -1,27 +1,25 @@
 // Host-emulation driver for kernels/data.cu (tests/kernels_emu_data.rs).
-// Compiled after prelude.cuh, abi.cuh, elem.cuh and data.cu for one CB_DT.
+// Compiled after the kernels' sources and the emulated device's runtime
+// (kernels/emu.cpp) for one CB_DT; runs the kernels through the runtime's
+// cb_emu_run, as the emulated device does.
 //
 // Usage: driver REQUEST RESPONSE. REQUEST is a sequence of records of
 // little-endian u64 words; RESPONSE gets, per command, its length in bytes
 // (u64) and then its bytes.
 //   1 GEN:    CbGen (80 bytes, `words` ignored), nwords, words[nwords]
-//   2 FILL:   rank, first, count, nblocks       -> count elements (cb_fill if
-//                                                  first == 0, else cb_fill_at)
-//   3 POISON: count, nblocks                    -> count elements
-//   4 VERIFY: CbExpect (32 bytes), count, nblocks, then count elements
-//             padded to 8 bytes                 -> CbVerdict (32 bytes)
-// A kernel runs as `nblocks` emulated blocks, each on its own thread.
+//   2 FILL:   rank, first, count, nblocks, nthreads -> count elements (cb_fill
+//                                              if first == 0, else cb_fill_at)
+//   3 POISON: count, nblocks, nthreads          -> count elements
+//   4 VERIFY: CbExpect (32 bytes), count, nblocks, nthreads, then count
+//             elements padded to 8 bytes        -> CbVerdict (32 bytes)
+// A kernel runs as `nblocks` emulated blocks of `nthreads` threads (1 or a
+// multiple of 8), each block started on its own thread.
 
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <functional>
 #include <thread>
 #include <vector>
-
-thread_local CbEmuThread cb_emu;
-u64 cb_emu_now_ns() { return 0; }
-void cb_emu_pause() { std::this_thread::yield(); }
 
 static FILE *req;
 static FILE *resp;
@@ -43,18 +41,21 @@ static void bytes(void *dst, u64 n) {
     if (n > 0 && std::fread(dst, 1, n, req) != n) fail("request ends inside a record");
 }
 
-static void run_blocks(u64 nblocks, const std::function<void()> &kernel) {
+// Runs kernel `name` with the parameters at `params` (cuLaunchKernel's
+// layout) as `nblocks` blocks of `nthreads` threads.
+static void run_blocks(const char *name, void **params, u64 nblocks, u64 nthreads) {
+    int id = cb_emu_entry(name);
+    if (id < 0) fail("no such kernel");
     if (nblocks == 0) nblocks = 1;
     std::vector<std::thread> threads;
+    std::vector<int> rc(nblocks, 0);
     for (u64 b = 0; b < nblocks; b++) {
-        threads.emplace_back([b, nblocks, &kernel] {
-            cb_emu.block = (u32)b;
-            cb_emu.nblocks = (u32)nblocks;
-            cb_emu.start_ns = 0;
-            kernel();
-        });
+        threads.emplace_back([=, &rc] { rc[b] = cb_emu_run(id, params, (u32)b, (u32)nblocks, (u32)nthreads); });
     }
     for (auto &t : threads) t.join();
+    for (int r : rc) {
+        if (r != 0) fail("cb_emu_run refused the launch");
+    }
 }
 
 static void reply(const void *data, u64 n) {
@@ -82,31 +83,36 @@ int main(int argc, char **argv) {
             bytes(words.data(), words.size() * 8);
             gen.words = words.data();
         } else if (tag == 2) {
-            u64 rank = need(), first = need(), count = need(), nblocks = need();
+            u64 rank = need(), first = need(), count = need(), nblocks = need(), nthreads = need();
             std::vector<u64> out = elems(count);
             u8 *dst = (u8 *)out.data();
-            run_blocks(nblocks, [&] {
-                if (first == 0) {
-                    cb_fill(gen, (u32)rank, dst, count);
-                } else {
-                    cb_fill_at(gen, (u32)rank, dst, first, count);
-                }
-            });
+            u32 r = (u32)rank;
+            if (first == 0) {
+                void *p[] = {&gen, &r, &dst, &count};
+                run_blocks("cb_fill", p, nblocks, nthreads);
+            } else {
+                void *p[] = {&gen, &r, &dst, &first, &count};
+                run_blocks("cb_fill_at", p, nblocks, nthreads);
+            }
             reply(dst, count * CB_SIZE);
         } else if (tag == 3) {
-            u64 count = need(), nblocks = need();
+            u64 count = need(), nblocks = need(), nthreads = need();
             std::vector<u64> out = elems(count);
             u8 *dst = (u8 *)out.data();
-            run_blocks(nblocks, [&] { cb_poison(dst, count); });
+            void *p[] = {&dst, &count};
+            run_blocks("cb_poison", p, nblocks, nthreads);
             reply(dst, count * CB_SIZE);
         } else if (tag == 4) {
             CbExpect e;
             bytes(&e, sizeof e);
-            u64 count = need(), nblocks = need();
+            u64 count = need(), nblocks = need(), nthreads = need();
             std::vector<u64> in = elems(count);
             bytes(in.data(), in.size() * 8);
             CbVerdict v = {0, 0, ~(u64)0, 0};
-            run_blocks(nblocks, [&] { cb_verify(gen, e, (const u8 *)in.data(), count, &v); });
+            const u8 *recv = (const u8 *)in.data();
+            CbVerdict *out = &v;
+            void *p[] = {&gen, &e, &recv, &count, &out};
+            run_blocks("cb_verify", p, nblocks, nthreads);
             reply(&v, sizeof v);
         } else {
             fail("unknown record");

@@ -1,6 +1,6 @@
 //! Shared by the kernel emulation tests: finding the host C++ compiler, and
-//! building `kernels/` (the very source NVRTC compiles) with one of the
-//! drivers in this folder for one (dtype, op).
+//! building `kernels/` (the very source NVRTC compiles) and the emulated
+//! device's runtime with one of the drivers in this folder for one (dtype, op).
 
 // Each test binary that includes this module uses part of it.
 #![allow(dead_code)]
@@ -30,7 +30,8 @@ pub fn compiler(test: &str) -> Option<String> {
     None
 }
 
-/// Compiles the kernels with `tests/emu/<driver>` for (`dtype`, `op`) into `dir`.
+/// Compiles the kernels, the emulated device's runtime (`kernels/emu.cpp`)
+/// and `tests/emu/<driver>` for (`dtype`, `op`) into `dir`.
 pub fn build(
     cxx: &str,
     dir: &Path,
@@ -42,6 +43,8 @@ pub fn build(
         .join("tests/emu")
         .join(driver);
     let mut text = kernels::source().to_string();
+    text.push('\n');
+    text += include_str!("../../kernels/emu.cpp");
     text.push('\n');
     text += &std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
     let stem = driver.trim_end_matches(".cpp");

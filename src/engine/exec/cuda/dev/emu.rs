@@ -147,6 +147,8 @@ enum Op {
     Launch {
         kernel: Arc<Kernel>,
         grid: u32,
+        /// Threads of each block.
+        threads: u32,
         args: Arc<[Vec<u8>]>,
     },
     Record(Arc<Event>),
@@ -238,6 +240,13 @@ enum OpError {
         grid: u32,
         source: std::io::Error,
     },
+    #[error("{kernel}: starting the {threads} threads of block {block} of {grid}: the host refused a thread")]
+    BlockThreads {
+        kernel: String,
+        block: u32,
+        grid: u32,
+        threads: u32,
+    },
 }
 
 fn run(op: Op) -> Result<(), OpError> {
@@ -258,19 +267,26 @@ fn run(op: Op) -> Result<(), OpError> {
             s.pending = s.pending.saturating_sub(1);
             Ok(())
         }
-        Op::Launch { kernel, grid, args } => {
+        Op::Launch {
+            kernel,
+            grid,
+            threads,
+            args,
+        } => {
             let k = &kernel;
             let args = &args[..];
             std::thread::scope(|sc| {
+                let mut blocks = Vec::with_capacity(grid as usize);
                 for b in 0..grid {
-                    std::thread::Builder::new()
+                    let h = std::thread::Builder::new()
                         .spawn_scoped(sc, move || {
                             let mut params: Vec<*mut c_void> =
                                 args.iter().map(|a| a.as_ptr() as *mut c_void).collect();
                             // SAFETY: `params` holds one pointer per parameter of
                             // the kernel, each at its size (checked at launch); the
-                            // runtime only reads them, while `args` lives.
-                            unsafe { (k.lib.run)(k.id, params.as_mut_ptr(), b, grid) }
+                            // runtime only reads them, while `args` lives (it
+                            // joins the block's other threads before returning).
+                            unsafe { (k.lib.run)(k.id, params.as_mut_ptr(), b, grid, threads) }
                         })
                         .map_err(|source| OpError::Spawn {
                             kernel: k.name.clone(),
@@ -278,6 +294,17 @@ fn run(op: Op) -> Result<(), OpError> {
                             grid,
                             source,
                         })?;
+                    blocks.push((b, h));
+                }
+                for (b, h) in blocks {
+                    if h.join().map_err(|_| OpError::Panicked)? != 0 {
+                        return Err(OpError::BlockThreads {
+                            kernel: k.name.clone(),
+                            block: b,
+                            grid,
+                            threads,
+                        });
+                    }
                 }
                 Ok(())
             })
@@ -315,6 +342,7 @@ impl EmuDevice {
                 multiprocessors: cfg.multiprocessors,
                 memory_bytes: cfg.memory_bytes,
                 connections: 128,
+                block_threads: cfg.threads,
             },
             blocks_per_sm: cfg.blocks_per_sm,
             mem: Mutex::default(),
@@ -592,6 +620,19 @@ impl Device for EmuDevice {
                 format!("{grid} blocks of {threads} threads"),
             ));
         }
+        // A block runs as wide as asked up to COLLBENCH_EMU_THREADS (host
+        // threads are dear), and at most 1024 wide, as on a GPU; of one
+        // thread or of whole groups of 8 (LL128's lines).
+        let width = threads.min(self.desc.block_threads);
+        if threads > 1024 || (width > 1 && width % 8 != 0) {
+            return Err(DevError::new(
+                call,
+                format!(
+                    "{} with blocks of {threads} threads: the emulated device runs blocks of 1 thread or of whole groups of 8, at most 1024 (and at most COLLBENCH_EMU_THREADS={} at once)",
+                    kernel.name, self.desc.block_threads
+                ),
+            ));
+        }
         let got: Vec<usize> = args.iter().map(|a| a.len()).collect();
         if got != kernel.args {
             return Err(DevError::new(
@@ -603,7 +644,16 @@ impl Device for EmuDevice {
             ));
         }
         let args: Arc<[Vec<u8>]> = args.iter().map(|a| a.to_vec()).collect();
-        self.enqueue(s, call, [Op::Launch { kernel, grid, args }])
+        self.enqueue(
+            s,
+            call,
+            [Op::Launch {
+                kernel,
+                grid,
+                threads: width,
+                args,
+            }],
+        )
     }
 
     fn event(&self) -> Result<EventId, DevError> {

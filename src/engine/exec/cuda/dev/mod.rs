@@ -84,6 +84,9 @@ pub struct DeviceDesc {
     /// How many streams the device runs concurrently without false
     /// dependencies (CUDA_DEVICE_MAX_CONNECTIONS).
     pub connections: u32,
+    /// The widest block a launch may ask for: 1024 threads on a GPU;
+    /// `COLLBENCH_EMU_THREADS` on the emulated device.
+    pub block_threads: u32,
 }
 
 /// A failed device call: which call, and what the device said.

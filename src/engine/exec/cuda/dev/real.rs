@@ -161,6 +161,7 @@ fn open_all() -> Result<Vec<std::sync::Arc<RealDevice>>, DevError> {
                 multiprocessors: d.multiprocessors,
                 memory_bytes: d.memory_bytes,
                 connections,
+                block_threads: 1024,
             },
             dev,
             ctx: std::sync::OnceLock::new(),

@@ -112,6 +112,14 @@ impl CudaWorld {
                 kind.name()
             )));
         }
+        if kind == Kind::Emu {
+            // The emulated blocks are as wide as COLLBENCH_EMU_THREADS.
+            opts.threads = devices
+                .iter()
+                .map(|d| d.desc().block_threads)
+                .min()
+                .unwrap_or(1);
+        }
         let Placed {
             of_rank,
             load,

@@ -1,7 +1,10 @@
 //! The emulated devices' shape: `COLLBENCH_EMU_GPUS` (default 8),
 //! `COLLBENCH_EMU_SMS` (multiprocessors, 64), `COLLBENCH_EMU_BLOCKS_PER_SM`
-//! (what `occupancy` says for any kernel, 4) and `COLLBENCH_EMU_MEM` (bytes
-//! per device, a size as `--sizes` reads it, 16G).
+//! (what `occupancy` says for any kernel, 4), `COLLBENCH_EMU_MEM` (bytes
+//! per device, a size as `--sizes` reads it, 16G) and `COLLBENCH_EMU_THREADS`
+//! (the widest block, 1: each thread of a block is a host thread; 1, or a
+//! multiple of 8 up to 1024, so LL128's groups of 8 and the block's barriers
+//! run as on a GPU).
 
 use crate::engine::exec::cuda::dev::DevError;
 use std::ffi::OsString;
@@ -13,6 +16,7 @@ pub struct EmuConfig {
     pub multiprocessors: u32,
     pub blocks_per_sm: u32,
     pub memory_bytes: u64,
+    pub threads: u32,
 }
 
 impl EmuConfig {
@@ -21,6 +25,7 @@ impl EmuConfig {
         multiprocessors: 64,
         blocks_per_sm: 4,
         memory_bytes: 16 << 30,
+        threads: 1,
     };
 
     /// The configuration of this process's environment.
@@ -59,6 +64,16 @@ impl EmuConfig {
                 false,
             )? as u32,
             memory_bytes: get("COLLBENCH_EMU_MEM", d.memory_bytes, u64::MAX, true)?,
+            threads: match get("COLLBENCH_EMU_THREADS", d.threads.into(), 1024, false) {
+                Ok(t) if t == 1 || t % 8 == 0 => t as u32,
+                _ => {
+                    let v = env("COLLBENCH_EMU_THREADS").unwrap_or_default();
+                    return Err(DevError::new(
+                        "emulated device",
+                        format!("COLLBENCH_EMU_THREADS={v:?}: expected 1, or a multiple of 8 up to 1024 (LL128 moves lines in groups of 8 threads)"),
+                    ));
+                }
+            },
         })
     }
 }

@@ -21,7 +21,7 @@ const RUNTIME: &str = include_str!("../../../../../../kernels/emu.cpp");
 
 type EntryFn = unsafe extern "C" fn(*const c_char) -> c_int;
 type ArgSizesFn = unsafe extern "C" fn(c_int, *mut u64, c_int) -> c_int;
-type RunFn = unsafe extern "C" fn(c_int, *mut *mut c_void, u32, u32);
+type RunFn = unsafe extern "C" fn(c_int, *mut *mut c_void, u32, u32, u32) -> c_int;
 
 /// One variant's kernels, loaded; the function pointers live as long as `_lib`.
 pub(super) struct Library {

@@ -122,6 +122,51 @@ fn poison_kernel_through_function_and_launch() {
     assert!(d.launch(f, 0, 1, s, &[&[0; 8], &[0; 8]]).is_err());
 }
 
+/// Blocks as wide as `COLLBENCH_EMU_THREADS` (each thread a host thread)
+/// cover every element between them; a launch wider runs that wide; a
+/// width that is not whole groups of 8, or wider than a GPU's, is refused.
+#[test]
+fn wide_blocks_run_each_thread() {
+    if !have_cxx("wide_blocks_run_each_thread") {
+        return;
+    }
+    let d = EmuDevice::new(
+        0,
+        EmuConfig {
+            memory_bytes: 1 << 20,
+            threads: 16,
+            ..EmuConfig::DEFAULT
+        },
+    );
+    assert_eq!(d.desc().block_threads, 16);
+    let s = d.stream().unwrap();
+    let n = 10_007;
+    let p = d.alloc(n + 16).unwrap();
+    for (grid, threads) in [(3, 16), (2, 8), (1, 256), (5, 1)] {
+        d.upload(s, p, &vec![0u8; n + 16]).unwrap();
+        let f = d.function(U8_SUM, "cb_poison").unwrap();
+        d.launch(
+            f,
+            grid,
+            threads,
+            s,
+            &[&p.to_le_bytes(), &(n as u64).to_le_bytes()],
+        )
+        .unwrap();
+        let mut back = vec![1u8; n + 16];
+        d.download(s, &mut back, p).unwrap();
+        assert!(back[..n].iter().all(|&b| b == 0xA5), "{grid} x {threads}");
+        assert!(back[n..].iter().all(|&b| b == 0), "{grid} x {threads}");
+    }
+    let f = d.function(U8_SUM, "cb_poison").unwrap();
+    for threads in [12, 2048] {
+        let e = d
+            .launch(f, 1, threads, s, &[&p.to_le_bytes(), &8u64.to_le_bytes()])
+            .unwrap_err();
+        assert!(e.detail.contains("groups of 8"), "{threads}: {e}");
+    }
+}
+
 #[test]
 fn events_are_ordered() {
     let d = device(1 << 20);
@@ -223,7 +268,16 @@ fn config_from_the_environment() {
     .unwrap();
     assert_eq!((c.gpus, c.multiprocessors, c.blocks_per_sm), (2, 10, 1));
     assert_eq!(c.memory_bytes, 512 << 20);
+    assert_eq!(c.threads, 1);
+    for t in ["1", "8", "32", "1024"] {
+        let c = cfg(&[("COLLBENCH_EMU_THREADS", t)]).unwrap();
+        assert_eq!(c.threads.to_string(), t);
+    }
     for (var, bad) in [
+        ("COLLBENCH_EMU_THREADS", "0"),
+        ("COLLBENCH_EMU_THREADS", "12"),
+        ("COLLBENCH_EMU_THREADS", "1032"),
+        ("COLLBENCH_EMU_THREADS", "wide"),
         ("COLLBENCH_EMU_GPUS", "0"),
         ("COLLBENCH_EMU_GPUS", "two"),
         ("COLLBENCH_EMU_SMS", "-1"),
@@ -233,6 +287,9 @@ fn config_from_the_environment() {
     ] {
         let e = cfg(&[(var, bad)]).unwrap_err();
         assert!(e.detail.contains(var), "{var}={bad}: {e}");
+        if var == "COLLBENCH_EMU_THREADS" {
+            assert!(e.detail.contains("multiple of 8 up to 1024"), "{e}");
+        }
     }
     // Empty is unset, as for every setting of collbench's.
     assert_eq!(
