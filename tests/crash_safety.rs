@@ -187,6 +187,22 @@ fn too_little_memory_is_a_clear_error_not_an_abort() {
             "4 ranks x 1GiB of buffers",
             "lower --sizes' maximum or --ranks",
         ),
+        // A group holds buffers for each of its operations: --group is
+        // named among what to lower.
+        (
+            1_500_000,
+            "all-reduce --ranks 2 --sizes 256M:256M --placement out --group 3",
+            "2 ranks x 1.50GiB of buffers",
+            "lower --sizes' maximum or --ranks, or --group",
+        ),
+        // Each distinct collective of a group's mix has connections of
+        // its own.
+        (
+            3_000_000,
+            "all-to-all --ranks 40 --sizes 64K:64K --group 2 --group-mix all-to-all,all-gather",
+            "of connections",
+            "lower --ranks or --channels, or the distinct collectives of --group-mix",
+        ),
     ];
     for (kib, args, why, advice) in cases {
         let (status, err) = under_ulimit(kib, args);

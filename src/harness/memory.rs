@@ -159,6 +159,8 @@ pub fn check_budget(plan: &Plan, cases: &[Case], budget: Budget) -> Result<(), H
                     free: Bytes(free),
                     usable: Bytes(free / 10 * 9),
                     limit,
+                    members: plan.group,
+                    ways: plan.group_ways(),
                 });
             }
             Ok(())
@@ -197,6 +199,8 @@ fn check_host(plan: &Plan, cases: &[Case], per_rank: u64) -> Result<(), HarnessE
         free: Bytes(free),
         usable: Bytes(usable),
         limit,
+        members: plan.group,
+        ways: plan.group_ways(),
     };
     if let Some(free) = limits.resident() {
         if need > free / 10 * 9 {

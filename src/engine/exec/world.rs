@@ -104,12 +104,20 @@ pub enum ExecError {
 
 /// What to change when a sweep's memory does not fit in the `usable`
 /// bytes (said of the sweep): where its `connections` alone outgrow
-/// them, no size fits.
-pub fn memory_advice(connections: u64, usable: u64) -> &'static str {
+/// them, no size fits. A sweep of groups of `members` operations holds
+/// buffers for each, and connections for each of its `ways` (distinct
+/// collectives of `--group-mix`).
+pub fn memory_advice(connections: u64, usable: u64, members: usize, ways: usize) -> String {
     if connections >= usable {
-        "its connections alone do not fit, whatever the sizes: lower --ranks or --channels"
+        let mix = if ways > 1 {
+            ", or the distinct collectives of --group-mix"
+        } else {
+            ""
+        };
+        format!("its connections alone do not fit, whatever the sizes: lower --ranks or --channels{mix}")
     } else {
-        "lower --sizes' maximum or --ranks"
+        let group = if members > 1 { ", or --group" } else { "" };
+        format!("lower --sizes' maximum or --ranks{group}")
     }
 }
 

@@ -314,7 +314,9 @@ pub(super) fn check_devices(
                 crate::units::Bytes(free),
                 crate::engine::exec::world::memory_advice(
                     (conn as u64).saturating_mul(here as u64),
-                    free / 10 * 9
+                    free / 10 * 9,
+                    0,
+                    1
                 )
             )));
         }
