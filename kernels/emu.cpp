@@ -123,14 +123,20 @@ struct CbEmuBlock {
     }
 };
 
-void *cb_emu_shared(u64 bytes, u64 align) {
-    u64 at = (cb_emu.shared_used + align - 1) / align * align;
+u64 cb_emu_shared_place(u64 bytes, u64 align) {
+    // Called once per declaration (a function-local static's initialiser).
+    static std::mutex m;
+    static u64 used = 0;
+    std::lock_guard<std::mutex> l(m);
+    u64 at = (used + align - 1) / align * align;
     if (at + bytes > CB_EMU_SHARED_BYTES) {
         cb_emu_fault("shared memory beyond the block's 48 KiB");
     }
-    cb_emu.shared_used = at + bytes;
-    return cb_emu.ctx->shared + at;
+    used = at + bytes;
+    return at;
 }
+
+void *cb_emu_shared_at(u64 offset) { return cb_emu.ctx->shared + offset; }
 
 void cb_emu_sync() {
     bool all, any;
@@ -280,7 +286,6 @@ static void cb_emu_thread(int id, void **p, u32 block, u32 nblocks, u32 tid, u32
     cb_emu.tid = tid;
     cb_emu.nthreads = nthreads;
     cb_emu.ctx = ctx;
-    cb_emu.shared_used = 0;
     cb_emu.start_ns = cb_emu_now_ns();
     cb_emu_kernel(id, p);
     // Gone from the barriers the others may still wait at.
@@ -290,18 +295,17 @@ static void cb_emu_thread(int id, void **p, u32 block, u32 nblocks, u32 tid, u32
     ctx->bar.leave();
 }
 
-// Runs block `block` of `nblocks` of entry `id` with `nthreads` threads:
-// thread 0 on the calling thread. 0 when it ran; -1 when its threads could
-// not be started (then it ran on none of them); -2 for a width the kernels
-// cannot take (only 1, or whole groups of 8).
-extern "C" int cb_emu_run(int id, void **p, u32 block, u32 nblocks, u32 nthreads) {
-    if (nthreads == 0 || (nthreads > 1 && nthreads % 8 != 0)) {
-        return -2;
+// Runs block `block` of `nblocks` of entry `id` with `nthreads` threads,
+// thread 0 on the calling thread; false when they could not all be
+// started (then it ran on none of them).
+static bool cb_emu_block(int id, void **p, u32 block, u32 nblocks, u32 nthreads) {
+    std::unique_ptr<CbEmuBlock> owned;
+    try {
+        owned.reset(new CbEmuBlock(nthreads));
+    } catch (...) {
+        return false;
     }
-    CbEmuBlock *ctx = new (std::nothrow) CbEmuBlock(nthreads);
-    if (ctx == nullptr) {
-        return -1;
-    }
+    CbEmuBlock *ctx = owned.get();
     std::vector<std::thread> others;
     bool started = true;
     try {
@@ -333,6 +337,25 @@ extern "C" int cb_emu_run(int id, void **p, u32 block, u32 nblocks, u32 nthreads
     for (auto &t : others) {
         t.join();
     }
-    delete ctx;
-    return started ? 0 : -1;
+    return started;
+}
+
+// Runs block `block` of `nblocks` of entry `id` with `nthreads` threads.
+// 0 when it ran so; 1 when the host would not start its other threads and
+// it ran as one thread instead (the kernels take any width, and a line of
+// LL128 written by one thread is read whole by a group, and the other way
+// round); -1 when it could not run at all; -2 for a width the kernels
+// cannot take (only 1, or whole groups of 8). No exception leaves: one
+// thrown inside a running kernel ends the process, as a GPU's fault would.
+extern "C" int cb_emu_run(int id, void **p, u32 block, u32 nblocks, u32 nthreads) noexcept {
+    if (nthreads == 0 || (nthreads > 1 && nthreads % 8 != 0)) {
+        return -2;
+    }
+    if (cb_emu_block(id, p, block, nblocks, nthreads)) {
+        return 0;
+    }
+    if (nthreads > 1 && cb_emu_block(id, p, block, nblocks, 1)) {
+        return 1;
+    }
+    return -1;
 }

@@ -149,16 +149,18 @@ struct CbEmuThread {
     u32 nthreads;
     u64 start_ns;
     CbEmuBlock *ctx;  // the block's barriers and shared memory
-    u64 shared_used;  // bytes of the block's shared memory this thread has named
 };
 extern thread_local CbEmuThread cb_emu;
 
-// The next `bytes` of the block's shared memory (every thread names its
-// shared variables in the same order, so they get the same addresses);
-// never zeroed, as on a GPU: it starts as a pattern no kernel may rely on.
-void *cb_emu_shared(u64 bytes, u64 align);
+// Shared memory: each declaration gets its place in every block's shared
+// memory once, for the process (as a GPU's static __shared__ variables
+// have theirs in the kernel's image), wherever and however often it runs.
+// Never zeroed, as on a GPU: it starts as a pattern no kernel may rely on.
+u64 cb_emu_shared_place(u64 bytes, u64 align);
+void *cb_emu_shared_at(u64 offset);
 #define CB_SHARED_VAR(type, name) \
-    type &name = *(type *)cb_emu_shared(sizeof(type), alignof(type))
+    static const u64 name##_cb_place = cb_emu_shared_place(sizeof(type), alignof(type)); \
+    type &name = *(type *)cb_emu_shared_at(name##_cb_place)
 
 static inline u32 cb_tid() { return cb_emu.tid; }
 static inline u32 cb_nthreads() { return cb_emu.nthreads; }

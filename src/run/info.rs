@@ -108,7 +108,7 @@ impl Emulated {
     fn rows(&self) -> [[String; 2]; 2] {
         let devices = match &self.config {
             Ok(c) => format!(
-                "--device cuda-emu: {} devices x {} SMs x {} blocks per SM, {} each; blocks of {} thread{}",
+                "--device cuda-emu: {} devices x {} SMs x {} blocks per SM, {} each; blocks of up to {} thread{}",
                 c.gpus,
                 c.multiprocessors,
                 c.blocks_per_sm,
