@@ -166,6 +166,17 @@ fn a_hang_in_one_process_is_dumped_by_every_process_and_diagnosed() {
     assert!(!err.contains("hang detected by another process"), "{err}");
     for l in &said {
         assert!(l.contains("; 3 flight-recorder dump(s) in "), "{err}");
+        // The operation is named as what it is (the peers wait for rank 2
+        // at a barrier, or in the collective), and a barrier across
+        // processes counts no arrivals it cannot know.
+        assert!(!l.contains("of 3 ranks arrived"), "{l}");
+        assert!(
+            l.contains("barrier 4 ran")
+                || l.contains("across processes")
+                || l.contains("(all-reduce) ran")
+                || l.contains("from peer 2"),
+            "{l}"
+        );
     }
     let dumps: Vec<_> = std::fs::read_dir(&d)
         .unwrap()

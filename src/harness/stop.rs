@@ -84,6 +84,17 @@ const REMOTE_HANG: &str = "hang detected by another process of the run";
 /// written (in words, naming the folder).
 pub type Dumps = Result<Vec<PathBuf>, String>;
 
+/// The operation that ran past the timeout, as a hang's message names it:
+/// `collective 4 (all-reduce)` of the world, `barrier 4` of another group.
+fn timed_out_op(seq: u64, op: Option<(&str, &str)>) -> String {
+    match op {
+        Some((crate::recorder::WORLD_GROUP, coll)) => format!("collective {seq} ({coll})"),
+        Some((group, coll)) if group == coll => format!("{coll} {seq}"),
+        Some((group, coll)) => format!("{coll} {seq} (group {group})"),
+        None => format!("operation {seq}"),
+    }
+}
+
 fn dumps_note(dumps: &Dumps) -> String {
     let dumps = match dumps {
         Ok(d) => d,
@@ -286,8 +297,9 @@ impl Ending<'_> {
             (Err(HarnessError::Exec(e)), _) if e.is_timeout() => {
                 Err(hang(format!("hang detected: {e}")))
             }
-            (_, Some(Fired::Timeout { rank, seq, waited })) => Err(hang(format!(
-                "hang detected: rank {rank}'s collective {seq} ran {waited:?}, past the timeout"
+            (_, Some(Fired::Timeout { rank, seq, waited, op })) => Err(hang(format!(
+                "hang detected: rank {rank}'s {} ran {waited:?}, past the timeout",
+                timed_out_op(seq, op)
             ))),
             (_, Some(Fired::Stalled { seq, waited })) => Err(hang(format!(
                 "hang detected: every rank stopped outside collectives, before entering collective {seq}, for {waited:?} (no rank waits on a peer, so none timed out; stopped this long, twice the timeout, it is a hang)"
@@ -448,4 +460,41 @@ pub(super) fn spawn_watchdog(
         remote,
         Box::new(act),
     )?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_hangs_operation_is_named_by_its_group() {
+        let world = Some((crate::recorder::WORLD_GROUP, "all-reduce"));
+        assert_eq!(timed_out_op(4, world), "collective 4 (all-reduce)");
+        assert_eq!(timed_out_op(4, Some(("barrier", "barrier"))), "barrier 4");
+        assert_eq!(
+            timed_out_op(2, Some(("7", "broadcast"))),
+            "broadcast 2 (group 7)"
+        );
+        assert_eq!(timed_out_op(9, None), "operation 9");
+    }
+
+    #[test]
+    fn a_barrier_across_processes_does_not_count_who_arrived() {
+        let e = crate::engine::exec::ExecError::BarrierTimeout {
+            rank: 0,
+            arrived: None,
+            nranks: 3,
+            waited: Duration::from_secs(3),
+        };
+        let said = e.to_string();
+        assert!(!said.contains("0 of 3"), "{said}");
+        assert!(said.contains("of 3 ranks across processes"), "{said}");
+        let e = crate::engine::exec::ExecError::BarrierTimeout {
+            rank: 0,
+            arrived: Some(2),
+            nranks: 3,
+            waited: Duration::from_secs(3),
+        };
+        assert!(e.to_string().contains("where 2 of 3 ranks arrived"), "{e}");
+    }
 }

@@ -279,6 +279,17 @@ impl RankRecorder {
         })
     }
 
+    /// The operation `seq` in flight: the newest started one of that
+    /// number, of any group (None when the ring no longer holds it).
+    pub fn in_flight_op(&self, seq: u64) -> Option<OpInfo> {
+        let ring = self.ring.lock().unwrap_or_else(|e| e.into_inner());
+        ring.entries
+            .iter()
+            .filter(|e| e.seq == seq && e.state == State::Started)
+            .max_by_key(|e| e.t_started)
+            .map(|e| e.op)
+    }
+
     /// The rank stops outside any collective, before entering `next_seq`
     /// (an injected hang): no wait of its own can time out, so the watchdog
     /// looks at how long it has been stopped.
@@ -411,6 +422,33 @@ mod tests {
             collective: "all-reduce",
             ..OpInfo::default()
         }
+    }
+
+    /// The watchdog names the operation in flight: of the group it runs in
+    /// (a barrier's number is its own group's), gone once it completed.
+    #[test]
+    fn the_operation_in_flight_is_named_with_its_group() {
+        let r = RankRecorder::new(0, 8);
+        for _ in 0..3 {
+            let s = r.enter(&op(), IterKind::Timed);
+            r.complete(WORLD_GROUP, s);
+        }
+        let barrier = OpInfo {
+            group: "barrier",
+            collective: "barrier",
+            ..OpInfo::default()
+        };
+        // Barrier 1, while the world's operation 1 is long completed.
+        let b = r.enter(&barrier, IterKind::Check);
+        assert_eq!(b, 1);
+        let (seq, _) = r.in_flight(mono_ns()).unwrap();
+        let named = r.in_flight_op(seq).map(|o| (o.group, o.collective));
+        assert_eq!(named, Some(("barrier", "barrier")));
+        r.complete("barrier", b);
+        assert!(r.in_flight_op(b).is_none());
+        let s = r.enter(&op(), IterKind::Timed);
+        let named = r.in_flight_op(s).map(|o| (o.group, o.collective));
+        assert_eq!(named, Some((WORLD_GROUP, "all-reduce")));
     }
 
     #[test]

@@ -123,11 +123,13 @@ pub const TRIGGER_SIGNAL: &str = "signal";
 /// Why the watchdog acted.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Fired {
-    /// Rank `rank`'s operation `seq` has run for `waited`.
+    /// Rank `rank`'s operation `seq` has run for `waited`; `op`: its
+    /// (group, collective), where the recorder still holds it.
     Timeout {
         rank: usize,
         seq: u64,
         waited: Duration,
+        op: Option<(&'static str, &'static str)>,
     },
     /// Every rank of this process has been stopped outside any collective
     /// (none waits on a peer, so none can time out) for `waited`, past
@@ -285,10 +287,11 @@ fn watch(
                 .find_map(|r| {
                     let (seq, ns) = r.in_flight(now)?;
                     let waited = Duration::from_nanos(ns);
-                    (waited > timeout).then_some(Fired::Timeout {
+                    (waited > timeout).then(|| Fired::Timeout {
                         rank: r.rank,
                         seq,
                         waited,
+                        op: r.in_flight_op(seq).map(|o| (o.group, o.collective)),
                     })
                 })
                 .or_else(|| stalled(recs, now, stall_limit(timeout)))

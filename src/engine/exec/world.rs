@@ -61,10 +61,11 @@ pub enum ExecError {
         peer: usize,
         waited: Duration,
     },
-    #[error("rank {rank} waited {waited:?} (timeout) at a barrier where {arrived} of {nranks} ranks arrived")]
+    #[error("rank {rank} waited {waited:?} (timeout) at a barrier {}", crate::engine::transport::links::barrier_arrivals(*.arrived, *.nranks))]
     BarrierTimeout {
         rank: usize,
-        arrived: usize,
+        /// How many ranks had arrived, where the barrier knows.
+        arrived: Option<usize>,
         nranks: usize,
         waited: Duration,
     },

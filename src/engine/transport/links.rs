@@ -10,15 +10,28 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+/// Who a barrier that timed out had: how many of `nranks` arrived, where
+/// known.
+pub fn barrier_arrivals(arrived: Option<usize>, nranks: usize) -> String {
+    match arrived {
+        Some(a) => format!("where {a} of {nranks} ranks arrived"),
+        None => format!(
+            "of {nranks} ranks across processes, which some never reached (the dumps say which)"
+        ),
+    }
+}
+
 /// Why a link could not be made, or a wait on the links ended.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum LinkError {
     #[error("stopped because another rank failed")]
     Aborted,
-    #[error("rank {rank} waited {waited:?} (timeout) at a barrier where {arrived} of {nranks} ranks arrived")]
+    #[error("rank {rank} waited {waited:?} (timeout) at a barrier {}", barrier_arrivals(*.arrived, *.nranks))]
     BarrierTimeout {
         rank: usize,
-        arrived: usize,
+        /// How many ranks had arrived, where the barrier knows (one across
+        /// processes, the launcher's, does not).
+        arrived: Option<usize>,
         nranks: usize,
         waited: Duration,
     },
@@ -124,7 +137,7 @@ impl Links for InProcess {
             if wait.elapsed() >= ctl.timeout() {
                 return Err(LinkError::BarrierTimeout {
                     rank,
-                    arrived: self.arrived.load(Ordering::Relaxed),
+                    arrived: Some(self.arrived.load(Ordering::Relaxed)),
                     nranks,
                     waited: wait.elapsed(),
                 });

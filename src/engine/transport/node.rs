@@ -359,7 +359,7 @@ impl Links for NodeLinks {
             } else {
                 LinkError::BarrierTimeout {
                     rank,
-                    arrived: 0,
+                    arrived: None,
                     nranks: ctl.nranks(),
                     waited: timeout,
                 }
