@@ -997,6 +997,44 @@ fn a_device_too_small_for_the_layout_is_refused_before_launch() {
     );
 }
 
+/// Ranks sharing a GPU take a hardware queue each, and the setup of
+/// connections one more: 4 queues run 3 ranks and refuse 4 before
+/// anything runs (a setup copy could wait behind a rank's persistent
+/// kernel); a lone rank sets up while no kernel runs, so 1 queue runs it.
+#[test]
+fn ranks_sharing_a_gpu_leave_a_hardware_queue_for_setup() {
+    if !have_compiler("ranks_sharing_a_gpu_leave_a_hardware_queue_for_setup") {
+        return;
+    }
+    fn queues(n: &str) -> [(&str, &str); 2] {
+        [("COLLBENCH_EMU_GPUS", "1"), ("COLLBENCH_EMU_QUEUES", n)]
+    }
+    let (code, v, err) = run_env(
+        &["all-reduce", "--ranks", "3", "--sizes", "1K"],
+        &queues("4"),
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_clean(&v, "3 ranks on 4 queues");
+    assert_eq!(rows(&v).len(), 2, "3 ranks on 4 queues");
+    let (code, _, err) = run_env(
+        &["all-reduce", "--ranks", "4", "--sizes", "1K"],
+        &queues("4"),
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("4 ranks share GPU 0") && err.contains("use --ranks 3 or fewer per GPU"),
+        "{err}"
+    );
+    assert!(!err.contains("panicked"), "{err}");
+    let (code, v, err) = run_env(
+        &["all-reduce", "--ranks", "1", "--sizes", "1K"],
+        &queues("1"),
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_clean(&v, "1 rank on 1 queue");
+    assert_eq!(rows(&v).len(), 2, "1 rank on 1 queue");
+}
+
 #[test]
 fn the_emulated_device_without_a_compiler_is_a_clear_error() {
     let dir = tempfile::tempdir().unwrap();
@@ -1046,6 +1084,7 @@ fn info_tells_the_emulated_device_and_its_compiler() {
     let e = info(&[("COLLBENCH_EMU_GPUS", "3"), ("COLLBENCH_EMU_MEM", "2G")]);
     assert_eq!(e["devices"]["gpus"], 3, "{e}");
     assert_eq!(e["devices"]["block_threads"], 1, "{e}");
+    assert_eq!(e["devices"]["hardware_queues"], 128, "{e}");
     let wide = info(&[("COLLBENCH_EMU_THREADS", "16")]);
     assert_eq!(wide["devices"]["block_threads"], 16, "{wide}");
     assert_eq!(e["devices"]["memory_bytes"], 2u64 << 30, "{e}");

@@ -89,6 +89,7 @@ impl Emulated {
                     "blocks_per_sm": cfg.blocks_per_sm,
                     "memory_bytes": cfg.memory_bytes,
                     "block_threads": cfg.threads,
+                    "hardware_queues": cfg.queues,
                 }),
                 Err(e) => json!({"error": e}),
             },

@@ -364,7 +364,7 @@ impl EmuDevice {
                 arch: "emu".into(),
                 multiprocessors: cfg.multiprocessors,
                 memory_bytes: cfg.memory_bytes,
-                connections: 128,
+                connections: cfg.queues,
                 block_threads: cfg.threads,
             },
             blocks_per_sm: cfg.blocks_per_sm,

@@ -279,10 +279,18 @@ pub(super) fn check_devices(
             continue;
         }
         let desc = d.desc();
-        if !spread && here as u32 > desc.connections {
+        // Each rank's stream, and the world's setup stream of the GPU
+        // (connections are zeroed on it while other ranks' kernels may
+        // run): one hardware queue each, or a setup copy could queue behind
+        // a persistent kernel that waits for it (a lone rank sets up while
+        // no kernel of its GPU runs).
+        if !spread && here > 1 && here as u32 >= desc.connections {
             return Err(ExecError::Setup(format!(
-                "{here} ranks share GPU {} ({}), more than its {} hardware queues (CUDA_DEVICE_MAX_CONNECTIONS): their persistent kernels could wait on each other forever; use --ranks {} or fewer per GPU",
-                desc.ordinal, desc.name, desc.connections, desc.connections
+                "{here} ranks share GPU {} ({}), but it has {} hardware queues (CUDA_DEVICE_MAX_CONNECTIONS), one for each rank's stream and one for setting up connections: a rank's persistent kernel could otherwise hold up work another waits for; use --ranks {} or fewer per GPU",
+                desc.ordinal,
+                desc.name,
+                desc.connections,
+                desc.connections.saturating_sub(1).max(1)
             )));
         }
         // Saturating: buffers past the address space must read as too

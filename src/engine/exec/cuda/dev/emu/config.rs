@@ -1,7 +1,9 @@
 //! The emulated devices' shape: `COLLBENCH_EMU_GPUS` (default 8),
 //! `COLLBENCH_EMU_SMS` (multiprocessors, 64), `COLLBENCH_EMU_BLOCKS_PER_SM`
 //! (what `occupancy` says for any kernel, 4), `COLLBENCH_EMU_MEM` (bytes
-//! per device, a size as `--sizes` reads it, 16G) and `COLLBENCH_EMU_THREADS`
+//! per device, a size as `--sizes` reads it, 16G), `COLLBENCH_EMU_QUEUES`
+//! (the hardware queues a device has, as CUDA_DEVICE_MAX_CONNECTIONS says
+//! on a GPU, 128) and `COLLBENCH_EMU_THREADS`
 //! (the widest block, 1: each thread of a block is a host thread; 1, or a
 //! multiple of 8 up to 1024, so LL128's groups of 8 and the block's barriers
 //! run as on a GPU).
@@ -16,6 +18,7 @@ pub struct EmuConfig {
     pub multiprocessors: u32,
     pub blocks_per_sm: u32,
     pub memory_bytes: u64,
+    pub queues: u32,
     pub threads: u32,
 }
 
@@ -25,6 +28,7 @@ impl EmuConfig {
         multiprocessors: 64,
         blocks_per_sm: 4,
         memory_bytes: 16 << 30,
+        queues: 128,
         threads: 1,
     };
 
@@ -64,6 +68,7 @@ impl EmuConfig {
                 false,
             )? as u32,
             memory_bytes: get("COLLBENCH_EMU_MEM", d.memory_bytes, u64::MAX, true)?,
+            queues: get("COLLBENCH_EMU_QUEUES", d.queues.into(), 1024, false)? as u32,
             threads: match get("COLLBENCH_EMU_THREADS", d.threads.into(), 1024, false) {
                 Ok(t) if t == 1 || t % 8 == 0 => t as u32,
                 _ => {

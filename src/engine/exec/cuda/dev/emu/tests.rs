@@ -264,9 +264,11 @@ fn config_from_the_environment() {
         ("COLLBENCH_EMU_SMS", " 10 "),
         ("COLLBENCH_EMU_BLOCKS_PER_SM", "1"),
         ("COLLBENCH_EMU_MEM", "512M"),
+        ("COLLBENCH_EMU_QUEUES", "4"),
     ])
     .unwrap();
     assert_eq!((c.gpus, c.multiprocessors, c.blocks_per_sm), (2, 10, 1));
+    assert_eq!(c.queues, 4);
     assert_eq!(c.memory_bytes, 512 << 20);
     assert_eq!(c.threads, 1);
     for t in ["1", "8", "32", "1024"] {
@@ -274,6 +276,7 @@ fn config_from_the_environment() {
         assert_eq!(c.threads.to_string(), t);
     }
     for (var, bad) in [
+        ("COLLBENCH_EMU_QUEUES", "0"),
         ("COLLBENCH_EMU_THREADS", "0"),
         ("COLLBENCH_EMU_THREADS", "12"),
         ("COLLBENCH_EMU_THREADS", "1032"),
