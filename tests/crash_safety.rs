@@ -195,6 +195,14 @@ fn too_little_memory_is_a_clear_error_not_an_abort() {
             "2 ranks x 1.50GiB of buffers",
             "lower --sizes' maximum or --ranks, or --group",
         ),
+        // Groups as long as --group-mix names (no --group): --group may
+        // not be fewer, so the mix is what to shorten.
+        (
+            1_500_000,
+            "all-reduce --ranks 2 --sizes 256M:256M --placement out --group-mix all-reduce,all-gather,broadcast",
+            "of buffers",
+            "lower --sizes' maximum or --ranks, or the collectives of --group-mix",
+        ),
         // Each distinct collective of a group's mix has connections of
         // its own.
         (

@@ -997,32 +997,31 @@ fn a_device_too_small_for_the_layout_is_refused_before_launch() {
     );
 }
 
-/// Ranks sharing a GPU take a hardware queue each, and the setup of
-/// connections one more: 4 queues run 3 ranks and refuse 4 before
-/// anything runs (a setup copy could wait behind a rank's persistent
-/// kernel); a lone rank sets up while no kernel runs, so 1 queue runs it.
+/// Ranks sharing a GPU take a hardware queue each (their persistent
+/// kernels would otherwise wait on each other): 4 queues run 4 ranks and
+/// refuse 5 before anything runs; 1 queue runs a lone rank.
 #[test]
-fn ranks_sharing_a_gpu_leave_a_hardware_queue_for_setup() {
-    if !have_compiler("ranks_sharing_a_gpu_leave_a_hardware_queue_for_setup") {
+fn ranks_sharing_a_gpu_take_a_hardware_queue_each() {
+    if !have_compiler("ranks_sharing_a_gpu_take_a_hardware_queue_each") {
         return;
     }
     fn queues(n: &str) -> [(&str, &str); 2] {
         [("COLLBENCH_EMU_GPUS", "1"), ("COLLBENCH_EMU_QUEUES", n)]
     }
     let (code, v, err) = run_env(
-        &["all-reduce", "--ranks", "3", "--sizes", "1K"],
+        &["all-reduce", "--ranks", "4", "--sizes", "1K"],
         &queues("4"),
     );
     assert_eq!(code, 0, "{err}");
-    assert_clean(&v, "3 ranks on 4 queues");
-    assert_eq!(rows(&v).len(), 2, "3 ranks on 4 queues");
+    assert_clean(&v, "4 ranks on 4 queues");
+    assert_eq!(rows(&v).len(), 2, "4 ranks on 4 queues");
     let (code, _, err) = run_env(
-        &["all-reduce", "--ranks", "4", "--sizes", "1K"],
+        &["all-reduce", "--ranks", "5", "--sizes", "1K"],
         &queues("4"),
     );
     assert_eq!(code, 2, "{err}");
     assert!(
-        err.contains("4 ranks share GPU 0") && err.contains("use --ranks 3 or fewer per GPU"),
+        err.contains("5 ranks share GPU 0") && err.contains("use --ranks 4 or fewer per GPU"),
         "{err}"
     );
     assert!(!err.contains("panicked"), "{err}");

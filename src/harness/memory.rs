@@ -160,6 +160,7 @@ pub fn check_budget(plan: &Plan, cases: &[Case], budget: Budget) -> Result<(), H
                     usable: Bytes(free / 10 * 9),
                     limit,
                     members: plan.group,
+                    mix: plan.group_mix.len(),
                     ways: plan.group_ways(),
                 });
             }
@@ -200,6 +201,7 @@ fn check_host(plan: &Plan, cases: &[Case], per_rank: u64) -> Result<(), HarnessE
         usable: Bytes(usable),
         limit,
         members: plan.group,
+        mix: plan.group_mix.len(),
         ways: plan.group_ways(),
     };
     if let Some(free) = limits.resident() {

@@ -107,8 +107,15 @@ pub enum ExecError {
 /// bytes (said of the sweep): where its `connections` alone outgrow
 /// them, no size fits. A sweep of groups of `members` operations holds
 /// buffers for each, and connections for each of its `ways` (distinct
-/// collectives of `--group-mix`).
-pub fn memory_advice(connections: u64, usable: u64, members: usize, ways: usize) -> String {
+/// collectives of `--group-mix`, which names `mix` collectives: `--group`
+/// may not be fewer).
+pub fn memory_advice(
+    connections: u64,
+    usable: u64,
+    members: usize,
+    mix: usize,
+    ways: usize,
+) -> String {
     if connections >= usable {
         let mix = if ways > 1 {
             ", or the distinct collectives of --group-mix"
@@ -117,7 +124,13 @@ pub fn memory_advice(connections: u64, usable: u64, members: usize, ways: usize)
         };
         format!("its connections alone do not fit, whatever the sizes: lower --ranks or --channels{mix}")
     } else {
-        let group = if members > 1 { ", or --group" } else { "" };
+        let group = if members > 1 && members > mix {
+            ", or --group"
+        } else if members > 1 {
+            ", or the collectives of --group-mix"
+        } else {
+            ""
+        };
         format!("lower --sizes' maximum or --ranks{group}")
     }
 }

@@ -279,18 +279,14 @@ pub(super) fn check_devices(
             continue;
         }
         let desc = d.desc();
-        // Each rank's stream, and the world's setup stream of the GPU
-        // (connections are zeroed on it while other ranks' kernels may
-        // run): one hardware queue each, or a setup copy could queue behind
-        // a persistent kernel that waits for it (a lone rank sets up while
-        // no kernel of its GPU runs).
-        if !spread && here > 1 && here as u32 >= desc.connections {
+        // A hardware queue for each rank's stream. The world's setup stream
+        // may share one: it zeroes connections only while a case is being
+        // prepared, before any rank launches the case's kernels (a barrier
+        // follows), so it never waits for a kernel that waits for it.
+        if !spread && here as u32 > desc.connections {
             return Err(ExecError::Setup(format!(
-                "{here} ranks share GPU {} ({}), but it has {} hardware queues (CUDA_DEVICE_MAX_CONNECTIONS), one for each rank's stream and one for setting up connections: a rank's persistent kernel could otherwise hold up work another waits for; use --ranks {} or fewer per GPU",
-                desc.ordinal,
-                desc.name,
-                desc.connections,
-                desc.connections.saturating_sub(1).max(1)
+                "{here} ranks share GPU {} ({}), more than its {} hardware queues (CUDA_DEVICE_MAX_CONNECTIONS): their persistent kernels could wait on each other forever; use --ranks {} or fewer per GPU",
+                desc.ordinal, desc.name, desc.connections, desc.connections
             )));
         }
         // Saturating: buffers past the address space must read as too
@@ -323,6 +319,7 @@ pub(super) fn check_devices(
                 crate::engine::exec::world::memory_advice(
                     (conn as u64).saturating_mul(here as u64),
                     free / 10 * 9,
+                    0,
                     0,
                     1
                 )
