@@ -90,6 +90,9 @@ pub type Dumps = Result<Vec<PathBuf>, String>;
 /// `collective 4 (all-reduce)` of the world, `barrier 4` of another group.
 fn timed_out_op(seq: u64, op: Option<(&str, &str)>) -> String {
     match op {
+        Some((crate::recorder::WORLD_GROUP, "group")) => {
+            format!("collective {seq} (a group of operations)")
+        }
         Some((crate::recorder::WORLD_GROUP, coll)) => format!("collective {seq} ({coll})"),
         Some((group, coll)) if group == coll => format!("{coll} {seq}"),
         Some((group, coll)) => format!("{coll} {seq} (group {group})"),
@@ -473,6 +476,11 @@ mod tests {
         let world = Some((crate::recorder::WORLD_GROUP, "all-reduce"));
         assert_eq!(timed_out_op(4, world), "collective 4 (all-reduce)");
         assert_eq!(timed_out_op(4, Some(("barrier", "barrier"))), "barrier 4");
+        let group = Some((crate::recorder::WORLD_GROUP, "group"));
+        assert_eq!(
+            timed_out_op(5, group),
+            "collective 5 (a group of operations)"
+        );
         assert_eq!(
             timed_out_op(2, Some(("7", "broadcast"))),
             "broadcast 2 (group 7)"
