@@ -349,7 +349,9 @@ pub struct RunArgs {
     pub ranks: Option<usize>,
     /// Where data moves: auto (CUDA when usable, else host), host, cuda, or
     /// cuda-emu (the CUDA executor on an emulated device: CPU threads, slow;
-    /// for testing and developing algorithms without a GPU).
+    /// for testing and developing algorithms without a GPU; its shape from
+    /// COLLBENCH_EMU_*, e.g. COLLBENCH_EMU_THREADS=16 for blocks of 16
+    /// threads, as `collbench info` shows).
     #[arg(long, default_value = "auto", value_enum, ignore_case = true)]
     pub device: DeviceChoice,
     /// Start N rank processes on this node, one rank each, connected
