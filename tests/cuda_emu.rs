@@ -188,26 +188,22 @@ fn blocks_of_many_threads_run_every_protocol_bit_exact() {
         assert_clean(&v, &what);
         assert_eq!(pairs(&v).len(), 13, "{what}");
     }
-    let dir = tempfile::tempdir().unwrap();
-    let dumps = dir.path().join("dumps");
-    let out = collbench()
-        .envs(wide)
-        .args(["all-reduce", "--device", "cuda-emu", "--ranks", "4"])
-        .args(["--sizes", "1K", "--protocol", "ll128", "-q"])
-        .args(["--inject", "hang:rank=2,seq=5", "--timeout", "3s"])
-        .arg("--dump-dir")
-        .arg(&dumps)
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(3), "{err}");
-    let out = collbench()
-        .arg("analyze")
-        .arg(&dumps)
-        .arg("--json")
-        .output()
-        .unwrap();
-    let d: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let d = hang_and_analyze_env(
+        &[
+            "all-reduce",
+            "--ranks",
+            "4",
+            "--sizes",
+            "1K",
+            "--protocol",
+            "ll128",
+            "--inject",
+            "hang:rank=2,seq=5",
+            "--timeout",
+            "3s",
+        ],
+        &wide,
+    );
     assert_eq!(d["culprits"], serde_json::json!([2]), "{d}");
     assert_eq!(d["findings"][0]["seq"], 5, "{d}");
 }
@@ -1366,9 +1362,15 @@ fn a_sweep_too_large_for_the_device_is_capped_with_a_warning() {
 /// Runs `collbench ARGS --dump-dir D -q` on the emulated device, which must
 /// stop on a hang (exit 3), then `collbench analyze D --json`: its diagnosis.
 fn hang_and_analyze(args: &[&str]) -> Value {
+    hang_and_analyze_env(args, &[])
+}
+
+/// [`hang_and_analyze`] with environment variables set.
+fn hang_and_analyze_env(args: &[&str], env: &[(&str, &str)]) -> Value {
     let dir = tempfile::tempdir().unwrap();
     let dumps = dir.path().join("dumps");
     let out = collbench()
+        .envs(env.iter().copied())
         .args(args)
         .args(["--device", "cuda-emu", "-q", "--dump-dir"])
         .arg(&dumps)
