@@ -142,7 +142,14 @@ impl CudaRank {
 
     /// Grid for a data kernel over `count` elements.
     pub(super) fn data_grid(&self, count: usize) -> (u32, u32) {
-        let threads = if self.world.kind == Kind::Emu { 1 } else { 256 };
+        // On the emulated device, as wide as COLLBENCH_EMU_THREADS (the
+        // world's width there: 1 unless set) up to 8: every launch starts
+        // its blocks' threads anew, and the data kernels' width is tested
+        // on its own (tests/kernels_emu_data.rs).
+        let threads = match self.world.kind {
+            Kind::Emu => self.world.opts.threads.clamp(1, 8),
+            Kind::Cuda => 256,
+        };
         // At most one block per SM: data kernels never crowd out the
         // collective's blocks.
         let max = match self.world.kind {
