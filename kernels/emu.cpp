@@ -288,8 +288,9 @@ static void cb_emu_thread(int id, void **p, u32 block, u32 nblocks, u32 tid, u32
     cb_emu.ctx = ctx;
     cb_emu.start_ns = cb_emu_now_ns();
     cb_emu_kernel(id, p);
-    // Gone from the barriers the others may still wait at.
-    if (nthreads >= 8 && nthreads % 8 == 0) {
+    // Gone from the barriers the others may still wait at (a block of
+    // several threads is whole groups of 8: cb_emu_run checked).
+    if (nthreads >= 8) {
         ctx->groups[tid / 8].bar.leave();
     }
     ctx->bar.leave();

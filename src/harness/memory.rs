@@ -159,9 +159,7 @@ pub fn check_budget(plan: &Plan, cases: &[Case], budget: Budget) -> Result<(), H
                     free: Bytes(free),
                     usable: Bytes(free / 10 * 9),
                     limit,
-                    members: plan.group,
-                    mix: plan.group_mix.len(),
-                    ways: plan.group_ways(),
+                    group: plan.group_shape(),
                 });
             }
             Ok(())
@@ -200,9 +198,7 @@ fn check_host(plan: &Plan, cases: &[Case], per_rank: u64) -> Result<(), HarnessE
         free: Bytes(free),
         usable: Bytes(usable),
         limit,
-        members: plan.group,
-        mix: plan.group_mix.len(),
-        ways: plan.group_ways(),
+        group: plan.group_shape(),
     };
     if let Some(free) = limits.resident() {
         if need > free / 10 * 9 {

@@ -133,6 +133,15 @@ impl Plan {
         self.host.timeout
     }
 
+    /// The sweep's groups, for what its memory advice names.
+    pub fn group_shape(&self) -> crate::engine::exec::world::GroupShape {
+        crate::engine::exec::world::GroupShape {
+            members: self.group,
+            mix: self.group_mix.len(),
+            ways: self.group_ways(),
+        }
+    }
+
     /// The most ways of running (collective, algorithm, root) one group of
     /// this plan holds: each takes connections of its own. A case gives
     /// each collective one algorithm and root, so it is the mix's distinct

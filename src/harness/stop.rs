@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 /// Why a sweep stopped.
 #[derive(Debug, thiserror::Error)]
 pub enum HarnessError {
-    #[error("not enough memory: the sweep needs {need} ({} x {per_rank} of buffers, plus {extra} of connections) but may use {usable} (90% of the {free} of {limit}); {}", crate::units::count_of(*.ranks, "rank"), crate::engine::exec::world::memory_advice(.extra.0, .usable.0, *.members, *.mix, *.ways))]
+    #[error("not enough memory: the sweep needs {need} ({} x {per_rank} of buffers, plus {extra} of connections) but may use {usable} (90% of the {free} of {limit}); {}", crate::units::count_of(*.ranks, "rank"), crate::engine::exec::world::memory_advice(.extra.0, .usable.0, *.group))]
     Memory {
         need: Bytes,
         per_rank: Bytes,
@@ -33,13 +33,8 @@ pub enum HarnessError {
         usable: Bytes,
         /// Which limit refused it.
         limit: &'static str,
-        /// Operations of each group (`--group`; 0 or 1: none).
-        members: usize,
-        /// Collectives `--group-mix` names (0: none).
-        mix: usize,
-        /// Ways of running a group's collectives, each with connections
-        /// of its own (1 without groups).
-        ways: usize,
+        /// The sweep's groups (what else may be lowered).
+        group: crate::engine::exec::world::GroupShape,
     },
     #[error("nothing to run: {0}")]
     Empty(String),

@@ -103,19 +103,31 @@ pub enum ExecError {
     Mpi(String),
 }
 
+/// A sweep's groups, as far as its memory goes: each of `members`
+/// operations holds buffers of its own, each of `ways` (distinct
+/// collectives of `--group-mix`, which names `mix` collectives: `--group`
+/// may not be fewer) connections of its own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GroupShape {
+    pub members: usize,
+    pub mix: usize,
+    pub ways: usize,
+}
+
+impl GroupShape {
+    /// A sweep without groups.
+    pub const NONE: GroupShape = GroupShape {
+        members: 0,
+        mix: 0,
+        ways: 1,
+    };
+}
+
 /// What to change when a sweep's memory does not fit in the `usable`
 /// bytes (said of the sweep): where its `connections` alone outgrow
-/// them, no size fits. A sweep of groups of `members` operations holds
-/// buffers for each, and connections for each of its `ways` (distinct
-/// collectives of `--group-mix`, which names `mix` collectives: `--group`
-/// may not be fewer).
-pub fn memory_advice(
-    connections: u64,
-    usable: u64,
-    members: usize,
-    mix: usize,
-    ways: usize,
-) -> String {
+/// them, no size fits; a sweep of groups may also shrink them.
+pub fn memory_advice(connections: u64, usable: u64, group: GroupShape) -> String {
+    let GroupShape { members, mix, ways } = group;
     if connections >= usable {
         let mix = if ways > 1 {
             ", or the distinct collectives of --group-mix"

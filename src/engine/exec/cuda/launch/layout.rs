@@ -319,9 +319,7 @@ pub(super) fn check_devices(
                 crate::engine::exec::world::memory_advice(
                     (conn as u64).saturating_mul(here as u64),
                     free / 10 * 9,
-                    0,
-                    0,
-                    1
+                    crate::engine::exec::world::GroupShape::NONE
                 )
             )));
         }
