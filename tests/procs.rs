@@ -399,8 +399,24 @@ type BadCase<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)], &'a str);
 
 #[test]
 fn bad_process_options_exit_2_with_a_reason() {
-    let cases: [BadCase; 18] = [
+    let cases: [BadCase; 19] = [
         // Refusals every rank finds are said once, by rank 0.
+        (
+            &[
+                "all-reduce",
+                "--procs",
+                "3",
+                "--device",
+                "cuda-emu",
+                "--allow-shared-gpu",
+                "--sizes",
+                "1K",
+                "--channels",
+                "8",
+            ],
+            &[("COLLBENCH_EMU_GPUS", "1"), ("COLLBENCH_EMU_SMS", "2")],
+            "3 rank(s) x 8 block(s) = 24 blocks must be resident at once on GPU 0",
+        ),
         (
             &[
                 "all-reduce",
@@ -1165,6 +1181,55 @@ fn a_long_tmpdir_does_not_stop_procs() {
         &[("TMPDIR", long.to_str().unwrap())],
     );
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+}
+
+/// The launch's marks of errors said once go with it: nothing is left in
+/// the temporary folder, after a refusal as after a run.
+#[test]
+fn errors_said_once_leave_nothing_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let tmp = [("TMPDIR", dir.path().to_str().unwrap())];
+    let out = collbench(
+        &[
+            "all-reduce",
+            "--procs",
+            "3",
+            "--sizes",
+            "2B",
+            "--dtype",
+            "f32",
+        ],
+        &tmp,
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert_eq!(
+        stderr(&out).matches("collbench: error:").count(),
+        1,
+        "{}",
+        stderr(&out)
+    );
+    let out = collbench(
+        &[
+            "all-reduce",
+            "--procs",
+            "2",
+            "--sizes",
+            "8B",
+            "-n",
+            "1",
+            "-w",
+            "0",
+            "-q",
+        ],
+        &tmp,
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let left: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
 }
 
 /// `-v` under `--procs`: each rank process's log records start with its

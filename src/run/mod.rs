@@ -247,6 +247,10 @@ fn fail(e: impl std::fmt::Display) -> i32 {
     // One write, so the lines of ranks that are processes never interleave;
     // text from a file it names cannot drive the terminal.
     let line = format!("collbench: error: {}\n", printable(&e.to_string()));
+    // Rank processes of `--procs` that meet the same error say it once.
+    if !crate::launch::procs::say_once(&line) {
+        return USAGE;
+    }
     progress::suspend(|| {
         let _ = std::io::stderr().write_all(line.as_bytes());
     });

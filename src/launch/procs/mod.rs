@@ -37,11 +37,17 @@ const CONNECT: Duration = Duration::from_secs(60);
 /// How long an all-gather without a timeout of its own waits.
 const GATHER_WAIT: Duration = Duration::from_secs(600);
 
+/// Where the ranks of a launch mark the errors already said (see
+/// [`say_once`]): a folder beside the hub's socket, `….said`.
+fn said_dir(socket: &Path) -> PathBuf {
+    socket.with_extension("said")
+}
+
 mod parent;
 mod rank;
 #[cfg(test)]
 mod tests;
 mod wire;
 pub use parent::{launch, Hooks};
-pub use rank::{init, rank_here, LostProbe, Procs};
+pub use rank::{init, rank_here, say_once, LostProbe, Procs};
 use wire::*;

@@ -115,6 +115,12 @@ pub fn launch(n: usize, hooks: &Hooks) -> Result<i32, MpiError> {
     let listener = UnixListener::bind(&path)
         .map_err(|e| MpiError(format!("--procs: a socket at {}: {e}", path.display())))?;
     let cleanup = Cleanup(path.clone());
+    // The ranks' marks of errors said (see `say_once`), kept until every
+    // rank has exited; without it each rank says its own.
+    let said = said_dir(&path);
+    let _said = std::fs::create_dir(&said)
+        .map(|()| SaidDir(said.clone()))
+        .map_err(|e| tracing::info!(dir = %said.display(), error = %e, "--procs: no folder for errors said once"));
     let mut children: Vec<Child> = Vec::with_capacity(n);
     for rank in 0..n {
         let child = Command::new(&exe)
@@ -197,6 +203,15 @@ pub fn launch(n: usize, hooks: &Hooks) -> Result<i32, MpiError> {
 
 /// Removes the socket file when the launch ends, however it ends.
 pub(super) struct Cleanup(PathBuf);
+
+/// Removes the folder of errors said ([`super::say_once`]) when the launch ends.
+pub(super) struct SaidDir(PathBuf);
+
+impl Drop for SaidDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
 
 impl Drop for Cleanup {
     fn drop(&mut self) {

@@ -40,6 +40,40 @@ pub fn rank_here() -> Option<usize> {
     std::env::var(ENV).ok()?.split(' ').next()?.parse().ok()
 }
 
+/// Whether this process is the first of its `--procs` launch to say
+/// `text` (an error line): ranks that meet the same error (a refusal every
+/// rank finds for itself) say it once between them, not once a rank. The
+/// first to create its mark in the launch's folder says it; a process that
+/// is no rank, or cannot tell (the folder is gone), says it.
+pub fn say_once(text: &str) -> bool {
+    let Ok(v) = std::env::var(ENV) else {
+        return true;
+    };
+    match v.splitn(3, ' ').nth(2) {
+        Some(socket) => first_to_say(&said_dir(Path::new(socket)), text),
+        None => true,
+    }
+}
+
+/// Whether `text`'s mark in `dir` is this call's to create (see [`say_once`]).
+pub(super) fn first_to_say(dir: &Path, text: &str) -> bool {
+    // FNV-1a over the text: the same words give the same mark in every
+    // process (std's hasher is only guaranteed within one).
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in text.bytes() {
+        h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+    }
+    let mark = dir.join(format!("{h:016x}"));
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(mark)
+    {
+        Ok(_) => true,
+        Err(e) => e.kind() != std::io::ErrorKind::AlreadyExists,
+    }
+}
+
 /// Joins the `--procs` world when the parent started this process as a rank.
 pub fn init() -> Result<Option<Procs>, MpiError> {
     let Ok(v) = std::env::var(ENV) else {

@@ -149,3 +149,23 @@ fn a_hub_serves_ranks_and_notices_one_that_goes() {
     drop(ranks);
     hub.join().unwrap();
 }
+
+#[test]
+fn the_same_error_is_said_once_between_ranks() {
+    let dir = tempfile::tempdir().unwrap();
+    let line = "collbench: error: it cannot run here\n";
+    assert!(first_to_say(dir.path(), line), "the first says it");
+    assert!(!first_to_say(dir.path(), line), "the next keeps quiet");
+    assert!(
+        first_to_say(dir.path(), "collbench: error: rank 1 of 2: another\n"),
+        "other words are said"
+    );
+    // No folder (the launcher could not make it): every rank says its own.
+    let gone = dir.path().join("gone");
+    assert!(first_to_say(&gone, line));
+    assert!(first_to_say(&gone, line));
+    assert_eq!(
+        said_dir(std::path::Path::new("/tmp/collbench-procs-1-2.sock")),
+        std::path::Path::new("/tmp/collbench-procs-1-2.said")
+    );
+}
