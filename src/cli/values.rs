@@ -59,7 +59,8 @@ impl PlacementChoice {
 /// `--timing`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum TimingChoice {
-    /// CUDA events around the iteration loop.
+    /// CUDA events around every operation on the rank's stream (with
+    /// --graph: around the captured loop).
     Events,
     /// The host's monotonic clock.
     Wall,
