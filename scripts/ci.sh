@@ -15,6 +15,8 @@ export CARGO_TERM_COLOR=never
 # rather than a skip.
 if [ "${CI:-}" = "true" ]; then
   export COLLBENCH_REQUIRE_FIXTURES=1 COLLBENCH_REQUIRE_MPI=1 COLLBENCH_REQUIRE_CXX=1
+  # g++ brings ASan's runtime (libasan): the kernels' memory check needs it.
+  export COLLBENCH_REQUIRE_ASAN=1
   # The progress-bar test runs collbench on a pty through util-linux's `script`.
   export COLLBENCH_REQUIRE_PTY=1
 fi

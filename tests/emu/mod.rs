@@ -31,9 +31,11 @@ pub fn compiler(test: &str) -> Option<String> {
 }
 
 /// Compiles the kernels, the emulated device's runtime (`kernels/emu.cpp`)
-/// and `tests/emu/<driver>` for (`dtype`, `op`) into `dir`.
+/// and `tests/emu/<driver>` for (`dtype`, `op`) into `dir`, with `extra`
+/// compiler options.
 pub fn build(
     cxx: &str,
+    extra: &[&str],
     dir: &Path,
     driver: &str,
     dtype: Dtype,
@@ -60,6 +62,7 @@ pub fn build(
             "-Wall",
             "-Wno-unused-function",
         ])
+        .args(extra)
         .arg(format!("-DCB_DT={}", dtype as u32))
         .arg(format!("-DCB_OP={}", op as u32))
         .arg(&src)

@@ -318,6 +318,32 @@ pub fn compiler() -> Compiler {
     }
 }
 
+/// A sanitizer the compiler line `cxx` builds with whose runtime must be
+/// loaded before any library using it, and is not in this process: (its
+/// name, its runtime library). UndefinedBehaviorSanitizer's comes with the
+/// library; the others' end the process as the library loads.
+fn runtime_missing(cxx: &str) -> Option<(&'static str, &'static str)> {
+    const FIRST: [(&str, &str, &str); 4] = [
+        ("address", "__asan_init", "libasan.so"),
+        ("thread", "__tsan_init", "libtsan.so"),
+        ("memory", "__msan_init", "libmsan.so"),
+        ("hwaddress", "__hwasan_init", "libhwasan.so"),
+    ];
+    let loaded = |symbol: &str| {
+        let Ok(c) = std::ffi::CString::new(symbol) else {
+            return false;
+        };
+        // SAFETY: dlsym with the default handle and a NUL-terminated name.
+        !unsafe { libc::dlsym(libc::RTLD_DEFAULT, c.as_ptr()) }.is_null()
+    };
+    cxx.split_whitespace()
+        .filter_map(|w| w.strip_prefix("-fsanitize="))
+        .flat_map(|list| list.split(','))
+        .find_map(|s| FIRST.iter().find(|(name, _, _)| *name == s))
+        .filter(|(_, symbol, _)| !loaded(symbol))
+        .map(|&(name, _, lib)| (name, lib))
+}
+
 /// Builds (or finds in the disk cache) and loads `variant`'s library.
 fn build(variant: Variant) -> Result<Library, DevError> {
     static UNIQUE: AtomicU64 = AtomicU64::new(0);
@@ -332,6 +358,12 @@ fn build(variant: Variant) -> Result<Library, DevError> {
         version = %Cxx::first_line(&version),
         "emulated kernels: C++ compiler"
     );
+    if let Some((name, lib)) = runtime_missing(cxx) {
+        return Err(fail(format!(
+            "`{cxx}` builds the emulated kernels with the {name} sanitizer, whose runtime must be in the process before them (a library built so ends the process as it loads): run with LD_PRELOAD=$({} -print-file-name={lib})",
+            compiler.prog
+        )));
+    }
     let limit = cxx_limit_from_env().map_err(fail)?;
     let opts = options(variant);
     let src = format!(
@@ -431,6 +463,24 @@ fn load(path: &Path) -> Result<Library, libloading::Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sanitizers_whose_runtime_must_come_first_are_named() {
+        // The test process has no sanitizer runtime.
+        for (line, want) in [
+            ("c++ -O2", None),
+            ("c++ -fsanitize=undefined", None),
+            (
+                "c++ -fsanitize=undefined,address -g",
+                Some(("address", "libasan.so")),
+            ),
+            ("clang++ -fsanitize=thread", Some(("thread", "libtsan.so"))),
+            ("c++ -fsanitize=memory", Some(("memory", "libmsan.so"))),
+            ("c++ -fsanitize-recover=address", None),
+        ] {
+            assert_eq!(runtime_missing(line), want, "{line}");
+        }
+    }
 
     #[test]
     fn a_command_past_its_limit_is_stopped_and_one_within_gives_its_output() {
