@@ -325,6 +325,15 @@ CB_DEVICE void cb_move_elems(const CbIo &io, u64 lo, u64 hi, const CbFx &fx) {
             }
         }
     }
+#ifdef CB_TEST_OVERREAD
+    // A planted fault for tests/cuda_emu_sanitize.rs only (never defined
+    // for NVRTC): one element read past the range, a read that changes no
+    // value, which only the emulated device's memory check can see.
+    if (i < hi) {
+        volatile cb_bits over = ((const cb_bits *)io.in[0])[hi];
+        (void)over;
+    }
+#endif
     for (; i < hi; i += nt) {
         cb_bits v = cb_pre(fx, ((const cb_bits *)io.in[0])[i]);
         for (u32 k = 1; k < io.nin; k++) {

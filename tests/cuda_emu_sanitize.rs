@@ -1,15 +1,17 @@
 //! The CUDA kernels under AddressSanitizer and UndefinedBehaviorSanitizer,
 //! on the emulated device: what compute-sanitizer's memcheck is on a GPU.
 //! The emulated device's memory is the host's heap (an allocation each, with
-//! ASan's red zones around it), and its kernels are built by `$CXX`, so
-//! `CXX="c++ -fsanitize=address,undefined"` with ASan's runtime preloaded
-//! stops a sweep at the first kernel access outside a buffer, and at the
-//! first undefined arithmetic, shift or misaligned access, naming the kernel.
+//! ASan's red zones around it; the part of a rank's buffers past the loaded
+//! operation's data is made out of bounds too), and its kernels are built by
+//! `$CXX`, so `CXX="c++ -fsanitize=address,undefined"` with ASan's runtime
+//! preloaded stops a sweep at the first kernel access past an operation's
+//! data, and at the first undefined arithmetic, shift or misaligned access,
+//! naming the kernel.
 //!
 //! Needs a C++ compiler that builds with `-fsanitize=address,undefined` and
-//! its ASan runtime (`libasan.so`, as `-print-file-name` finds it); without
-//! them the tests say SKIPPED, unless `COLLBENCH_REQUIRE_ASAN=1` (CI) makes
-//! that a failure.
+//! its ASan runtime (`libasan.so`, as `-print-file-name` finds it: g++);
+//! without them the tests say SKIPPED, unless `COLLBENCH_REQUIRE_ASAN=1`
+//! (CI) makes that a failure.
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -44,7 +46,10 @@ fn asan(test: &str) -> Option<Asan> {
     let Some(cxx) = emu::compiler(test) else {
         return skip("no C++ compiler".into());
     };
-    let found = Command::new(&cxx)
+    // $CXX may be a command line, as the emulated device reads it.
+    let mut words = cxx.split_whitespace();
+    let found = Command::new(words.next().unwrap_or("c++"))
+        .args(words)
         .arg("-print-file-name=libasan.so")
         .output()
         .map(|o| PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()));
@@ -58,21 +63,21 @@ fn asan(test: &str) -> Option<Asan> {
     }
 }
 
-/// One kernel-library cache for the sanitized builds (their key holds the
-/// compiler line, so they never mix with the plain ones).
-fn cache_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("cuda-emu-asan-cache")
-}
-
-/// A sweep on the emulated device with sanitized kernels; its results,
-/// after checking it ran clean: exit 0, no sanitizer report, every row
-/// checked and right.
-fn sweep(a: &Asan, args: &[&str], env: &[(&str, &str)]) -> Value {
+/// Runs a sweep on the emulated device with kernels built by
+/// `$CXX {SANITIZE} {extra}` into the cache `cache`; (exit code, results,
+/// stderr).
+fn run(
+    a: &Asan,
+    cache: &Path,
+    extra: &str,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> (Option<i32>, Value, String) {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("r.json");
     let out = common::collbench()
-        .env("COLLBENCH_CACHE_DIR", cache_dir())
-        .env("CXX", format!("{} {SANITIZE}", a.cxx))
+        .env("COLLBENCH_CACHE_DIR", cache)
+        .env("CXX", format!("{} {SANITIZE} {extra}", a.cxx))
         .env("LD_PRELOAD", &a.runtime)
         // The Rust side is not instrumented: its allocations are not leaks
         // ASan could judge (the process exits with some alive by design).
@@ -84,13 +89,24 @@ fn sweep(a: &Asan, args: &[&str], env: &[(&str, &str)]) -> Value {
         .args(["--json", json.to_str().unwrap()])
         .output()
         .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
+    let v =
+        serde_json::from_slice(&std::fs::read(&json).unwrap_or_default()).unwrap_or(Value::Null);
+    (
+        out.status.code(),
+        v,
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// A sweep with sanitized kernels that must run clean: exit 0, no
+/// sanitizer report, every row checked and right; its results.
+fn sweep(a: &Asan, cache: &Path, args: &[&str], env: &[(&str, &str)]) -> Value {
+    let (code, v, err) = run(a, cache, "", args, env);
     assert!(
         !err.contains("AddressSanitizer") && !err.contains("runtime error:"),
         "{args:?}: a sanitizer report:\n{err}"
     );
-    assert_eq!(out.status.code(), Some(0), "{args:?}: {err}");
-    let v: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert_eq!(code, Some(0), "{args:?}: {err}");
     assert!(!rows(&v).is_empty(), "{args:?}: no rows");
     for r in rows(&v) {
         assert_eq!(
@@ -135,12 +151,20 @@ fn kernels_touch_only_their_buffers_and_do_nothing_undefined() {
     let Some(a) = asan("kernels_touch_only_their_buffers_and_do_nothing_undefined") else {
         return;
     };
+    // A cache of this run's own: every library checked below was built now.
+    let cache = tempfile::tempdir().unwrap();
+    let cache = cache.path();
     let all = ["all", "--ranks", "3", "--algo", "all", "--sizes", "8B:64K"];
-    let v = sweep(&a, &all, &[]);
+    let v = sweep(&a, cache, &all, &[]);
     assert_eq!(v["meta"]["device"], "cuda-emu");
     let one_gpu = [("COLLBENCH_EMU_GPUS", "1")];
     for proto in ["simple", "ll"] {
-        sweep(&a, &[&all[..], &["--protocol", proto]].concat(), &one_gpu);
+        sweep(
+            &a,
+            cache,
+            &[&all[..], &["--protocol", proto]].concat(),
+            &one_gpu,
+        );
     }
     let wide = [("COLLBENCH_EMU_GPUS", "1"), ("COLLBENCH_EMU_THREADS", "8")];
     for proto in ["simple", "ll128"] {
@@ -155,10 +179,11 @@ fn kernels_touch_only_their_buffers_and_do_nothing_undefined() {
             "--protocol",
             proto,
         ];
-        sweep(&a, &args, &wide);
+        sweep(&a, cache, &args, &wide);
     }
     let v = sweep(
         &a,
+        cache,
         &[
             "all-reduce",
             "--ranks",
@@ -176,6 +201,7 @@ fn kernels_touch_only_their_buffers_and_do_nothing_undefined() {
     for dtype in ["half", "int32"] {
         sweep(
             &a,
+            cache,
             &[
                 "reduce-scatter",
                 "--ranks",
@@ -197,6 +223,7 @@ fn kernels_touch_only_their_buffers_and_do_nothing_undefined() {
     ] {
         sweep(
             &a,
+            cache,
             &[
                 coll, "--ranks", "4", "--split", split, "--algo", "all", "--sizes", "8B:64K",
             ],
@@ -205,45 +232,42 @@ fn kernels_touch_only_their_buffers_and_do_nothing_undefined() {
     }
     sweep(
         &a,
+        cache,
         &["all", "--ranks", "3", "--group", "3", "--sizes", "1K:16K"],
         &one_gpu,
     );
-    let libs = instrumented(&cache_dir().join("emu"));
+    let libs = instrumented(&cache.join("emu"));
     assert!(libs >= 12, "{libs} kernel libraries");
 }
 
-/// The positive control: a kernel told to write one element past its
-/// buffer, run through the emulated device's runtime with the same
-/// sanitizers, is stopped and named.
+/// The check of the check, through collbench itself: the kernels built
+/// with a fault planted (`CB_TEST_OVERREAD`: one element read past a
+/// range, which changes no value, so every row is right) stop the sweep
+/// with ASan's report naming the collective kernel. The sweep's first
+/// size is caught inside buffers sized for its second (the part past the
+/// operation's data made out of bounds); the second, a multiple of 16
+/// elements, never takes the planted path.
 #[test]
-fn a_kernel_writing_past_its_buffer_is_caught() {
-    let Some(a) = asan("a_kernel_writing_past_its_buffer_is_caught") else {
+fn a_kernel_reading_past_its_data_is_caught() {
+    let Some(a) = asan("a_kernel_reading_past_its_data_is_caught") else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let flags: Vec<&str> = SANITIZE.split(' ').collect();
-    let exe = emu::build(
-        &a.cxx,
-        &flags,
-        dir.path(),
-        "oob_driver.cpp",
-        collbench::engine::Dtype::F32,
-        collbench::engine::ReduceOp::Sum,
-    )
-    .unwrap();
-    let out = Command::new(&exe)
-        .env("ASAN_OPTIONS", "detect_leaks=0")
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_ne!(
-        out.status.code(),
-        Some(0),
-        "{}{err}",
-        String::from_utf8_lossy(&out.stdout)
-    );
-    assert!(err.contains("heap-buffer-overflow"), "{err}");
-    assert!(err.contains("cb_poison"), "{err}");
+    let cache = tempfile::tempdir().unwrap();
+    let args = [
+        "all",
+        "--ranks",
+        "3",
+        "--algo",
+        "all",
+        "--sizes",
+        "1000B:64K:+64536",
+    ];
+    let (code, _, err) = run(&a, cache.path(), "", &args, &[]);
+    assert_eq!(code, Some(0), "without the fault: {err}");
+    let (code, _, err) = run(&a, cache.path(), "-DCB_TEST_OVERREAD", &args, &[]);
+    assert_ne!(code, Some(0), "{err}");
+    assert!(err.contains("AddressSanitizer"), "{err}");
+    assert!(err.contains("cb_collective"), "{err}");
 }
 
 /// Kernels built with ASan but its runtime not preloaded would end the
@@ -274,5 +298,8 @@ fn a_sanitizer_without_its_runtime_is_refused_with_the_fix() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("with the address sanitizer"), "{err}");
-    assert!(err.contains("-print-file-name=libasan.so)"), "{err}");
+    assert!(
+        err.contains("LD_PRELOAD=$(g++ -print-file-name=libasan.so)"),
+        "{err}"
+    );
 }

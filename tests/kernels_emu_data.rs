@@ -239,7 +239,7 @@ fn nan_or_other(dt: Dtype, bits: u64) -> u64 {
 }
 
 fn check_dtype(cxx: &str, dir: &Path, dt: Dtype) -> Result<(), String> {
-    let bin = emu::build(cxx, &[], dir, "data_driver.cpp", dt, ReduceOp::Sum)?;
+    let bin = emu::build(cxx, dir, "data_driver.cpp", dt, ReduceOp::Sum)?;
     let mut req = Request::default();
     let mut gens = Vec::new();
     let s = dt.size();

@@ -1183,55 +1183,6 @@ fn a_long_tmpdir_does_not_stop_procs() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
 }
 
-/// The launch's marks of errors said once go with it: nothing is left in
-/// the temporary folder, after a refusal as after a run.
-#[test]
-fn errors_said_once_leave_nothing_behind() {
-    let dir = tempfile::tempdir().unwrap();
-    let tmp = [("TMPDIR", dir.path().to_str().unwrap())];
-    let out = collbench(
-        &[
-            "all-reduce",
-            "--procs",
-            "3",
-            "--sizes",
-            "2B",
-            "--dtype",
-            "f32",
-        ],
-        &tmp,
-    );
-    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-    assert_eq!(
-        stderr(&out).matches("collbench: error:").count(),
-        1,
-        "{}",
-        stderr(&out)
-    );
-    let out = collbench(
-        &[
-            "all-reduce",
-            "--procs",
-            "2",
-            "--sizes",
-            "8B",
-            "-n",
-            "1",
-            "-w",
-            "0",
-            "-q",
-        ],
-        &tmp,
-    );
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    let left: Vec<_> = std::fs::read_dir(dir.path())
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .collect();
-    assert!(left.is_empty(), "{left:?}");
-}
-
 /// `-v` under `--procs`: each rank process's log records start with its
 /// rank and a wall-clock time, so that the processes' interleaved records
 /// can be told apart and read in one order.

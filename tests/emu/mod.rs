@@ -31,11 +31,9 @@ pub fn compiler(test: &str) -> Option<String> {
 }
 
 /// Compiles the kernels, the emulated device's runtime (`kernels/emu.cpp`)
-/// and `tests/emu/<driver>` for (`dtype`, `op`) into `dir`, with `extra`
-/// compiler options.
+/// and `tests/emu/<driver>` for (`dtype`, `op`) into `dir`.
 pub fn build(
     cxx: &str,
-    extra: &[&str],
     dir: &Path,
     driver: &str,
     dtype: Dtype,
@@ -62,7 +60,6 @@ pub fn build(
             "-Wall",
             "-Wno-unused-function",
         ])
-        .args(extra)
         .arg(format!("-DCB_DT={}", dtype as u32))
         .arg(format!("-DCB_OP={}", op as u32))
         .arg(&src)

@@ -37,11 +37,17 @@ const CONNECT: Duration = Duration::from_secs(60);
 /// How long an all-gather without a timeout of its own waits.
 const GATHER_WAIT: Duration = Duration::from_secs(600);
 
-/// Where the ranks of a launch mark the errors already said (see
-/// [`say_once`]): a folder beside the hub's socket, `….said`.
-fn said_dir(socket: &Path) -> PathBuf {
-    socket.with_extension("said")
-}
+/// The variable that gives a rank the launch's table of errors said (see
+/// [`say_once`]): the number of the memory file the parent made, which
+/// the ranks inherit open. Nothing of it is on disk, and it goes with the
+/// last of the launch's processes, however they end.
+const SAID_ENV: &str = "COLLBENCH_PROCS_SAID";
+
+/// The memory file's name (as /proc shows its descriptors).
+const SAID_NAME: &str = "collbench-said";
+
+/// Slots of the table, each the hash of an error line said (0: free).
+const SAID_SLOTS: usize = 512;
 
 mod parent;
 mod rank;

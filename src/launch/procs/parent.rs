@@ -3,6 +3,7 @@
 //! speaks for the ranks' exit codes.
 
 use super::*;
+use std::os::fd::AsRawFd;
 
 /// The exit code that speaks for all ranks: an interrupt, then a hang,
 /// then bad input, then a failed check, then anything else.
@@ -115,18 +116,20 @@ pub fn launch(n: usize, hooks: &Hooks) -> Result<i32, MpiError> {
     let listener = UnixListener::bind(&path)
         .map_err(|e| MpiError(format!("--procs: a socket at {}: {e}", path.display())))?;
     let cleanup = Cleanup(path.clone());
-    // The ranks' marks of errors said (see `say_once`), kept until every
+    // The ranks' table of errors said (see `say_once`), open until every
     // rank has exited; without it each rank says its own.
-    let said = said_dir(&path);
-    let _said = std::fs::create_dir(&said)
-        .map(|()| SaidDir(said.clone()))
-        .map_err(|e| tracing::info!(dir = %said.display(), error = %e, "--procs: no folder for errors said once"));
+    let said = said_table();
     let mut children: Vec<Child> = Vec::with_capacity(n);
     for rank in 0..n {
-        let child = Command::new(&exe)
-            .arg0(&name)
+        let mut cmd = Command::new(&exe);
+        cmd.arg0(&name)
             .args(&args)
-            .env(ENV, format!("{rank} {n} {}", path.display()))
+            .env(ENV, format!("{rank} {n} {}", path.display()));
+        match &said {
+            Some(fd) => cmd.env(SAID_ENV, fd.as_raw_fd().to_string()),
+            None => cmd.env_remove(SAID_ENV),
+        };
+        let child = cmd
             .spawn()
             .map_err(|e| MpiError(format!("--procs: starting rank {rank}: {e}")));
         match child {
@@ -204,13 +207,23 @@ pub fn launch(n: usize, hooks: &Hooks) -> Result<i32, MpiError> {
 /// Removes the socket file when the launch ends, however it ends.
 pub(super) struct Cleanup(PathBuf);
 
-/// Removes the folder of errors said ([`super::say_once`]) when the launch ends.
-pub(super) struct SaidDir(PathBuf);
-
-impl Drop for SaidDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
+/// The launch's table of errors said ([`super::say_once`]): a zeroed
+/// memory file the ranks inherit open (not closed on exec), or `None`
+/// where it cannot be made.
+fn said_table() -> Option<std::os::fd::OwnedFd> {
+    use std::os::fd::{AsRawFd, FromRawFd};
+    let name = std::ffi::CString::new(SAID_NAME).ok()?;
+    // SAFETY: memfd_create with a NUL-terminated name and no flags.
+    let fd = unsafe { libc::memfd_create(name.as_ptr(), 0) };
+    if fd < 0 {
+        tracing::info!(error = %std::io::Error::last_os_error(), "--procs: no table of errors said once");
+        return None;
     }
+    // SAFETY: `fd` was just opened and is owned by nothing else.
+    let fd = unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) };
+    // SAFETY: sizing the memory file just made; it reads as zeros.
+    let sized = unsafe { libc::ftruncate(fd.as_raw_fd(), (SAID_SLOTS * 8) as libc::off_t) } == 0;
+    sized.then_some(fd)
 }
 
 impl Drop for Cleanup {

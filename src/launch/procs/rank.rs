@@ -43,35 +43,74 @@ pub fn rank_here() -> Option<usize> {
 /// Whether this process is the first of its `--procs` launch to say
 /// `text` (an error line): ranks that meet the same error (a refusal every
 /// rank finds for itself) say it once between them, not once a rank. The
-/// first to create its mark in the launch's folder says it; a process that
-/// is no rank, or cannot tell (the folder is gone), says it.
+/// first to enter its hash in the launch's table says it; a process that
+/// is no rank, or cannot tell (no table), says it.
 pub fn say_once(text: &str) -> bool {
-    let Ok(v) = std::env::var(ENV) else {
+    if std::env::var_os(ENV).is_none() {
+        return true;
+    }
+    let Some(fd) = std::env::var(SAID_ENV)
+        .ok()
+        .and_then(|v| v.parse::<i32>().ok())
+    else {
         return true;
     };
-    match v.splitn(3, ' ').nth(2) {
-        Some(socket) => first_to_say(&said_dir(Path::new(socket)), text),
-        None => true,
+    // Only the launch's own memory file: a descriptor of another file
+    // (the variable set by hand) is never written.
+    let ours = std::fs::read_link(format!("/proc/self/fd/{fd}")).is_ok_and(|l| {
+        l.to_string_lossy()
+            .starts_with(&format!("/memfd:{SAID_NAME}"))
+    });
+    let len = SAID_SLOTS * 8;
+    if !ours {
+        return true;
     }
+    // SAFETY: a shared mapping of `len` bytes of the launch's memory file,
+    // which the parent sized to `len`; unmapped below.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED,
+            fd,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        return true;
+    }
+    // SAFETY: the mapping holds SAID_SLOTS aligned u64 words, which every
+    // process of the launch accesses only atomically.
+    let slots =
+        unsafe { std::slice::from_raw_parts(p as *const std::sync::atomic::AtomicU64, SAID_SLOTS) };
+    let first = first_to_say(slots, text);
+    // SAFETY: unmapping the mapping made above; `slots` is not used after.
+    unsafe { libc::munmap(p, len) };
+    first
 }
 
-/// Whether `text`'s mark in `dir` is this call's to create (see [`say_once`]).
-pub(super) fn first_to_say(dir: &Path, text: &str) -> bool {
-    // FNV-1a over the text: the same words give the same mark in every
-    // process (std's hasher is only guaranteed within one).
+/// Whether `text`'s hash is this call's to enter in `slots` (see
+/// [`say_once`]); a full table says everything.
+pub(super) fn first_to_say(slots: &[std::sync::atomic::AtomicU64], text: &str) -> bool {
+    use std::sync::atomic::Ordering;
+    // FNV-1a over the text: the same words give the same hash in every
+    // process (std's hasher is only guaranteed within one); never 0.
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for b in text.bytes() {
         h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
     }
-    let mark = dir.join(format!("{h:016x}"));
-    match std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(mark)
-    {
-        Ok(_) => true,
-        Err(e) => e.kind() != std::io::ErrorKind::AlreadyExists,
+    let h = h.max(1);
+    let n = slots.len();
+    for k in 0..n {
+        let slot = &slots[(h as usize).wrapping_add(k) % n];
+        match slot.compare_exchange(0, h, Ordering::AcqRel, Ordering::Acquire) {
+            Ok(_) => return true,
+            Err(v) if v == h => return false,
+            Err(_) => {}
+        }
     }
+    true
 }
 
 /// Joins the `--procs` world when the parent started this process as a rank.

@@ -152,20 +152,19 @@ fn a_hub_serves_ranks_and_notices_one_that_goes() {
 
 #[test]
 fn the_same_error_is_said_once_between_ranks() {
-    let dir = tempfile::tempdir().unwrap();
+    use std::sync::atomic::AtomicU64;
+    let table: Vec<AtomicU64> = (0..4).map(|_| AtomicU64::new(0)).collect();
     let line = "collbench: error: it cannot run here\n";
-    assert!(first_to_say(dir.path(), line), "the first says it");
-    assert!(!first_to_say(dir.path(), line), "the next keeps quiet");
-    assert!(
-        first_to_say(dir.path(), "collbench: error: rank 1 of 2: another\n"),
-        "other words are said"
-    );
-    // No folder (the launcher could not make it): every rank says its own.
-    let gone = dir.path().join("gone");
-    assert!(first_to_say(&gone, line));
-    assert!(first_to_say(&gone, line));
-    assert_eq!(
-        said_dir(std::path::Path::new("/tmp/collbench-procs-1-2.sock")),
-        std::path::Path::new("/tmp/collbench-procs-1-2.said")
-    );
+    assert!(first_to_say(&table, line), "the first says it");
+    assert!(!first_to_say(&table, line), "the next keeps quiet");
+    for k in 1..=3 {
+        assert!(
+            first_to_say(&table, &format!("rank {k}: other words\n")),
+            "other words are said"
+        );
+    }
+    // A full table: every new line is said, those in it still once.
+    assert!(first_to_say(&table, "a fifth line\n"));
+    assert!(first_to_say(&table, "a fifth line\n"));
+    assert!(!first_to_say(&table, line));
 }

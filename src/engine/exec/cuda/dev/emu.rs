@@ -106,6 +106,42 @@ fn registry() -> &'static Mutex<BTreeMap<u64, u64>> {
     R.get_or_init(Default::default)
 }
 
+/// AddressSanitizer's calls that mark memory out of bounds and back, when
+/// its runtime is in the process (kernels built with `-fsanitize=address`).
+struct AsanRegions {
+    poison: unsafe extern "C" fn(*const u8, usize),
+    unpoison: unsafe extern "C" fn(*const u8, usize),
+}
+
+fn asan_regions() -> Option<&'static AsanRegions> {
+    static A: OnceLock<Option<AsanRegions>> = OnceLock::new();
+    A.get_or_init(|| {
+        let find = |name: &[u8]| {
+            // SAFETY: dlsym with the default handle and a NUL-terminated name.
+            let f = unsafe { libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr().cast()) };
+            (!f.is_null()).then_some(f)
+        };
+        let (p, u) = (
+            find(b"__asan_poison_memory_region\0")?,
+            find(b"__asan_unpoison_memory_region\0")?,
+        );
+        // SAFETY: ASan's interface defines both as void f(void const volatile *, size_t).
+        unsafe {
+            Some(AsanRegions {
+                poison: std::mem::transmute::<
+                    *mut libc::c_void,
+                    unsafe extern "C" fn(*const u8, usize),
+                >(p),
+                unpoison: std::mem::transmute::<
+                    *mut libc::c_void,
+                    unsafe extern "C" fn(*const u8, usize),
+                >(u),
+            })
+        }
+    })
+    .as_ref()
+}
+
 fn check_range(call: &str, p: DevPtr, bytes: usize) -> Result<(), DevError> {
     let r = lock(registry(), call)?;
     let inside = r.range(..=p).next_back().is_some_and(|(&base, &len)| {
@@ -524,6 +560,27 @@ impl Device for EmuDevice {
 
     fn free(&self, p: DevPtr) -> Result<(), DevError> {
         self.release("free", p, false)
+    }
+
+    fn fence(&self, p: DevPtr, used: usize) {
+        let Some(asan) = asan_regions() else {
+            return;
+        };
+        let Ok(r) = lock(registry(), "fence") else {
+            return;
+        };
+        // Only the allocation that starts at `p`, while the registry holds
+        // it (a free waits for the lock).
+        let Some(&len) = r.get(&p) else {
+            return;
+        };
+        let used = (used as u64).min(len);
+        // SAFETY: both ranges lie inside the live allocation [p, p + len),
+        // which cannot be freed while the registry is locked.
+        unsafe {
+            (asan.unpoison)(p as *const u8, used as usize);
+            (asan.poison)((p + used) as *const u8, (len - used) as usize);
+        }
     }
 
     fn alloc_mapped(&self, bytes: usize) -> Result<Mapped, DevError> {

@@ -336,11 +336,26 @@ fn runtime_missing(cxx: &str) -> Option<(&'static str, &'static str)> {
         // SAFETY: dlsym with the default handle and a NUL-terminated name.
         !unsafe { libc::dlsym(libc::RTLD_DEFAULT, c.as_ptr()) }.is_null()
     };
-    cxx.split_whitespace()
-        .filter_map(|w| w.strip_prefix("-fsanitize="))
-        .flat_map(|list| list.split(','))
-        .find_map(|s| FIRST.iter().find(|(name, _, _)| *name == s))
-        .filter(|(_, symbol, _)| !loaded(symbol))
+    // As the compiler reads them: a later -fno-sanitize= takes one back.
+    let mut on: Vec<&(&str, &str, &str)> = Vec::new();
+    for w in cxx.split_whitespace() {
+        let (list, add) = match (
+            w.strip_prefix("-fsanitize="),
+            w.strip_prefix("-fno-sanitize="),
+        ) {
+            (Some(l), _) => (l, true),
+            (_, Some(l)) => (l, false),
+            _ => continue,
+        };
+        for s in list.split(',') {
+            on.retain(|(name, _, _)| *name != s);
+            if let (true, Some(f)) = (add, FIRST.iter().find(|(name, _, _)| *name == s)) {
+                on.push(f);
+            }
+        }
+    }
+    on.into_iter()
+        .find(|(_, symbol, _)| !loaded(symbol))
         .map(|&(name, _, lib)| (name, lib))
 }
 
@@ -360,8 +375,9 @@ fn build(variant: Variant) -> Result<Library, DevError> {
     );
     if let Some((name, lib)) = runtime_missing(cxx) {
         return Err(fail(format!(
-            "`{cxx}` builds the emulated kernels with the {name} sanitizer, whose runtime must be in the process before them (a library built so ends the process as it loads): run with LD_PRELOAD=$({} -print-file-name={lib})",
-            compiler.prog
+            "`{cxx}` builds the emulated kernels with the {name} sanitizer, whose runtime must be in the process before them (a library built so ends the process as it loads): preload it, with g++ LD_PRELOAD=$(g++ -print-file-name={lib}), with clang its libclang_rt.{} library"
+            ,
+            match name { "address" => "asan", "thread" => "tsan", "memory" => "msan", _ => "hwasan" }
         )));
     }
     let limit = cxx_limit_from_env().map_err(fail)?;
@@ -477,6 +493,14 @@ mod tests {
             ("clang++ -fsanitize=thread", Some(("thread", "libtsan.so"))),
             ("c++ -fsanitize=memory", Some(("memory", "libmsan.so"))),
             ("c++ -fsanitize-recover=address", None),
+            (
+                "c++ -fsanitize=address,undefined -fno-sanitize=address",
+                None,
+            ),
+            (
+                "c++ -fno-sanitize=address -fsanitize=address",
+                Some(("address", "libasan.so")),
+            ),
         ] {
             assert_eq!(runtime_missing(line), want, "{line}");
         }

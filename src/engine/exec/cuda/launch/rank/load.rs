@@ -316,6 +316,13 @@ impl CudaRank {
             self.dev.drop_graph(g).map_err(dev_err)?;
         }
         let (t, coll_fn) = self.check_kernel(op, program)?;
+        // What the operation may touch of each buffer: the program's
+        // reach, and the data the harness fills and checks.
+        let es = op.dtype.size();
+        let data = [op.layout.buf0, op.layout.buf1, program.scratch];
+        for (i, &b) in self.bufs.iter().enumerate() {
+            self.dev.fence(b, t.need[i].max(data[i].saturating_mul(es)));
+        }
         let (arg, proto) = self.upload_tables(&t, op.nranks, op_bytes(op))?;
         let arg = CbRank {
             scalar: op.scalar,

@@ -300,6 +300,10 @@ impl RankRunner for CudaRank {
             op: op.op,
         };
         let libs: Vec<super::library::LibOp> = ops.iter().map(super::library::LibOp::new).collect();
+        // The library's operations may use whole buffers.
+        for &b in &self.bufs {
+            self.dev.fence(b, usize::MAX);
+        }
         let staged = super::library::stage_bytes(&libs, self.rank);
         if staged > 0 && self.world.kind == Kind::Cuda {
             // Allocated now, before the case's barriers, never mid-loop.
