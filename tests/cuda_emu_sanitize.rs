@@ -118,8 +118,8 @@ fn sweep(a: &Asan, cache: &Path, args: &[&str], env: &[(&str, &str)]) -> Value {
     v
 }
 
-/// Whether every kernel library in `dir` carries both sanitizers' checks
-/// (their runtime entry points among its symbols).
+/// How many kernel libraries `dir` holds, each checked to carry both
+/// sanitizers' checks (their runtime entry points among its symbols).
 fn instrumented(dir: &Path) -> usize {
     let libs: Vec<PathBuf> = std::fs::read_dir(dir)
         .unwrap()

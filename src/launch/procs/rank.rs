@@ -94,13 +94,12 @@ pub fn say_once(text: &str) -> bool {
 /// [`say_once`]); a full table says everything.
 pub(super) fn first_to_say(slots: &[std::sync::atomic::AtomicU64], text: &str) -> bool {
     use std::sync::atomic::Ordering;
-    // FNV-1a over the text: the same words give the same hash in every
-    // process (std's hasher is only guaranteed within one); never 0.
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in text.bytes() {
-        h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
-    }
-    let h = h.max(1);
+    // A stable hash: the same words give the same hash in every process
+    // (std's hasher is only guaranteed within one); never 0.
+    let h = crate::engine::exec::cuda::kernels::Fnv1a::new()
+        .write(text.as_bytes())
+        .finish()
+        .max(1);
     let n = slots.len();
     for k in 0..n {
         let slot = &slots[(h as usize).wrapping_add(k) % n];

@@ -374,10 +374,10 @@ fn build(variant: Variant) -> Result<Library, DevError> {
         "emulated kernels: C++ compiler"
     );
     if let Some((name, lib)) = runtime_missing(cxx) {
+        // clang names its runtimes libclang_rt.asan and so on.
+        let clang = lib.trim_start_matches("lib").trim_end_matches(".so");
         return Err(fail(format!(
-            "`{cxx}` builds the emulated kernels with the {name} sanitizer, whose runtime must be in the process before them (a library built so ends the process as it loads): preload it, with g++ LD_PRELOAD=$(g++ -print-file-name={lib}), with clang its libclang_rt.{} library"
-            ,
-            match name { "address" => "asan", "thread" => "tsan", "memory" => "msan", _ => "hwasan" }
+            "`{cxx}` builds the emulated kernels with the {name} sanitizer, whose runtime must be in the process before them (a library built so ends the process as it loads): preload it, with g++ LD_PRELOAD=$(g++ -print-file-name={lib}), with clang its libclang_rt.{clang} library"
         )));
     }
     let limit = cxx_limit_from_env().map_err(fail)?;
