@@ -211,7 +211,7 @@ pub(super) struct Cleanup(PathBuf);
 /// memory file the ranks inherit open (not closed on exec), or `None`
 /// where it cannot be made.
 fn said_table() -> Option<std::os::fd::OwnedFd> {
-    use std::os::fd::{AsRawFd, FromRawFd};
+    use std::os::fd::FromRawFd;
     let name = std::ffi::CString::new(SAID_NAME).ok()?;
     // SAFETY: memfd_create with a NUL-terminated name and no flags.
     let fd = unsafe { libc::memfd_create(name.as_ptr(), 0) };

@@ -61,10 +61,10 @@ pub fn say_once(text: &str) -> bool {
         l.to_string_lossy()
             .starts_with(&format!("/memfd:{SAID_NAME}"))
     });
-    let len = SAID_SLOTS * 8;
     if !ours {
         return true;
     }
+    let len = SAID_SLOTS * 8;
     // SAFETY: a shared mapping of `len` bytes of the launch's memory file,
     // which the parent sized to `len`; unmapped below.
     let p = unsafe {
