@@ -27,7 +27,7 @@ use crate::launch::{Peers, WorldSpec, Worlds};
 use crate::recorder::watchdog::{self, Fired, Watchdog};
 use crate::recorder::RankRecorder;
 use crate::report::Sink;
-use rank::{RankJob, Report};
+use rank::{Note, RankJob};
 use rows::collect;
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
@@ -426,7 +426,7 @@ fn run_ranks(
     sink: &mut dyn Sink,
     outcome: &mut Outcome,
 ) -> Result<(), HarnessError> {
-    let (tx, rx) = mpsc::channel::<Report>();
+    let (tx, rx) = mpsc::channel::<Note>();
     let world = &worlds.host;
     let handles = spawn_ranks(plan, setup, cases, worlds, recs, mpi, &tx);
     drop(tx);
@@ -472,7 +472,7 @@ fn spawn_ranks(
     worlds: &Worlds,
     recs: &[Arc<RankRecorder>],
     mpi: Option<&Arc<Peers>>,
-    tx: &mpsc::Sender<Report>,
+    tx: &mpsc::Sender<Note>,
 ) -> Vec<RankThread> {
     let world = &worlds.host;
     let bytes = rank::buffer_bytes(plan, cases);
@@ -562,7 +562,7 @@ fn join_ranks(handles: Vec<RankThread>, wind: &mut WindDown) -> Option<ExecError
 
 /// The next rank report of a one-process run; `None` when every rank has
 /// finished, or the run is stopping and its wind-down is over.
-fn next_report(rx: &mpsc::Receiver<Report>, wind: &mut WindDown) -> Option<Report> {
+fn next_report(rx: &mpsc::Receiver<Note>, wind: &mut WindDown) -> Option<Note> {
     loop {
         if wind.over() {
             // Reports already sent are rows that finished: they are kept.
@@ -595,15 +595,13 @@ struct PeerReports {
 impl PeerReports {
     /// The next report, this process's rank's or a peer's; None when all
     /// have come, the run stopped, or collecting failed (`failed` says why).
-    fn next(
-        &mut self,
-        m: &Peers,
-        rx: &mpsc::Receiver<Report>,
-        world: &HostWorld,
-    ) -> Option<Report> {
+    fn next(&mut self, m: &Peers, rx: &mpsc::Receiver<Note>, world: &HostWorld) -> Option<Note> {
         while self.seen < self.total {
             let got = match rx.try_recv() {
-                Ok(r) => Some(r),
+                // This process's rank passed the bootstrap barrier, so
+                // every rank did.
+                Ok(Note::Started) => return Some(Note::Started),
+                Ok(Note::Done(r)) => Some(r),
                 Err(e) => {
                     if e == mpsc::TryRecvError::Disconnected {
                         self.quiet_since.get_or_insert_with(Instant::now);
@@ -627,7 +625,7 @@ impl PeerReports {
                 if let Some(t) = self.quiet_since.as_mut() {
                     *t = Instant::now();
                 }
-                return Some(r);
+                return Some(Note::Done(r));
             }
             if world.aborted() {
                 return None;
@@ -644,7 +642,7 @@ impl PeerReports {
         None
     }
 
-    fn fail(&mut self, world: &HostWorld, why: String) -> Option<Report> {
+    fn fail(&mut self, world: &HostWorld, why: String) -> Option<Note> {
         self.failed = Some(why);
         world.abort();
         None
@@ -654,10 +652,13 @@ impl PeerReports {
 /// Ranks other than 0 of an MPI world send their reports to rank 0.
 fn forward_reports(
     m: &Peers,
-    rx: &mpsc::Receiver<Report>,
+    rx: &mpsc::Receiver<Note>,
     wind: &mut WindDown,
 ) -> Result<(), HarnessError> {
-    while let Some(report) = next_report(rx, wind) {
+    while let Some(note) = next_report(rx, wind) {
+        let Note::Done(report) = note else {
+            continue;
+        };
         let bytes = serde_json::to_vec(&report).map_err(HarnessError::Encode)?;
         m.send(0, REPORT_TAG, &bytes);
     }

@@ -4,7 +4,7 @@
 //! the links each case measured.
 
 use super::plan::{Case, Plan, Setup};
-use super::rank::Report;
+use super::rank::{Note, Report};
 use super::{stats, HarnessError, Outcome};
 use crate::engine::types::Engine;
 use crate::report::{Row, Sink};
@@ -71,7 +71,7 @@ pub(super) fn collect(
     plan: &Plan,
     setup: &Setup,
     cases: &[Case],
-    next: &mut dyn FnMut() -> Option<Report>,
+    next: &mut dyn FnMut() -> Option<Note>,
     sink: &mut dyn Sink,
     outcome: &mut Outcome,
 ) -> Result<(), HarnessError> {
@@ -94,9 +94,18 @@ pub(super) fn collect(
         }
         Ok(())
     };
-    announce(0, sink)?;
+    // The first case's section opens once the ranks are past the
+    // bootstrap (a layout refused there prints no header before its error).
+    let mut started = false;
     let mut placements_done: HashMap<usize, usize> = HashMap::new();
-    while let Some(report) = next() {
+    while let Some(note) = next() {
+        if !started {
+            announce(0, sink)?;
+            started = true;
+        }
+        let Note::Done(report) = note else {
+            continue;
+        };
         for &i in &report.fired {
             if let Some(f) = fired.get_mut(i) {
                 *f = true;

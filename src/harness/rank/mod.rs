@@ -27,6 +27,15 @@ pub(crate) use compile::program_with;
 /// a thousand entries), so a launch never blocks on it.
 const QUEUE_AHEAD: usize = 256;
 
+/// What a rank thread tells the collector.
+pub enum Note {
+    /// The rank is past the bootstrap: every rank's load checks passed and
+    /// every rank reached the first barrier, so the first case starts.
+    Started,
+    /// A case's measurements at one placement.
+    Done(Report),
+}
+
 /// One rank's numbers for one case and placement (sent to rank 0 as JSON
 /// when ranks are processes).
 #[derive(serde::Serialize, serde::Deserialize)]
@@ -93,7 +102,7 @@ pub struct RankJob<'a> {
     pub world: Arc<HostWorld>,
     pub runner: Box<dyn RankRunner + 'a>,
     pub rec: Arc<RankRecorder>,
-    pub tx: Sender<Report>,
+    pub tx: Sender<Note>,
     /// The MPI world, for `--engine mpi` cases.
     pub mpi: Option<&'a Peers>,
     /// Times of `--engine mpi` operations not yet waited for.
@@ -159,6 +168,11 @@ impl RankJob<'_> {
         self.preflight()?;
         self.world.barrier(self.rank())?;
         self.rec.complete("bootstrap", seq);
+        // The collector opens the first case's section now: a layout the
+        // load checks refuse prints no table header before its error.
+        if self.tx.send(Note::Started).is_err() {
+            return Err(ExecError::Aborted);
+        }
         for (i, case) in self.cases.iter().enumerate() {
             let _case = tracing::debug_span!(
                 "case",
@@ -178,7 +192,7 @@ impl RankJob<'_> {
                     "case done"
                 );
                 // The collector outlives the ranks unless it failed itself.
-                if self.tx.send(report).is_err() {
+                if self.tx.send(Note::Done(report)).is_err() {
                     return Err(ExecError::Aborted);
                 }
             }
