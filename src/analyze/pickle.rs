@@ -245,6 +245,9 @@ impl<'a> Machine<'a> {
                 self.pop_mark()?;
             }
             _ => {
+                // A reference pushed is a value the containers built of it
+                // hold: it counts as one.
+                self.add_count(1)?;
                 let top = self.top()?;
                 self.stack.push(top);
             }
@@ -272,6 +275,7 @@ impl<'a> Machine<'a> {
         };
         match self.memo.get(&key) {
             Some(&id) => {
+                self.add_count(1)?;
                 self.stack.push(id);
                 Ok(())
             }
@@ -382,6 +386,9 @@ impl<'a> Machine<'a> {
                     Node::Tuple(items) => items.clone(),
                     _ => return Err(self.malformed("call arguments are not a tuple".into())),
                 };
+                // Copies of a tuple the memo may hand out again and again:
+                // each of its references counts anew.
+                self.add_count(obj.args.len().saturating_add(obj.kwargs.len()))?;
                 let class = self.pop()?;
                 obj.class = self.class_name(class)?;
             }

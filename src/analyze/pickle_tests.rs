@@ -241,6 +241,36 @@ fn self_reference_and_blowup_are_stopped() {
     );
 }
 
+/// A call's argument tuple is copied into each object made of it: one
+/// tuple of many references (DUP), handed to a call again and again from
+/// the memo, counts its references at every call (it had cost 8 bytes of
+/// memory a reference, a thousand times over, before any cap).
+#[test]
+fn arguments_the_memo_repeats_count_at_every_call() {
+    let mut p = vec![op::PROTO, 4, op::GLOBAL];
+    p.extend(b"os\nsystem\n");
+    p.extend([op::MEMOIZE, op::MARK, op::NONE]);
+    p.extend([op::DUP].repeat(4_000));
+    p.extend([op::TUPLE, op::MEMOIZE]);
+    for _ in 0..100 {
+        p.extend([op::BINGET, 0, op::BINGET, 1, op::REDUCE, op::POP]);
+    }
+    p.extend([op::NONE, op::STOP]);
+    let limits = Limits {
+        max_elements: 10_000,
+        ..Limits::default()
+    };
+    assert_eq!(
+        parse(&p, &limits),
+        Err(PickleError::TooManyElements(10_000))
+    );
+    // One call of it fits.
+    let at = p.len() - 2 - 6 * 99;
+    let mut one = p[..at].to_vec();
+    one.extend([op::NONE, op::STOP]);
+    assert_eq!(parse(&one, &limits), Ok(Value::None));
+}
+
 #[test]
 fn protocol_0_text_opcodes() {
     // (dp0\nS... is STRING (unsupported); use INT, LONG, FLOAT, LIST, DICT, GET/PUT.
