@@ -219,18 +219,18 @@ fn point_to_point_waits_are_matched_to_the_peer() {
     let load = |r: usize| -> serde_json::Value {
         serde_json::from_slice(&std::fs::read(src.join(format!("rank{r}"))).unwrap()).unwrap()
     };
-    let p2p = |name: &str, elems: i64, state: &str| {
+    let p2p = |name: &str, shape: serde_json::Value, state: &str| {
         let mut e = load(0)["entries"][0].clone();
         e["profiling_name"] = format!("gloo:{name}").into();
         e["is_p2p"] = true.into();
         e["p2p_seq_id"] = 1.into();
         e["collective_seq_id"] = 0.into();
-        e["input_sizes"] = serde_json::json!([[elems]]);
-        e["output_sizes"] = serde_json::json!([[elems]]);
+        e["input_sizes"] = serde_json::json!([shape]);
+        e["output_sizes"] = serde_json::json!([shape]);
         e["state"] = state.into();
         e
     };
-    let case = |rank1: Option<serde_json::Value>| {
+    let case = |rank0: serde_json::Value, rank1: Option<serde_json::Value>| {
         let dir = tempfile::tempdir().unwrap();
         for r in 0..4 {
             let mut d = load(r);
@@ -238,7 +238,7 @@ fn point_to_point_waits_are_matched_to_the_peer() {
                 e["state"] = "completed".into();
             }
             let extra = match r {
-                0 => Some(p2p("send 0->1", 1024, "started")),
+                0 => Some(rank0.clone()),
                 1 => rank1.clone(),
                 _ => None,
             };
@@ -254,7 +254,8 @@ fn point_to_point_waits_are_matched_to_the_peer() {
             .map(|f| (f.kind.name(), f.detail.clone()));
         (d.culprits.clone(), first)
     };
-    let (culprits, first) = case(None);
+    let send = p2p("send 0->1", serde_json::json!([1024]), "started");
+    let (culprits, first) = case(send.clone(), None);
     assert_eq!(culprits, [1]);
     let (kind, detail) = first.unwrap();
     assert_eq!(kind, "not-joined");
@@ -262,11 +263,30 @@ fn point_to_point_waits_are_matched_to_the_peer() {
         detail.contains("rank 0 waits in a send to rank 1") && detail.contains("never posted"),
         "{detail}"
     );
-    let (culprits, first) = case(Some(p2p("recv 1<-0", 2048, "started")));
+    let recv = |shape: serde_json::Value, state| p2p("recv 1<-0", shape, state);
+    let (culprits, first) = case(
+        send.clone(),
+        Some(recv(serde_json::json!([2048]), "started")),
+    );
     assert_eq!(culprits, [0, 1]);
     assert_eq!(first.unwrap().0, "size-mismatch");
-    let (culprits, first) = case(Some(p2p("recv 1<-0", 1024, "completed")));
+    let (culprits, first) = case(send, Some(recv(serde_json::json!([1024]), "completed")));
     assert!(culprits.is_empty(), "{first:?}");
+    // Shapes whose products pass 64 bits are counted, not wrapped (2^64
+    // elements had read as 0, the same as an empty recv).
+    let big = p2p(
+        "send 0->1",
+        serde_json::json!([1u64 << 32, 1u64 << 32]),
+        "started",
+    );
+    let (culprits, first) = case(big, Some(recv(serde_json::json!([0]), "started")));
+    assert_eq!(culprits, [0, 1]);
+    let (kind, detail) = first.unwrap();
+    assert_eq!(kind, "size-mismatch");
+    assert!(
+        detail.contains("18446744073709551616 element(s)"),
+        "{detail}"
+    );
 }
 
 /// A dump naming a rank far past the others (a file misnamed `rank1048575`)

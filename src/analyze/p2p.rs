@@ -62,10 +62,13 @@ struct Waiting<'a> {
     record: &'a Record,
 }
 
-/// The elements an operation moves (the product of its first shape).
-fn elements(r: &Record) -> Option<i64> {
+/// The elements an operation moves (the product of its first shape); None
+/// where the dump's shape has none to compare (past 128 bits: no tensor).
+fn elements(r: &Record) -> Option<i128> {
     let shape = r.input_sizes.first().or(r.output_sizes.first())?;
-    Some(shape.iter().product())
+    shape
+        .iter()
+        .try_fold(1i128, |n, &d| n.checked_mul(i128::from(d)))
 }
 
 /// The rank global to the run of rank `r` of `dump`'s group `pg`.
