@@ -250,6 +250,45 @@ fn ranks_must_match_the_world() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("every process is one rank"));
 }
 
+/// Processes started with other sweeps (an MPMD launch, another
+/// collbench) are refused before anything runs, naming them, where they
+/// had waited on collectives the others never called until the timeout,
+/// or checked data by another seed.
+#[test]
+fn ranks_started_with_other_sweeps_are_refused() {
+    let Some(_cores) = mpirun() else {
+        return;
+    };
+    let bin = assert_cmd::cargo::cargo_bin("collbench");
+    let base = ["all-reduce", "--device", "host", "--sizes", "8:64", "-q"];
+    let mpmd = |other: &[&str]| {
+        let mut cmd = Command::new("timeout");
+        cmd.args(["60", "mpirun", "--allow-run-as-root", "--oversubscribe"]);
+        cmd.args(["-np", "1"]).arg(&bin).args(base);
+        cmd.args([":", "-np", "2"]).arg(&bin).args(base).args(other);
+        cmd.output().expect("mpirun runs")
+    };
+    let out = mpmd(&["--dtype", "float,double"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("ranks 1, 2 of 3 planned another sweep than rank 0 (4 case(s) on rank 0, 8 on ranks 1, 2)"),
+        "{err}"
+    );
+    assert_eq!(err.matches("planned another sweep").count(), 1, "{err}");
+    let out = mpmd(&["--seed", "7"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("(as many cases (4), but not the same)"),
+        "{err}"
+    );
+    // The same sweep however written runs.
+    let out = mpmd(&["--dtype", "float", "--seed", "1"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+}
+
 /// A sweep of which MPI's engine runs nothing says why (exit 2), not that
 /// the sizes are too small.
 #[test]

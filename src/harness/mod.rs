@@ -27,7 +27,7 @@ use crate::launch::{Peers, WorldSpec, Worlds};
 use crate::recorder::watchdog::{self, Fired, Watchdog};
 use crate::recorder::RankRecorder;
 use crate::report::Sink;
-use rank::{Note, RankJob};
+use rank::{Note, RankJob, Report};
 use rows::collect;
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
@@ -439,6 +439,8 @@ fn run_ranks(
         Some(m) if m.rank() == 0 => {
             let mut peers = PeerReports {
                 total: cases.len() * plan.placements.len() * plan.ranks,
+                cases: cases.len(),
+                placements: plan.placements.clone(),
                 seen: 0,
                 wait: plan.timeout().max(Duration::from_secs(10)),
                 quiet_since: None,
@@ -580,6 +582,11 @@ fn next_report(rx: &mpsc::Receiver<Note>, wind: &mut WindDown) -> Option<Note> {
 struct PeerReports {
     /// Reports the sweep makes, of every rank.
     total: usize,
+    /// The sweep's cases and placements as this rank planned them: a
+    /// peer's report of another (a rank started with other arguments) is
+    /// refused, never looked up.
+    cases: usize,
+    placements: Vec<crate::engine::types::Placement>,
     seen: usize,
     /// How long rank 0 waits for the next report once its own rank has
     /// finished: every rank passed the sweep's last barrier, so theirs are
@@ -607,7 +614,21 @@ impl PeerReports {
                         self.quiet_since.get_or_insert_with(Instant::now);
                     }
                     match m.try_receive(REPORT_TAG) {
-                        Some((from, bytes)) => match serde_json::from_slice(&bytes) {
+                        Some((from, bytes)) => match serde_json::from_slice::<Report>(&bytes) {
+                            Ok(r)
+                                if r.rank != from
+                                    || r.case >= self.cases
+                                    || !self.placements.contains(&r.placement) =>
+                            {
+                                let why = format!(
+                                    "rank {from} reported case {} of {} at {} as rank {}: not a case of this sweep (were the ranks started with the same arguments and the same collbench?)",
+                                    r.case,
+                                    self.cases,
+                                    r.placement.name(),
+                                    r.rank
+                                );
+                                return self.fail(world, why);
+                            }
                             Ok(r) => Some(r),
                             Err(e) => {
                                 return self.fail(

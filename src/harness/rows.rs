@@ -317,11 +317,14 @@ fn make_row(
             return -1;
         }
         let each = reports.iter().filter_map(verdict).map(f);
-        if replicated {
-            each.max().unwrap_or(0) as i64
+        // Counts from other processes: a sum past 63 bits stays a count,
+        // never wraps to -1 ("unchecked") or to a small one.
+        let n = if replicated {
+            each.max().unwrap_or(0)
         } else {
-            each.sum::<u64>() as i64
-        }
+            each.fold(0u64, u64::saturating_add)
+        };
+        i64::try_from(n).unwrap_or(i64::MAX)
     };
     let first_error = first_error(reports, verdict);
     let builtin = case.engine == Engine::Builtin;

@@ -231,7 +231,7 @@ fn prepare(
     Ok(match (prepared, mpi) {
         (Ok(p), None) => Ok(p),
         (Err(e), None) => Err(exit_code(Err(e), rank)),
-        (p, Some(m)) => match agree_prepared(m, p)? {
+        (p, Some(m)) => match agree_prepared(m, plan, p)? {
             Ok(p) => Ok(p),
             Err(said) => {
                 if rank == 0 {

@@ -224,12 +224,14 @@ pub(super) fn join_world() -> anyhow::Result<Option<Peers>> {
 /// all did (a node short of memory among others).
 pub(super) fn agree_prepared(
     m: &Peers,
+    plan: &Plan,
     mine: Result<harness::Prepared, harness::HarnessError>,
 ) -> anyhow::Result<Result<harness::Prepared, String>> {
     use harness::HarnessError;
-    // "kind\nwords" of a refusal; empty for a rank that can run.
+    // "kind\nwords" of a refusal; for a rank that can run, its sweep's
+    // fingerprint (one line).
     let said = match &mine {
-        Ok(_) => String::new(),
+        Ok(p) => sweep_print(plan, &p.cases),
         Err(e) => {
             let kind = match e {
                 HarnessError::Memory { .. } => "memory",
@@ -242,10 +244,64 @@ pub(super) fn agree_prepared(
     let all = m
         .all_gather(said.as_bytes())
         .context("agreeing on the sweep with the other ranks")?;
-    Ok(match refusals(&all) {
+    Ok(match refusals(&all).or_else(|| unlike_sweeps(&all)) {
         None => mine.map_err(|e| e.to_string()),
         Some(words) => Err(words),
     })
+}
+
+/// What every rank must run alike, as one line: the number of cases, and a
+/// hash of them with what decides which collectives the ranks call and the
+/// data they check (placements, iterations, seed, ranks).
+fn sweep_print(plan: &Plan, cases: &[harness::plan::Case]) -> String {
+    let what = format!(
+        "{cases:?}|{:?}|{} {} {}|{} {}",
+        plan.placements, plan.iters, plan.warmup, plan.check_iters, plan.seed, plan.ranks
+    );
+    let hash = crate::engine::exec::cuda::kernels::Fnv1a::new()
+        .write(what.as_bytes())
+        .finish();
+    format!("{} {hash:016x}", cases.len())
+}
+
+/// Where ranks that can all run planned different sweeps (started with
+/// other arguments, or another collbench): what they planned, said once.
+/// Run anyway, they would wait on collectives the others never call, or
+/// check data by another seed. `None` when every rank planned the same.
+pub(super) fn unlike_sweeps(all: &[Vec<u8>]) -> Option<String> {
+    let prints: Vec<String> = all
+        .iter()
+        .map(|b| String::from_utf8_lossy(b).into_owned())
+        .collect();
+    let first = prints.first()?;
+    let unlike: Vec<usize> = (0..prints.len()).filter(|&r| prints[r] != *first).collect();
+    if unlike.is_empty() {
+        return None;
+    }
+    let cases = |p: &str| p.split(' ').next().unwrap_or("?").to_string();
+    let theirs = if unlike.iter().all(|&r| cases(&prints[r]) == cases(first)) {
+        format!("as many cases ({}), but not the same", cases(first))
+    } else {
+        // Ranks by their count of cases, in a few words however many.
+        let mut counts: Vec<(String, Vec<usize>)> = Vec::new();
+        for &r in &unlike {
+            let n = cases(&prints[r]);
+            match counts.iter_mut().find(|(c, _)| *c == n) {
+                Some((_, ranks)) => ranks.push(r),
+                None => counts.push((n, vec![r])),
+            }
+        }
+        let counts: Vec<String> = counts
+            .iter()
+            .map(|(n, ranks)| format!("{n} on {}", crate::units::ranks_text(ranks)))
+            .collect();
+        format!("{} case(s) on rank 0, {}", cases(first), counts.join(", "))
+    };
+    Some(format!(
+        "{} of {} planned another sweep than rank 0 ({theirs}): start every rank with the same arguments and the same collbench build",
+        crate::units::ranks_text(&unlike),
+        all.len()
+    ))
 }
 
 /// What every rank said of the sweep ("kind\nwords" of a refusal, empty
@@ -318,6 +374,34 @@ pub(super) fn processes(m: &Peers, host: &str) -> anyhow::Result<Vec<crate::repo
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn ranks_that_planned_another_sweep_are_named() {
+        let p = |s: &str| s.as_bytes().to_vec();
+        let same = [p("4 00aa"), p("4 00aa"), p("4 00aa")];
+        assert_eq!(super::unlike_sweeps(&same), None);
+        let more = [
+            p("4 00aa"),
+            p("8 00bb"),
+            p("8 00bb"),
+            p("4 00aa"),
+            p("2 00cc"),
+        ];
+        assert_eq!(
+            super::unlike_sweeps(&more).as_deref(),
+            Some(
+                "ranks 1, 2, 4 of 5 planned another sweep than rank 0 (4 case(s) on rank 0, \
+                 8 on ranks 1, 2, 2 on rank 4): start every rank with the same arguments and \
+                 the same collbench build"
+            )
+        );
+        let other = [p("4 00aa"), p("4 00ab")];
+        let said = super::unlike_sweeps(&other).unwrap_or_default();
+        assert!(
+            said.starts_with("rank 1 of 2 planned another sweep than rank 0 (as many cases (4), but not the same)"),
+            "{said}"
+        );
+    }
+
     #[test]
     fn a_refusal_is_said_once_naming_the_ranks_when_not_all() {
         let ok = Vec::new;
