@@ -1173,7 +1173,8 @@ fn info_tells_the_emulated_device_and_its_compiler() {
 
 /// A compiler that never finishes (one waiting on a license server, say)
 /// is stopped at `COLLBENCH_EMU_CXX_SECONDS`: exit 2 naming it, not a run
-/// held forever ahead of any collective the timeout could catch.
+/// held forever ahead of any collective the timeout could catch; what it
+/// started (a driver's cc1plus) is stopped with it.
 #[test]
 fn a_compiler_that_never_finishes_is_stopped() {
     use std::os::unix::fs::PermissionsExt;
@@ -1181,7 +1182,10 @@ fn a_compiler_that_never_finishes_is_stopped() {
     let cxx = dir.path().join("stuck-c++");
     std::fs::write(
         &cxx,
-        "#!/bin/sh\ncase \"$*\" in *--version*) echo 'stuck 1.0'; exit 0;; esac\nexec sleep 300\n",
+        format!(
+            "#!/bin/sh\ncase \"$*\" in *--version*) echo 'stuck 1.0'; exit 0;; esac\nsleep 300 &\necho $! > {}\nwait\n",
+            dir.path().join("started").display()
+        ),
     )
     .unwrap();
     std::fs::set_permissions(&cxx, std::fs::Permissions::from_mode(0o755)).unwrap();
@@ -1214,6 +1218,17 @@ fn a_compiler_that_never_finishes_is_stopped() {
         "{:?}",
         start.elapsed()
     );
+    // The compiler's own process is gone (or a zombie init has yet to reap).
+    let started = std::fs::read_to_string(dir.path().join("started")).unwrap();
+    let stat = std::path::Path::new("/proc")
+        .join(started.trim())
+        .join("stat");
+    let gone = || std::fs::read_to_string(&stat).map_or(true, |s| s.contains(") Z "));
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !gone() && std::time::Instant::now() < until {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(gone(), "the compiler's child {} still runs", started.trim());
     // A bad limit is named before anything is built.
     let (code, err) = run("soon");
     assert_eq!(code, Some(2), "{err}");

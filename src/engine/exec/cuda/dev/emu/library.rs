@@ -93,6 +93,56 @@ fn cxx_limit(value: Option<&str>) -> Result<Duration, String> {
 /// How long `CXX --version` may take.
 const VERSION_LIMIT: Duration = Duration::from_secs(60);
 
+/// Kills `child` and the processes it started, still its descendants:
+/// the driver is stopped first, so it starts no more, then each descendant
+/// as it is found, and all of them killed (reparented to init, a killed
+/// driver's children would have run on).
+fn kill_tree(child: &mut std::process::Child) {
+    let root = i32::try_from(child.id()).unwrap_or(0);
+    if root > 0 {
+        // SAFETY: signals to a process this one started and has not yet
+        // waited for (its id is not reused before the wait below).
+        unsafe { libc::kill(root, libc::SIGSTOP) };
+        let mut found = Vec::new();
+        let mut frontier = vec![root];
+        while let Some(p) = frontier.pop() {
+            for kid in children(p) {
+                if !found.contains(&kid) {
+                    // SAFETY: a live process found as the child's descendant.
+                    unsafe { libc::kill(kid, libc::SIGSTOP) };
+                    found.push(kid);
+                    frontier.push(kid);
+                }
+            }
+        }
+        for p in found {
+            // SAFETY: as above.
+            unsafe { libc::kill(p, libc::SIGKILL) };
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// The processes whose parent is `pid` (from `/proc`; none where it is
+/// not readable).
+fn children(pid: i32) -> Vec<i32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter_map(|e| {
+            let p: i32 = e.file_name().to_str()?.parse().ok()?;
+            let stat = std::fs::read_to_string(e.path().join("stat")).ok()?;
+            // "pid (comm) state ppid ...": the name may hold spaces and
+            // parentheses, so the fields are counted after the last ')'.
+            let (_, rest) = stat.rsplit_once(')')?;
+            let ppid: i32 = rest.split_whitespace().nth(1)?.parse().ok()?;
+            (ppid == pid).then_some(p)
+        })
+        .collect()
+}
+
 /// Why a bounded command gave no output.
 #[derive(Debug)]
 enum NoOutput {
@@ -103,8 +153,8 @@ enum NoOutput {
 }
 
 /// `cmd`'s output (stdin empty), or [`NoOutput::Overran`] once it has run
-/// for `limit`: then it is killed and its output left behind (a process it
-/// started may still hold the pipes open).
+/// for `limit`: then it is killed with every process it started (a
+/// driver's cc1plus, as, ld) and its output left behind.
 fn output_within(cmd: &mut Command, limit: Duration) -> Result<Output, NoOutput> {
     let mut child = cmd
         .stdin(Stdio::null())
@@ -130,8 +180,7 @@ fn output_within(cmd: &mut Command, limit: Duration) -> Result<Output, NoOutput>
         match child.try_wait() {
             Ok(Some(status)) => break status,
             Ok(None) if start.elapsed() >= limit => {
-                let _ = child.kill();
-                let _ = child.wait();
+                kill_tree(&mut child);
                 return Err(NoOutput::Overran(limit));
             }
             Ok(None) => {
