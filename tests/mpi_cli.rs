@@ -189,7 +189,12 @@ fn builtin_and_mpi_engines_side_by_side() {
 /// process exits 3 with its dump, and `analyze` names the rank and operation.
 fn hang_is_dumped_and_diagnosed(np: usize, device: &str, rank: usize, seq: usize) {
     let dir = tempfile::tempdir().unwrap();
-    let d = dir.path().join("dumps");
+    // A path longer than one bootstrap record (254 bytes), as cluster file
+    // systems have them: rank 0 had failed to send it, and the others
+    // waited 600 s for it.
+    let deep = "d".repeat(100);
+    let d = dir.path().join("dumps").join(&deep).join(&deep).join(&deep);
+    assert!(d.as_os_str().len() > 300);
     let t = std::time::Instant::now();
     let inject = format!("hang:rank={rank},seq={seq}");
     let out = launch(

@@ -608,7 +608,7 @@ impl PeerReports {
                 // This process's rank passed the bootstrap barrier, so
                 // every rank did.
                 Ok(Note::Started) => return Some(Note::Started),
-                Ok(Note::Done(r)) => Some(r),
+                Ok(Note::Done(r)) => Some(*r),
                 Err(e) => {
                     if e == mpsc::TryRecvError::Disconnected {
                         self.quiet_since.get_or_insert_with(Instant::now);
@@ -646,7 +646,7 @@ impl PeerReports {
                 if let Some(t) = self.quiet_since.as_mut() {
                     *t = Instant::now();
                 }
-                return Some(Note::Done(r));
+                return Some(Note::Done(Box::new(r)));
             }
             if world.aborted() {
                 return None;

@@ -113,7 +113,7 @@ pub(super) fn collect(
         }
         let key = (report.case, report.placement);
         let entry = pending.entry(key).or_default();
-        entry.push(report);
+        entry.push(*report);
         if entry.len() < plan.ranks {
             continue;
         }

@@ -208,15 +208,14 @@ fn parse_peer(b: &[u8]) -> Result<PeerInfo, MpiError> {
         .split_whitespace()
         .filter_map(|t| t.parse().ok())
         .collect();
+    let bad = || MpiError(format!("bad bootstrap record from a peer: '{text}'"));
     match v.as_slice() {
-        [pid, f, b] if *f >= 0 && *b >= 0 => Ok(PeerInfo {
-            pid: *pid as u32,
-            fifo_fd: *f as i32,
-            buf_fd: *b as i32,
+        [pid, f, b] if *pid > 0 => Ok(PeerInfo {
+            pid: u32::try_from(*pid).map_err(|_| bad())?,
+            fifo_fd: i32::try_from(*f).ok().filter(|f| *f >= 0).ok_or_else(bad)?,
+            buf_fd: i32::try_from(*b).ok().filter(|b| *b >= 0).ok_or_else(bad)?,
         }),
-        _ => Err(MpiError(format!(
-            "bad bootstrap record from a peer: '{text}'"
-        ))),
+        _ => Err(bad()),
     }
 }
 
@@ -315,6 +314,30 @@ mod tests {
             foreign_launcher_in(env(&[("SLURM_NTASKS", "8"), ("SLURM_STEP_ID", "0")])),
             Some(("Slurm".into(), 8))
         );
+    }
+
+    /// A peer's record is read as it was written, or refused: numbers past
+    /// their types are not truncated into other ones (fd 2^32 + 3 had
+    /// become fd 3).
+    #[test]
+    fn a_peers_bootstrap_record_is_checked_not_truncated() {
+        let ok = parse_peer(b"123 4 5").unwrap();
+        assert_eq!((ok.pid, ok.fifo_fd, ok.buf_fd), (123, 4, 5));
+        for bad in [
+            "123 4294967299 4",
+            "123 4 -1",
+            "-5 4 5",
+            "0 4 5",
+            "4294967296123 4 5",
+            "123 4",
+        ] {
+            let err = parse_peer(bad.as_bytes()).err().map(|e| e.to_string());
+            assert_eq!(
+                err,
+                Some(format!("bad bootstrap record from a peer: '{bad}'")),
+                "{bad}"
+            );
+        }
     }
 
     #[test]

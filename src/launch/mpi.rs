@@ -142,7 +142,7 @@ impl Mpi {
         &self.world.0
     }
 
-    /// Every rank's `mine` (at most [`RECORD`] bytes), by rank.
+    /// Every rank's `mine` (at most 64 KiB), by rank.
     pub fn all_gather(&self, mine: &[u8]) -> Result<Vec<Vec<u8>>, MpiError> {
         all_gather(&self.world, self.size, mine, GATHER_WAIT, &|| false)
     }
@@ -254,7 +254,7 @@ impl Mpi {
         try_receive(&self.world, tag)
     }
 
-    /// Rank 0's `bytes` on every rank (at most [`RECORD`] - 2 bytes).
+    /// Rank 0's `bytes` on every rank (at most 64 KiB).
     pub fn broadcast(&self, bytes: &[u8]) -> Result<Vec<u8>, MpiError> {
         let all = self.all_gather(if self.rank == 0 { bytes } else { &[] })?;
         Ok(all.into_iter().next().unwrap_or_default())
@@ -265,11 +265,66 @@ impl Mpi {
 /// arrive within seconds, or one of them is gone).
 const GATHER_WAIT: Duration = Duration::from_secs(600);
 
+/// The longest record a rank may give an all-gather.
+const LONGEST: usize = 64 << 10;
+
+/// Every rank's `mine` (at most [`LONGEST`] bytes), by rank, within
+/// `limit` unless `stop` says so: each rank's length first, then as many
+/// rounds of [`RECORD`] - 2 byte pieces as the longest needs (a refusal's
+/// words, a dump folder's path: longer than one record). A record too long
+/// fails the gather on every rank alike, never one rank alone while the
+/// others wait for it.
+fn all_gather(
+    world: &Comm,
+    size: usize,
+    mine: &[u8],
+    limit: Duration,
+    stop: &dyn Fn() -> bool,
+) -> Result<Vec<Vec<u8>>, MpiError> {
+    let start = Instant::now();
+    let round = |bytes: &[u8]| {
+        let left = limit.saturating_sub(start.elapsed());
+        gather_records(world, size, bytes, left, stop)
+    };
+    let lens: Vec<usize> = round(&(mine.len() as u64).to_le_bytes())?
+        .iter()
+        .map(|b| {
+            let n = b.get(..8).and_then(|b| <[u8; 8]>::try_from(b).ok());
+            n.map_or(usize::MAX, |n| {
+                usize::try_from(u64::from_le_bytes(n)).unwrap_or(usize::MAX)
+            })
+        })
+        .collect();
+    if let Some((r, &n)) = lens.iter().enumerate().find(|(_, &n)| n > LONGEST) {
+        return Err(MpiError(format!(
+            "rank {r}'s record of {n} bytes is too long for an all-gather (at most {LONGEST})"
+        )));
+    }
+    let piece = RECORD - 2;
+    let rounds = lens.iter().max().copied().unwrap_or(0).div_ceil(piece);
+    let mut all: Vec<Vec<u8>> = lens.iter().map(|&n| Vec::with_capacity(n)).collect();
+    for k in 0..rounds {
+        let at = (k * piece).min(mine.len());
+        let part = &mine[at..(at + piece).min(mine.len())];
+        for (whole, part) in all.iter_mut().zip(round(part)?) {
+            whole.extend(part);
+        }
+    }
+    match all.iter().zip(&lens).position(|(b, &n)| b.len() != n) {
+        Some(r) => Err(MpiError(format!(
+            "rank {r}'s record came with {} of its {} bytes",
+            all[r].len(),
+            lens[r]
+        ))),
+        None => Ok(all),
+    }
+}
+
 /// Every rank's `mine` (at most [`RECORD`] - 2 bytes), by rank: a
 /// non-blocking all-gather tested until it completes, `stop` says so or
 /// `limit` passes (then the request is left to the ending process, with
 /// its buffers).
-fn all_gather(
+fn gather_records(
     world: &Comm,
     size: usize,
     mine: &[u8],

@@ -92,6 +92,25 @@ impl Segment {
                 format!("cannot open rank memory /proc/{pid}/fd/{fd}: {e}"),
             ));
         }
+        // A file shorter than the mapping faults (SIGBUS) where it ends: a
+        // peer that sized its memory otherwise (other arguments, another
+        // build) is an error here.
+        // SAFETY: an fstat of the descriptor just opened into a zeroed stat.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        let held = match unsafe { libc::fstat(local, &mut st) } {
+            0 => u64::try_from(st.st_size).unwrap_or(0),
+            _ => 0,
+        };
+        if held < len as u64 {
+            // SAFETY: our own descriptor, closed once.
+            unsafe { libc::close(local) };
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "rank memory /proc/{pid}/fd/{fd} holds {held} bytes, {len} expected: was the peer started with the same arguments and the same collbench?"
+                ),
+            ));
+        }
         let mapped = map(local, len);
         // SAFETY: the mapping keeps the file alive; our descriptor is no longer needed.
         unsafe { libc::close(local) };
@@ -148,5 +167,19 @@ mod tests {
             assert_eq!(*b.as_ptr().add(99), 0);
         }
         assert!(Segment::open(std::process::id(), 987_654, 64).is_err());
+    }
+
+    /// A peer's memory shorter than this rank maps (a peer sized otherwise)
+    /// is an error, not a fault where the file ends.
+    #[test]
+    fn a_peer_segment_shorter_than_the_mapping_is_refused() {
+        let a = Segment::create("collbench-test", 4096).unwrap();
+        let fd = a.fd().unwrap();
+        let err = Segment::open(std::process::id(), fd, 1 << 20)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(err.contains("holds 4096 bytes, 1048576 expected"), "{err}");
+        assert!(Segment::open(std::process::id(), fd, 4096).is_ok());
     }
 }

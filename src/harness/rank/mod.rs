@@ -33,7 +33,7 @@ pub enum Note {
     /// every rank reached the first barrier, so the first case starts.
     Started,
     /// A case's measurements at one placement.
-    Done(Report),
+    Done(Box<Report>),
 }
 
 /// One rank's numbers for one case and placement (sent to rank 0 as JSON
@@ -192,7 +192,7 @@ impl RankJob<'_> {
                     "case done"
                 );
                 // The collector outlives the ranks unless it failed itself.
-                if self.tx.send(Note::Done(report)).is_err() {
+                if self.tx.send(Note::Done(Box::new(report))).is_err() {
                     return Err(ExecError::Aborted);
                 }
             }

@@ -31,6 +31,9 @@ pub const ENV: &str = "COLLBENCH_PROCS";
 /// The longest a record or message may be.
 const MAX_FRAME: usize = 256 << 20;
 
+/// The most rank processes a launch makes (as `--procs` allows).
+const MAX_PROCS: usize = 64;
+
 /// How long the ranks may take to start and connect.
 const CONNECT: Duration = Duration::from_secs(60);
 

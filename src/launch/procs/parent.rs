@@ -485,7 +485,7 @@ impl Hub {
     /// the records. A rank already gone that never joined fails it.
     fn gather(&mut self, r: usize, seq: u32, payload: Vec<u8>) {
         let n = self.writers.len();
-        self.joined[r] = self.joined[r].max(seq + 1);
+        self.joined[r] = self.joined[r].max(seq.saturating_add(1));
         if let Some(d) = (0..n).find(|&d| self.gone[d] && self.joined[d] <= seq) {
             self.send(r, Kind::Failed, seq, d as u32, &[]);
             return;

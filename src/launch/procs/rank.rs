@@ -122,7 +122,7 @@ pub fn init() -> Result<Option<Procs>, MpiError> {
     let rank: usize = w.next().and_then(|x| x.parse().ok()).ok_or_else(bad)?;
     let size: usize = w.next().and_then(|x| x.parse().ok()).ok_or_else(bad)?;
     let path = w.next().ok_or_else(bad)?;
-    if rank >= size {
+    if rank >= size || size > super::MAX_PROCS {
         return Err(bad());
     }
     // A rank whose launcher is killed (a `timeout`, a job manager) stops
@@ -292,7 +292,7 @@ impl Link {
         abort: &dyn Fn() -> bool,
     ) -> Result<Vec<Vec<u8>>, MpiError> {
         // Every rank's record comes back in one frame.
-        if mine.len() > (MAX_FRAME - 9) / self.size.max(1) - 4 {
+        if mine.len() > ((MAX_FRAME - 9) / self.size.max(1)).saturating_sub(4) {
             return Err(MpiError(format!(
                 "a record of {} bytes is too long",
                 mine.len()
