@@ -572,6 +572,10 @@ pub fn inject(spec: &str) -> Result<Inject, ValueError> {
             "from=, to= and factor= only go with slow and slow-link",
         ));
     }
+    // What the fault is comes before what it lacks.
+    if !["hang", "delay", "nan", "corrupt"].contains(&kind) {
+        return Err(fail(&format!("unknown fault '{kind}'")));
+    }
     let rank = rank.ok_or_else(|| fail("rank= is required"))? as usize;
     let fault = match kind {
         "hang" => Fault::Hang,
@@ -689,6 +693,8 @@ mod tests {
             ("hang:rank=2", "seq= is required"),
             ("delay:rank=0,seq=1", "ms= is required"),
             ("boom:rank=0", "unknown fault"),
+            (":", "unknown fault ''"),
+            ("boom:seq=1", "unknown fault 'boom'"),
             ("nan:rank=0,when=3", "unknown key"),
             ("nan", "missing ':'"),
             ("nan:rank=x", "not a whole number"),
