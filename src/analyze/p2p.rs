@@ -12,14 +12,14 @@
 //! The ranks in the names are the group's; the group's members (where the
 //! dumps give them) map them to global ranks.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use super::candidate::{priority, Candidate};
 use super::diagnosis::FindingKind;
 use super::model::{RankDump, Record, State};
 
 /// Which side of a point-to-point operation a record is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 enum Side {
     Send,
     Recv,
@@ -100,29 +100,37 @@ fn waiting_ops<'a>(dumps: &BTreeMap<usize, &'a RankDump>) -> Vec<Waiting<'a>> {
         .collect()
 }
 
-/// How many operations of `side` with `peer` in group `pg` rank `rank`
-/// posted (every one its dump holds).
-fn posted(
-    dumps: &BTreeMap<usize, &RankDump>,
-    rank: usize,
-    side: Side,
-    peer: usize,
-    pg: &str,
-) -> usize {
-    dumps.get(&rank).map_or(0, |d| {
-        d.records
-            .iter()
-            .filter(|r| r.is_p2p() && r.pg == pg)
-            .filter(|r| {
-                parse(&r.op).is_some_and(|(s, _, p)| s == side && global(d, &r.pg, p) == peer)
-            })
-            .count()
-    })
+/// (rank, peer, side, group) of a point-to-point operation.
+type Way<'a> = (usize, usize, Side, &'a str);
+
+/// How many operations of each way each rank posted (every one its dump
+/// holds), counted once for all the waits asked of it.
+fn posted<'a>(dumps: &BTreeMap<usize, &'a RankDump>) -> HashMap<Way<'a>, usize> {
+    let mut n = HashMap::new();
+    for (&rank, d) in dumps {
+        for r in d.records.iter().filter(|r| r.is_p2p()) {
+            if let Some((side, _, p)) = parse(&r.op) {
+                *n.entry((rank, global(d, &r.pg, p), side, r.pg.as_str()))
+                    .or_insert(0) += 1;
+            }
+        }
+    }
+    n
 }
 
 /// Findings of the point-to-point operations ranks wait in.
 pub fn pending(dumps: &BTreeMap<usize, &RankDump>, missing: &BTreeSet<usize>) -> Vec<Candidate> {
     let waiting = waiting_ops(dumps);
+    // The first waiting operation of each way, and the counts of each:
+    // looked up, not searched for, however many operations wait.
+    let mut first: HashMap<Way<'_>, &Waiting<'_>> = HashMap::new();
+    for w in &waiting {
+        first
+            .entry((w.rank, w.peer, w.side, w.record.pg.as_str()))
+            .or_insert(w);
+    }
+    let posted = posted(dumps);
+    let count = |way: Way<'_>| posted.get(&way).copied().unwrap_or(0);
     let mut out = Vec::new();
     let mut told: BTreeSet<(usize, usize, String)> = BTreeSet::new();
     for w in &waiting {
@@ -134,23 +142,17 @@ pub fn pending(dumps: &BTreeMap<usize, &RankDump>, missing: &BTreeSet<usize>) ->
         if told.contains(&pair) {
             continue;
         }
-        let other = waiting.iter().find(|o| {
-            o.rank == w.peer
-                && o.peer == w.rank
-                && o.side == w.side.other()
-                && o.record.pg == w.record.pg
-        });
+        let pg = w.record.pg.as_str();
+        let other = first.get(&(w.peer, w.rank, w.side.other(), pg)).copied();
         // Operations between two ranks in a group pair up in order: the
         // peer posted fewer of the other side than this rank of its own,
         // so the one this rank waits in has no partner (counted only where
         // neither ring buffer dropped records).
-        let pg = &w.record.pg;
         let wrapped = [w.rank, w.peer]
             .iter()
             .any(|r| dumps.get(r).is_some_and(|d| d.wrapped));
         let unmatched = !wrapped
-            && posted(dumps, w.peer, w.side.other(), w.rank, pg)
-                < posted(dumps, w.rank, w.side, w.peer, pg);
+            && count((w.peer, w.rank, w.side.other(), pg)) < count((w.rank, w.peer, w.side, pg));
         if let Some(c) = judge(w, other, unmatched) {
             told.insert(pair);
             out.push(c);
