@@ -23,15 +23,18 @@ impl fmt::Display for Bytes {
             v /= 1024.0;
             u += 1;
         }
-        let shown = format!("{v:.2}");
         if v.fract() == 0.0 {
-            write!(f, "{}{}", v as u64, UNITS[u])
-        } else if shown.ends_with(".00") {
-            // Rounded to a whole number it is not (16380 B is not 16 KiB):
-            // the bytes themselves.
-            write!(f, "{}B", self.0)
-        } else {
-            write!(f, "{shown}{}", UNITS[u])
+            return write!(f, "{}{}", v as u64, UNITS[u]);
+        }
+        // Two decimals, or as many more (up to four) as it takes not to
+        // round to a whole number it is not (16380 B is not 16 KiB);
+        // failing that, the bytes themselves.
+        let shown = (2..=4)
+            .map(|d| format!("{v:.d$}"))
+            .find(|s| !s.trim_end_matches('0').ends_with('.'));
+        match shown {
+            Some(s) => write!(f, "{s}{}", UNITS[u]),
+            None => write!(f, "{}B", self.0),
         }
     }
 }
@@ -453,7 +456,9 @@ mod tests {
     #[test]
     fn a_size_never_shows_as_a_whole_number_it_is_not() {
         assert_eq!(Bytes(16384).to_string(), "16KiB");
-        assert_eq!(Bytes(16380).to_string(), "16380B");
+        assert_eq!(Bytes(16380).to_string(), "15.996KiB");
+        // 400 GiB and 2 MiB: not "429498827392B".
+        assert_eq!(Bytes(429_498_827_392).to_string(), "400.002GiB");
         assert_eq!(Bytes(1536).to_string(), "1.50KiB");
         assert_eq!(Bytes((1 << 30) - 1).to_string(), "1073741823B");
     }
