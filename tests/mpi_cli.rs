@@ -277,11 +277,19 @@ fn ranks_started_with_other_sweeps_are_refused() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(
-        err.contains("ranks 1, 2 of 3 planned another sweep than rank 0 (4 case(s) on rank 0, 8 on ranks 1, 2)"),
+        err.contains("ranks 1, 2 of 3 planned another sweep than rank 0 (4 case(s) on rank 0; 8 on ranks 1, 2)"),
         "{err}"
     );
     assert_eq!(err.matches("planned another sweep").count(), 1, "{err}");
     let out = mpmd(&["--seed", "7"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("(as many cases (4), but not the same)"),
+        "{err}"
+    );
+    // Channels are no case's, and change how every rank moves the data.
+    let out = mpmd(&["--channels", "2"]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(

@@ -269,6 +269,17 @@ fn arguments_the_memo_repeats_count_at_every_call() {
     let mut one = p[..at].to_vec();
     one.extend([op::NONE, op::STOP]);
     assert_eq!(parse(&one, &limits), Ok(Value::None));
+    // References alone count, one each, whether DUP or memo GET pushed them.
+    let pushes = |push: &[u8]| {
+        let mut p = vec![op::PROTO, 4, op::NONE, op::MEMOIZE, op::MARK, op::NONE];
+        p.extend(push.repeat(10_001));
+        p.extend([op::POP_MARK, op::STOP]);
+        parse(&p, &limits)
+    };
+    for push in [&[op::DUP][..], &[op::BINGET, 0]] {
+        assert_eq!(pushes(push), Err(PickleError::TooManyElements(10_000)));
+        assert_eq!(pushes(&[]), Ok(Value::None));
+    }
 }
 
 #[test]

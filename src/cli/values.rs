@@ -341,7 +341,7 @@ pub fn gpu_map(v: &str) -> Result<List<usize>, ValueError> {
     Ok(List(out))
 }
 
-/// `--procs N`: rank processes on this node (2 to 64).
+/// `--procs N`: rank processes on this node (1 to 64).
 pub fn procs(v: &str) -> Result<usize, ValueError> {
     match whole("--procs", v)? {
         n @ 1..=64 => Ok(n),
@@ -524,11 +524,19 @@ pub fn plot_path(v: &str) -> Result<PathBuf, ValueError> {
 /// The forms of `--inject`, for messages.
 const INJECT_FORMS: &str = "forms: hang:rank=R,seq=S  delay:rank=R,seq=S,ms=M  nan:rank=R[,seq=S]  corrupt:rank=R[,seq=S]  slow:rank=R,factor=F  slow-link:from=A,to=B,factor=F";
 
+/// The faults `--inject` knows, each a form of [`INJECT_FORMS`].
+const INJECT_KINDS: [&str; 6] = ["hang", "delay", "nan", "corrupt", "slow", "slow-link"];
+
 /// One `--inject SPEC`: its grammar (the rank's bound is checked against
 /// `--ranks` when the plan is built).
 pub fn inject(spec: &str) -> Result<Inject, ValueError> {
     let fail = |why: &str| ValueError(format!("--inject '{spec}': {why} ({INJECT_FORMS})"));
     let (kind, rest) = spec.split_once(':').ok_or_else(|| fail("missing ':'"))?;
+    // What the fault is comes before what it is given or lacks.
+    let kind = kind.trim();
+    if !INJECT_KINDS.contains(&kind) {
+        return Err(fail(&format!("unknown fault '{kind}'")));
+    }
     let (mut rank, mut seq, mut ms, mut from, mut to) = (None, None, None, None, None);
     let mut factor: Option<f64> = None;
     for kv in rest.split(',').map(str::trim).filter(|s| !s.is_empty()) {
@@ -563,7 +571,6 @@ pub fn inject(spec: &str) -> Result<Inject, ValueError> {
             return Err(fail(&format!("{} is given twice", k.trim())));
         }
     }
-    let kind = kind.trim();
     if kind == "slow" || kind == "slow-link" {
         return slow(kind, rank, from, to, factor, seq.or(ms), &fail);
     }
@@ -571,10 +578,6 @@ pub fn inject(spec: &str) -> Result<Inject, ValueError> {
         return Err(fail(
             "from=, to= and factor= only go with slow and slow-link",
         ));
-    }
-    // What the fault is comes before what it lacks.
-    if !["hang", "delay", "nan", "corrupt"].contains(&kind) {
-        return Err(fail(&format!("unknown fault '{kind}'")));
     }
     let rank = rank.ok_or_else(|| fail("rank= is required"))? as usize;
     let fault = match kind {
@@ -695,6 +698,8 @@ mod tests {
             ("boom:rank=0", "unknown fault"),
             (":", "unknown fault ''"),
             ("boom:seq=1", "unknown fault 'boom'"),
+            ("boom:factor=2", "unknown fault 'boom'"),
+            ("boom:x=1", "unknown fault 'boom'"),
             ("nan:rank=0,when=3", "unknown key"),
             ("nan", "missing ':'"),
             ("nan:rank=x", "not a whole number"),

@@ -615,21 +615,10 @@ impl PeerReports {
                     }
                     match m.try_receive(REPORT_TAG) {
                         Some((from, bytes)) => match serde_json::from_slice::<Report>(&bytes) {
-                            Ok(r)
-                                if r.rank != from
-                                    || r.case >= self.cases
-                                    || !self.placements.contains(&r.placement) =>
-                            {
-                                let why = format!(
-                                    "rank {from} reported case {} of {} at {} as rank {}: not a case of this sweep (were the ranks started with the same arguments and the same collbench?)",
-                                    r.case,
-                                    self.cases,
-                                    r.placement.name(),
-                                    r.rank
-                                );
-                                return self.fail(world, why);
-                            }
-                            Ok(r) => Some(r),
+                            Ok(r) => match self.foreign(from, &r) {
+                                Some(why) => return self.fail(world, why),
+                                None => Some(r),
+                            },
                             Err(e) => {
                                 return self.fail(
                                     world,
@@ -663,6 +652,28 @@ impl PeerReports {
         None
     }
 
+    /// Why rank `from`'s report `r` is none of this sweep's (a rank
+    /// started with other arguments, another collbench), if it is not:
+    /// it is refused, never looked up.
+    fn foreign(&self, from: usize, r: &Report) -> Option<String> {
+        let ranks = self.total / (self.cases * self.placements.len()).max(1);
+        let link = r.links.iter().find(|l| l.from >= ranks || l.to >= ranks);
+        let what = if r.rank != from {
+            format!("sent as rank {}", r.rank)
+        } else if r.case >= self.cases {
+            format!("of case {} of {}", r.case, self.cases)
+        } else if !self.placements.contains(&r.placement) {
+            format!("at placement {}", r.placement.name())
+        } else if let Some(l) = link {
+            format!("of a link {} -> {} of {ranks} ranks", l.from, l.to)
+        } else {
+            return None;
+        };
+        Some(format!(
+            "rank {from}'s report {what} is none of this sweep's: were the ranks started with the same arguments and the same collbench?"
+        ))
+    }
+
     fn fail(&mut self, world: &HostWorld, why: String) -> Option<Note> {
         self.failed = Some(why);
         world.abort();
@@ -684,4 +695,67 @@ fn forward_reports(
         m.send(0, REPORT_TAG, &bytes);
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::types::Placement;
+
+    /// A peer's report is checked against this rank's sweep before it is
+    /// used: another rank's, another case's or placement's, or a link past
+    /// the world is refused, naming what.
+    #[test]
+    fn a_peers_report_of_another_sweep_is_refused() {
+        let peers = PeerReports {
+            // 2 cases x 1 placement x 6 ranks.
+            total: 2 * 6,
+            cases: 2,
+            placements: vec![Placement::OutOfPlace],
+            seen: 0,
+            wait: Duration::from_secs(1),
+            quiet_since: None,
+            failed: None,
+        };
+        let report = |rank, case, placement, link: Option<(usize, usize)>| Report {
+            case,
+            placement,
+            rank,
+            iter_ns: vec![1],
+            total_ns: 1,
+            verdict: None,
+            arrive_ns: Vec::new(),
+            fired: Vec::new(),
+            input: None,
+            links: link
+                .map(|(from, to)| crate::engine::observe::LinkSample {
+                    from,
+                    to,
+                    bytes: 8,
+                    wait_ns: 1,
+                    transfer_ns: 1,
+                    op_gbps: Vec::new(),
+                })
+                .into_iter()
+                .collect(),
+            members: Vec::new(),
+        };
+        let out = Placement::OutOfPlace;
+        assert_eq!(peers.foreign(1, &report(1, 1, out, Some((1, 5)))), None);
+        for (r, what) in [
+            (report(2, 0, out, None), "sent as rank 2"),
+            (report(1, 2, out, None), "of case 2 of 2"),
+            (report(1, 0, Placement::InPlace, None), "at placement in"),
+            (
+                report(1, 0, out, Some((1, 6))),
+                "of a link 1 -> 6 of 6 ranks",
+            ),
+        ] {
+            let why = peers.foreign(1, &r).unwrap_or_default();
+            assert!(
+                why.starts_with(&format!("rank 1's report {what} is none of this sweep's")),
+                "{why}"
+            );
+        }
+    }
 }

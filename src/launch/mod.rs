@@ -204,11 +204,11 @@ fn node_links(
 
 fn parse_peer(b: &[u8]) -> Result<PeerInfo, MpiError> {
     let text = String::from_utf8_lossy(b);
+    let bad = || MpiError(format!("bad bootstrap record from a peer: '{text}'"));
     let v: Vec<i64> = text
         .split_whitespace()
-        .filter_map(|t| t.parse().ok())
-        .collect();
-    let bad = || MpiError(format!("bad bootstrap record from a peer: '{text}'"));
+        .map(|t| t.parse().map_err(|_| bad()))
+        .collect::<Result<_, _>>()?;
     match v.as_slice() {
         [pid, f, b] if *pid > 0 => Ok(PeerInfo {
             pid: u32::try_from(*pid).map_err(|_| bad())?,
@@ -330,6 +330,8 @@ mod tests {
             "0 4 5",
             "4294967296123 4 5",
             "123 4",
+            "123 x 4 5",
+            "123 4 5 6",
         ] {
             let err = parse_peer(bad.as_bytes()).err().map(|e| e.to_string());
             assert_eq!(

@@ -251,12 +251,29 @@ pub(super) fn agree_prepared(
 }
 
 /// What every rank must run alike, as one line: the number of cases, and a
-/// hash of them with what decides which collectives the ranks call and the
-/// data they check (placements, iterations, seed, ranks).
+/// hash of them with what decides which operations the ranks issue, how
+/// they move the data, and the data they check: placements, iterations,
+/// the group's mix, channels, protocol, graph, link timing, the host
+/// engine's slots, and the seed. (The world's size is the same on every
+/// rank by then.)
 fn sweep_print(plan: &Plan, cases: &[harness::plan::Case]) -> String {
+    let h = &plan.host;
     let what = format!(
-        "{cases:?}|{:?}|{} {} {}|{} {}",
-        plan.placements, plan.iters, plan.warmup, plan.check_iters, plan.seed, plan.ranks
+        "{cases:?}|{:?}|{} {} {}|{:?}|{} {:?} {:?}|{} {:?}|{} {} {}|{}",
+        plan.placements,
+        plan.iters,
+        plan.warmup,
+        plan.check_iters,
+        plan.group_mix,
+        plan.channels,
+        plan.protocol,
+        plan.graph,
+        h.link_timing,
+        plan.links_from,
+        h.slots,
+        h.slot_bytes,
+        h.direct_min_bytes,
+        plan.seed,
     );
     let hash = crate::engine::exec::cuda::kernels::Fnv1a::new()
         .write(what.as_bytes())
@@ -295,7 +312,7 @@ pub(super) fn unlike_sweeps(all: &[Vec<u8>]) -> Option<String> {
             .iter()
             .map(|(n, ranks)| format!("{n} on {}", crate::units::ranks_text(ranks)))
             .collect();
-        format!("{} case(s) on rank 0, {}", cases(first), counts.join(", "))
+        format!("{} case(s) on rank 0; {}", cases(first), counts.join("; "))
     };
     Some(format!(
         "{} of {} planned another sweep than rank 0 ({theirs}): start every rank with the same arguments and the same collbench build",
@@ -304,8 +321,8 @@ pub(super) fn unlike_sweeps(all: &[Vec<u8>]) -> Option<String> {
     ))
 }
 
-/// What every rank said of the sweep ("kind\nwords" of a refusal, empty
-/// for a rank that can run), as one message: each kind of refusal once, in
+/// What every rank said of the sweep ("kind\nwords" of a refusal; a rank
+/// that can run gives its sweep's fingerprint, one line), as one message: each kind of refusal once, in
 /// the words of the lowest rank that made it, naming the ranks that made
 /// it when not all did; `None` when every rank can run.
 pub(super) fn refusals(all: &[Vec<u8>]) -> Option<String> {
@@ -389,8 +406,8 @@ mod tests {
         assert_eq!(
             super::unlike_sweeps(&more).as_deref(),
             Some(
-                "ranks 1, 2, 4 of 5 planned another sweep than rank 0 (4 case(s) on rank 0, \
-                 8 on ranks 1, 2, 2 on rank 4): start every rank with the same arguments and \
+                "ranks 1, 2, 4 of 5 planned another sweep than rank 0 (4 case(s) on rank 0; \
+                 8 on ranks 1, 2; 2 on rank 4): start every rank with the same arguments and \
                  the same collbench build"
             )
         );

@@ -863,11 +863,16 @@ impl Device for EmuDevice {
                 .ok_or_else(bad)
         };
         let (pid, fd, len) = (num()?, num()?, num()?);
-        if (len as usize) < 2 * SHARE_TRAILER || len as usize % SHARE_TRAILER != 0 {
+        // Numbers past their types are refused, never truncated.
+        let (Ok(pid), Ok(fd), Ok(len)) =
+            (u32::try_from(pid), i32::try_from(fd), usize::try_from(len))
+        else {
+            return Err(bad());
+        };
+        if len < 2 * SHARE_TRAILER || len % SHARE_TRAILER != 0 || words.next().is_some() {
             return Err(bad());
         }
-        let seg = Segment::open(pid as u32, fd as i32, len as usize)
-            .map_err(|e| DevError::new("open_shared", e))?;
+        let seg = Segment::open(pid, fd, len).map_err(|e| DevError::new("open_shared", e))?;
         let me = std::process::id();
         if !openers(&seg).iter().any(|p| {
             p.compare_exchange(0, me, Ordering::SeqCst, Ordering::SeqCst)

@@ -332,3 +332,31 @@ fn devices_have_the_configured_shape() {
     assert_eq!((d.kind(), d.desc().arch.as_str()), ("cuda-emu", "emu"));
     assert_eq!(d.desc().connections, 128);
 }
+
+/// A peer's IPC handle is read as it was written, or refused naming it:
+/// numbers past their types are not truncated into other ones.
+#[test]
+fn an_ipc_handle_is_checked_not_truncated() {
+    let d = device(1 << 20);
+    let (_shared, handle) = d.share(4096, ShareKind::Device).unwrap();
+    let text = String::from_utf8(handle.clone()).unwrap();
+    let fd: u64 = text.split(' ').nth(2).unwrap().parse().unwrap();
+    assert!(d.open_shared(&handle).is_ok(), "{text}");
+    let len = text.split(' ').nth(3).unwrap();
+    for bad in [
+        format!("emu {} {} {len}", std::process::id(), fd + (1 << 32)),
+        format!(
+            "emu {} {fd} {len}",
+            u64::from(std::process::id()) + (1 << 32)
+        ),
+        format!("emu {} {fd} {len} 9", std::process::id()),
+        format!("emu {} {fd}", std::process::id()),
+    ] {
+        let err = d.open_shared(bad.as_bytes()).err().map(|e| e.to_string());
+        assert!(
+            err.as_deref()
+                .is_some_and(|e| e.contains(&format!("bad IPC handle '{bad}'"))),
+            "{bad}: {err:?}"
+        );
+    }
+}
