@@ -280,8 +280,14 @@ fn split_pytorch(list: Vec<RankDump>, ignored: &mut Vec<Duplicate>) -> Vec<Run> 
             .min_by_key(|(_, s)| gap(*s));
         match nearest {
             Some((run, run_span)) => {
+                // A rank the run lacks: it joins, and the run's span
+                // widens by its own (not counted again over every dump:
+                // that was quadratic in the ranks).
                 run.add(process, ignored);
-                *run_span = span(&run.dumps);
+                *run_span = match (*run_span, own) {
+                    (Some((lo, hi)), Some((l, h))) => Some((lo.min(l), hi.max(h))),
+                    (s, o) => s.or(o),
+                };
             }
             None => {
                 let mut run = Run::new("pytorch", &process);
