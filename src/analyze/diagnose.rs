@@ -285,6 +285,24 @@ fn demote_elsewhere(candidates: &mut [Candidate], dumps: &BTreeMap<usize, &RankD
         .filter(|c| c.priority == priority::NOT_JOINED)
         .map(|c| (c.finding.pg.clone(), c.finding.ranks.clone()))
         .collect();
+    // Each rank's newest pending collective, and its newest pending in
+    // another group than that one's: the newest pending outside any group
+    // is one of the two. Found once a rank, not once a finding (a rank of
+    // thousands of groups is blamed thousands of times).
+    let mut newest: BTreeMap<usize, [Option<&Record>; 2]> = BTreeMap::new();
+    let mut pending_of = |rank: usize| -> [Option<&Record>; 2] {
+        *newest.entry(rank).or_insert_with(|| {
+            let mut open = dumps.get(&rank).into_iter().flat_map(|d| {
+                d.records
+                    .iter()
+                    .rev()
+                    .filter(|r| !r.is_p2p() && r.state != State::Completed)
+            });
+            let first = open.next();
+            let second = first.and_then(|f| open.find(|r| r.pg != f.pg));
+            [first, second]
+        })
+    };
     for c in candidates.iter_mut() {
         if c.priority != priority::NOT_JOINED || c.finding.ranks.is_empty() {
             continue;
@@ -292,15 +310,18 @@ fn demote_elsewhere(candidates: &mut [Candidate], dumps: &BTreeMap<usize, &RankD
         let Some(pg) = c.finding.pg.clone() else {
             continue;
         };
-        let pending = |rank: &usize| {
-            dumps.get(rank).and_then(|d| {
-                d.records
-                    .iter()
-                    .rev()
-                    .find(|r| r.pg != pg && !r.is_p2p() && r.state != State::Completed)
+        let pending: Vec<Option<String>> = c
+            .finding
+            .ranks
+            .iter()
+            .map(|&rank| {
+                pending_of(rank)
+                    .into_iter()
+                    .flatten()
+                    .find(|r| r.pg != pg)
                     .map(|r| format!("rank {rank} in group {} seq {}", r.pg, r.seq))
             })
-        };
+            .collect();
         // Each rank is pending in another group's collective, or is the
         // one another group's `not-joined` blames (held up by its own
         // hang there); at least one pending.
@@ -317,9 +338,10 @@ fn demote_elsewhere(candidates: &mut [Candidate], dumps: &BTreeMap<usize, &RankD
             .finding
             .ranks
             .iter()
-            .map(|r| pending(r).or_else(|| blamed_in(r)))
+            .zip(&pending)
+            .map(|(r, p)| p.clone().or_else(|| blamed_in(r)))
             .collect();
-        let any_pending = c.finding.ranks.iter().any(|r| pending(r).is_some());
+        let any_pending = pending.iter().any(Option::is_some);
         if let (Some(places), true) = (places, any_pending) {
             c.priority = priority::NOT_JOINED_ELSEWHERE;
             c.finding.detail.push_str(&format!(
