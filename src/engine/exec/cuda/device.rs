@@ -66,6 +66,21 @@ impl serde::Serialize for Unusable {
     }
 }
 
+/// The CUDA major version of the driver here (12 for 12.8), where there
+/// is one; `cuDriverGetVersion` needs no `cuInit`.
+pub fn driver_major() -> Option<u32> {
+    // SAFETY: only checks whether the library loads.
+    if !unsafe { sys::is_culib_present() } {
+        return None;
+    }
+    let mut version = 0;
+    // SAFETY: a valid out-pointer; the library is loaded.
+    unsafe { sys::cuDriverGetVersion(&mut version) }
+        .result()
+        .ok()?;
+    u32::try_from(version / 1000).ok().filter(|&m| m > 0)
+}
+
 /// The GPUs, or why there are none to use.
 pub fn probe() -> Result<Devices, Unusable> {
     let probed = probe_driver();

@@ -72,6 +72,33 @@ pub enum LoadError {
     /// `nvrtcVersion` failed.
     #[error("{soname}: nvrtcVersion failed with code {code}")]
     Version { soname: String, code: i32 },
+    /// Only an NVRTC of a newer CUDA than the driver's is here: the driver
+    /// loads neither its PTX nor its machine code.
+    #[error(
+        "{soname} (NVRTC {nvrtc}) is newer than the CUDA driver ({driver}.x), which cannot \
+         load what it makes: install NVRTC {driver} (`pip install nvidia-cuda-nvrtc-cu{driver}`, \
+         its nvidia/cuda_nvrtc/lib folder on LD_LIBRARY_PATH), or update the driver"
+    )]
+    NewerThanDriver {
+        soname: String,
+        nvrtc: String,
+        driver: u32,
+    },
+}
+
+/// The CUDA major version of a versioned soname (`libnvrtc.so.12`: 12).
+fn soname_major(soname: &str) -> Option<u32> {
+    soname.rsplit_once(".so.")?.1.parse().ok()
+}
+
+/// `sonames` whose CUDA version the driver of CUDA major `driver` runs the
+/// output of (not newer than it; the unversioned name, checked once loaded).
+fn fitting<'a>(sonames: &[&'a str], driver: u32) -> Vec<&'a str> {
+    sonames
+        .iter()
+        .copied()
+        .filter(|s| soname_major(s).is_none_or(|m| m <= driver))
+        .collect()
 }
 
 fn first_reason(reasons: &[String]) -> String {
@@ -225,13 +252,48 @@ pub fn sonames() -> &'static [&'static str] {
 }
 
 impl Nvrtc {
-    /// The process's NVRTC, loaded on first use from [`sonames`].
+    /// The process's NVRTC, loaded on first use from [`sonames`]: the
+    /// newest the CUDA driver here can load the output of, where there is
+    /// a driver.
     pub fn get() -> Result<&'static Nvrtc, LoadError> {
         static NVRTC: OnceLock<Result<Nvrtc, LoadError>> = OnceLock::new();
         NVRTC
-            .get_or_init(|| Nvrtc::load(sonames()))
+            .get_or_init(|| Nvrtc::load_for(sonames(), super::device::driver_major()))
             .as_ref()
             .map_err(Clone::clone)
+    }
+
+    /// The first of `sonames` that loads and is no newer than the CUDA
+    /// driver's major version `driver` (any, without a driver: PTX made for
+    /// the cache or another machine). A CUDA 13 NVRTC's cubins and PTX do
+    /// not load on a 12.x driver, so where only a newer one is here, that
+    /// is the error.
+    pub fn load_for(sonames: &[&str], driver: Option<u32>) -> Result<Nvrtc, LoadError> {
+        let Some(driver) = driver else {
+            return Nvrtc::load(sonames);
+        };
+        let newer = |soname: &str, version: (i32, i32)| LoadError::NewerThanDriver {
+            soname: soname.to_string(),
+            nvrtc: format!("{}.{}", version.0, version.1),
+            driver,
+        };
+        match Nvrtc::load(&fitting(sonames, driver)) {
+            Ok(n) if u32::try_from(n.version.0).is_ok_and(|m| m > driver) => {
+                Err(newer(&n.soname, n.version))
+            }
+            Ok(n) => Ok(n),
+            Err(e) => {
+                let skipped = sonames
+                    .iter()
+                    .filter(|s| soname_major(s).is_some_and(|m| m > driver));
+                for s in skipped {
+                    if let Ok(n) = Nvrtc::load(&[s]) {
+                        return Err(newer(s, n.version));
+                    }
+                }
+                Err(e)
+            }
+        }
     }
 
     /// Loads the first of `sonames` that the dynamic linker finds.
@@ -555,6 +617,39 @@ mod tests {
         assert_eq!(
             sonames(),
             &["libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"]
+        );
+    }
+
+    /// Under a driver, NVRTC of a newer CUDA is passed over: what it makes
+    /// does not load there. Without one, any does.
+    #[test]
+    fn nvrtc_no_newer_than_the_driver_is_chosen() {
+        let all = sonames();
+        assert_eq!(fitting(all, 13), all);
+        assert_eq!(fitting(all, 12), ["libnvrtc.so.12", "libnvrtc.so"]);
+        assert_eq!(fitting(all, 11), ["libnvrtc.so"]);
+        if !probe::loadable("libnvrtc.so.12") {
+            assert!(
+                std::env::var("COLLBENCH_REQUIRE_NVRTC").is_err(),
+                "libnvrtc.so.12 is required (COLLBENCH_REQUIRE_NVRTC) but does not load"
+            );
+            eprintln!("SKIPPED the loading half: libnvrtc.so.12 not loadable (LD_LIBRARY_PATH)");
+            return;
+        }
+        let only12 = ["libnvrtc.so.12"];
+        let n = Nvrtc::load_for(&only12, Some(12)).unwrap();
+        assert_eq!(n.version().0, 12);
+        assert!(Nvrtc::load_for(&only12, None).is_ok());
+        // Only a newer one here: named, with what to install.
+        let e = Nvrtc::load_for(&only12, Some(11))
+            .err()
+            .map(|e| e.to_string());
+        let e = e.unwrap_or_default();
+        assert!(
+            e.starts_with("libnvrtc.so.12 (NVRTC 12.")
+                && e.contains("newer than the CUDA driver (11.x)")
+                && e.contains("nvidia-cuda-nvrtc-cu11"),
+            "{e}"
         );
     }
 

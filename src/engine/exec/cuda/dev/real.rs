@@ -236,7 +236,20 @@ impl RealDevice {
             loaded => loaded?,
         };
         let mut t = self.tables()?;
-        Ok(*t.modules.entry(variant).or_insert(m))
+        match t.modules.get(&variant) {
+            // Another rank's thread loaded it meanwhile: theirs is kept,
+            // ours unloaded (it would hold device memory for the run).
+            Some(&kept) => {
+                drop(t);
+                // SAFETY: loaded above on this bound context, never handed out.
+                let _ = unsafe { sys::cuModuleUnload(m) };
+                Ok(kept)
+            }
+            None => {
+                t.modules.insert(variant, m);
+                Ok(m)
+            }
+        }
     }
 
     /// Compiles (or takes from the cache) `variant` as `code` and loads it.
@@ -318,9 +331,13 @@ impl Device for RealDevice {
         unsafe { std::ptr::write_bytes(host.cast::<u8>(), 0, bytes.max(64)) };
         let mut dev: sys::CUdeviceptr = 0;
         // SAFETY: `host` came from cuMemHostAlloc with DEVICEMAP.
-        check("cuMemHostGetDevicePointer", unsafe {
+        if let Err(e) = check("cuMemHostGetDevicePointer", unsafe {
             sys::cuMemHostGetDevicePointer_v2(&mut dev, host, 0)
-        })?;
+        }) {
+            // SAFETY: allocated above and handed to nobody.
+            let _ = unsafe { sys::cuMemFreeHost(host) };
+            return Err(e);
+        }
         Ok(Mapped {
             host: host.cast(),
             dev,
@@ -341,8 +358,14 @@ impl Device for RealDevice {
         let s = result::stream::create(result::stream::StreamKind::NonBlocking)
             .map_err(|e| err("cuStreamCreate", e))?;
         // SAFETY: the context is bound.
-        let stage =
-            unsafe { result::malloc_host(STAGE, 0) }.map_err(|e| err("cuMemHostAlloc", e))?;
+        let stage = match unsafe { result::malloc_host(STAGE, 0) } {
+            Ok(stage) => stage,
+            Err(e) => {
+                // SAFETY: created above, used by nothing yet.
+                let _ = unsafe { sys::cuStreamDestroy_v2(s) };
+                return Err(err("cuMemHostAlloc", e));
+            }
+        };
         let mut t = self.tables()?;
         t.streams.push(s);
         t.stages.push(stage as usize);
@@ -772,9 +795,15 @@ impl RealDevice {
         })?;
         let mut dev: sys::CUdeviceptr = 0;
         // SAFETY: registered just now with DEVICEMAP.
-        check("cuMemHostGetDevicePointer", unsafe {
+        if let Err(e) = check("cuMemHostGetDevicePointer", unsafe {
             sys::cuMemHostGetDevicePointer_v2(&mut dev, seg.as_ptr().cast(), 0)
-        })?;
+        }) {
+            // Unregistered before the mapping goes (with `seg`): a later
+            // registration at its address would find it taken.
+            // SAFETY: registered above, used by nothing.
+            let _ = unsafe { sys::cuMemHostUnregister(seg.as_ptr().cast()) };
+            return Err(e);
+        }
         let s = Shared {
             dev,
             host: seg.as_ptr(),
