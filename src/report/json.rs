@@ -89,7 +89,7 @@ pub fn read_results(path: &Path) -> Result<Results, ResultsError> {
 /// escaped ([`crate::units::shown`]): a name holding an escape sequence or
 /// a newline must neither drive the terminal nor forge a line of a table,
 /// nor break an SVG plot.
-fn escaped(path: &Path, r: Results) -> Result<Results, ResultsError> {
+fn escaped(path: &Path, mut r: Results) -> Result<Results, ResultsError> {
     fn walk(v: &mut serde_json::Value) {
         match v {
             serde_json::Value::String(s) => crate::units::show_field(s),
@@ -104,9 +104,24 @@ fn escaped(path: &Path, r: Results) -> Result<Results, ResultsError> {
         path: path.to_path_buf(),
         why: format!("its text could not be made safe to show: {e}"),
     };
-    let mut v = serde_json::to_value(&r).map_err(invalid)?;
-    walk(&mut v);
-    serde_json::from_value(v).map_err(invalid)
+    fn safe<T: serde::Serialize + serde::de::DeserializeOwned>(
+        x: &T,
+    ) -> Result<T, serde_json::Error> {
+        let mut v = serde_json::to_value(x)?;
+        walk(&mut v);
+        serde_json::from_value(v)
+    }
+    // A row at a time: beside the results, the JSON tree of one row, not
+    // of the whole file (which took about 9 KB a row: gigabytes for a log
+    // near the size limit).
+    let rows = std::mem::take(&mut r.rows);
+    let mut out = safe(&r).map_err(invalid)?;
+    out.rows = rows
+        .into_iter()
+        .map(|row| safe(&row))
+        .collect::<Result<_, _>>()
+        .map_err(invalid)?;
+    Ok(out)
 }
 
 /// The most bytes a results file or log may have (a sweep of every
