@@ -99,6 +99,45 @@ fn check(call: &str, r: sys::CUresult) -> Result<(), DevError> {
     r.result().map_err(|e| err(call, e))
 }
 
+/// What the driver's compiler says of `image`, which failed to load: the
+/// load again with an error log (the plain one gives only the error's
+/// name, e.g. CUDA_ERROR_INVALID_PTX), as ": JIT log: ...", or nothing.
+/// Only on that failure: loads that work take the plain call.
+fn jit_log(image: &[u8]) -> String {
+    let mut log = vec![0u8; 16 << 10];
+    let mut options = [
+        sys::CUjit_option::CU_JIT_ERROR_LOG_BUFFER,
+        sys::CUjit_option::CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
+    ];
+    // An integer option's value is the pointer's bits (cuda.h).
+    let mut values: [*mut c_void; 2] = [log.as_mut_ptr().cast(), log.len() as *mut c_void];
+    let mut module: sys::CUmodule = std::ptr::null_mut();
+    // SAFETY: the image is the one just given to cuModuleLoadData (NUL-
+    // terminated PTX or a whole cubin); the log buffer outlives the call
+    // and its size is what it holds; the context is bound.
+    let r = unsafe {
+        sys::cuModuleLoadDataEx(
+            &mut module,
+            image.as_ptr().cast(),
+            options.len() as u32,
+            options.as_mut_ptr(),
+            values.as_mut_ptr(),
+        )
+    };
+    if r == sys::CUresult::CUDA_SUCCESS {
+        // It loaded this time: nothing to say, and nothing kept.
+        // SAFETY: loaded just now, handed to nobody.
+        let _ = unsafe { sys::cuModuleUnload(module) };
+        return String::new();
+    }
+    let end = log.iter().position(|&b| b == 0).unwrap_or(log.len());
+    let text = String::from_utf8_lossy(&log[..end]);
+    match text.trim() {
+        "" => String::new(),
+        t => format!(": JIT log: {}", crate::units::shown(t, true)),
+    }
+}
+
 /// Asks the driver for [`CONNECTIONS`] hardware queues unless the user set
 /// `CUDA_DEVICE_MAX_CONNECTIONS`. The driver reads it when it initialises,
 /// so this runs first thing in the process, before any thread exists.
@@ -280,8 +319,11 @@ impl RealDevice {
         self.bind()?;
         // SAFETY: a NUL-terminated PTX image or a whole cubin, alive for
         // the call; the context is bound.
-        let m = unsafe { result::module::load_data(bytes.as_ptr().cast()) }
-            .map_err(|e| err("cuModuleLoadData", e))?;
+        let m = unsafe { result::module::load_data(bytes.as_ptr().cast()) }.map_err(|e| {
+            let mut e = err("cuModuleLoadData", e);
+            e.detail.push_str(&jit_log(&bytes));
+            e
+        })?;
         tracing::debug!(
             ordinal = self.desc.ordinal,
             %variant,
