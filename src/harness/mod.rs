@@ -438,9 +438,9 @@ fn run_ranks(
         }
         Some(m) if m.rank() == 0 => {
             let mut peers = PeerReports {
-                total: cases.len() * plan.placements.len() * plan.ranks,
                 cases: cases.len(),
                 placements: plan.placements.clone(),
+                ranks: plan.ranks,
                 seen: 0,
                 wait: plan.timeout().max(Duration::from_secs(10)),
                 quiet_since: None,
@@ -580,13 +580,12 @@ fn next_report(rx: &mpsc::Receiver<Note>, wind: &mut WindDown) -> Option<Note> {
 
 /// What rank 0 of an MPI world has collected of the ranks' reports.
 struct PeerReports {
-    /// Reports the sweep makes, of every rank.
-    total: usize,
-    /// The sweep's cases and placements as this rank planned them: a
-    /// peer's report of another (a rank started with other arguments) is
-    /// refused, never looked up.
+    /// The sweep's cases, placements and ranks as this rank planned them
+    /// (a report each of every rank): a peer's report of another (a rank
+    /// started with other arguments) is refused, never looked up.
     cases: usize,
     placements: Vec<crate::engine::types::Placement>,
+    ranks: usize,
     seen: usize,
     /// How long rank 0 waits for the next report once its own rank has
     /// finished: every rank passed the sweep's last barrier, so theirs are
@@ -603,7 +602,8 @@ impl PeerReports {
     /// The next report, this process's rank's or a peer's; None when all
     /// have come, the run stopped, or collecting failed (`failed` says why).
     fn next(&mut self, m: &Peers, rx: &mpsc::Receiver<Note>, world: &HostWorld) -> Option<Note> {
-        while self.seen < self.total {
+        let total = self.cases * self.placements.len() * self.ranks;
+        while self.seen < total {
             let got = match rx.try_recv() {
                 // This process's rank passed the bootstrap barrier, so
                 // every rank did.
@@ -643,7 +643,7 @@ impl PeerReports {
             if self.quiet_since.is_some_and(|t| t.elapsed() > self.wait) {
                 let why = format!(
                     "{} of {} rank reports came; no other came for {:?} after every rank had finished",
-                    self.seen, self.total, self.wait
+                    self.seen, total, self.wait
                 );
                 return self.fail(world, why);
             }
@@ -656,7 +656,7 @@ impl PeerReports {
     /// started with other arguments, another collbench), if it is not:
     /// it is refused, never looked up.
     fn foreign(&self, from: usize, r: &Report) -> Option<String> {
-        let ranks = self.total / (self.cases * self.placements.len()).max(1);
+        let ranks = self.ranks;
         let link = r.links.iter().find(|l| l.from >= ranks || l.to >= ranks);
         let what = if r.rank != from {
             format!("sent as rank {}", r.rank)
@@ -708,10 +708,9 @@ mod tests {
     #[test]
     fn a_peers_report_of_another_sweep_is_refused() {
         let peers = PeerReports {
-            // 2 cases x 1 placement x 6 ranks.
-            total: 2 * 6,
             cases: 2,
             placements: vec![Placement::OutOfPlace],
+            ranks: 6,
             seen: 0,
             wait: Duration::from_secs(1),
             quiet_since: None,

@@ -269,11 +269,12 @@ const GATHER_WAIT: Duration = Duration::from_secs(600);
 const LONGEST: usize = 64 << 10;
 
 /// Every rank's `mine` (at most [`LONGEST`] bytes), by rank, within
-/// `limit` unless `stop` says so: each rank's length first, then as many
-/// rounds of [`RECORD`] - 2 byte pieces as the longest needs (a refusal's
-/// words, a dump folder's path: longer than one record). A record too long
-/// fails the gather on every rank alike, never one rank alone while the
-/// others wait for it.
+/// `limit` unless `stop` says so: one round of each rank's length and the
+/// first of its bytes (a record of up to [`RECORD`] - 10 bytes, in one
+/// round as before), then as many rounds of [`RECORD`] - 2 byte pieces as
+/// the longest rest needs (a refusal's words, a dump folder's path). A
+/// record too long fails the gather on every rank alike, never one rank
+/// alone while the others wait for it.
 fn all_gather(
     world: &Comm,
     size: usize,
@@ -281,30 +282,40 @@ fn all_gather(
     limit: Duration,
     stop: &dyn Fn() -> bool,
 ) -> Result<Vec<Vec<u8>>, MpiError> {
+    const LEN: usize = 8;
     let start = Instant::now();
     let round = |bytes: &[u8]| {
         let left = limit.saturating_sub(start.elapsed());
         gather_records(world, size, bytes, left, stop)
     };
-    let lens: Vec<usize> = round(&(mine.len() as u64).to_le_bytes())?
-        .iter()
-        .map(|b| {
-            let n = b.get(..8).and_then(|b| <[u8; 8]>::try_from(b).ok());
-            n.map_or(usize::MAX, |n| {
-                usize::try_from(u64::from_le_bytes(n)).unwrap_or(usize::MAX)
-            })
-        })
-        .collect();
-    if let Some((r, &n)) = lens.iter().enumerate().find(|(_, &n)| n > LONGEST) {
-        return Err(MpiError(format!(
-            "rank {r}'s record of {n} bytes is too long for an all-gather (at most {LONGEST})"
-        )));
+    let head = mine.len().min(RECORD - 2 - LEN);
+    let mut first = (mine.len() as u64).to_le_bytes().to_vec();
+    first.extend_from_slice(&mine[..head]);
+    let mut lens = Vec::with_capacity(size);
+    let mut all = Vec::with_capacity(size);
+    for (r, rec) in round(&first)?.into_iter().enumerate() {
+        let n = rec.get(..LEN).and_then(|b| <[u8; LEN]>::try_from(b).ok());
+        let n = n.map_or(usize::MAX, |n| {
+            usize::try_from(u64::from_le_bytes(n)).unwrap_or(usize::MAX)
+        });
+        if n > LONGEST {
+            return Err(MpiError(format!(
+                "rank {r}'s record of {n} bytes is too long for an all-gather (at most {LONGEST})"
+            )));
+        }
+        lens.push(n);
+        all.push(rec[LEN..].to_vec());
     }
     let piece = RECORD - 2;
-    let rounds = lens.iter().max().copied().unwrap_or(0).div_ceil(piece);
-    let mut all: Vec<Vec<u8>> = lens.iter().map(|&n| Vec::with_capacity(n)).collect();
+    let rest = |n: usize| n.saturating_sub(RECORD - 2 - LEN);
+    let rounds = lens
+        .iter()
+        .map(|&n| rest(n))
+        .max()
+        .unwrap_or(0)
+        .div_ceil(piece);
     for k in 0..rounds {
-        let at = (k * piece).min(mine.len());
+        let at = (head + k * piece).min(mine.len());
         let part = &mine[at..(at + piece).min(mine.len())];
         for (whole, part) in all.iter_mut().zip(round(part)?) {
             whole.extend(part);
