@@ -235,6 +235,58 @@ fn the_heatmap_goes_beside_the_plot() {
     }
 }
 
+/// `report --plot` of saved results whose links no heatmap can show (none
+/// measured) writes the plot and warns, exit 0; a link naming a rank past
+/// the run's world is refused as the file it is (exit 2).
+#[test]
+fn saved_links_are_checked_and_an_empty_matrix_is_a_warning() {
+    let _alone = alone();
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let out = collbench()
+        .args([
+            "all-reduce",
+            "--device",
+            "host",
+            "--ranks",
+            "3",
+            "--sizes",
+            "4K",
+        ])
+        .args(["--links", "--iters", "2", "--warmup", "1", "-q", "--json"])
+        .arg(&json)
+        .output()
+        .unwrap();
+    assert!(matches!(out.status.code(), Some(0 | 1)), "{out:?}");
+    let mut v: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    v["links"]["findings"] = Value::Array(Vec::new());
+    for p in v["links"]["pairs"].as_array_mut().unwrap() {
+        p["gbps"] = Value::from(0.0);
+    }
+    let unmeasured = dir.path().join("unmeasured.json");
+    std::fs::write(&unmeasured, serde_json::to_vec(&v).unwrap()).unwrap();
+    let plot = dir.path().join("p.png");
+    let out = collbench()
+        .args(["report", "-q", "--plot"])
+        .arg(&plot)
+        .arg(&unmeasured)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(err.contains("warning: no links heatmap at"), "{err}");
+    assert!(err.contains("no link was measured"), "{err}");
+    assert!(std::fs::read(&plot).unwrap().starts_with(b"\x89PNG"));
+    assert!(!dir.path().join("p-links.png").exists());
+    v["links"]["pairs"][0]["to"] = Value::from(7);
+    let foreign = dir.path().join("foreign.json");
+    std::fs::write(&foreign, serde_json::to_vec(&v).unwrap()).unwrap();
+    let out = collbench().arg("report").arg(&foreign).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("names rank 7 of a 3-rank run"), "{err}");
+}
+
 #[test]
 fn bad_slowing_injections_are_refused() {
     for (spec, why) in [

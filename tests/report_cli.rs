@@ -1533,7 +1533,8 @@ fn a_log_cut_mid_row_is_unfinished_not_unreadable() {
     let o = run(&["report", s(&cut), "-v"]);
     assert_eq!(o.code, 1, "{}{}", o.stdout, o.stderr);
     assert!(
-        o.stderr.contains("the log's last line is a row cut short"),
+        o.stderr
+            .contains("the log's last line, a row, is cut short"),
         "{}",
         o.stderr
     );
@@ -2446,12 +2447,32 @@ fn a_baseline_with_wrong_values_is_warned_of() {
     assert_eq!(o.code, 0, "{}{}", o.stdout, o.stderr);
     assert!(
         o.stderr
-            .contains("the baseline has wrong values in 1 row(s), first: all-reduce"),
+            .contains("the baseline has wrong or NaN/Inf values in 1 row(s), first: all-reduce"),
         "{}",
         o.stderr
     );
     let o = run(&["compare", s(&json), s(&json), "--max-regression", "1000"]);
-    assert!(!o.stderr.contains("wrong values"), "{}", o.stderr);
+    assert!(!o.stderr.contains("values in"), "{}", o.stderr);
+    // A candidate's wrong values fail it even in rows the baseline lacks:
+    // the baseline here keeps only the first row.
+    let mut small = v.clone();
+    small["rows"] = Value::Array(vec![v["rows"][0].clone()]);
+    let small_path = dir.path().join("small.json");
+    std::fs::write(&small_path, serde_json::to_vec(&small).unwrap()).unwrap();
+    let o = run(&[
+        "compare",
+        s(&small_path),
+        s(&bad),
+        "--max-regression",
+        "1000",
+    ]);
+    assert_eq!(o.code, 1, "{}{}", o.stdout, o.stderr);
+    assert!(
+        o.stderr
+            .contains("the candidate has wrong or NaN/Inf values in 1 row(s), first: all-reduce"),
+        "{}",
+        o.stderr
+    );
 }
 
 /// The names results files are checked against (the report room's own
@@ -2840,4 +2861,61 @@ fn report_shows_the_section_a_stopped_sweep_was_in() {
         assert_eq!(r.code, 1, "{}", r.stderr);
         assert_eq!(r.stdout, o.stdout, "{format}");
     }
+}
+
+/// `qualify` judges a group by its row: its operations share the group's
+/// time, so a check of one of them alone is refused with what to judge;
+/// a check of `all` judges the groups' rows and passes, and a wrong value
+/// in an operation fails it.
+#[test]
+fn qualify_judges_groups_by_their_row() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("g.json");
+    let o = run(&[
+        "all-reduce",
+        "--ranks",
+        "2",
+        "--group",
+        "3",
+        "--sizes",
+        "1K:4K",
+        "--iters",
+        "2",
+        "--warmup",
+        "1",
+        "-q",
+        "--json",
+        s(&json),
+    ]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let spec = dir.path().join("q.toml");
+    let check = |collective: &str| {
+        std::fs::write(
+            &spec,
+            format!("[[check]]\ncollective = \"{collective}\"\nlog = \"g.json\"\nmin_busbw_gbps = 0.000001\n"),
+        )
+        .unwrap();
+        run(&["qualify", s(&spec)])
+    };
+    let o = check("all-reduce");
+    assert_eq!(o.code, 2, "{}{}", o.stdout, o.stderr);
+    assert!(
+        o.stderr.contains("are all operations of groups, timed as their group: collective = \"all\" judges the groups' rows"),
+        "{}",
+        o.stderr
+    );
+    let o = check("all");
+    assert_eq!(o.code, 0, "{}{}", o.stdout, o.stderr);
+    let mut v: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let member = v["rows"]
+        .as_array_mut()
+        .unwrap()
+        .iter_mut()
+        .find(|r| !r["group_member"].is_null())
+        .expect("a group's operation");
+    member["wrong"] = Value::from(2);
+    std::fs::write(&json, serde_json::to_vec(&v).unwrap()).unwrap();
+    let o = check("all");
+    assert_eq!(o.code, 1, "{}{}", o.stdout, o.stderr);
+    assert!(o.stdout.contains("wrong or NaN/Inf"), "{}", o.stdout);
 }

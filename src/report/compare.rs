@@ -16,7 +16,7 @@
 use super::grid;
 use super::nccl_log::ENGINE as LOG_ENGINE;
 use super::warn::describe;
-use super::{Results, Row};
+use super::{Meta, Results, Row};
 use std::collections::HashMap;
 
 /// The smallest size compared by bus bandwidth (1 MiB); smaller ones by time.
@@ -335,6 +335,9 @@ pub fn compare_runs<'a>(
     }
 }
 
+/// A setting of a run's meta, as text, where it says one.
+type Setting = fn(&Meta) -> Option<String>;
+
 /// How the two sides' runs differ beyond their rows: world sizes
 /// (`by_world`: rows are matched at equal world size) and device.
 fn differences(
@@ -370,6 +373,24 @@ fn differences(
         differences.push(format!(
             "device: baseline {base_device}, candidate {cand_device}"
         ));
+    }
+    // How the engine ran, where both sides say: a protocol or channel
+    // count is a setting, not the hardware.
+    let said = |runs: &[Results], f: Setting| runs.first().and_then(|r| f(&r.meta));
+    let settings: [(&str, Setting); 3] = [
+        ("protocol", |m| m.protocol.clone()),
+        ("channels", |m| m.channels.map(|c| c.to_string())),
+        // A CPU time (nccl-tests -C) is no GPU time, whichever the other.
+        ("timing", |m| {
+            Some(m.timing.clone()).filter(|t| !t.is_empty())
+        }),
+    ];
+    for (name, f) in settings {
+        if let (Some(b), Some(c)) = (said(base, f), said(cand, f)) {
+            if b != c && (name != "timing" || b == "cpu" || c == "cpu") {
+                differences.push(format!("{name}: baseline {b}, candidate {c}"));
+            }
+        }
     }
     differences
 }
@@ -492,6 +513,36 @@ mod tests {
                 r
             })
             .collect()
+    }
+
+    /// Settings both sides state and that differ are said; a setting one
+    /// side does not state (a log's protocol) is not; wall against events
+    /// timing is the usual log-against-run pairing, CPU time is not.
+    #[test]
+    fn differing_settings_are_said() {
+        let rows = vec![row(8, "out")];
+        let (mut a, mut b) = (results(rows.clone()), results(rows));
+        assert!(compare(&a, &b, 5.0).differences.is_empty());
+        a.meta.protocol = Some("ll".into());
+        b.meta.protocol = Some("simple".into());
+        a.meta.channels = Some(2);
+        b.meta.channels = Some(4);
+        a.meta.timing = "events".into();
+        b.meta.timing = "wall".into();
+        assert_eq!(
+            compare(&a, &b, 5.0).differences,
+            [
+                "protocol: baseline ll, candidate simple",
+                "channels: baseline 2, candidate 4"
+            ]
+        );
+        b.meta.protocol = None;
+        b.meta.channels = Some(2);
+        b.meta.timing = "cpu".into();
+        assert_eq!(
+            compare(&a, &b, 5.0).differences,
+            ["timing: baseline events, candidate cpu"]
+        );
     }
 
     #[test]

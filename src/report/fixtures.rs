@@ -43,6 +43,7 @@ pub fn results(rows: Vec<Row>) -> Results {
         Meta {
             log_avg_busbw: None,
             log_out_of_bounds: None,
+            log_avg_ok: None,
             nccl_tests_header: None,
             nccl_tests_min_bw: None,
             sizes: Vec::new(),

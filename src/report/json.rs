@@ -356,6 +356,52 @@ fn check_values(r: &Results) -> Result<(), String> {
             .and_then(|()| check_counts(row))
             .map_err(|why| format!("{}: {why}", at()))?;
     }
+    check_links(r, world)
+}
+
+/// The links of `links` and `case_links`: ranks inside the world, and
+/// bandwidths and times numbers from 0 to [`MAX_MEASURE`] (a heatmap and
+/// a verdict index by rank).
+fn check_links(r: &Results, world: usize) -> Result<(), String> {
+    let pairs = r
+        .links
+        .iter()
+        .flat_map(|l| l.pairs.iter().map(|p| ("links", p)))
+        .chain(
+            r.case_links
+                .iter()
+                .flat_map(|c| c.pairs.iter().map(|p| ("case_links", p))),
+        );
+    let rank = |what: &str, n: usize| {
+        if n < world {
+            Ok(())
+        } else {
+            Err(format!(
+                "{what} names rank {n} of a {world}-rank run (meta.world_size)"
+            ))
+        }
+    };
+    for (i, (list, p)) in pairs.enumerate() {
+        let at = format!("{list}: the link {} -> {}", p.from, p.to);
+        rank(&at, p.from.max(p.to))?;
+        for (name, v) in [
+            ("gbps", p.gbps),
+            ("wait_us", p.wait_us),
+            ("transfer_us", p.transfer_us),
+        ] {
+            if !v.is_finite() || !(0.0..=MAX_MEASURE).contains(&v) {
+                return Err(format!(
+                    "{at} (pair {}): {name} is {v}, not a number from 0 to {MAX_MEASURE:e}",
+                    i + 1
+                ));
+            }
+        }
+    }
+    for f in r.links.iter().flat_map(|l| &l.findings) {
+        for n in [f.from, f.to, f.rank].into_iter().flatten() {
+            rank(&format!("links: the finding '{}'", f.detail), n)?;
+        }
+    }
     Ok(())
 }
 

@@ -13,7 +13,7 @@
 
 mod heatmap;
 
-pub use heatmap::plot_heatmap;
+pub use heatmap::{plot_heatmap, undrawable};
 
 use super::grid;
 use crate::units::Bytes;

@@ -219,6 +219,11 @@ pub struct Meta {
     /// its log says.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub log_out_of_bounds: Option<u64>,
+    /// Read from an nccl-tests log whose `# Avg bus bandwidth` line judged
+    /// the average against NCCL_TESTS_MIN_BW: whether it said OK. A run
+    /// whose average FAILED fails as its log says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log_avg_ok: Option<bool>,
     /// Set only when the run did not finish: why, and how many rows it
     /// did not make.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -352,10 +357,20 @@ impl Results {
     }
 
     /// Why an nccl-tests log's run failed by its own footer (`# Out of
-    /// bounds values : N FAILED`), whatever its rows say.
+    /// bounds values : N FAILED`, `# Avg bus bandwidth : X FAILED`),
+    /// whatever its rows say.
     pub fn log_failed(&self) -> Option<String> {
-        self.meta
+        let oob = self
+            .meta
             .log_out_of_bounds
-            .map(|n| format!("its nccl-tests footer says {n} value(s) out of bounds: FAILED"))
+            .map(|n| format!("its nccl-tests footer says {n} value(s) out of bounds: FAILED"));
+        oob.or_else(|| {
+            (self.meta.log_avg_ok == Some(false)).then(|| {
+                format!(
+                    "its nccl-tests footer says the average bus bandwidth {} is below 0.9 x NCCL_TESTS_MIN_BW: FAILED",
+                    self.meta.log_avg_busbw.as_deref().unwrap_or("?")
+                )
+            })
+        })
     }
 }

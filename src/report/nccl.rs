@@ -288,8 +288,13 @@ impl Layout for NcclTests {
             Line::new("# ", SEP).rights(&CASE, ["size", "count", "type", "redop", "root"]);
         let mut units = Line::new("# ", SEP).rights(&CASE, ["(B)", "(elements)", "", "", ""]);
         let (widths, _) = self.widths();
+        // A log's run timed on the host's CPU (nccl-tests -C) says so again.
+        let time = match meta {
+            Some(m) if m.timing == "cpu" => "cputime",
+            _ => "time",
+        };
         for _ in 0..2 {
-            cols = cols.rights(&widths[..3], ["time", "algbw", "busbw"]);
+            cols = cols.rights(&widths[..3], [time, "algbw", "busbw"]);
             cols = if self.wide {
                 cols.right(widths[3], "#wrong")
             } else {
@@ -389,10 +394,13 @@ impl Layout for NcclTests {
             format!(
                 "# Avg bus bandwidth    : {} {}",
                 average(rows),
-                match meta.and_then(|m| m.nccl_tests_min_bw) {
-                    Some(min) if below_min_bw(rows, min) => "FAILED",
-                    Some(_) => "OK",
-                    None => "",
+                match meta.map(|m| (m.nccl_tests_min_bw, m.log_avg_ok)) {
+                    Some((Some(min), _)) if below_min_bw(rows, min) => "FAILED",
+                    Some((Some(_), _)) => "OK",
+                    // A log's run: its own check, as it said it.
+                    Some((None, Some(false))) => "FAILED",
+                    Some((None, Some(true))) => "OK",
+                    _ => "",
                 }
             ),
             "#".into(),

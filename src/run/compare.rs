@@ -98,23 +98,33 @@ fn say_unfinished(base: &[Results], cand: &[Results]) -> bool {
     if let Some(why) = base.iter().find_map(Results::log_failed) {
         say!("collbench: warning: the baseline failed its own check ({why}): its rows are compared as they are");
     }
-    let bad: Vec<&crate::report::Row> = base
-        .iter()
-        .flat_map(|r| &r.rows)
-        .filter(|r| r.is_bad())
-        .collect();
-    if let Some(first) = bad.first() {
-        say!(
-            "collbench: warning: the baseline has wrong values in {} row(s), first: {} {} {} {} bytes {}: its rows are compared as they are",
+    let bad = |runs: &[Results]| -> Option<String> {
+        let bad: Vec<&crate::report::Row> = runs
+            .iter()
+            .flat_map(|r| &r.rows)
+            .filter(|r| r.is_bad())
+            .collect();
+        let first = bad.first()?;
+        Some(format!(
+            "wrong or NaN/Inf values in {} row(s), first: {} {} {} {} bytes {}",
             bad.len(),
             first.collective,
             first.dtype,
             first.op,
             first.bytes,
             first.placement
-        );
+        ))
+    };
+    if let Some(what) = bad(base) {
+        say!("collbench: warning: the baseline has {what}: its rows are compared as they are");
     }
-    cand_unfinished.is_some() || cand_failed.is_some()
+    // Every row of the candidate counts, matched or not (a size the
+    // baseline lacks, a second algorithm's row, a group's operation).
+    let cand_bad = bad(cand);
+    if let Some(what) = &cand_bad {
+        say!("collbench: error: the candidate has {what}: it does not pass, whatever its times");
+    }
+    cand_unfinished.is_some() || cand_failed.is_some() || cand_bad.is_some()
 }
 
 /// The comparison's warnings: how the runs differ, rows sharing a key.

@@ -95,8 +95,18 @@ pub fn told(coll: Collective, algo: Algo, table: &LinkTable) -> CaseLinks {
     }
 }
 
-/// The heatmap at `path` drawn, or why not, naming `--plot PATH` once.
+/// The heatmap at `path` drawn, or why not, naming `--plot PATH` once. A
+/// matrix no heatmap can show (no link measured, past the ranks one
+/// shows) is a warning, not a failure after the plot beside it was
+/// written.
 pub fn draw_heatmap(l: &LinkReport, nranks: usize, path: &std::path::Path) -> Result<(), String> {
+    if let Some(why) = crate::report::links::undrawable(l, nranks) {
+        say!(
+            "collbench: warning: no links heatmap at {}: {why}",
+            path.display()
+        );
+        return Ok(());
+    }
     crate::report::links::plot_heatmap(l, nranks, path).map_err(|e| {
         let e = e.to_string();
         if e.starts_with("--plot ") {

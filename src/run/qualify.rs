@@ -168,11 +168,24 @@ fn log_rows(
             held.push(&r.collective);
         }
     }
-    let rows: Vec<Row> = picked
+    let chosen: Vec<&Row> = picked
         .iter()
         .flat_map(|r| &r.rows)
         .filter(|r| collective == "all" || r.collective == collective)
         .filter(|r| within.is_none_or(|(lo, hi)| (lo..=hi).contains(&r.bytes)))
+        .collect();
+    // A group's operation shares the group's time (its busbw is its bytes
+    // over the whole group's): the group's row is judged, as `compare` and
+    // `report` do; an operation with wrong values still fails the check.
+    let members = chosen.iter().filter(|r| r.group_member.is_some()).count();
+    if members > 0 && members == chosen.len() {
+        anyhow::bail!(
+            "{log}'s {collective} rows are all operations of groups, timed as their group: collective = \"all\" judges the groups' rows"
+        );
+    }
+    let rows: Vec<Row> = chosen
+        .into_iter()
+        .filter(|r| r.group_member.is_none() || r.is_bad())
         .cloned()
         .collect();
     // Picked runs that did not finish (one failed before its first row)

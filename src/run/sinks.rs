@@ -226,6 +226,7 @@ pub(super) fn meta(s: &Sweep, chosen: &Chosen) -> Meta {
         processes: Vec::new(),
         log_avg_busbw: None,
         log_out_of_bounds: None,
+        log_avg_ok: None,
         nccl_tests_header: s.nccl_tests.as_ref().map(|n| n.header.clone()),
         nccl_tests_min_bw: s.nccl_tests.as_ref().and_then(|n| n.min_bw),
         sizes: s.plan.sizes.clone(),

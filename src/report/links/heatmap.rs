@@ -217,22 +217,31 @@ fn bar<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, max: f64) -> Result<()
     Ok(())
 }
 
+/// Why no heatmap of `r` can be drawn (no link measured, too many ranks
+/// to show), if none can.
+pub fn undrawable(r: &LinkReport, nranks: usize) -> Option<String> {
+    let n = span(r, nranks);
+    if n == 0 || !r.pairs.iter().any(|p| p.measured()) {
+        return Some("no link was measured".into());
+    }
+    (n > Style::MAX_RANKS).then(|| {
+        format!(
+            "{n} ranks: a heatmap is drawn for at most {}",
+            Style::MAX_RANKS
+        )
+    })
+}
+
 /// The whole figure on `root`.
 fn figure<DB: DrawingBackend>(
     root: DrawingArea<DB, Shift>,
     r: &LinkReport,
     nranks: usize,
 ) -> Result<(), PlotError> {
+    if let Some(why) = undrawable(r, nranks) {
+        return Err(PlotError::Draw(why));
+    }
     let n = span(r, nranks);
-    if n == 0 || !r.pairs.iter().any(|p| p.measured()) {
-        return Err(PlotError::Draw("no link was measured".into()));
-    }
-    if n > Style::MAX_RANKS {
-        return Err(PlotError::Draw(format!(
-            "{n} ranks: a heatmap is drawn for at most {}",
-            Style::MAX_RANKS
-        )));
-    }
     let max = r
         .pairs
         .iter()

@@ -191,6 +191,12 @@ impl LogRun {
             notes.push(format!("nccl-tests header: {}", h.line));
         }
         notes.extend(guessed);
+        if self.columns.cputime {
+            notes.push(
+                "its times are the host's CPU time per operation (`cputime`, nccl-tests -C), not the GPU's"
+                    .into(),
+            );
+        }
         notes.extend(self.rank_lines_note());
         notes.extend(self.ending_notes());
         Ok(Results::new(self.meta(&collective, notes), rows))
@@ -317,7 +323,8 @@ impl LogRun {
                 .saturating_mul(agg) as usize,
             warmup: header.and_then(|h| h.warmup).unwrap_or(0) as usize,
             seed: 0,
-            timing: "wall".into(),
+            // nccl-tests -C: the host's CPU time around each operation.
+            timing: if self.columns.cputime { "cpu" } else { "wall" }.into(),
             notes,
             nccl: self.nccl.clone(),
             pid: self.ranks.first().map_or(0, |r| r.pid as u32),
@@ -328,6 +335,7 @@ impl LogRun {
                 .out_of_bounds
                 .filter(|(_, ok)| !ok && self.stopped.is_none())
                 .map(|(n, _)| n),
+            log_avg_ok: self.avg_ok,
             // Its own header line, printed again as it was.
             nccl_tests_header: header.map(|h| format!("# {}", h.line)),
             nccl_tests_min_bw: None,
@@ -386,14 +394,19 @@ pub fn read_log(text: &str, source: &str) -> Result<Vec<Results>, LogError> {
     // A log that ends mid-line (a job killed as it printed, a live log
     // copied) ends in a torn row, whose numbers are not what nccl-tests
     // printed: left out, and its run, which has no footer, is unfinished.
-    let torn = !text.ends_with('\n')
-        && text.lines().next_back().is_some_and(|l| {
-            matches!(
-                classify(untagged(l), 0),
-                Line::Row(_) | Line::BadRow(_) | Line::BadFooter(_)
-            )
-        });
-    let text = if torn {
+    // A torn average (`343.554` cut to `34`) is left out likewise.
+    let torn = if text.ends_with('\n') {
+        None
+    } else {
+        text.lines().next_back().and_then(|l| {
+            match classify(untagged(l), 0, &super::Columns::default()) {
+                Line::Row(_) | Line::BadRow(_) | Line::BadFooter(_) => Some("a row"),
+                Line::Avg(..) => Some("the average bus bandwidth"),
+                _ => None,
+            }
+        })
+    };
+    let text = if torn.is_some() {
         &text[..text.rfind('\n').map_or(0, |i| i + 1)]
     } else {
         text
@@ -433,10 +446,10 @@ pub fn read_log(text: &str, source: &str) -> Result<Vec<Results>, LogError> {
         .enumerate()
         .map(|(i, r)| r.to_results(source, i, of))
         .collect::<Result<_, _>>()?;
-    if let (true, Some(last)) = (torn, all.last_mut()) {
-        last.meta.notes.push(
-            "the log's last line is a row cut short (no newline at its end): left out".into(),
-        );
+    if let (Some(what), Some(last)) = (torn, all.last_mut()) {
+        last.meta.notes.push(format!(
+            "the log's last line, {what}, is cut short (no newline at its end): left out"
+        ));
     }
     Ok(all)
 }

@@ -129,6 +129,51 @@ pub struct RankLine {
     pub name: String,
 }
 
+/// A run's column header (`# size count type redop root time algbw busbw
+/// #wrong ...`): what its data rows' fields are.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Columns {
+    /// The fields before the first time, as named: `size count type redop
+    /// root`, or an older layout's (`size count type root`: broadcast
+    /// without a redop).
+    pub keys: Vec<String>,
+    /// The newer, wider header (`busbw  #wrong`).
+    pub wide: bool,
+    /// The check column is a count of wrong values (`#wrong`, printed with
+    /// `%g` by nccl-tests 2.17: `1.23457e+06`), not the older float `error`.
+    pub counts_wrong: bool,
+    /// Times are the host's CPU times (`cputime`, nccl-tests -C), not the
+    /// GPU's.
+    pub cputime: bool,
+    /// Each row ends in the time it was printed (`timestamp`, nccl-tests
+    /// -S: `2026-01-28 14:50:17`).
+    pub timestamps: bool,
+}
+
+impl Columns {
+    /// The header's fields after `# ` (`size count type ...`).
+    fn parse(body: &str) -> Columns {
+        let t: Vec<&str> = body.split_whitespace().collect();
+        let time = |w: &&str| *w == "time" || *w == "cputime";
+        Columns {
+            keys: t
+                .iter()
+                .take_while(|w| !time(w))
+                .map(|w| w.to_string())
+                .collect(),
+            wide: body.contains("busbw  #wrong"),
+            counts_wrong: t.contains(&"#wrong"),
+            cputime: t.contains(&"cputime"),
+            timestamps: t.last() == Some(&"timestamp"),
+        }
+    }
+
+    /// Its 12-field rows carry a root and no redop (older broadcast_perf).
+    fn root_without_redop(&self) -> bool {
+        self.keys.len() == 4 && self.keys[3] == "root"
+    }
+}
+
 /// One placement's columns of a data row.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Cell {
@@ -187,6 +232,11 @@ pub struct LogRun {
     pub bad_lines: Vec<(usize, &'static str)>,
     /// Its column header is newer nccl-tests' wider one (`busbw  #wrong`).
     pub wide: bool,
+    /// Its column header (the default where it has none).
+    pub columns: Columns,
+    /// What the average's own check said (`# Avg bus bandwidth : X OK`,
+    /// `FAILED` below 0.9 x NCCL_TESTS_MIN_BW), where it printed one.
+    pub avg_ok: Option<bool>,
     /// The first line inside the run telling that the test failed
     /// (`Test NCCL failure ...`, `Test CUDA failure ...`).
     pub failure: Option<String>,
@@ -309,7 +359,9 @@ fn parse_rank(body: &str) -> Option<RankLine> {
     (seen.0 && seen.1).then_some(r)
 }
 
-fn parse_cell(f: &[&str]) -> Option<Cell> {
+/// `counts_wrong`: the column is `#wrong`, a count even where printed
+/// as a float.
+fn parse_cell(f: &[&str], counts_wrong: bool) -> Option<Cell> {
     let [time, algbw, busbw, wrong] = f else {
         return None;
     };
@@ -319,10 +371,20 @@ fn parse_cell(f: &[&str]) -> Option<Cell> {
             Ok(n) if n >= 0 => Some(n),
             // A count of wrong values below zero is no count.
             Ok(_) => return None,
-            // The older float `error` column is not a count of wrong values.
             Err(_) => {
-                w.parse::<f64>().ok()?;
-                None
+                let x = w.parse::<f64>().ok()?;
+                if counts_wrong {
+                    // nccl-tests 2.17 prints #wrong with `%g`: a million
+                    // and up reads `1.23457e+06`, a count all the same.
+                    if !(0.0..=9.0e18).contains(&x) {
+                        return None;
+                    }
+                    Some(x.round() as i64)
+                } else {
+                    // The older float `error` column is not a count of
+                    // wrong values.
+                    None
+                }
             }
         },
     };
@@ -340,11 +402,30 @@ fn parse_cell(f: &[&str]) -> Option<Cell> {
     })
 }
 
-/// A data row in any of the three layouts, or None.
-fn parse_row(line: &str, at: usize) -> Option<LogRow> {
-    let f: Vec<&str> = line.split_whitespace().collect();
+/// Whether `date` and `clock` are a timestamp as nccl-tests -S prints it
+/// (`2026-01-28 14:50:17`).
+fn is_stamp(date: &str, clock: &str) -> bool {
+    let shaped = |s: &str, sep: u8, parts: usize| {
+        s.split(sep as char).count() == parts
+            && s.bytes().all(|b| b.is_ascii_digit() || b == sep)
+            && !s.split(sep as char).any(str::is_empty)
+    };
+    shaped(date, b'-', 3) && shaped(clock, b':', 3)
+}
+
+/// A data row in any of the three layouts, or None; `cols`: the run's
+/// column header, which tells a 12-field row's fourth field (a redop, or
+/// an older broadcast's root) and whether rows end in a timestamp.
+fn parse_row(line: &str, at: usize, cols: &Columns) -> Option<LogRow> {
+    let mut f: Vec<&str> = line.split_whitespace().collect();
+    if let [.., date, clock] = f[..] {
+        if cols.timestamps && is_stamp(date, clock) {
+            f.truncate(f.len() - 2);
+        }
+    }
     let (op, root, cells) = match f.len() {
         13 => (f[3], f[4].parse::<i64>().ok()?, &f[5..]),
+        12 if cols.root_without_redop() => ("", f[3].parse::<i64>().ok()?, &f[4..]),
         12 => (f[3], -1, &f[4..]),
         11 => ("", -1, &f[3..]),
         _ => return None,
@@ -360,8 +441,8 @@ fn parse_row(line: &str, at: usize) -> Option<LogRow> {
         dtype: f[2].to_string(),
         op: op.to_string(),
         root,
-        out: parse_cell(&cells[..4])?,
-        inplace: parse_cell(&cells[4..])?,
+        out: parse_cell(&cells[..4], cols.counts_wrong)?,
+        inplace: parse_cell(&cells[4..], cols.counts_wrong)?,
     })
 }
 
@@ -382,9 +463,11 @@ enum Line {
     /// N, whether OK, and what follows a FAILED that collbench wrote for
     /// a run that did not finish (`(run interrupted: ...)`).
     OutOfBounds(u64, bool, Option<String>),
-    Avg(f64, String),
-    /// The column header (`# size count ...`): whether it is the wider one.
-    Columns(bool),
+    /// The average as a number, as printed, and its own check (`OK`,
+    /// `FAILED`) where printed.
+    Avg(f64, String, Option<bool>),
+    /// The column header (`# size count ...`).
+    Columns(Columns),
     /// Any other `#` line, or an empty one.
     Comment,
     Row(LogRow),
@@ -416,15 +499,34 @@ fn looks_like_row(line: &str) -> bool {
         && f[2].starts_with(|c: char| c.is_ascii_alphabetic())
 }
 
-fn classify(line: &str, at: usize) -> Line {
+/// Whether `line` ends in a data row run into other output (`... NCCL
+/// INFO ...   33554432  4194304  double ...`): the last 11 to 15 fields
+/// read as a row, the first of them from the digits ending its field.
+fn ends_in_row(line: &str, at: usize, cols: &Columns) -> bool {
+    let f: Vec<&str> = line.split_whitespace().collect();
+    (11..=15).filter(|&k| f.len() > k).any(|k| {
+        let first = f[f.len() - k];
+        let digits = first.len() - first.bytes().rev().take_while(u8::is_ascii_digit).count();
+        if digits == first.len() {
+            return false;
+        }
+        let row = format!("{} {}", &first[digits..], f[f.len() - k + 1..].join(" "));
+        parse_row(&row, at, cols).is_some()
+    })
+}
+
+/// What `line` (1-based `at`) is, in a run whose column header is `cols`.
+fn classify(line: &str, at: usize, cols: &Columns) -> Line {
     let t = line.trim();
     let Some(body) = t.strip_prefix('#') else {
         if t.is_empty() {
             return Line::Comment;
         }
-        return match parse_row(t, at) {
+        return match parse_row(t, at, cols) {
             Some(r) => Line::Row(r),
-            None if looks_like_row(t) => Line::BadRow(at),
+            // A row run into other output is a row that does not read,
+            // never a line passed over: its size would be missing.
+            None if looks_like_row(t) || ends_in_row(t, at, cols) => Line::BadRow(at),
             None => Line::Other,
         };
     };
@@ -450,7 +552,7 @@ fn classify(line: &str, at: usize) -> Line {
         });
     }
     if body.starts_with("size ") && body.contains("busbw") {
-        return Line::Columns(body.contains("busbw  #wrong"));
+        return Line::Columns(Columns::parse(body));
     }
     if let Some(v) = body.strip_prefix("Out of bounds values") {
         let v: Vec<&str> = v
@@ -473,9 +575,19 @@ fn classify(line: &str, at: usize) -> Line {
         return Line::BadFooter(at);
     }
     if let Some(v) = body.strip_prefix("Avg bus bandwidth") {
-        let v = v.trim_start_matches([' ', ':']).trim();
-        if let Ok(x) = v.parse::<f64>() {
-            return Line::Avg(x, v.to_string());
+        let v: Vec<&str> = v
+            .trim_start_matches([' ', ':'])
+            .split_whitespace()
+            .collect();
+        // `X`, or `X OK|FAILED` where NCCL_TESTS_MIN_BW set a floor.
+        let check = match v.get(1..) {
+            Some([]) => Some(None),
+            Some(["OK"]) => Some(Some(true)),
+            Some(["FAILED"]) => Some(Some(false)),
+            _ => None,
+        };
+        if let (Some(x), Some(check)) = (v.first().and_then(|x| x.parse::<f64>().ok()), check) {
+            return Line::Avg(x, v[0].to_string(), check);
         }
     }
     Line::Comment
@@ -515,7 +627,7 @@ pub fn parse_log(text: &str) -> Vec<LogRun> {
     let mut end = 0;
     for (i, l) in text.lines().enumerate() {
         let l = untagged(l);
-        let line = classify(l, i + 1);
+        let line = classify(l, i + 1, &cur.columns);
         let new_run = match &line {
             Line::Version(..) => !cur.is_empty(),
             Line::Starting(_) => {
@@ -544,14 +656,18 @@ pub fn parse_log(text: &str) -> Vec<LogRun> {
                 cur.out_of_bounds = Some((n, ok));
                 cur.stopped = stopped;
             }
-            Line::Avg(x, s) => {
+            Line::Avg(x, s, check) => {
                 cur.avg_busbw = Some(x);
                 cur.avg_text = Some(s);
+                cur.avg_ok = check;
             }
             Line::Row(r) => cur.rows.push(r),
             Line::BadRow(at) => cur.bad_lines.push((at, BAD_ROW)),
             Line::BadFooter(at) => cur.bad_lines.push((at, BAD_FOOTER)),
-            Line::Columns(wide) => cur.wide = wide,
+            Line::Columns(cols) => {
+                cur.wide = cols.wide;
+                cur.columns = cols;
+            }
             Line::Comment => {}
             Line::Other => {
                 let failed = ["Test NCCL failure", "Test CUDA failure", "Test failure"]

@@ -748,3 +748,172 @@ fn a_run_stopped_before_its_first_row_reads_as_unfinished() {
     let bare = text.replace(" FAILED (run interrupted: hang, 5 row(s) missing)", " OK");
     assert!(read_log(&bare, "h.txt").is_err());
 }
+
+/// Older broadcast_perf printed 12 fields with a root and no redop; its
+/// column header says so, and the rows read as broadcast at their root.
+#[test]
+fn an_older_broadcast_s_root_column_is_read_by_its_header() {
+    let rows = [(1024, 256, "float", "none", 0, 10.0, 0.1, 0.1)];
+    let t = synthetic(&rows, 2)
+        .replace("   redop    root     time", "    root     time")
+        .replace("    none       0  ", "       0  ");
+    let run = &parse_log(&t)[0];
+    assert_eq!(run.columns.keys, ["size", "count", "type", "root"]);
+    let r = &run.rows[0];
+    assert_eq!((r.fields, r.op.as_str(), r.root), (12, "", 0), "{t}");
+    let res = &read_log(&t, "x.log").unwrap()[0];
+    assert_eq!(res.rows[0].collective, "broadcast");
+    assert_eq!((res.rows[0].root, res.rows[0].op.as_str()), (0, "none"));
+    // The same 12 fields under an all-reduce's header: a redop, no root.
+    let reduce = synthetic(&[(1024, 256, "float", "sum", -1, 10.0, 0.1, 0.2)], 2)
+        .replace("   redop    root     time", "   redop     time")
+        .replace("     sum      -1  ", "     sum  ");
+    let r = &parse_log(&reduce)[0].rows[0];
+    assert_eq!(
+        (r.fields, r.op.as_str(), r.root),
+        (12, "sum", -1),
+        "{reduce}"
+    );
+}
+
+/// A data row run into other output on its line is refused, naming the
+/// line, never passed over (its size would be missing from every check).
+#[test]
+fn a_row_run_into_other_output_is_refused() {
+    let rows = [
+        (8, 2, "float", "sum", -1, 10.0, 0.0, 0.0),
+        (64, 16, "float", "sum", -1, 12.5, 0.01, 0.01),
+    ];
+    let good = synthetic(&rows, 2);
+    let line = good.lines().position(|l| l.contains("12.50")).unwrap() + 1;
+    let second = good.lines().nth(line - 1).unwrap().to_string();
+    for glue in [
+        "node0:12:12 [0] NCCL INFO Channel 00/02 ",
+        "node0:12:12 [0] NCCL INFO connected",
+    ] {
+        let text = good.replace(&second, &format!("{glue}{}", second.trim_start()));
+        let e = read_log(&text, "x.log").unwrap_err().to_string();
+        assert!(
+            e.starts_with(&format!("line {line}: a data row that does not read")),
+            "{glue}: {e}"
+        );
+    }
+    // An INFO line of its own, numbers and all, is still passed over.
+    let chatty = good.replace(
+        "#\n#       size",
+        "#\nnode0:12:12 [0] NCCL INFO 8 coll channels, 8 nvls channels, 16 p2p channels, 2 p2p channels per peer\n#       size",
+    );
+    assert_eq!(read_log(&chatty, "x.log").unwrap()[0].rows.len(), 4);
+}
+
+/// nccl-tests 2.17 prints `#wrong` with `%g`: a million wrong values and
+/// up reads `1.23457e+06`, a count; the older float `error` column is not.
+#[test]
+fn a_wrong_count_printed_as_a_float_is_a_count() {
+    let rows = [(1024, 256, "float", "sum", -1, 10.0, 0.1, 0.2)];
+    let good = synthetic(&rows, 2);
+    let row = good
+        .lines()
+        .find(|l| l.contains("10.00"))
+        .unwrap()
+        .to_string();
+    let (head, _) = row.rsplit_once(' ').unwrap();
+    let text = good
+        .replace(&row, &format!("{head} 1.23457e+06"))
+        .replace("0 OK", "1234570 FAILED");
+    let r = &parse_log(&text)[0].rows[0];
+    assert_eq!((r.out.wrong, r.inplace.wrong), (Some(0), Some(1_234_570)));
+    let res = &read_log(&text, "all_reduce.log").unwrap()[0];
+    assert_eq!(res.rows[1].wrong, 1_234_570);
+    validate_one_run(&text).unwrap();
+    // Under an older header's `error`, a float is an error's size.
+    let older = text.replace("#wrong", " error");
+    assert_eq!(parse_log(&older)[0].rows[0].inplace.wrong, None);
+}
+
+/// nccl-tests -S ends each row in a timestamp, and -C times on the CPU
+/// (`cputime`): both read, the CPU time said as such.
+#[test]
+fn timestamped_rows_and_cpu_times_read() {
+    let rows = [
+        (1024, 256, "float", "sum", -1, 10.0, 0.1, 0.2),
+        (2048, 512, "float", "sum", -1, 11.0, 0.2, 0.3),
+    ];
+    let good = synthetic(&rows, 2);
+    let mut text = String::new();
+    for l in good.lines() {
+        let l = if l.starts_with("#       size") {
+            format!("{}            timestamp", l.replace(" time ", " cputime "))
+        } else if l.starts_with(' ') {
+            format!("{l}  2026-01-28 14:50:17")
+        } else {
+            l.to_string()
+        };
+        text += &l;
+        text.push('\n');
+    }
+    let run = &parse_log(&text)[0];
+    assert!(run.columns.timestamps && run.columns.cputime, "{text}");
+    assert_eq!(run.rows.len(), 2, "{text}");
+    assert_eq!(run.rows[1].inplace.time_us, 11.0);
+    validate_one_run(&text).unwrap();
+    let res = &read_log(&text, "all_reduce.log").unwrap()[0];
+    assert_eq!(res.meta.timing, "cpu");
+    assert!(
+        res.meta.notes.iter().any(|n| n.contains("CPU time")),
+        "{:?}",
+        res.meta.notes
+    );
+    assert_eq!(
+        read_log(&good, "all_reduce.log").unwrap()[0].meta.timing,
+        "wall"
+    );
+    // A timestamp under a header that announced none is no row.
+    let unannounced = text.replace("            timestamp", "");
+    assert!(read_log(&unannounced, "all_reduce.log").is_err());
+}
+
+/// `# Avg bus bandwidth : X FAILED` (below 0.9 x NCCL_TESTS_MIN_BW) fails
+/// the run as its log says; `OK` passes; a torn average is left out.
+#[test]
+fn the_average_s_own_check_and_a_torn_average() {
+    let rows = [(1024, 256, "float", "sum", -1, 10.0, 0.1, 0.2)];
+    let good = synthetic(&rows, 2);
+    let avg = good
+        .lines()
+        .find(|l| l.contains("Avg bus"))
+        .unwrap()
+        .to_string();
+    let failed = good.replace(&avg, &format!("{}FAILED", avg));
+    let r = &read_log(&failed, "all_reduce.log").unwrap()[0];
+    assert_eq!(r.meta.log_avg_ok, Some(false));
+    assert_eq!(r.meta.log_avg_busbw.as_deref(), Some("0.2"));
+    assert!(
+        r.log_failed()
+            .unwrap()
+            .contains("average bus bandwidth 0.2"),
+        "{:?}",
+        r.log_failed()
+    );
+    let ok = &read_log(&good.replace(&avg, &format!("{}OK", avg)), "all_reduce.log").unwrap()[0];
+    assert_eq!((ok.meta.log_avg_ok, ok.log_failed()), (Some(true), None));
+    assert_eq!(
+        read_log(&good, "all_reduce.log").unwrap()[0]
+            .meta
+            .log_avg_ok,
+        None
+    );
+    // Cut inside the average's number, no newline at its end.
+    let at = good.find("Avg bus bandwidth").unwrap();
+    let torn = &good[..at + "Avg bus bandwidth    : 0".len()];
+    let r = &read_log(torn, "all_reduce.log").unwrap()[0];
+    assert_eq!(r.meta.log_avg_busbw, None);
+    assert!(
+        r.meta
+            .notes
+            .iter()
+            .any(|n| n.contains("the average bus bandwidth, is cut short")),
+        "{:?}",
+        r.meta.notes
+    );
+}

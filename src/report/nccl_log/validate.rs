@@ -25,9 +25,11 @@ struct Marks {
 fn scan_lines(text: &str) -> Result<Marks, LogError> {
     let at = |line: usize, what: String| LogError::At { line, what };
     let (mut header, mut oob, mut avg, mut starting) = (None, None, None, 0);
+    let mut cols = Columns::default();
     for (i, l) in text.lines().enumerate() {
         let n = i + 1;
-        match classify(l, n) {
+        match classify(l, n, &cols) {
+            Line::Columns(c) => cols = c,
             Line::Header(_) if header.is_some() => {
                 return Err(at(n, "a second `# nThread` header".into()))
             }
