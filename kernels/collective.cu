@@ -33,6 +33,7 @@ struct CbBlock {
     u32 channel;
     u32 index;       // the step's index in its channel
     u64 wait_start;  // when the current wait began (0: not yet timed)
+    u64 waiting;     // on whom, as the progress record has it (0: no one)
     u32 polls;
 };
 
@@ -80,15 +81,20 @@ CB_DEVICE bool cb_keep_waiting(CbBlock *b, u32 peer, u32 kind) {
         return false;
     }
     u64 now = cb_now_ns();
-    if (b->wait_start == 0) {
-        b->wait_start = now;
-        // Blocked longer than a few polls: tell the recorder where and on
-        // what (progress is host-mapped: written only here, never per step).
+    u64 on = 1ull + peer + (kind == CB_WAIT_SEND ? (1ull << 32) : 0ull);
+    if (b->waiting != on) {
+        // Blocked longer than a few polls, or now on another peer of the
+        // step (the one before delivered): tell the recorder where and on
+        // whom (progress is host-mapped: written only here, never per
+        // step). The step's timeout counts from its first wait.
+        b->waiting = on;
         if (cb_tid() == 0) {
-            u64 on = 1ull + peer + (kind == CB_WAIT_SEND ? (1ull << 32) : 0ull);
             cb_st_volatile(&b->r->progress[b->channel].step, b->index);
             cb_st_volatile(&b->r->progress[b->channel].wait_on, on);
         }
+    }
+    if (b->wait_start == 0) {
+        b->wait_start = now;
         return true;
     }
     if (now - b->wait_start > b->r->timeout_ns) {
@@ -973,12 +979,14 @@ CB_KERNEL CB_MAX_REGISTERS void cb_collective(const CB_GRID_CONSTANT CbRank rank
     b.r = &rank;
     b.channel = c;
     b.wait_start = 0;
+    b.waiting = 0;
     b.polls = 0;
     u32 first = rank.chan_start[c], end = rank.chan_start[c + 1];
     for (u32 i = first; i < end; i++) {
         b.index = i - first;
         b.step = &rank.steps[i];
         b.wait_start = 0;
+        b.waiting = 0;
         if (!cb_run_step(&b, b.step, &io, &ok, &lost)) {
             return;
         }

@@ -988,3 +988,70 @@ fn ranks_waiting_in_a_ring_behind_a_late_rank_are_not_blamed() {
         .collect();
     assert_root(&run(&dumps), FindingKind::Late, Some(8), &[1]);
 }
+
+/// Every rank stopped before its first collective of group 0 (after the
+/// barrier group's seq 1): group 0 at seq 1 is named, not the barrier's
+/// next seq. A member with no record of the group entered nothing: it is
+/// not pending there.
+#[test]
+fn a_timeout_before_the_first_collective_names_seq_1() {
+    let dumps: Vec<Dump> = (0..2)
+        .map(|r| {
+            let mut d = dump(r, 2, vec![barrier(r, 1, State::Completed)], "timeout");
+            d.groups.push(Group {
+                name: "barrier".into(),
+                ranks: vec![0, 1],
+            });
+            d.status = vec![GroupStatus {
+                group: "barrier".into(),
+                entered: 1,
+                started: 1,
+                completed: 1,
+            }];
+            d
+        })
+        .collect();
+    let d = run(&dumps);
+    assert_root(&d, FindingKind::NotJoined, Some(1), &[0, 1]);
+    assert_eq!(
+        d.findings[0].pg.as_deref(),
+        Some("0"),
+        "{}",
+        render_text(&d)
+    );
+    assert!(
+        d.findings[0]
+            .detail
+            .contains("entered none of its collectives and never entered seq 1"),
+        "{}",
+        d.findings[0].detail
+    );
+}
+
+/// A wait recorded on a peer that completed the collective (a step that
+/// receives from several showed the first): no cycle, and the member that
+/// called it and never started it is named.
+#[test]
+fn a_wait_on_a_rank_that_completed_points_past_it_to_the_unstarted_one() {
+    let dumps: Vec<Dump> = (0..4)
+        .map(|r| {
+            let mut e = history(r, 2);
+            e.push(match r {
+                0 => blocked(r, 3, 0, Some(1)),
+                1 => blocked(r, 3, 0, Some(2)),
+                2 => entry(r, 3, State::Completed),
+                _ => entry(r, 3, State::Scheduled),
+            });
+            dump(r, 4, e, "timeout")
+        })
+        .collect();
+    let d = run(&dumps);
+    assert_root(&d, FindingKind::Stuck, Some(3), &[3]);
+    assert!(
+        d.findings[0]
+            .detail
+            .contains("rank 3 called it and never started it"),
+        "{}",
+        d.findings[0].detail
+    );
+}

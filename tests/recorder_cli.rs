@@ -458,3 +458,70 @@ fn dumps_find_a_folder_when_the_default_one_cannot_be_made() {
         "mine\n"
     );
 }
+
+/// A reduce's step that receives from several peers: one peer delivers
+/// late, another never comes. The rank's dump names the peer it still
+/// waits on (it had kept the first one it waited on), and `analyze` names
+/// the rank that never started, at the collective, not the barrier after.
+#[test]
+fn a_step_receiving_from_several_names_the_peer_it_still_waits_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = collbench()
+        .args([
+            "reduce",
+            "--device",
+            "host",
+            "--ranks",
+            "8",
+            "--channels",
+            "1",
+        ])
+        .args([
+            "--sizes",
+            "1K",
+            "--iters",
+            "1",
+            "--warmup",
+            "0",
+            "--placement",
+            "out",
+        ])
+        .args(["--timeout", "2s", "-q", "--dump-dir"])
+        .arg(dir.path())
+        .args(["--inject", "delay:rank=3,seq=1,ms=500"])
+        .args(["--inject", "delay:rank=4,seq=1,ms=60000"])
+        .timeout(Duration::from_secs(60))
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Rank 1 receives from ranks 3 and 4 in one step (the tree's root is 0).
+    let d: Value = serde_json::from_slice(&std::fs::read(dump_of(dir.path(), 1)).unwrap()).unwrap();
+    let waits: Vec<&Value> = d["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["pg"] == "0")
+        .flat_map(|e| e["channels"].as_array().unwrap())
+        .map(|c| &c["waiting_on"]["peer"])
+        .collect();
+    assert_eq!(waits, [&Value::from(4)], "{d}");
+    let out = collbench()
+        .arg("analyze")
+        .arg(dir.path())
+        .arg("--json")
+        .output()
+        .unwrap();
+    let d: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(d["culprits"], serde_json::json!([4]), "{d}");
+    let first = &d["findings"][0];
+    assert_eq!(
+        (&first["pg"], &first["seq"]),
+        (&"0".into(), &1.into()),
+        "{d}"
+    );
+}

@@ -244,7 +244,7 @@ fn timed_out(view: &GroupView) -> bool {
 /// entered; the members that got least far are the culprits.
 pub fn idle_at_timeout(view: &GroupView) -> Option<Candidate> {
     // A member known by its status alone is pending where it entered more
-    // than it completed.
+    // than it completed (one that entered nothing is not).
     let pending = view
         .tracks
         .values()
@@ -253,7 +253,7 @@ pub fn idle_at_timeout(view: &GroupView) -> Option<Candidate> {
         || view
             .tracks
             .values()
-            .any(|t| t.blind() && t.last_completed < Some(t.last));
+            .any(|t| t.blind() && t.last_completed.unwrap_or(0) < t.last);
     if !timed_out(view) || pending || view.tracks.is_empty() {
         return None;
     }
@@ -265,8 +265,13 @@ pub fn idle_at_timeout(view: &GroupView) -> Option<Candidate> {
         .map(|t| t.rank())
         .collect();
     let (all, seq) = (behind.len() == view.tracks.len(), least.saturating_add(1));
+    let done = if least == 0 {
+        "entered none of its collectives".to_string()
+    } else {
+        format!("completed seq {least}")
+    };
     let detail = format!(
-        "the dumps were written on a timeout, yet no rank is in a collective: {} completed seq {least}{} and never entered seq {seq}: stopped outside communication (the program, the host, I/O, or an injected hang)",
+        "the dumps were written on a timeout, yet no rank is in a collective: {} {done}{} and never entered seq {seq}: stopped outside communication (the program, the host, I/O, or an injected hang)",
         ranks_text(&behind),
         if all { "" } else { ", the others more" },
     );
@@ -423,6 +428,23 @@ fn blame_stuck(
         .collect();
     if !sinks.is_empty() {
         return blame_sinks(at, sinks, unknown);
+    }
+    // Waits that lead only to ranks that completed it are no cycle: a
+    // step that receives from several peers may show one that already
+    // delivered. A member that called it, never started it and waits on
+    // no one is then what the others wait for.
+    let stale = waited.iter().any(|p| !waiters.contains(p));
+    let unstarted: Vec<usize> = not_done
+        .iter()
+        .copied()
+        .filter(|r| !waiters.contains(r) && at[r].state == State::Scheduled)
+        .collect();
+    if stale && !unstarted.is_empty() {
+        let why = format!(
+            "{} called it and never started it, waiting on no one; the others' waits lead to ranks that completed it.",
+            ranks_text(&unstarted)
+        );
+        return (unstarted, why);
     }
     blame_cycle(at, &waiters)
 }

@@ -315,6 +315,8 @@ impl RankExec {
         let mut pcs = [0usize; MAX_CHANNELS];
         let nch = c.channels.len().min(MAX_CHANNELS);
         let mut wait = Wait::new(self.spin_limit);
+        // What the recorder was last told this rank waits on.
+        let mut said = None;
         let measure = self.world.options().link_timing;
         let mut meter = (measure || c.in_pace.iter().any(|&f| f > 1.0)).then(|| Meter::new(c, nch));
         loop {
@@ -346,14 +348,15 @@ impl RankExec {
             }
             if moved {
                 wait.reset();
+                said = None;
             } else {
-                self.snooze(&mut wait, c, &pcs)?;
+                self.snooze(&mut wait, &mut said, c, &pcs)?;
             }
         }
         if c.any_direct {
             // Peers may still be reading our buffers.
             while !c.outs.iter().all(|f| f.drained()) {
-                self.snooze(&mut wait, c, &pcs)?;
+                self.snooze(&mut wait, &mut said, c, &pcs)?;
             }
         }
         if let (true, Some(m)) = (measure, meter) {
@@ -388,16 +391,29 @@ impl RankExec {
         LinkSample::merge_all(&mut kept, &op);
     }
 
-    fn snooze(&self, wait: &mut Wait, c: &Compiled, pcs: &[usize]) -> Result<(), ExecError> {
-        if wait.spins == wait.limit {
-            // Now blocked for longer than a spin: say on what, once.
-            if let Some((ch, peer, kind)) = blocked_on(c, pcs) {
+    fn snooze(
+        &self,
+        wait: &mut Wait,
+        said: &mut Option<(usize, usize, WaitKind)>,
+        c: &Compiled,
+        pcs: &[usize],
+    ) -> Result<(), ExecError> {
+        let mut tell = |now: Option<(usize, usize, WaitKind)>| {
+            if let (Some((ch, peer, kind)), true) = (now, now != *said) {
                 self.observer.waiting(ch, peer, kind);
+                *said = now;
             }
+        };
+        if wait.spins == wait.limit {
+            // Now blocked for longer than a spin: say on what.
+            tell(blocked_on(c, pcs));
         }
         if !wait.snooze() {
             return Ok(());
         }
+        // Still blocked: on another peer of the step, where the one before
+        // delivered (a step that receives from several).
+        tell(blocked_on(c, pcs));
         if self.world.aborted() {
             return Err(ExecError::Aborted);
         }

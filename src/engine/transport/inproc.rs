@@ -7,8 +7,7 @@
 //! sender's memory when the sender guarantees it stays unchanged until the
 //! slot is consumed (a direct read, saving a copy).
 
-use super::mem::AllocError;
-use std::alloc::{alloc_zeroed, dealloc, Layout};
+use super::mem::{AllocError, Zeroed};
 use std::cell::UnsafeCell;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -47,7 +46,7 @@ pub struct DirectMap {
 pub struct Fifo {
     region: NonNull<u8>,
     /// The allocation when this FIFO owns its region.
-    owned: Option<Layout>,
+    _owned: Option<Zeroed>,
     slots: usize,
     slot_bytes: usize,
     direct: DirectMap,
@@ -81,15 +80,11 @@ impl Fifo {
     /// A FIFO of `slots` slots of `slot_bytes` each, in this process's heap;
     /// an error, not an abort, when the memory cannot be had.
     pub fn new(slots: usize, slot_bytes: usize) -> Result<Fifo, AllocError> {
-        let len = Fifo::region_bytes(slots, slot_bytes);
-        let layout = Layout::from_size_align(len, 64)
-            .map_err(|source| AllocError::Layout { len, source })?;
-        // SAFETY: layout has non-zero size (the head alone is 64 bytes).
-        let raw = unsafe { alloc_zeroed(layout) };
-        let region = NonNull::new(raw).ok_or(AllocError::OutOfMemory { len })?;
+        // A slot's pages are touched only as far as its messages reach.
+        let owned = Zeroed::new(Fifo::region_bytes(slots, slot_bytes))?;
         Ok(Fifo::with_region(
-            region,
-            Some(layout),
+            owned.ptr(),
+            Some(owned),
             slots,
             slot_bytes,
             DirectMap::default(),
@@ -113,14 +108,14 @@ impl Fifo {
 
     fn with_region(
         region: NonNull<u8>,
-        owned: Option<Layout>,
+        owned: Option<Zeroed>,
         slots: usize,
         slot_bytes: usize,
         direct: DirectMap,
     ) -> Fifo {
         Fifo {
             region,
-            owned,
+            _owned: owned,
             slots,
             slot_bytes: slot_bytes.next_multiple_of(64),
             direct,
@@ -249,15 +244,6 @@ impl Fifo {
     /// Messages posted but not yet consumed (for diagnostics).
     pub fn in_flight(&self) -> u64 {
         self.sent.0 .0.load(Ordering::Relaxed) - self.head().load(Ordering::Acquire)
-    }
-}
-
-impl Drop for Fifo {
-    fn drop(&mut self) {
-        if let Some(layout) = self.owned {
-            // SAFETY: allocated in `new` with this layout.
-            unsafe { dealloc(self.region.as_ptr(), layout) }
-        }
     }
 }
 

@@ -18,13 +18,93 @@ pub enum AllocError {
     OutOfMemory { len: usize },
 }
 
+/// Allocations from this size up are anonymous mappings of their own.
+const MAP_MIN: usize = 64 << 10;
+
+/// Zeroed, 64-byte aligned memory this process owns: from [`MAP_MIN`] up an
+/// anonymous mapping of its own, whose pages the kernel zeroes as they are
+/// first touched (the allocator's zeroing of a 64-byte aligned block writes
+/// every page at once: a connection of 1 MiB carrying a 4-byte message held
+/// 1 MiB, 4 GB at 64 ranks), else the heap's.
+pub struct Zeroed {
+    ptr: NonNull<u8>,
+    backing: Backing,
+}
+
+enum Backing {
+    Heap(Layout),
+    #[cfg(unix)]
+    Mapped(usize),
+}
+
+impl Zeroed {
+    /// `len` zeroed bytes (at least 64), or why not.
+    pub fn new(len: usize) -> Result<Zeroed, AllocError> {
+        let len = len.max(64);
+        // Past what one allocation may be: said as such, whichever backing.
+        let layout = Layout::from_size_align(len, 64)
+            .map_err(|source| AllocError::Layout { len, source })?;
+        #[cfg(unix)]
+        if len >= MAP_MIN {
+            // SAFETY: a fresh private anonymous mapping, no file, no fixed address.
+            let raw = unsafe {
+                libc::mmap(
+                    std::ptr::null_mut(),
+                    len,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                    -1,
+                    0,
+                )
+            };
+            if raw == libc::MAP_FAILED {
+                return Err(AllocError::OutOfMemory { len });
+            }
+            let ptr = NonNull::new(raw.cast::<u8>()).ok_or(AllocError::OutOfMemory { len })?;
+            return Ok(Zeroed {
+                ptr,
+                backing: Backing::Mapped(len),
+            });
+        }
+        // SAFETY: non-zero size.
+        let raw = unsafe { alloc_zeroed(layout) };
+        let ptr = NonNull::new(raw).ok_or(AllocError::OutOfMemory { len })?;
+        Ok(Zeroed {
+            ptr,
+            backing: Backing::Heap(layout),
+        })
+    }
+
+    pub fn ptr(&self) -> NonNull<u8> {
+        self.ptr
+    }
+}
+
+impl Drop for Zeroed {
+    fn drop(&mut self) {
+        match self.backing {
+            // SAFETY: allocated in `new` with this layout.
+            Backing::Heap(layout) => unsafe { dealloc(self.ptr.as_ptr(), layout) },
+            #[cfg(unix)]
+            // SAFETY: mapped in `new` with this length, unmapped once.
+            Backing::Mapped(len) => unsafe {
+                libc::munmap(self.ptr.as_ptr().cast(), len);
+            },
+        }
+    }
+}
+
+// SAFETY: Zeroed owns its memory; who writes it is the owner's business.
+unsafe impl Send for Zeroed {}
+unsafe impl Sync for Zeroed {}
+
 /// A zeroed, 64-byte aligned allocation. Pages are touched first by whoever
 /// writes them (the rank's own thread), which places them near it.
 pub struct HostBuf {
     ptr: NonNull<u8>,
     len: usize,
     /// The allocation, when this buffer owns its memory (not a view).
-    layout: Option<Layout>,
+    _owned: Option<Zeroed>,
 }
 
 // SAFETY: HostBuf owns its allocation; sharing happens through raw pointers
@@ -35,15 +115,11 @@ unsafe impl Sync for HostBuf {}
 impl HostBuf {
     /// Allocates `len` bytes, or says why not.
     pub fn new(len: usize) -> Result<HostBuf, AllocError> {
-        let layout = Layout::from_size_align(len.max(64), 64)
-            .map_err(|source| AllocError::Layout { len, source })?;
-        // SAFETY: non-zero size.
-        let raw = unsafe { alloc_zeroed(layout) };
-        let ptr = NonNull::new(raw).ok_or(AllocError::OutOfMemory { len })?;
+        let owned = Zeroed::new(len)?;
         Ok(HostBuf {
-            ptr,
+            ptr: owned.ptr(),
             len,
-            layout: Some(layout),
+            _owned: Some(owned),
         })
     }
 
@@ -55,7 +131,7 @@ impl HostBuf {
         HostBuf {
             ptr,
             len,
-            layout: None,
+            _owned: None,
         }
     }
 
@@ -83,15 +159,6 @@ impl HostBuf {
     pub fn as_mut_slice(&mut self) -> &mut [u8] {
         // SAFETY: as above, and &mut self is exclusive.
         unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
-    }
-}
-
-impl Drop for HostBuf {
-    fn drop(&mut self) {
-        if let Some(layout) = self.layout {
-            // SAFETY: allocated in `new` with this layout.
-            unsafe { dealloc(self.ptr.as_ptr(), layout) }
-        }
     }
 }
 
@@ -254,6 +321,36 @@ pub fn thread_reservation(threads: usize) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Pages of `len` bytes at `p` the kernel holds in memory.
+    #[cfg(target_os = "linux")]
+    fn resident_pages(p: *mut u8, len: usize) -> usize {
+        // SAFETY: the page size is always known.
+        let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap();
+        let mut v = vec![0u8; len.div_ceil(page)];
+        // SAFETY: p is page-aligned (a mapping) and v holds a byte a page.
+        let rc = unsafe { libc::mincore(p.cast(), len, v.as_mut_ptr()) };
+        assert_eq!(rc, 0);
+        v.iter().filter(|&&b| b & 1 == 1).count()
+    }
+
+    /// A large zeroed block holds no memory until it is written, a page at
+    /// a time (a connection of 1 MiB for a 4-byte message had held 1 MiB).
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn large_blocks_take_memory_as_they_are_written() {
+        let len = 4 << 20;
+        let b = Zeroed::new(len).unwrap();
+        let p = b.ptr().as_ptr();
+        assert_eq!(p as usize % 64, 0);
+        assert_eq!(resident_pages(p, len), 0);
+        // SAFETY: inside the block.
+        unsafe {
+            assert_eq!(*p.add(len / 2), 0);
+            *p.add(len / 2) = 7;
+        }
+        assert!(resident_pages(p, len) <= 2, "{}", resident_pages(p, len));
+    }
 
     #[test]
     fn buffers_are_aligned_and_zeroed() {
