@@ -343,6 +343,11 @@ fn rooted_collectives_and_send_recv_name_the_rank_that_never_joined() {
         (&["broadcast", "--ranks", "4", "--root", "2"][..], 3, 3),
         (&["send-recv", "--ranks", "4"][..], 1, 4),
         (&["send-recv", "--ranks", "3"][..], 0, 2),
+        // The root stops: its leaves complete the later gathers and reduces
+        // without it (their data waits in the connections) and wait at
+        // the barrier after the timed loop, which the root never reaches.
+        (&["gather", "--ranks", "4", "--root", "2"][..], 2, 2),
+        (&["reduce", "--ranks", "3", "--root", "1"][..], 1, 3),
     ] {
         let dir = tempfile::tempdir().unwrap();
         let out = collbench()

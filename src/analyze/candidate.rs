@@ -9,6 +9,9 @@ pub mod priority {
     pub const OP_MISMATCH: u8 = 0;
     pub const SIZE_MISMATCH: u8 = 1;
     pub const DTYPE_MISMATCH: u8 = 2;
+    /// `not-joined` where the ranks of a later `not-joined` stopped
+    /// first (see `progress::stopped_earlier`).
+    pub const NOT_JOINED_EARLIER: u8 = 9;
     pub const NOT_JOINED: u8 = 10;
     pub const MISSING_WAITED: u8 = 20;
     pub const STUCK_BLAMED: u8 = 30;

@@ -170,6 +170,13 @@ fn diagnose_run(run: &[RankDump]) -> Diagnosis {
         // collectives (the first group that shows it says where).
         candidates.extend(views.iter().find_map(progress::idle_at_timeout));
     }
+    // A not-joined whose ranks stopped earlier, in another group the
+    // others went on in without them: that group's seq is said first.
+    let earlier: Vec<Candidate> = candidates
+        .iter()
+        .filter_map(|c| progress::stopped_earlier(&views, c))
+        .collect();
+    candidates.extend(earlier);
     demote_absent(&mut candidates, &dumps);
     demote_elsewhere(&mut candidates, &dumps);
     demote_behind_stuck(&mut candidates);

@@ -237,6 +237,80 @@ fn timed_out(view: &GroupView) -> bool {
         .any(|t| t.dump.reason.as_deref() == Some("timeout"))
 }
 
+/// Where the ranks of `found` (a `not-joined` in group G) stopped first:
+/// in another group H where nothing is pending, they got less far than
+/// the others and did H's work after G's. The others completed H's later
+/// collectives without them (a rooted collective's other ranks can: a
+/// gather's leaves send into the connections and go on), then waited in
+/// G, which the ranks never reached: H's next seq is where they stopped.
+pub fn stopped_earlier(views: &[GroupView], found: &Candidate) -> Option<Candidate> {
+    let f = &found.finding;
+    let g = f.pg.as_deref()?;
+    if f.kind != FindingKind::NotJoined || f.ranks.is_empty() {
+        return None;
+    }
+    let gview = views.iter().find(|v| v.name == g)?;
+    // When a rank last did something in a group.
+    let newest_ns = |v: &GroupView, rank: usize| {
+        v.tracks.get(&rank).and_then(|t| {
+            t.by_seq
+                .values()
+                .filter_map(|r| r.t_completed_ns.or(r.t_started_ns).or(r.t_scheduled_ns))
+                .max()
+        })
+    };
+    for h in views.iter().filter(|v| v.name != g && timed_out(v)) {
+        let idle = h
+            .tracks
+            .values()
+            .flat_map(|t| t.by_seq.values())
+            .all(|r| r.state == State::Completed);
+        let lagging = |&c: &usize| {
+            h.tracks
+                .get(&c)
+                .is_some_and(|t| !t.blind() && t.last < h.high)
+        };
+        let there_last = |&c: &usize| match (newest_ns(h, c), newest_ns(gview, c)) {
+            (Some(here), Some(there)) => here >= there,
+            (Some(_), None) => true,
+            _ => false,
+        };
+        if !idle || !f.ranks.iter().all(|c| lagging(c) && there_last(c)) {
+            continue;
+        }
+        let last = f.ranks.iter().map(|c| h.tracks[c].last).min()?;
+        let seq = last + 1;
+        let ahead: Vec<usize> = h
+            .tracks
+            .values()
+            .filter(|t| t.last >= seq)
+            .map(Track::rank)
+            .collect();
+        if ahead.is_empty() {
+            continue;
+        }
+        let detail = format!(
+            "{} completed seq {last} and never entered seq {seq} ({}), which {} completed without {}: their part needed nothing from {} (a rooted collective's other ranks send into the connections and go on); then they waited in group {g} at seq {}, where {} never came",
+            ranks_text(&f.ranks),
+            op_of(&h.at(seq)),
+            ranks_text(&ahead),
+            if f.ranks.len() == 1 { "it" } else { "them" },
+            if f.ranks.len() == 1 { "it" } else { "them" },
+            f.seq.map_or_else(|| "?".into(), |s| s.to_string()),
+            if f.ranks.len() == 1 { "it" } else { "they" },
+        );
+        return Some(Candidate::new(
+            priority::NOT_JOINED_EARLIER,
+            FindingKind::NotJoined,
+            Some(h.name.clone()),
+            Some(seq),
+            f.ranks.clone(),
+            detail,
+        ));
+    }
+    None
+}
+
 /// `not-joined` when a dump was written on a timeout yet nothing is
 /// pending: every member stopped outside collectives (in the program, the
 /// host or I/O, or an injected hang), and no wait of theirs could time out.

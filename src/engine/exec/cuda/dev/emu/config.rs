@@ -46,6 +46,11 @@ impl EmuConfig {
                 return Ok(default);
             };
             let s = v.to_str().map(str::trim);
+            // Why a size does not read (`63.2M` is no whole number of bytes).
+            let why = match s.map(crate::units::parse_bytes) {
+                Some(Err(e)) if size => format!(" ({e})"),
+                _ => String::new(),
+            };
             let n = s.and_then(|s| if size { parse_size(s) } else { s.parse().ok() });
             n.filter(|n| (1..=max).contains(n)).ok_or_else(|| {
                 let what = if size {
@@ -53,7 +58,10 @@ impl EmuConfig {
                 } else {
                     format!("a whole number from 1 to {max}")
                 };
-                DevError::new("emulated device", format!("{name}={v:?}: expected {what}"))
+                DevError::new(
+                    "emulated device",
+                    format!("{name}={v:?}: expected {what}{why}"),
+                )
             })
         };
         let d = EmuConfig::DEFAULT;

@@ -287,9 +287,13 @@ fn config_from_the_environment() {
         ("COLLBENCH_EMU_BLOCKS_PER_SM", "4.5"),
         ("COLLBENCH_EMU_MEM", "12Q"),
         ("COLLBENCH_EMU_MEM", "99999999999T"),
+        ("COLLBENCH_EMU_MEM", "63.2M"),
     ] {
         let e = cfg(&[(var, bad)]).unwrap_err();
         assert!(e.detail.contains(var), "{var}={bad}: {e}");
+        if bad == "63.2M" {
+            assert!(e.detail.contains("not a whole number of bytes"), "{e}");
+        }
         if var == "COLLBENCH_EMU_THREADS" {
             assert!(e.detail.contains("multiple of 8 up to 1024"), "{e}");
         }
