@@ -906,6 +906,8 @@ CB_DEVICE bool cb_run_step(CbBlock *b, const CbStep *s, CbIo *shared_io, u32 *sh
         *shared_io = io;
         if (b->wait_start != 0) {
             cb_st_volatile(&r->progress[b->channel].wait_on, 0);
+            // A wait on the same peer later in the step is told again.
+            b->waiting = 0;
         }
     }
     cb_sync();

@@ -1055,3 +1055,47 @@ fn a_wait_on_a_rank_that_completed_points_past_it_to_the_unstarted_one() {
         d.findings[0].detail
     );
 }
+
+/// Ranks 2 and 3 went on in group h (seq 2, rooted at 2) and wait in group
+/// 0; rank 0 waits on rank 1 in group z, which rank 1 never entered. Rank 0
+/// is held up, not stopped: rank 1 alone is named, wherever else it lags.
+#[test]
+fn a_rank_waiting_elsewhere_is_not_named_where_it_lags() {
+    let at = |e: &mut Entry, pg: &str, ms: u64| {
+        e.pg = pg.into();
+        e.t_scheduled_ns = BASE_NS + ms * MS;
+        e.t_started_ns = e.t_started_ns.map(|_| BASE_NS + ms * MS);
+        e.t_completed_ns = e.t_completed_ns.map(|_| BASE_NS + ms * MS + MS / 2);
+    };
+    let dumps: Vec<Dump> = (0..4)
+        .map(|r| {
+            let mut h1 = entry(r, 1, State::Completed);
+            at(&mut h1, "h", 1);
+            let mut e = vec![h1];
+            if r >= 2 {
+                let mut h2 = entry(r, 2, State::Completed);
+                at(&mut h2, "h", 2);
+                let mut w = blocked(r, 1, 0, Some(0));
+                at(&mut w, "0", 10);
+                e.extend([h2, w]);
+            }
+            if r == 0 {
+                let mut z = blocked(r, 1, 0, Some(1));
+                at(&mut z, "z", 10);
+                e.push(z);
+            }
+            let mut d = dump(r, 4, e, "timeout");
+            d.groups.push(Group {
+                name: "h".into(),
+                ranks: vec![0, 1, 2, 3],
+            });
+            d.groups.push(Group {
+                name: "z".into(),
+                ranks: vec![0, 1],
+            });
+            d
+        })
+        .collect();
+    let d = run(&dumps);
+    assert_eq!(d.culprits, [1], "{}", render_text(&d));
+}

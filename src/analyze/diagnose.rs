@@ -168,7 +168,19 @@ fn diagnose_run(run: &[RankDump]) -> Diagnosis {
     if candidates.is_empty() && in_flight.is_empty() {
         // A timeout with nothing pending: the ranks stopped outside
         // collectives (the first group that shows it says where).
-        candidates.extend(views.iter().find_map(progress::idle_at_timeout));
+        // A group where some got further than others says more than one
+        // no rank has entered yet.
+        let uneven = |v: &&GroupView| {
+            let lasts: BTreeSet<u64> = v.tracks.values().map(|t| t.last).collect();
+            lasts.len() > 1
+        };
+        candidates.extend(
+            views
+                .iter()
+                .filter(uneven)
+                .find_map(progress::idle_at_timeout)
+                .or_else(|| views.iter().find_map(progress::idle_at_timeout)),
+        );
     }
     // A not-joined whose ranks stopped earlier, in another group the
     // others went on in without them: that group's seq is said first.

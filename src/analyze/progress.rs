@@ -237,45 +237,43 @@ fn timed_out(view: &GroupView) -> bool {
         .any(|t| t.dump.reason.as_deref() == Some("timeout"))
 }
 
-/// Where the ranks of `found` (a `not-joined` in group G) stopped first:
-/// in another group H where nothing is pending, they got less far than
-/// the others and did H's work after G's. The others completed H's later
-/// collectives without them (a rooted collective's other ranks can: a
-/// gather's leaves send into the connections and go on), then waited in
-/// G, which the ranks never reached: H's next seq is where they stopped.
+/// Where the ranks of `found` (a `not-joined` in group G at seq S)
+/// stopped first: in another group H where nothing is pending, they got
+/// less far than the others, who completed H's next seq before they
+/// entered S (a rooted collective's other ranks can go on without them: a
+/// gather's leaves send into the connections), then waited in S, which the
+/// ranks never reached: H's next seq is where they stopped. Ranks still
+/// in some collective are held up there, not stopped: never named here.
 pub fn stopped_earlier(views: &[GroupView], found: &Candidate) -> Option<Candidate> {
     let f = &found.finding;
-    let g = f.pg.as_deref()?;
+    let (g, s) = (f.pg.as_deref()?, f.seq?);
     if f.kind != FindingKind::NotJoined || f.ranks.is_empty() {
         return None;
     }
     let gview = views.iter().find(|v| v.name == g)?;
-    // When a rank last did something in a group.
-    let newest_ns = |v: &GroupView, rank: usize| {
-        v.tracks.get(&rank).and_then(|t| {
-            t.by_seq
-                .values()
-                .filter_map(|r| r.t_completed_ns.or(r.t_started_ns).or(r.t_scheduled_ns))
-                .max()
+    let pending_somewhere = |c: usize| {
+        views.iter().any(|v| {
+            v.tracks.get(&c).is_some_and(|t| {
+                t.by_seq.values().any(|r| r.state != State::Completed)
+                    || (t.blind() && t.last_completed.unwrap_or(0) < t.last)
+            })
         })
     };
+    if f.ranks.iter().any(|&c| pending_somewhere(c)) {
+        return None;
+    }
     for h in views.iter().filter(|v| v.name != g && timed_out(v)) {
         let idle = h
             .tracks
             .values()
             .flat_map(|t| t.by_seq.values())
             .all(|r| r.state == State::Completed);
-        let lagging = |&c: &usize| {
+        let lagging = |c: &usize| {
             h.tracks
-                .get(&c)
+                .get(c)
                 .is_some_and(|t| !t.blind() && t.last < h.high)
         };
-        let there_last = |&c: &usize| match (newest_ns(h, c), newest_ns(gview, c)) {
-            (Some(here), Some(there)) => here >= there,
-            (Some(_), None) => true,
-            _ => false,
-        };
-        if !idle || !f.ranks.iter().all(|c| lagging(c) && there_last(c)) {
+        if !idle || !f.ranks.iter().all(lagging) {
             continue;
         }
         let last = f.ranks.iter().map(|c| h.tracks[c].last).min()?;
@@ -286,18 +284,29 @@ pub fn stopped_earlier(views: &[GroupView], found: &Candidate) -> Option<Candida
             .filter(|t| t.last >= seq)
             .map(Track::rank)
             .collect();
-        if ahead.is_empty() {
+        // The order of the two: each rank ahead that holds both completed
+        // H's seq before it entered S (at least one tells).
+        let (done_h, entered_g) = (h.at(seq), gview.at(s));
+        let order: Vec<bool> = ahead
+            .iter()
+            .filter_map(|a| {
+                let done = done_h.get(a)?.t_completed_ns?;
+                let r = entered_g.get(a)?;
+                Some(done <= r.t_scheduled_ns.or(r.t_started_ns)?)
+            })
+            .collect();
+        if order.is_empty() || order.contains(&false) {
             continue;
         }
+        let one = f.ranks.len() == 1;
         let detail = format!(
-            "{} completed seq {last} and never entered seq {seq} ({}), which {} completed without {}: their part needed nothing from {} (a rooted collective's other ranks send into the connections and go on); then they waited in group {g} at seq {}, where {} never came",
+            "{} completed seq {last} and never entered seq {seq} ({}), which {} completed without {}: their part needed nothing from {} (a rooted collective's other ranks send into the connections and go on); then they waited in group {g} at seq {s}, where {} never came",
             ranks_text(&f.ranks),
-            op_of(&h.at(seq)),
+            op_of(&done_h),
             ranks_text(&ahead),
-            if f.ranks.len() == 1 { "it" } else { "them" },
-            if f.ranks.len() == 1 { "it" } else { "them" },
-            f.seq.map_or_else(|| "?".into(), |s| s.to_string()),
-            if f.ranks.len() == 1 { "it" } else { "they" },
+            if one { "it" } else { "them" },
+            if one { "it" } else { "them" },
+            if one { "it" } else { "they" },
         );
         return Some(Candidate::new(
             priority::NOT_JOINED_EARLIER,

@@ -183,9 +183,21 @@ fn log_rows(
             "{log}'s {collective} rows are all operations of groups, timed as their group: collective = \"all\" judges the groups' rows"
         );
     }
+    let bad_members: Vec<&&Row> = chosen
+        .iter()
+        .filter(|r| r.group_member.is_some() && r.is_bad())
+        .collect();
+    let unfinished = unfinished.or_else(|| {
+        let first = bad_members.first()?;
+        Some(format!(
+            "{} operation(s) of groups with wrong or NaN/Inf values, first {}",
+            bad_members.len(),
+            crate::report::warn::describe(first)
+        ))
+    });
     let rows: Vec<Row> = chosen
         .into_iter()
-        .filter(|r| r.group_member.is_none() || r.is_bad())
+        .filter(|r| r.group_member.is_none())
         .cloned()
         .collect();
     // Picked runs that did not finish (one failed before its first row)

@@ -916,4 +916,27 @@ fn the_average_s_own_check_and_a_torn_average() {
         "{:?}",
         r.meta.notes
     );
+    // The whole average line, its newline missing: kept, ending in a blank
+    // (as nccl-tests prints it) or its check's word.
+    let end = at + good[at..].find('\n').unwrap();
+    let spaced = &good[..end];
+    assert!(spaced.ends_with(' '), "{spaced:?}");
+    let r = &read_log(spaced, "all_reduce.log").unwrap()[0];
+    assert_eq!(r.meta.log_avg_busbw.as_deref(), Some("0.2"), "{spaced}");
+    let whole = format!("{spaced}FAILED");
+    let r = &read_log(&whole, "all_reduce.log").unwrap()[0];
+    assert_eq!(r.meta.log_avg_ok, Some(false), "{whole}");
+    // Cut inside its check's word: left out too, not read as a comment.
+    let cut = format!("{spaced}FAIL");
+    let r = &read_log(&cut, "all_reduce.log").unwrap()[0];
+    assert_eq!(
+        (r.meta.log_avg_busbw.as_deref(), r.meta.log_avg_ok),
+        (None, None),
+        "{cut}"
+    );
+    assert!(
+        r.meta.notes.iter().any(|n| n.contains("is cut short")),
+        "{:?}",
+        r.meta.notes
+    );
 }
