@@ -2124,56 +2124,5 @@ fn a_step_receiving_from_several_records_the_peer_it_still_waits_on() {
     if !have_compiler("a_step_receiving_from_several_records_the_peer_it_still_waits_on") {
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    let out = collbench()
-        .args([
-            "reduce",
-            "--device",
-            "cuda-emu",
-            "--ranks",
-            "8",
-            "--channels",
-            "1",
-        ])
-        .args([
-            "--sizes",
-            "1K",
-            "--iters",
-            "1",
-            "--warmup",
-            "0",
-            "--placement",
-            "out",
-        ])
-        .args(["--timeout", "5s", "-q", "--dump-dir"])
-        .arg(dir.path())
-        .args(["--inject", "delay:rank=3,seq=1,ms=1500"])
-        .args(["--inject", "delay:rank=4,seq=1,ms=60000"])
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(3), "{err}");
-    let d: Value = serde_json::from_slice(&std::fs::read(dump_of(dir.path(), 1)).unwrap()).unwrap();
-    let waits: Vec<&Value> = d["entries"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|e| e["pg"] == "0")
-        .flat_map(|e| e["channels"].as_array().into_iter().flatten())
-        .map(|c| &c["waiting_on"]["peer"])
-        .collect();
-    assert_eq!(waits, [&Value::from(4)], "{err}\n{d}");
-    let out = collbench()
-        .arg("analyze")
-        .arg(dir.path())
-        .arg("--json")
-        .output()
-        .unwrap();
-    let d: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(d["culprits"], serde_json::json!([4]), "{d}");
-    assert_eq!(
-        (&d["findings"][0]["pg"], &d["findings"][0]["seq"]),
-        (&"0".into(), &1.into()),
-        "{d}"
-    );
+    common::a_multi_receive_hang_names_the_missing_peer(collbench, "cuda-emu", 1500, "5s");
 }
