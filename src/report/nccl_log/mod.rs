@@ -506,11 +506,12 @@ fn ends_in_row(line: &str, at: usize, cols: &Columns) -> bool {
     let f: Vec<&str> = line.split_whitespace().collect();
     (11..=15).filter(|&k| f.len() > k).any(|k| {
         let first = f[f.len() - k];
-        let digits = first.len() - first.bytes().rev().take_while(u8::is_ascii_digit).count();
-        if digits == first.len() {
+        // Where the digits ending the field start (a size run into text).
+        let start = first.len() - first.bytes().rev().take_while(u8::is_ascii_digit).count();
+        if start == first.len() {
             return false;
         }
-        let row = format!("{} {}", &first[digits..], f[f.len() - k + 1..].join(" "));
+        let row = format!("{} {}", &first[start..], f[f.len() - k + 1..].join(" "));
         parse_row(&row, at, cols).is_some()
     })
 }
