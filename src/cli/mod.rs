@@ -435,8 +435,8 @@ pub struct RunArgs {
     /// Capture the iteration loop in a CUDA graph.
     #[arg(long)]
     pub graph: bool,
-    /// CUDA engine protocol: auto (low-latency for steps up to 16 KiB,
-    /// LL128 for larger steps of operations up to 4 MiB, simple above),
+    /// CUDA engine protocol: auto (for operations up to 1 MiB low-latency
+    /// where steps fit 16 KiB, else LL128; simple above),
     /// simple, ll (steps then fit a low-latency slot) or ll128.
     #[arg(long, default_value = "auto", value_enum, ignore_case = true)]
     pub protocol: ProtocolChoice,
@@ -470,9 +470,10 @@ pub struct RunArgs {
     /// Seed of the deterministic input data.
     #[arg(long, default_value = "1", value_name = "N", value_parser = values::seed, allow_negative_numbers = true)]
     pub seed: u64,
-    /// Host engine FIFO slot size (the largest step).
-    #[arg(long, default_value = "256K", value_name = "SIZE", hide = true, value_parser = values::slot_size)]
-    pub slot_size: usize,
+    /// Connection slot size (the largest step): by default 256 KiB on the
+    /// host engine and the emulated device, 1 MiB on a GPU.
+    #[arg(long, value_name = "SIZE", hide = true, value_parser = values::slot_size)]
+    pub slot_size: Option<usize>,
     /// Write results as JSON (schema collbench.results/1), with JSONL rows
     /// beside it; `-` writes the JSON to stdout (the table then goes to stderr).
     #[arg(long, value_name = "FILE")]

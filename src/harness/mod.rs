@@ -295,7 +295,7 @@ fn members_without_the_algo(plan: &Plan, cases: &[Case]) -> Vec<String> {
 pub fn cuda_options(plan: &Plan, setup: &Setup, kind: GpuKind) -> CudaOptions {
     let mut opts = CudaOptions::new(
         kind,
-        plan.host.slot_bytes,
+        plan.slot_bytes,
         plan.timeout(),
         setup.timing,
         plan.cuda_knobs,

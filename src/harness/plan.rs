@@ -102,6 +102,9 @@ pub struct Plan {
     pub channels: usize,
     pub seed: u64,
     pub host: HostOptions,
+    /// `--slot-size` as given (None: each executor's own default, the
+    /// host engine's in `host`, the CUDA executor's in `CudaOptions::new`).
+    pub slot_bytes: Option<usize>,
     /// Flight-recorder entries per rank.
     pub fr_entries: usize,
     /// Where the user asked dumps to go (None: `run/` names a new folder).

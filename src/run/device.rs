@@ -290,7 +290,7 @@ pub(super) fn budget(plan: &Plan, chosen: &Chosen, here: Here) -> Option<harness
     };
     let mut opts = CudaOptions::new(
         kind,
-        plan.host.slot_bytes,
+        plan.slot_bytes,
         plan.timeout(),
         chosen.timing,
         plan.cuda_knobs,

@@ -256,6 +256,7 @@ fn build_over(
         allow_shared_gpu: a.allow_shared_gpu,
         // A bad value stops the run here, before anything runs.
         cuda_knobs: crate::engine::exec::cuda::launch::EnvKnobs::from_env().map_err(PlanError)?,
+        slot_bytes: a.slot_size,
     };
     finish(a, plan, format, notes, world)
 }
@@ -364,7 +365,7 @@ fn check_members(
 /// The host engine's options from the flags, with the links `pace` slows.
 fn host_options(a: &RunArgs, pace: Pace) -> Result<HostOptions, PlanError> {
     Ok(HostOptions {
-        slot_bytes: a.slot_size,
+        slot_bytes: a.slot_size.unwrap_or(HostOptions::default().slot_bytes),
         timeout: a.timeout,
         link_timing: a.links,
         pace,

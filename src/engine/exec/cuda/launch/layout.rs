@@ -349,7 +349,7 @@ mod tests {
     fn opts(channels: usize) -> CudaOptions {
         let mut o = CudaOptions::new(
             Kind::Cuda,
-            64 << 10,
+            Some(64 << 10),
             Duration::from_secs(1),
             Timing::Events,
             EnvKnobs::default(),

@@ -5,11 +5,14 @@
 
 use super::*;
 
-/// `--protocol auto` runs LL128 for operations of at most this many bytes
-/// per rank (the larger of its buffers) whose steps outgrow the
-/// low-latency slot, simple above: NCCL's order of protocols by size. The
-/// crossover is a GPU's to measure (`scripts/gpu-acceptance.sh`).
-const LL128_AUTO_MAX: usize = 4 << 20;
+/// `--protocol auto` runs a line protocol (LL, or LL128 where steps outgrow
+/// the low-latency slot) for operations of at most this many bytes per
+/// rank (the larger of its buffers), simple above: NCCL's order of
+/// protocols by size. Measured on an H200 (8 virtual ranks, all-reduce,
+/// `scripts/gpu-acceptance.sh`): the line protocols beat simple by 10% at
+/// 512 KiB and lost by 20% at 2 MiB, where LL had still been picked
+/// (every step fit its slot).
+const LINE_AUTO_MAX: usize = 1 << 20;
 
 /// Threads per block for an operation under `proto` whose largest message
 /// step moves `message_bytes` and largest local step (no peer)
@@ -218,28 +221,24 @@ impl CudaRank {
         let ll128_max = self.world.opts.shape.ll128_max_bytes();
         let (proto, why) = match self.world.opts.proto {
             Some(p) => (p, "asked for"),
+            None if op_bytes > LINE_AUTO_MAX => (
+                Proto::Simple,
+                "the operation exceeds 1 MiB, where the line protocols' flags cost more than they save",
+            ),
             None if t.max_step_bytes <= ll_max => {
                 (Proto::LowLatency, "every step fits the low-latency slot")
             }
             // LL128 only where connections are the GPU's own memory (see
             // `CudaWorld::open`).
-            None if !self.world.staged
-                && op_bytes <= LL128_AUTO_MAX
-                && t.max_step_bytes <= ll128_max =>
-            {
-                (
-                    Proto::LowLatency128,
-                    "a step exceeds the low-latency slot; the operation is at most 4 MiB (LL128)",
-                )
-            }
+            None if !self.world.staged && t.max_step_bytes <= ll128_max => (
+                Proto::LowLatency128,
+                "a step exceeds the low-latency slot; the operation is at most 1 MiB (LL128)",
+            ),
             None if self.world.staged => (
                 Proto::Simple,
                 "a step exceeds the low-latency slot; connections between GPUs or processes take no LL128",
             ),
-            None => (
-                Proto::Simple,
-                "a step exceeds the low-latency slot; the operation exceeds 4 MiB",
-            ),
+            None => (Proto::Simple, "a step exceeds the LL128 slot"),
         };
         // Each rank chose from its own messages; every rank runs one.
         let (proto, why) = if self.world.opts.proto.is_none() && nranks > 1 {
@@ -393,7 +392,7 @@ mod tests {
     fn small_line_protocol_operations_launch_narrow_blocks() {
         let mut o = CudaOptions::new(
             Kind::Cuda,
-            64 << 10,
+            Some(64 << 10),
             Duration::from_secs(1),
             Timing::Events,
             EnvKnobs::default(),
@@ -423,7 +422,7 @@ mod tests {
         // The emulated device runs one thread a block.
         let e = CudaOptions::new(
             Kind::Emu,
-            64 << 10,
+            Some(64 << 10),
             Duration::from_secs(1),
             Timing::Events,
             EnvKnobs::default(),
