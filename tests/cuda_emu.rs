@@ -386,7 +386,7 @@ fn every_dtype_and_operator_reduces_bit_exact() {
 
 /// LL128 (120 payload bytes a 128-byte line) at sizes that end mid-line,
 /// fill whole lines and span many, with every type's element size, and
-/// `auto` choosing it between the low-latency slot and 4 MiB, between
+/// `auto` choosing it between the low-latency slot and 1 MiB, between
 /// ranks of one GPU: across GPUs (host-mapped connections, where a line
 /// can arrive torn) auto never takes it and asking for it is refused.
 #[test]

@@ -436,7 +436,8 @@ pub struct RunArgs {
     #[arg(long)]
     pub graph: bool,
     /// CUDA engine protocol: auto (for operations up to 1 MiB low-latency
-    /// where steps fit 16 KiB, else LL128; simple above),
+    /// where steps fit 16 KiB, else LL128 where they fit 256 KiB; simple
+    /// otherwise),
     /// simple, ll (steps then fit a low-latency slot) or ll128.
     #[arg(long, default_value = "auto", value_enum, ignore_case = true)]
     pub protocol: ProtocolChoice,

@@ -118,7 +118,7 @@ mod report;
 mod sinks;
 mod sweep;
 mod tune;
-mod world;
+pub(crate) mod world;
 
 // The commands' shared pieces, one room each; every room sees the others'
 // through this module.

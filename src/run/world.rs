@@ -254,12 +254,13 @@ pub(super) fn agree_prepared(
 /// hash of them with what decides which operations the ranks issue, how
 /// they move the data, and the data they check: placements, iterations,
 /// the group's mix, channels, protocol, graph, link timing, the host
-/// engine's slots, and the seed. (The world's size is the same on every
-/// rank by then.)
-fn sweep_print(plan: &Plan, cases: &[harness::plan::Case]) -> String {
+/// engine's slots, `--slot-size` as given (a GPU's default slot is not the
+/// host's), and the seed. (The world's size is the same on every rank by
+/// then.)
+pub(crate) fn sweep_print(plan: &Plan, cases: &[harness::plan::Case]) -> String {
     let h = &plan.host;
     let what = format!(
-        "{cases:?}|{:?}|{} {} {}|{:?}|{} {:?} {:?}|{} {:?}|{} {} {}|{}",
+        "{cases:?}|{:?}|{} {} {}|{:?}|{} {:?} {:?}|{} {:?}|{} {} {:?} {}|{}",
         plan.placements,
         plan.iters,
         plan.warmup,
@@ -272,6 +273,7 @@ fn sweep_print(plan: &Plan, cases: &[harness::plan::Case]) -> String {
         plan.links_from,
         h.slots,
         h.slot_bytes,
+        plan.slot_bytes,
         h.direct_min_bytes,
         plan.seed,
     );

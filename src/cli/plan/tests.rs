@@ -294,3 +294,24 @@ fn peers_per_channel_follow_the_sweeps_algorithms() {
         0
     );
 }
+
+/// Ranks compare a print of their sweeps before they run: `--slot-size`
+/// given or not is part of it, since a GPU's default slot (1 MiB) is not
+/// the host's (256 KiB) that the host options hold either way.
+#[test]
+fn the_sweeps_print_tells_a_slot_size_given_from_the_default() {
+    let print = |flags: &[&str]| {
+        let mut all = vec!["--ranks", "2", "--sizes", "1K"];
+        all.extend_from_slice(flags);
+        let s = build(Some(Collective::AllReduce), &parse(&all), None).unwrap();
+        let (cases, _) = crate::harness::plan::cases(&s.plan);
+        crate::run::world::sweep_print(&s.plan, &cases)
+    };
+    let default = print(&[]);
+    assert_eq!(default, print(&[]));
+    let quarter = print(&["--slot-size", "256K"]);
+    assert_ne!(default, quarter);
+    assert_ne!(default, print(&["--slot-size", "1M"]));
+    assert_ne!(quarter, print(&["--slot-size", "1M"]));
+    assert_eq!(quarter, print(&["--slot-size", "256K"]));
+}
