@@ -68,8 +68,8 @@ pub struct CudaOptions {
 /// than with 256 KiB slots (fewer hand-offs per byte).
 pub const GPU_SLOT_BYTES: usize = 1 << 20;
 
-/// The emulated device's default slot: its memory is the host's, and its
-/// blocks are threads that gain nothing from larger steps.
+/// The emulated device's default slot, the host engine's: its memory is
+/// the host's, and its tests and sweeps are small.
 pub const EMU_SLOT_BYTES: usize = 256 << 10;
 
 /// The most payload an LL128 slot carries, whatever the simple slot.
@@ -103,8 +103,7 @@ impl CudaOptions {
                 // Half of a line is payload: the same payload as a simple slot, at most 16 KiB.
                 ll_slot_bytes: (2 * slot_bytes).min(32 << 10),
                 // The same payload as a simple slot, at most LL128_MAX_PAYLOAD:
-                // LL128 is for operations of a few MiB, where larger steps
-                // gain nothing.
+                // auto runs LL128 only for operations of up to 1 MiB.
                 ll128_slot_bytes: ConnShape::ll128_for(slot_bytes.min(LL128_MAX_PAYLOAD)),
             },
             threads: match (kind, fixed) {
