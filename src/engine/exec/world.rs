@@ -14,6 +14,9 @@ use std::time::Duration;
 /// The most channels one program may have.
 pub const MAX_CHANNELS: usize = 128;
 
+/// The host engine's default FIFO slot (`--slot-size`).
+pub const HOST_SLOT_BYTES: usize = 256 << 10;
+
 /// Tunables of the host engine.
 #[derive(Clone, Debug)]
 pub struct HostOptions {
@@ -38,7 +41,7 @@ impl Default for HostOptions {
     fn default() -> Self {
         HostOptions {
             slots: 4,
-            slot_bytes: 256 << 10,
+            slot_bytes: HOST_SLOT_BYTES,
             direct_min_bytes: 4096,
             timeout: Duration::from_secs(300),
             link_timing: false,

@@ -70,7 +70,7 @@ pub const GPU_SLOT_BYTES: usize = 1 << 20;
 
 /// The emulated device's default slot, the host engine's: its memory is
 /// the host's, and its tests and sweeps are small.
-pub const EMU_SLOT_BYTES: usize = 256 << 10;
+pub const EMU_SLOT_BYTES: usize = crate::engine::exec::world::HOST_SLOT_BYTES;
 
 /// The most payload an LL128 slot carries, whatever the simple slot.
 pub const LL128_MAX_PAYLOAD: usize = 256 << 10;
